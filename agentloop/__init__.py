@@ -1,0 +1,166 @@
+"""agentloop: a stateful LLM agent with tool execution and a typed event stream, on anyio.
+
+A Python port of pi-agent-core: `agent_loop` streams a run's events, `run_agent_loop` awaits a
+sink for each of them, and `Agent` keeps the state, the listeners and the message queues.
+Runs on asyncio and on trio.
+"""
+
+from __future__ import annotations
+
+from ._abort import AbortSignal as AbortSignal
+from ._agent import DEFAULT_MODEL as DEFAULT_MODEL
+from ._agent import Agent as Agent
+from ._agent import AgentListener as AgentListener
+from ._agent import AgentState as AgentState
+from ._codec import dumps as dumps
+from ._codec import from_json as from_json
+from ._codec import loads as loads
+from ._codec import to_json as to_json
+from ._config import AfterToolCallContext as AfterToolCallContext
+from ._config import AfterToolCallResult as AfterToolCallResult
+from ._config import AgentContext as AgentContext
+from ._config import AgentLoopConfig as AgentLoopConfig
+from ._config import BeforeToolCallContext as BeforeToolCallContext
+from ._config import BeforeToolCallResult as BeforeToolCallResult
+from ._config import NextTurn as NextTurn
+from ._config import StreamFn as StreamFn
+from ._config import StreamOptions as StreamOptions
+from ._config import TurnContext as TurnContext
+from ._config import default_convert_to_llm as default_convert_to_llm
+from ._default_stream import register_api_provider as register_api_provider
+from ._errors import AgentBusyError as AgentBusyError
+from ._errors import AgentLoopError as AgentLoopError
+from ._errors import InvalidContextError as InvalidContextError
+from ._errors import ToolError as ToolError
+from ._events import AgentEnd as AgentEnd
+from ._events import AgentEvent as AgentEvent
+from ._events import AgentStart as AgentStart
+from ._events import AssistantMessageEvent as AssistantMessageEvent
+from ._events import DoneEvent as DoneEvent
+from ._events import ErrorEvent as ErrorEvent
+from ._events import MessageEnd as MessageEnd
+from ._events import MessageStart as MessageStart
+from ._events import MessageUpdate as MessageUpdate
+from ._events import StartEvent as StartEvent
+from ._events import TextDeltaEvent as TextDeltaEvent
+from ._events import TextEndEvent as TextEndEvent
+from ._events import TextStartEvent as TextStartEvent
+from ._events import ThinkingDeltaEvent as ThinkingDeltaEvent
+from ._events import ThinkingEndEvent as ThinkingEndEvent
+from ._events import ThinkingStartEvent as ThinkingStartEvent
+from ._events import ToolCallDeltaEvent as ToolCallDeltaEvent
+from ._events import ToolCallEndEvent as ToolCallEndEvent
+from ._events import ToolCallStartEvent as ToolCallStartEvent
+from ._events import ToolExecutionEnd as ToolExecutionEnd
+from ._events import ToolExecutionStart as ToolExecutionStart
+from ._events import ToolExecutionUpdate as ToolExecutionUpdate
+from ._events import TurnEnd as TurnEnd
+from ._events import TurnStart as TurnStart
+from ._loop import run_agent_loop as run_agent_loop
+from ._loop import run_agent_loop_continue as run_agent_loop_continue
+from ._partial import AssistantMessageBuilder as AssistantMessageBuilder
+from ._stream import AgentEventStream as AgentEventStream
+from ._stream import AgentLoopStream as AgentLoopStream
+from ._stream import agent_loop as agent_loop
+from ._stream import agent_loop_continue as agent_loop_continue
+from ._tools import AgentTool as AgentTool
+from ._tools import tool as tool
+from ._types import AgentMessage as AgentMessage
+from ._types import AgentToolResult as AgentToolResult
+from ._types import AssistantMessage as AssistantMessage
+from ._types import Context as Context
+from ._types import Cost as Cost
+from ._types import CustomMessage as CustomMessage
+from ._types import ImageContent as ImageContent
+from ._types import Message as Message
+from ._types import Model as Model
+from ._types import ModelCost as ModelCost
+from ._types import StopReason as StopReason
+from ._types import TextContent as TextContent
+from ._types import ThinkingContent as ThinkingContent
+from ._types import ThinkingLevel as ThinkingLevel
+from ._types import ToolCall as ToolCall
+from ._types import ToolResultMessage as ToolResultMessage
+from ._types import Usage as Usage
+from ._types import UserMessage as UserMessage
+
+__version__ = "0.1.0"
+
+__all__ = (
+    "DEFAULT_MODEL",
+    "AbortSignal",
+    "AfterToolCallContext",
+    "AfterToolCallResult",
+    "Agent",
+    "AgentBusyError",
+    "AgentContext",
+    "AgentEnd",
+    "AgentEvent",
+    "AgentEventStream",
+    "AgentListener",
+    "AgentLoopConfig",
+    "AgentLoopError",
+    "AgentLoopStream",
+    "AgentMessage",
+    "AgentStart",
+    "AgentState",
+    "AgentTool",
+    "AgentToolResult",
+    "AssistantMessage",
+    "AssistantMessageBuilder",
+    "AssistantMessageEvent",
+    "BeforeToolCallContext",
+    "BeforeToolCallResult",
+    "Context",
+    "Cost",
+    "CustomMessage",
+    "DoneEvent",
+    "ErrorEvent",
+    "ImageContent",
+    "InvalidContextError",
+    "Message",
+    "MessageEnd",
+    "MessageStart",
+    "MessageUpdate",
+    "Model",
+    "ModelCost",
+    "NextTurn",
+    "StartEvent",
+    "StopReason",
+    "StreamFn",
+    "StreamOptions",
+    "TextContent",
+    "TextDeltaEvent",
+    "TextEndEvent",
+    "TextStartEvent",
+    "ThinkingContent",
+    "ThinkingDeltaEvent",
+    "ThinkingEndEvent",
+    "ThinkingLevel",
+    "ThinkingStartEvent",
+    "ToolCall",
+    "ToolCallDeltaEvent",
+    "ToolCallEndEvent",
+    "ToolCallStartEvent",
+    "ToolError",
+    "ToolExecutionEnd",
+    "ToolExecutionStart",
+    "ToolExecutionUpdate",
+    "ToolResultMessage",
+    "TurnContext",
+    "TurnEnd",
+    "TurnStart",
+    "Usage",
+    "UserMessage",
+    "agent_loop",
+    "agent_loop_continue",
+    "default_convert_to_llm",
+    "dumps",
+    "from_json",
+    "loads",
+    "register_api_provider",
+    "run_agent_loop",
+    "run_agent_loop_continue",
+    "to_json",
+    "tool",
+)

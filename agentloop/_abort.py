@@ -1,0 +1,104 @@
+"""`AbortSignal`: a synchronous, idempotent abort that the loop turns into events, not exceptions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from contextlib import contextmanager
+
+import anyio
+
+__all__ = ("AbortSignal",)
+
+
+class AbortSignal:
+    """Tells a run to stop as soon as it can, and still finish its event protocol.
+
+    `abort()` is synchronous and may be called from any task of the event loop (from another
+    thread use `anyio.from_thread.run_sync(signal.abort)`). What it does to a run:
+
+    * the model stream is cancelled at once and ends as an aborted assistant message;
+    * tools see `signal.aborted` (and `await signal.wait()` returns); a tool still running after
+      the loop's grace period is cancelled and answered with "Operation aborted";
+    * tool calls not started yet are answered with "Operation aborted";
+    * the run then ends with `turn_end` and `agent_end`.
+
+    An outer timeout or cancellation is never an abort: it propagates as a cancellation.
+    """
+
+    __slots__ = ("_aborted", "_callbacks", "_event", "_next_key")
+
+    def __init__(self) -> None:
+        self._aborted = False
+        self._callbacks: dict[int, Callable[[], None]] = {}
+        self._next_key = 0
+        self._event: anyio.Event | None = None
+
+    @property
+    def aborted(self) -> bool:
+        """Whether `abort()` has been called."""
+        return self._aborted
+
+    def abort(self) -> None:
+        """Abort the run. Calling it again does nothing."""
+        if self._aborted:
+            return
+        self._aborted = True
+        if self._event is not None:
+            self._event.set()
+        callbacks = list(self._callbacks.values())
+        self._callbacks.clear()
+        for callback in callbacks:
+            callback()
+
+    async def wait(self) -> None:
+        """Return once the signal is aborted (for tools that wait on it)."""
+        if self._aborted:
+            return
+        if self._event is None:
+            self._event = anyio.Event()
+        await self._event.wait()
+
+    def on_abort(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call `callback()` when the signal aborts (at once if it already has).
+
+        Returns a function that removes the callback.
+        """
+        if self._aborted:
+            callback()
+            return _noop
+        key = self._next_key
+        self._next_key = key + 1
+        self._callbacks[key] = callback
+
+        def remove() -> None:
+            self._callbacks.pop(key, None)
+
+        return remove
+
+    @contextmanager
+    def cancel_scope(self, grace: float = 0.0) -> Generator[anyio.CancelScope, None, None]:
+        """A cancel scope that the abort cancels, at once or `grace` seconds after it.
+
+        `scope.cancelled_caught` then tells an abort from an outer cancellation.
+        """
+        scope = anyio.CancelScope()
+
+        def cancel() -> None:
+            if grace <= 0:
+                scope.cancel()
+            else:
+                scope.deadline = min(scope.deadline, anyio.current_time() + grace)
+
+        remove = self.on_abort(cancel)
+        try:
+            with scope:
+                yield scope
+        finally:
+            remove()
+
+    def __repr__(self) -> str:
+        return f"AbortSignal(aborted={self._aborted})"
+
+
+def _noop() -> None:
+    pass

@@ -1,0 +1,274 @@
+"""The loop's configuration, the stream-function contract, and the hook types."""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union
+
+from ._abort import AbortSignal
+from ._events import AgentEvent, AssistantMessageEvent
+from ._tools import AgentTool
+from ._types import (
+    AgentMessage,
+    AgentToolResult,
+    AssistantMessage,
+    Context,
+    Message,
+    Model,
+    ThinkingLevel,
+    ToolCall,
+    ToolResultMessage,
+    UserContent,
+)
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeAlias
+
+__all__ = (
+    "AfterToolCallContext",
+    "AfterToolCallResult",
+    "AgentContext",
+    "AgentLoopConfig",
+    "BeforeToolCallContext",
+    "BeforeToolCallResult",
+    "Emit",
+    "MaybeAwaitable",
+    "NextTurn",
+    "QueueMode",
+    "StreamFn",
+    "StreamOptions",
+    "StreamSource",
+    "ToolExecution",
+    "TurnContext",
+    "default_convert_to_llm",
+)
+
+T = TypeVar("T")
+MaybeAwaitable: TypeAlias = Union[T, Awaitable[T]]
+"""Callbacks may be plain or `async` functions."""
+
+ToolExecution: TypeAlias = Literal["parallel", "sequential"]
+QueueMode: TypeAlias = Literal["all", "one-at-a-time"]
+
+Emit: TypeAlias = Callable[[AgentEvent], MaybeAwaitable[None]]
+"""The event sink of `run_agent_loop`; awaited for every event."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StreamOptions:
+    """What a stream function receives besides the model and the context."""
+
+    signal: AbortSignal
+    """Abort the request when this aborts; a stream called with an aborted signal ends at once."""
+    api_key: str | None = None
+    reasoning: ThinkingLevel | None = None
+    """The thinking level; None means reasoning off."""
+    session_id: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    thinking_budgets: Mapping[str, int] | None = None
+    headers: Mapping[str, str] | None = None
+    metadata: Mapping[str, Any] | None = None
+    max_retry_delay: float | None = None
+    """Seconds; the longest server-requested retry delay a provider honours."""
+
+    def __repr__(self) -> str:
+        key = "None" if self.api_key is None else "'***'"
+        return f"StreamOptions(api_key={key}, reasoning={self.reasoning!r}, session_id={self.session_id!r})"
+
+
+StreamSource: TypeAlias = Union[
+    AsyncIterator[AssistantMessageEvent],
+    AbstractAsyncContextManager[AsyncIterator[AssistantMessageEvent]],
+]
+"""What a stream function returns (or an awaitable of it): an async iterator of events, or an
+async context manager that yields one (the loop enters it and always exits it)."""
+
+StreamFn: TypeAlias = Callable[[Model, Context, StreamOptions], MaybeAwaitable[StreamSource]]
+"""Streams one model response. It must report every failure as one terminal `error` event."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentContext:
+    """The agent's view of the conversation, as hooks see it (a snapshot)."""
+
+    system_prompt: str = ""
+    messages: Sequence[AgentMessage] = ()
+    tools: Sequence[AgentTool] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BeforeToolCallContext:
+    """What `before_tool_call` sees: the call, its validated arguments, and the context."""
+
+    assistant_message: AssistantMessage
+    tool_call: ToolCall
+    args: Any
+    """The validated arguments: the same object `execute` will receive."""
+    context: AgentContext
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BeforeToolCallResult:
+    """Returned by `before_tool_call` to block a call (None or `block=False` allows it)."""
+
+    block: bool = False
+    reason: str | None = None
+    """The error text the model sees (default "Tool execution was blocked")."""
+    terminate: bool | None = None
+    """A blocked call that terminates counts towards ending the run after the batch."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AfterToolCallContext:
+    """What `after_tool_call` sees: the call and its result before any override."""
+
+    assistant_message: AssistantMessage
+    tool_call: ToolCall
+    args: Any
+    result: AgentToolResult
+    is_error: bool
+    context: AgentContext
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AfterToolCallResult:
+    """Returned by `after_tool_call`: each field given replaces the result's."""
+
+    content: Sequence[UserContent] | None = None
+    details: Any = None
+    is_error: bool | None = None
+    terminate: bool | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnContext:
+    """What `should_stop_after_turn` and `prepare_next_turn` see after a turn."""
+
+    message: AssistantMessage
+    tool_results: Sequence[ToolResultMessage]
+    context: AgentContext
+    new_messages: Sequence[AgentMessage]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NextTurn:
+    """Returned by `prepare_next_turn` to change what the next turn uses (None keeps a value)."""
+
+    context: AgentContext | None = None
+    """Replaces the system prompt, the transcript and the tools (for example after compaction)."""
+    model: Model | None = None
+    thinking_level: ThinkingLevel | None = None
+    messages: Sequence[AgentMessage] = ()
+    """Messages injected at the start of the next turn, before queued steering."""
+
+
+def default_convert_to_llm(messages: Sequence[AgentMessage]) -> list[Message]:
+    """Keep the messages an LLM understands (user, assistant, toolResult); drop custom roles."""
+    return [m for m in messages if m.role in _LLM_ROLES]  # type: ignore[misc]
+
+
+_LLM_ROLES = frozenset({"user", "assistant", "toolResult"})
+_THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
+
+
+@dataclass(kw_only=True)
+class AgentLoopConfig:
+    """How a run behaves. Every callback may be a plain or an `async` function.
+
+    Attributes:
+        model: The model passed to the stream function.
+        convert_to_llm: `(messages) -> messages` run before every LLM call, after
+            `transform_context`; turns custom messages into LLM messages or drops them. The
+            default keeps user, assistant and toolResult messages.
+        transform_context: `(messages, signal) -> messages` run before every LLM call (pruning,
+            compaction, injecting context).
+        get_api_key: `(provider) -> key | None`, called before every LLM call (expiring tokens);
+            a falsy answer falls back to `api_key`.
+        get_steering_messages: `() -> messages` polled before the first call and after each
+            turn; messages are injected before the next LLM call.
+        get_follow_up_messages: `() -> messages` polled when the agent would otherwise stop.
+        tool_execution: `"parallel"` (default) or `"sequential"`.
+        before_tool_call: `(ctx, signal) -> BeforeToolCallResult | None`; may block a call.
+        after_tool_call: `(ctx, signal) -> AfterToolCallResult | None`; may override a result.
+        should_stop_after_turn: `(ctx) -> bool`, after each completed turn's `turn_end`.
+        prepare_next_turn: `(ctx) -> NextTurn | None`, after each completed turn's `turn_end`,
+            before `should_stop_after_turn`.
+        max_turns: End the run after this many turns (None: unlimited).
+        tool_abort_grace: Seconds a running tool may take to honour an abort before it is
+            cancelled and answered with "Operation aborted".
+    """
+
+    model: Model
+    convert_to_llm: Callable[[Sequence[AgentMessage]], MaybeAwaitable[Sequence[Message]]] = (
+        default_convert_to_llm
+    )
+    transform_context: (
+        Callable[[Sequence[AgentMessage], AbortSignal], MaybeAwaitable[Sequence[AgentMessage]]] | None
+    ) = None
+    get_api_key: Callable[[str], MaybeAwaitable[str | None]] | None = None
+    api_key: str | None = field(default=None, repr=False)
+    get_steering_messages: Callable[[], MaybeAwaitable[Sequence[AgentMessage]]] | None = None
+    get_follow_up_messages: Callable[[], MaybeAwaitable[Sequence[AgentMessage]]] | None = None
+    tool_execution: ToolExecution = "parallel"
+    before_tool_call: (
+        Callable[[BeforeToolCallContext, AbortSignal], MaybeAwaitable[BeforeToolCallResult | None]] | None
+    ) = None
+    after_tool_call: (
+        Callable[[AfterToolCallContext, AbortSignal], MaybeAwaitable[AfterToolCallResult | None]] | None
+    ) = None
+    should_stop_after_turn: Callable[[TurnContext], MaybeAwaitable[bool]] | None = None
+    prepare_next_turn: Callable[[TurnContext], MaybeAwaitable[NextTurn | None]] | None = None
+    max_turns: int | None = None
+    tool_abort_grace: float = 2.0
+    reasoning: ThinkingLevel | None = None
+    session_id: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    thinking_budgets: Mapping[str, int] | None = None
+    headers: Mapping[str, str] | None = None
+    metadata: Mapping[str, Any] | None = None
+    max_retry_delay: float | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.model, Model):
+            raise TypeError(f"config.model must be an agentloop.Model, got {type(self.model).__name__}")
+        if self.tool_execution not in ("parallel", "sequential"):
+            raise ValueError(
+                f"config.tool_execution must be 'parallel' or 'sequential', got {self.tool_execution!r}"
+            )
+        if self.max_turns is not None and (
+            isinstance(self.max_turns, bool) or not isinstance(self.max_turns, int) or self.max_turns < 1
+        ):
+            raise ValueError(f"config.max_turns must be a positive int or None, got {self.max_turns!r}")
+        grace = self.tool_abort_grace
+        if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not grace >= 0 or math.isnan(grace):
+            raise ValueError(f"config.tool_abort_grace must be a number of seconds >= 0, got {grace!r}")
+        if self.reasoning is not None and self.reasoning not in _THINKING_LEVELS:
+            raise ValueError(f"config.reasoning must be one of {_THINKING_LEVELS} or None, got {self.reasoning!r}")
+        for name in (
+            "convert_to_llm",
+            "transform_context",
+            "get_api_key",
+            "get_steering_messages",
+            "get_follow_up_messages",
+            "before_tool_call",
+            "after_tool_call",
+            "should_stop_after_turn",
+            "prepare_next_turn",
+        ):
+            value = getattr(self, name)
+            if value is not None and not callable(value):
+                raise TypeError(f"config.{name} must be callable or None, got {value!r}")
+
+
+async def call(fn: Callable[..., MaybeAwaitable[T]], *args: Any) -> T:
+    """Call a plain or async callback and return its result."""
+    result = fn(*args)
+    if inspect.isawaitable(result):
+        return await result
+    return result

@@ -1,0 +1,51 @@
+"""The stream function used when none is given.
+
+It dispatches on `model.api` through the provider registry. Only the APIs registered with
+`register_api_provider` are known; an unknown API ends the response with one `error` event
+(a stream function never raises), in the reference's words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+
+from ._config import StreamFn, StreamOptions, StreamSource
+from ._events import AssistantMessageEvent, ErrorEvent
+from ._types import AssistantMessage, Context, Model
+
+__all__ = ("default_stream_fn", "register_api_provider")
+
+_PROVIDERS: dict[str, StreamFn] = {}
+
+
+def register_api_provider(api: str, stream_fn: StreamFn) -> Callable[[], None]:
+    """Make `stream_fn` the default stream function for models whose `api` is `api`.
+
+    Returns a function that removes the registration.
+    """
+    if not isinstance(api, str) or not api:
+        raise ValueError(f"api must be a non-empty str, got {api!r}")
+    if not callable(stream_fn):
+        raise TypeError(f"stream_fn must be callable, got {stream_fn!r}")
+    _PROVIDERS[api] = stream_fn
+
+    def remove() -> None:
+        if _PROVIDERS.get(api) is stream_fn:
+            del _PROVIDERS[api]
+
+    return remove
+
+
+def default_stream_fn(model: Model, context: Context, options: StreamOptions) -> StreamSource:
+    """Stream with the provider registered for `model.api`, or end with an error event."""
+    provider = _PROVIDERS.get(model.api)
+    if provider is not None:
+        return provider(model, context, options)  # type: ignore[return-value]
+    return _error(model, f"No API provider registered for api: {model.api}")
+
+
+async def _error(model: Model, text: str) -> AsyncIterator[AssistantMessageEvent]:
+    message = AssistantMessage(
+        api=model.api, provider=model.provider, model=model.id, stop_reason="error", error_message=text
+    )
+    yield ErrorEvent("error", message)

@@ -1,0 +1,322 @@
+"""Tool batches: preflight, parallel / sequential / barrier execution, hooks, bounded abort."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from ._config import (
+    AfterToolCallContext,
+    AfterToolCallResult,
+    BeforeToolCallContext,
+    BeforeToolCallResult,
+    call,
+)
+from ._events import MessageEnd, MessageStart, ToolExecutionEnd, ToolExecutionStart, ToolExecutionUpdate
+from ._tools import AgentTool, validate_tool_arguments
+from ._types import AgentToolResult, AssistantMessage, TextContent, ToolCall, ToolResultMessage, error_result
+from ._util import single_exception
+
+if TYPE_CHECKING:
+    from ._loop import _Run
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
+
+__all__ = ("execute_tool_calls", "fail_truncated_tool_calls")
+
+ABORTED = "Operation aborted"
+TRUNCATED = (
+    'Tool call "{name}" was not executed: the response hit the output token limit, so its arguments '
+    "may be truncated. Re-issue the tool call with complete arguments."
+)
+
+
+@dataclass(slots=True)
+class _Prepared:
+    tool_call: ToolCall
+    tool: AgentTool
+    args: Any
+
+
+@dataclass(slots=True)
+class _Finalized:
+    tool_call: ToolCall
+    result: AgentToolResult
+    is_error: bool
+
+
+def _message(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__
+
+
+async def _emit_end(run: _Run, fin: _Finalized) -> None:
+    await run.emit(ToolExecutionEnd(fin.tool_call.id, fin.tool_call.name, fin.result, fin.is_error))
+
+
+async def _emit_result_message(run: _Run, fin: _Finalized) -> ToolResultMessage:
+    message = ToolResultMessage(
+        tool_call_id=fin.tool_call.id,
+        tool_name=fin.tool_call.name,
+        content=fin.result.content,
+        details=fin.result.details,
+        is_error=fin.is_error,
+    )
+    await run.emit(MessageStart(message))
+    await run.emit(MessageEnd(message))
+    return message
+
+
+async def fail_truncated_tool_calls(run: _Run, tool_calls: Sequence[ToolCall]) -> list[ToolResultMessage]:
+    """Fail every call of a response cut off by the token limit: its arguments may be truncated."""
+    messages = []
+    for tool_call in tool_calls:
+        await run.emit(ToolExecutionStart(tool_call.id, tool_call.name, tool_call.arguments))
+        fin = _Finalized(tool_call, error_result(TRUNCATED.format(name=tool_call.name)), True)
+        await _emit_end(run, fin)
+        messages.append(await _emit_result_message(run, fin))
+    return messages
+
+
+async def execute_tool_calls(
+    run: _Run, assistant: AssistantMessage, tool_calls: Sequence[ToolCall]
+) -> tuple[list[ToolResultMessage], bool]:
+    """Run one batch; return its tool-result messages in source order and whether to terminate."""
+    if run.config.tool_execution == "sequential":
+        results, messages = await _sequential(run, assistant, tool_calls)
+    else:
+        results = await _parallel(run, assistant, tool_calls)
+        messages = [await _emit_result_message(run, fin) for fin in results]
+    terminate = bool(results) and all(fin.result.terminate is True for fin in results)
+    return messages, terminate
+
+
+async def _sequential(
+    run: _Run, assistant: AssistantMessage, tool_calls: Sequence[ToolCall]
+) -> tuple[list[_Finalized], list[ToolResultMessage]]:
+    results: list[_Finalized] = []
+    messages: list[ToolResultMessage] = []
+    for tool_call in tool_calls:
+        await run.emit(ToolExecutionStart(tool_call.id, tool_call.name, tool_call.arguments))
+        prepared = await _prepare(run, assistant, tool_call)
+        if isinstance(prepared, _Finalized):
+            fin = prepared
+        else:
+            result, is_error = await _execute(run, prepared)
+            fin = await _finalize(run, assistant, prepared, result, is_error)
+        await _emit_end(run, fin)
+        results.append(fin)
+        messages.append(await _emit_result_message(run, fin))
+    return results, messages
+
+
+async def _parallel(run: _Run, assistant: AssistantMessage, tool_calls: Sequence[ToolCall]) -> list[_Finalized]:
+    finalized: list[_Finalized | None] = [None] * len(tool_calls)
+    runnable: list[tuple[int, _Prepared]] = []
+    for index, tool_call in enumerate(tool_calls):
+        await run.emit(ToolExecutionStart(tool_call.id, tool_call.name, tool_call.arguments))
+        prepared = await _prepare(run, assistant, tool_call)
+        if isinstance(prepared, _Finalized):
+            await _emit_end(run, prepared)
+            finalized[index] = prepared
+        else:
+            runnable.append((index, prepared))
+    if len(runnable) == 1:
+        index, prepared = runnable[0]
+        if run.signal.aborted:
+            fin = _Finalized(prepared.tool_call, error_result(ABORTED), True)
+        else:
+            result, is_error = await _execute(run, prepared)
+            fin = await _finalize(run, assistant, prepared, result, is_error)
+        await _emit_end(run, fin)
+        finalized[index] = fin
+    elif runnable:
+        await _Batch(run, assistant, runnable, finalized).run()
+    return [fin for fin in finalized if fin is not None]
+
+
+class _Batch:
+    """Runs prepared calls concurrently, with exclusive barriers, in the reference's order.
+
+    A barrier call (`execution_mode="sequential"`) begins after every earlier call is finalized;
+    any other call begins after every earlier barrier call is finalized. Whatever the scheduler
+    does (trio shuffles ready tasks), the order is the reference's (JavaScript promise) order:
+    calls begin in source order; every call that may run beside a call begins before that call is
+    finalized; and calls whose tools finished are finalized in the order they finished.
+    """
+
+    def __init__(
+        self,
+        run: _Run,
+        assistant: AssistantMessage,
+        runnable: list[tuple[int, _Prepared]],
+        finalized: list[_Finalized | None],
+    ) -> None:
+        self.run_ = run
+        self.assistant = assistant
+        self.runnable = runnable
+        self.finalized = finalized
+        count = len(runnable)
+        self.barrier = [p.tool.execution_mode == "sequential" for _, p in runnable]
+        self.done = [anyio.Event() for _ in range(count)]
+        self.began = [anyio.Event() for _ in range(count)]
+        self.finishing: list[anyio.Event] = []
+        # The last call of each run of calls that may execute together.
+        self.group_end = list(range(count))
+        for k in range(count - 2, -1, -1):
+            if not self.barrier[k] and not self.barrier[k + 1]:
+                self.group_end[k] = self.group_end[k + 1]
+
+    async def run(self) -> None:
+        try:
+            async with anyio.create_task_group() as tg:
+                for k in range(len(self.runnable)):
+                    tg.start_soon(self.one, k)
+        except BaseExceptionGroup as group:
+            raise single_exception(group) from None
+
+    async def one(self, k: int) -> None:
+        run, barrier, began = self.run_, self.barrier, self.began
+        index, prepared = self.runnable[k]
+        try:
+            for j in range(k):
+                if (barrier[k] or barrier[j]) and not self.done[j].is_set():
+                    await self.done[j].wait()
+            if k and not began[k - 1].is_set():
+                await began[k - 1].wait()
+            began[k].set()
+            if run.signal.aborted:
+                fin = _Finalized(prepared.tool_call, error_result(ABORTED), True)
+            else:
+                result, is_error = await _execute(run, prepared)
+                ticket = len(self.finishing)
+                self.finishing.append(anyio.Event())
+                last = self.group_end[k]
+                if not began[last].is_set():
+                    await began[last].wait()
+                if ticket and not self.finishing[ticket - 1].is_set():
+                    await self.finishing[ticket - 1].wait()
+                self.finishing[ticket].set()
+                fin = await _finalize(run, self.assistant, prepared, result, is_error)
+            await _emit_end(run, fin)
+            self.finalized[index] = fin
+        finally:
+            began[k].set()
+            self.done[k].set()
+
+
+async def _prepare(run: _Run, assistant: AssistantMessage, tool_call: ToolCall) -> _Prepared | _Finalized:
+    signal = run.signal
+    if signal.aborted:
+        return _Finalized(tool_call, error_result(ABORTED), True)
+    tool = next((t for t in run.tools if t.name == tool_call.name), None)
+    if tool is None:
+        return _Finalized(tool_call, error_result(f"Tool {tool_call.name} not found"), True)
+    try:
+        checked = tool_call
+        if tool.prepare_arguments is not None:
+            arguments = await call(tool.prepare_arguments, tool_call.arguments)
+            if arguments is not tool_call.arguments:
+                checked = ToolCall(
+                    tool_call.id,
+                    tool_call.name,
+                    arguments,
+                    thought_signature=tool_call.thought_signature,
+                    arguments_error=tool_call.arguments_error,
+                )
+        args = validate_tool_arguments(tool, checked)
+        hook = run.config.before_tool_call
+        if hook is not None:
+            context = BeforeToolCallContext(
+                assistant_message=assistant, tool_call=tool_call, args=args, context=run.agent_context()
+            )
+            decision = await call(hook, context, signal)
+            if signal.aborted:
+                return _Finalized(tool_call, error_result(ABORTED), True)
+            if decision is not None:
+                if not isinstance(decision, BeforeToolCallResult):
+                    raise TypeError(
+                        f"before_tool_call must return a BeforeToolCallResult or None, got {type(decision).__name__}"
+                    )
+                if decision.block:
+                    result = error_result(decision.reason or "Tool execution was blocked")
+                    if decision.terminate is True:
+                        result = AgentToolResult(content=result.content, details=result.details, terminate=True)
+                    return _Finalized(tool_call, result, True)
+        return _Prepared(tool_call, tool, args)
+    except Exception as exc:
+        return _Finalized(tool_call, error_result(_message(exc)), True)
+
+
+async def _execute(run: _Run, prepared: _Prepared) -> tuple[AgentToolResult, bool]:
+    tool_call = prepared.tool_call
+    signal = run.signal
+    finished = False
+
+    async def on_update(partial_result: AgentToolResult) -> None:
+        if finished:
+            return  # progress reported after the tool finished is ignored
+        if not isinstance(partial_result, AgentToolResult):
+            raise TypeError(f"on_update expects an AgentToolResult, got {type(partial_result).__name__}")
+        await run.emit(ToolExecutionUpdate(tool_call.id, tool_call.name, tool_call.arguments, partial_result))
+
+    with signal.cancel_scope(grace=run.config.tool_abort_grace) as scope:
+        try:
+            result = _check_result(
+                prepared.tool, await prepared.tool.execute(tool_call.id, prepared.args, signal, on_update)
+            )
+            is_error = result.is_error is True
+        except Exception as exc:
+            result, is_error = error_result(_message(exc)), True
+        finally:
+            finished = True
+    if scope.cancelled_caught:
+        result, is_error = error_result(ABORTED), True
+    return result, is_error
+
+
+async def _finalize(
+    run: _Run, assistant: AssistantMessage, prepared: _Prepared, result: AgentToolResult, is_error: bool
+) -> _Finalized:
+    tool_call = prepared.tool_call
+    signal = run.signal
+    hook = run.config.after_tool_call
+    if hook is not None:
+        try:
+            context = AfterToolCallContext(
+                assistant_message=assistant,
+                tool_call=tool_call,
+                args=prepared.args,
+                result=result,
+                is_error=is_error,
+                context=run.agent_context(),
+            )
+            override = await call(hook, context, signal)
+            if override is not None:
+                if not isinstance(override, AfterToolCallResult):
+                    raise TypeError(
+                        f"after_tool_call must return an AfterToolCallResult or None, got {type(override).__name__}"
+                    )
+                result = AgentToolResult(
+                    content=tuple(override.content) if override.content is not None else result.content,
+                    details=override.details if override.details is not None else result.details,
+                    is_error=result.is_error,
+                    terminate=override.terminate if override.terminate is not None else result.terminate,
+                )
+                if override.is_error is not None:
+                    is_error = override.is_error
+        except Exception as exc:
+            result, is_error = error_result(_message(exc)), True
+    return _Finalized(tool_call, result, is_error)
+
+
+def _check_result(tool: AgentTool, result: object) -> AgentToolResult:
+    if isinstance(result, AgentToolResult):
+        return result
+    if isinstance(result, str):
+        return AgentToolResult(content=(TextContent(result),))
+    raise TypeError(f"tool {tool.name!r} returned {type(result).__name__}, expected an AgentToolResult or a str")

@@ -1,0 +1,409 @@
+"""`run_agent_loop`: the one implementation of the agent loop, TypeScript-shaped.
+
+Every event goes through an awaited `emit`; the streaming API (`_stream.py`) and the `Agent`
+(`_agent.py`) are two ways of consuming it. The algorithm is pi-agent-core's `runLoop` with the
+behaviour of `spec/PROFILE.md` (barriers, bounded abort, `should_stop_after_turn`, `max_turns`).
+"""
+
+from __future__ import annotations
+
+import inspect
+from types import CoroutineType
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from typing import Any
+
+import anyio
+
+from ._abort import AbortSignal
+from ._config import (
+    AgentContext,
+    AgentLoopConfig,
+    Emit,
+    StreamFn,
+    StreamOptions,
+    TurnContext,
+    call,
+)
+from ._errors import InvalidContextError
+from ._events import (
+    AgentEnd,
+    AgentStart,
+    AssistantMessageEvent,
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
+    TurnEnd,
+    TurnStart,
+)
+from ._execution import execute_tool_calls, fail_truncated_tool_calls
+from ._tools import AgentTool
+from ._types import (
+    AgentMessage,
+    AssistantMessage,
+    Context,
+    CustomMessage,
+    ToolResultMessage,
+    UserMessage,
+    now_ms,
+)
+
+__all__ = ("check_continue", "run_agent_loop", "run_agent_loop_continue")
+
+_MESSAGE_TYPES = (UserMessage, AssistantMessage, ToolResultMessage, CustomMessage)
+_UPDATE_TYPES = frozenset(
+    {
+        "text_start",
+        "text_delta",
+        "text_end",
+        "thinking_start",
+        "thinking_delta",
+        "thinking_end",
+        "toolcall_start",
+        "toolcall_delta",
+        "toolcall_end",
+    }
+)
+ABORTED_TEXT = "Request was aborted"
+_CLEANUP_TIMEOUT = 5.0
+
+
+def check_messages(messages: object, what: str) -> list[AgentMessage]:
+    """A list of agent messages, or a TypeError that says what was expected."""
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        raise TypeError(f"{what} must be a sequence of messages, got {type(messages).__name__}")
+    for i, message in enumerate(messages):
+        if not isinstance(message, _MESSAGE_TYPES):
+            raise TypeError(
+                f"{what}[{i}] must be a UserMessage, AssistantMessage, ToolResultMessage or "
+                f"CustomMessage, got {type(message).__name__}"
+            )
+    return list(messages)
+
+
+def check_context(context: object) -> AgentContext:
+    if not isinstance(context, AgentContext):
+        raise TypeError(f"context must be an agentloop.AgentContext, got {type(context).__name__}")
+    check_messages(context.messages, "context.messages")
+    for i, tool in enumerate(context.tools):
+        if not isinstance(tool, AgentTool):
+            raise TypeError(f"context.tools[{i}] must be an AgentTool, got {type(tool).__name__}")
+    return context
+
+
+def check_config(config: object) -> AgentLoopConfig:
+    if not isinstance(config, AgentLoopConfig):
+        raise TypeError(f"config must be an agentloop.AgentLoopConfig, got {type(config).__name__}")
+    return config
+
+
+def check_continue(context: AgentContext) -> None:
+    """Raise `InvalidContextError` when a run cannot continue from `context` (the reference's checks)."""
+    if not context.messages:
+        raise InvalidContextError("Cannot continue: no messages in context")
+    if context.messages[-1].role == "assistant":
+        raise InvalidContextError("Cannot continue from message role: assistant")
+
+
+def resolve_stream_fn(stream_fn: StreamFn | None) -> StreamFn:
+    if stream_fn is None:
+        from ._default_stream import default_stream_fn
+
+        return default_stream_fn
+    if not callable(stream_fn):
+        raise TypeError(f"stream_fn must be callable, got {stream_fn!r}")
+    return stream_fn
+
+
+async def run_agent_loop(
+    prompts: Sequence[AgentMessage],
+    context: AgentContext,
+    config: AgentLoopConfig,
+    emit: Emit,
+    signal: AbortSignal | None = None,
+    stream_fn: StreamFn | None = None,
+) -> list[AgentMessage]:
+    """Run the agent from new prompt messages; return the messages the run added.
+
+    Every event is passed to `emit` and awaited before the loop goes on (while parallel tools
+    run, `emit` may be called from several tasks at once, as in the reference). Model and tool
+    failures become events; an exception from `emit`, a stream function or a callback propagates
+    after everything the run opened is closed.
+    """
+    prompts = check_messages(prompts, "prompts")
+    run = _Run(check_context(context), check_config(config), emit, signal, resolve_stream_fn(stream_fn))
+    run.new_messages.extend(prompts)
+    await run.emit(AgentStart())
+    await run.emit(TurnStart())
+    for prompt in prompts:
+        await run.emit(MessageStart(prompt))
+        await run.emit(MessageEnd(prompt))
+        run.messages.append(prompt)
+    await run.run()
+    return run.new_messages
+
+
+async def run_agent_loop_continue(
+    context: AgentContext,
+    config: AgentLoopConfig,
+    emit: Emit,
+    signal: AbortSignal | None = None,
+    stream_fn: StreamFn | None = None,
+) -> list[AgentMessage]:
+    """Continue from `context` without new messages (retries, resuming after a crash).
+
+    The last message must not be an assistant message (`InvalidContextError` otherwise).
+    """
+    check_context(context)
+    check_continue(context)
+    run = _Run(context, check_config(config), emit, signal, resolve_stream_fn(stream_fn))
+    await run.emit(AgentStart())
+    await run.emit(TurnStart())
+    await run.run()
+    return run.new_messages
+
+
+class _Run:
+    """The state of one run: the working transcript, the config in force, the sink."""
+
+    def __init__(
+        self,
+        context: AgentContext,
+        config: AgentLoopConfig,
+        emit: Emit,
+        signal: AbortSignal | None,
+        stream_fn: StreamFn,
+    ) -> None:
+        if signal is not None and not isinstance(signal, AbortSignal):
+            raise TypeError(f"signal must be an agentloop.AbortSignal or None, got {type(signal).__name__}")
+        if not callable(emit):
+            raise TypeError(f"emit must be callable, got {emit!r}")
+        self.config = config
+        self.model = config.model
+        self.reasoning = config.reasoning
+        self.system_prompt = context.system_prompt
+        self.messages: list[AgentMessage] = list(context.messages)
+        self.tools: tuple[AgentTool, ...] = tuple(context.tools)
+        self.new_messages: list[AgentMessage] = []
+        self.signal = signal if signal is not None else AbortSignal()
+        self.stream_fn = stream_fn
+        self._sink = emit
+
+    async def emit(self, event: Any) -> None:
+        result = self._sink(event)
+        if result is not None:
+            if type(result) is not CoroutineType and not inspect.isawaitable(result):
+                raise TypeError(f"emit must return None or an awaitable, got {type(result).__name__}")
+            await result
+
+    def agent_context(self) -> AgentContext:
+        return AgentContext(system_prompt=self.system_prompt, messages=tuple(self.messages), tools=self.tools)
+
+    async def poll(self, which: str) -> list[AgentMessage]:
+        callback = getattr(self.config, which)
+        if callback is None:
+            return []
+        messages = await call(callback)
+        return check_messages(messages or [], which + "()")
+
+    async def run(self) -> None:
+        config = self.config
+        pending = await self.poll("get_steering_messages")
+        prepared: list[AgentMessage] = []
+        first_turn = True
+        turns = 0
+        while True:
+            has_more_tool_calls = True
+            while has_more_tool_calls or pending or prepared:
+                if not first_turn:
+                    if not pending:
+                        pending = await self.poll("get_steering_messages")
+                    await self.emit(TurnStart())
+                first_turn = False
+                for message in (*prepared, *pending):
+                    await self.emit(MessageStart(message))
+                    await self.emit(MessageEnd(message))
+                    self.messages.append(message)
+                    self.new_messages.append(message)
+                pending = []
+                prepared = []
+                message = await self.stream_response()
+                turns += 1
+                if message.stop_reason == "error" or message.stop_reason == "aborted":
+                    await self.emit(TurnEnd(message, ()))
+                    await self.emit(AgentEnd(tuple(self.new_messages)))
+                    return
+                tool_results: list[ToolResultMessage] = []
+                has_more_tool_calls = False
+                tool_calls = message.tool_calls
+                if tool_calls:
+                    if message.stop_reason == "length":
+                        tool_results = await fail_truncated_tool_calls(self, tool_calls)
+                        terminate = False
+                    else:
+                        tool_results, terminate = await execute_tool_calls(self, message, tool_calls)
+                    has_more_tool_calls = not terminate
+                    self.messages.extend(tool_results)
+                    self.new_messages.extend(tool_results)
+                await self.emit(TurnEnd(message, tuple(tool_results)))
+                if config.prepare_next_turn is not None or config.should_stop_after_turn is not None:
+                    turn = TurnContext(
+                        message=message,
+                        tool_results=tuple(tool_results),
+                        context=self.agent_context(),
+                        new_messages=tuple(self.new_messages),
+                    )
+                    if config.prepare_next_turn is not None:
+                        update = await call(config.prepare_next_turn, turn)
+                        if update is not None:
+                            prepared = self.apply_next_turn(update)
+                    if config.should_stop_after_turn is not None and await call(
+                        config.should_stop_after_turn, turn
+                    ):
+                        await self.emit(AgentEnd(tuple(self.new_messages)))
+                        return
+                if config.max_turns is not None and turns >= config.max_turns:
+                    await self.emit(AgentEnd(tuple(self.new_messages)))
+                    return
+                pending = await self.poll("get_steering_messages")
+            follow_ups = await self.poll("get_follow_up_messages")
+            if follow_ups:
+                pending = follow_ups
+                continue
+            break
+        await self.emit(AgentEnd(tuple(self.new_messages)))
+
+    def apply_next_turn(self, update: Any) -> list[AgentMessage]:
+        from ._config import NextTurn
+
+        if not isinstance(update, NextTurn):
+            raise TypeError(f"prepare_next_turn must return a NextTurn or None, got {type(update).__name__}")
+        if update.context is not None:
+            context = check_context(update.context)
+            self.system_prompt = context.system_prompt
+            self.messages = list(context.messages)
+            self.tools = tuple(context.tools)
+        if update.model is not None:
+            self.model = update.model
+        if update.thinking_level is not None:
+            self.reasoning = None if update.thinking_level == "off" else update.thinking_level
+        return check_messages(update.messages, "NextTurn.messages")
+
+    async def stream_response(self) -> AssistantMessage:
+        """Stream one assistant message, emitting its events; append it to the transcript."""
+        config = self.config
+        signal = self.signal
+        messages: Sequence[AgentMessage] = tuple(self.messages)
+        if config.transform_context is not None:
+            messages = check_messages(
+                await call(config.transform_context, messages, signal), "transform_context()"
+            )
+        llm_messages = await call(config.convert_to_llm, messages)
+        api_key = None
+        if config.get_api_key is not None:
+            api_key = await call(config.get_api_key, self.model.provider)
+        options = StreamOptions(
+            signal=signal,
+            api_key=api_key or config.api_key,
+            reasoning=self.reasoning,
+            session_id=config.session_id,
+            temperature=config.temperature,
+            max_tokens=config.max_tokens,
+            thinking_budgets=config.thinking_budgets,
+            headers=config.headers,
+            metadata=config.metadata,
+            max_retry_delay=config.max_retry_delay,
+        )
+        llm_context = Context(system_prompt=self.system_prompt, messages=tuple(llm_messages), tools=self.tools)
+        emit = self.emit
+        partial: AssistantMessage | None = None
+        final: AssistantMessage | None = None
+        emitting = False
+        scope = anyio.CancelScope()
+
+        def on_abort() -> None:
+            # Waits on the outside world are interrupted at once; an event being delivered is not.
+            if not emitting:
+                scope.cancel()
+
+        remove = signal.on_abort(on_abort)
+        try:
+            with scope:
+                source = self.stream_fn(self.model, llm_context, options)
+                if inspect.isawaitable(source):
+                    source = await source
+                async with _opened(source) as events:
+                    async for event in events:
+                        kind = event.type
+                        if kind in _UPDATE_TYPES:
+                            if partial is None:
+                                continue  # no `start` yet: the reference drops block events too
+                            partial = event.partial  # type: ignore[union-attr]
+                            emitting = True
+                            try:
+                                await emit(MessageUpdate(partial, event))
+                            finally:
+                                emitting = False
+                        elif kind == "start":
+                            partial = event.partial  # type: ignore[union-attr]
+                            emitting = True
+                            try:
+                                await emit(MessageStart(partial))
+                            finally:
+                                emitting = False
+                        elif kind == "done":
+                            final = event.message  # type: ignore[union-attr]
+                            break
+                        elif kind == "error":
+                            final = event.error  # type: ignore[union-attr]
+                            break
+                        else:
+                            raise TypeError(f"stream function yielded an unknown event: {event!r}")
+                        if signal._aborted:
+                            break
+        finally:
+            remove()
+        if final is None:
+            if signal.aborted:
+                final = self.ended(partial, "aborted", ABORTED_TEXT)
+            else:
+                final = self.ended(partial, "error", "The model stream ended without a done or error event")
+        elif not isinstance(final, AssistantMessage):
+            raise TypeError(f"stream function finished with {type(final).__name__}, expected AssistantMessage")
+        if partial is None:
+            await emit(MessageStart(final))
+        await emit(MessageEnd(final))
+        self.messages.append(final)
+        self.new_messages.append(final)
+        return final
+
+    def ended(self, partial: AssistantMessage | None, reason: Any, text: str) -> AssistantMessage:
+        if partial is None:
+            model = self.model
+            return AssistantMessage(
+                api=model.api, provider=model.provider, model=model.id, stop_reason=reason, error_message=text
+            )
+        return replace(partial, stop_reason=reason, error_message=text, timestamp=now_ms())
+
+
+@asynccontextmanager
+async def _opened(source: Any) -> AsyncIterator[AsyncIterator[AssistantMessageEvent]]:
+    """Enter what a stream function returned; always close it."""
+    if hasattr(source, "__aenter__"):
+        async with source as events:
+            yield events
+        return
+    if not hasattr(source, "__anext__"):
+        raise TypeError(
+            "a stream function must return an async iterator of AssistantMessageEvent or an async "
+            f"context manager yielding one, got {type(source).__name__}"
+        )
+    try:
+        yield source
+    finally:
+        aclose = getattr(source, "aclose", None)
+        if aclose is not None:
+            with anyio.move_on_after(_CLEANUP_TIMEOUT, shield=True):
+                await aclose()
+

@@ -1,0 +1,220 @@
+"""`agent_loop` / `agent_loop_continue`: the loop as an async context manager of events.
+
+The loop runs as a producer task in a task group the context manager owns (the shape of
+`trio.as_safe_channel`); the caller iterates a receive-only stream inside `async with`. Leaving
+the block cancels the producer before the block returns, so nothing outlives it.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from types import TracebackType
+from typing import NoReturn
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream
+
+from ._abort import AbortSignal
+from ._config import AgentContext, AgentLoopConfig, Emit, StreamFn
+from ._events import AgentEnd, AgentEvent
+from ._loop import (
+    check_config,
+    check_context,
+    check_continue,
+    check_messages,
+    resolve_stream_fn,
+    run_agent_loop,
+    run_agent_loop_continue,
+)
+from ._types import AgentMessage
+from ._util import single_exception
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
+
+__all__ = ("AgentEventStream", "AgentLoopStream", "agent_loop", "agent_loop_continue")
+
+DEFAULT_BUFFER = 64
+_USAGE = (
+    "agent_loop() returns an async context manager, not an iterator; write:\n"
+    "    async with agent_loop(prompts, context, config) as events:\n"
+    "        async for event in events:\n"
+    "            ..."
+)
+
+
+class AgentEventStream:
+    """The receive side of a run's events: iterate it, or `await result()`.
+
+    It ends after `agent_end`. `aclose()` stops receiving early: the producer notices at its next
+    event and stops, while the `async with` block goes on.
+    """
+
+    __slots__ = ("_receive", "_start")
+
+    def __init__(self, receive: MemoryObjectReceiveStream[AgentEvent], start: anyio.Event) -> None:
+        self._receive = receive
+        self._start = start
+
+    def __aiter__(self) -> AgentEventStream:
+        return self
+
+    async def __anext__(self) -> AgentEvent:
+        try:
+            return self._receive.receive_nowait()
+        except anyio.WouldBlock:
+            pass
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+        if not self._start.is_set():
+            self._start.set()  # the run starts on the first pull: enter and leave costs nothing
+        try:
+            return await self._receive.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    async def result(self) -> list[AgentMessage]:
+        """Drain the stream and return the messages the run added (from `agent_end`)."""
+        messages: list[AgentMessage] = []
+        async for event in self:
+            if type(event) is AgentEnd:
+                messages = list(event.messages)
+        return messages
+
+    async def aclose(self) -> None:
+        """Stop receiving; the run is cancelled at its next event."""
+        self._receive.close()
+
+
+class AgentLoopStream:
+    """What `agent_loop()` returns: enter it with `async with` to get an `AgentEventStream`."""
+
+    __slots__ = ("_body", "_buffer", "_cm")
+
+    def __init__(self, body: Callable[[Emit], Awaitable[object]], buffer: int) -> None:
+        self._body = body
+        self._buffer = buffer
+        self._cm: object = None
+
+    async def __aenter__(self) -> AgentEventStream:
+        if self._cm is not None:
+            raise RuntimeError("an agent_loop() stream can be entered only once")
+        cm = _open(self._body, self._buffer)
+        self._cm = cm
+        return await cm.__aenter__()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        cm = self._cm
+        assert cm is not None, "__aexit__ without __aenter__"
+        return await cm.__aexit__(exc_type, exc, tb)  # type: ignore[attr-defined, no-any-return]
+
+    def __aiter__(self) -> NoReturn:
+        raise TypeError(_USAGE)
+
+    def __await__(self) -> NoReturn:
+        raise TypeError(_USAGE)
+
+
+@asynccontextmanager
+async def _open(body: Callable[[Emit], Awaitable[object]], buffer: int) -> AsyncGenerator[AgentEventStream, None]:
+    send, receive = anyio.create_memory_object_stream[AgentEvent](buffer)
+    start = anyio.Event()
+    send_nowait = send.send_nowait
+
+    async def emit(event: AgentEvent) -> None:
+        try:
+            send_nowait(event)
+        except anyio.WouldBlock:
+            await send.send(event)
+
+    async def produce() -> None:
+        with send:
+            await start.wait()
+            try:
+                await body(emit)
+            except anyio.BrokenResourceError:
+                pass  # the consumer closed its end: nobody is listening
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(produce)
+            with receive:
+                yield AgentEventStream(receive, start)
+            tg.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        exc = single_exception(group)
+        if exc is group:
+            raise
+        raise exc from None
+
+
+def _check_buffer(max_buffer_size: object) -> int:
+    if isinstance(max_buffer_size, bool) or not isinstance(max_buffer_size, int) or max_buffer_size < 0:
+        raise ValueError(f"max_buffer_size must be an int >= 0, got {max_buffer_size!r}")
+    return max_buffer_size
+
+
+def agent_loop(
+    prompts: Sequence[AgentMessage],
+    context: AgentContext,
+    config: AgentLoopConfig,
+    signal: AbortSignal | None = None,
+    stream_fn: StreamFn | None = None,
+    *,
+    max_buffer_size: int = DEFAULT_BUFFER,
+) -> AgentLoopStream:
+    """Run the agent from new prompts and stream its events.
+
+    Example:
+        async with agent_loop([UserMessage(content="Hi")], context, config) as events:
+            async for event in events:
+                print(event.type)
+
+    The run starts when the first event is pulled and may run up to `max_buffer_size` events
+    ahead of the consumer (0 makes it a rendezvous: one event at a time). Bad arguments raise
+    here, before anything runs.
+
+    Cancellation and early exit: leaving the block (by `break`, an exception, or an outer
+    cancellation) cancels the run, the model stream and any running tool before the block
+    returns; the consumer's own exception comes out unwrapped, a callback's exception comes out of
+    the `async with`, and an outer timeout stays a plain cancellation. To stop a run but still get
+    its aborted message and `agent_end`, call `signal.abort()` and keep iterating.
+    """
+    prompts = check_messages(prompts, "prompts")
+    check_context(context)
+    check_config(config)
+    _check_signal(signal)
+    fn = resolve_stream_fn(stream_fn)
+    buffer = _check_buffer(max_buffer_size)
+    return AgentLoopStream(lambda emit: run_agent_loop(prompts, context, config, emit, signal, fn), buffer)
+
+
+def agent_loop_continue(
+    context: AgentContext,
+    config: AgentLoopConfig,
+    signal: AbortSignal | None = None,
+    stream_fn: StreamFn | None = None,
+    *,
+    max_buffer_size: int = DEFAULT_BUFFER,
+) -> AgentLoopStream:
+    """Continue from `context` without new messages and stream the events (see `agent_loop`).
+
+    Raises `InvalidContextError` at once when the context is empty or ends with an assistant
+    message.
+    """
+    check_context(context)
+    check_continue(context)
+    check_config(config)
+    _check_signal(signal)
+    fn = resolve_stream_fn(stream_fn)
+    buffer = _check_buffer(max_buffer_size)
+    return AgentLoopStream(lambda emit: run_agent_loop_continue(context, config, emit, signal, fn), buffer)
+
+
+def _check_signal(signal: object) -> None:
+    if signal is not None and not isinstance(signal, AbortSignal):
+        raise TypeError(f"signal must be an agentloop.AbortSignal or None, got {type(signal).__name__}")

@@ -1,0 +1,330 @@
+"""Tools: `AgentTool`, the `@tool` decorator, and argument validation at the untrusted boundary."""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import json
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, overload
+
+from ._coerce import coerce_arguments
+from ._types import AgentToolResult, TextContent, ToolCall
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeAlias
+
+    from ._abort import AbortSignal
+
+__all__ = ("AgentTool", "ExecutionMode", "OnUpdate", "ToolExecute", "tool", "validate_tool_arguments")
+
+ExecutionMode: TypeAlias = Literal["sequential", "parallel"]
+"""`sequential` makes a tool an exclusive barrier inside a parallel batch."""
+
+OnUpdate: TypeAlias = Callable[[AgentToolResult], Awaitable[None]]
+"""Report progress from a running tool: `await on_update(partial_result)`."""
+
+
+class ToolExecute(Protocol):
+    """The signature of a tool's `execute`."""
+
+    def __call__(
+        self, tool_call_id: str, params: Any, signal: AbortSignal, on_update: OnUpdate, /
+    ) -> Awaitable[AgentToolResult]: ...
+
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+
+
+class AgentTool:
+    """A tool the model can call.
+
+    Args:
+        name: What the model calls it (letters, digits, `_.:-`).
+        description: What it does, for the model.
+        parameters: A JSON schema (dict) for the arguments, or a pydantic model class.
+        execute: `async (tool_call_id, params, signal, on_update) -> AgentToolResult`; may also
+            return a `str`. Raising fails the call with the exception's message. Subclasses may
+            override `execute` instead.
+        label: A human-readable name for UIs (defaults to `name`).
+        execution_mode: `"sequential"` makes this tool an exclusive barrier in a parallel batch.
+        prepare_arguments: `(raw_arguments) -> arguments`, run before validation (a
+            compatibility shim for argument shapes older models send).
+
+    `params` given to `execute` are the validated arguments: a dict coerced to the JSON schema,
+    or an instance of the pydantic model.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        description: str,
+        parameters: Mapping[str, Any] | type[Any],
+        execute: ToolExecute | None = None,
+        label: str | None = None,
+        execution_mode: ExecutionMode | None = None,
+        prepare_arguments: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
+    ) -> None:
+        if not isinstance(name, str) or not _NAME_RE.match(name):
+            raise ValueError(
+                f"tool name must be 1-128 letters, digits or '_.:-', got {name!r}"
+            )
+        if not isinstance(description, str):
+            raise TypeError(f"tool description must be a str, got {type(description).__name__}")
+        if execution_mode not in (None, "sequential", "parallel"):
+            raise ValueError(
+                f"execution_mode must be 'sequential', 'parallel' or None, got {execution_mode!r}"
+            )
+        self.name = name
+        self.label = label if label is not None else name
+        self.description = description
+        self.execution_mode: ExecutionMode | None = execution_mode
+        self.prepare_arguments = prepare_arguments
+        self._model: Any = None
+        if isinstance(parameters, Mapping):
+            self.parameters: Mapping[str, Any] = parameters
+        elif isinstance(parameters, type) and hasattr(parameters, "model_validate"):
+            self._model = parameters
+            self.parameters = parameters.model_json_schema()
+        else:
+            raise TypeError(
+                "tool parameters must be a JSON schema dict or a pydantic model class, "
+                f"got {parameters!r}"
+            )
+        if execute is not None:
+            if not callable(execute):
+                raise TypeError(f"tool execute must be callable, got {execute!r}")
+            self._execute: ToolExecute | None = execute
+        elif type(self).execute is AgentTool.execute:
+            raise TypeError(f"tool {name!r} needs an execute function (or a subclass overriding execute)")
+        else:
+            self._execute = None
+        self._validator: Any = None
+
+    async def execute(
+        self, tool_call_id: str, params: Any, signal: AbortSignal, on_update: OnUpdate
+    ) -> AgentToolResult:
+        """Run the tool. Override in a subclass, or pass `execute=` to the constructor."""
+        assert self._execute is not None
+        return await self._execute(tool_call_id, params, signal, on_update)
+
+    def validate(self, arguments: Mapping[str, Any]) -> Any:
+        """Coerce and validate raw arguments; raise `ValueError` naming every failing field."""
+        if self._model is not None:
+            return _validate_with_model(self, arguments)
+        return _validate_with_schema(self, arguments)
+
+    def __repr__(self) -> str:
+        return f"AgentTool(name={self.name!r})"
+
+
+def validate_tool_arguments(tool: AgentTool, tool_call: ToolCall) -> Any:
+    """The validated arguments of `tool_call` for `tool`, or `ValueError` with the model-facing text."""
+    if tool_call.arguments_error:
+        raise ValueError(f'Invalid arguments for tool "{tool_call.name}": {tool_call.arguments_error}')
+    return tool.validate(tool_call.arguments)
+
+
+def _failure(name: str, lines: list[str], arguments: Any) -> ValueError:
+    received = json.dumps(arguments, indent=2, ensure_ascii=False, default=repr)
+    body = "\n".join(lines) or "  - root: Unknown validation error"
+    return ValueError(f'Validation failed for tool "{name}":\n{body}\n\nReceived arguments:\n{received}')
+
+
+def _validate_with_schema(tool: AgentTool, arguments: Mapping[str, Any]) -> Any:
+    validator = tool._validator
+    if validator is None:
+        import jsonschema
+
+        schema = dict(tool.parameters)
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        try:
+            cls.check_schema(schema)
+        except jsonschema.SchemaError as exc:
+            raise ValueError(f'tool "{tool.name}" has an invalid JSON schema: {exc.message}') from None
+        validator = tool._validator = cls(schema)
+    nodes: dict[int, Any] = {}
+
+    def passes(node: Any, value: Any) -> bool | None:
+        if not isinstance(node, dict):
+            return None
+        sub = nodes.get(id(node))
+        if sub is None:
+            sub = nodes[id(node)] = validator.evolve(schema=node)
+        try:
+            return bool(sub.is_valid(value))
+        except Exception:
+            return None
+
+    args = coerce_arguments(validator.schema, copy.deepcopy(dict(arguments)), passes)
+    lines = []
+    for error in validator.iter_errors(args):
+        base = ".".join(str(p) for p in error.absolute_path)
+        if error.validator == "required" and isinstance(error.instance, dict):
+            for missing in error.validator_value:
+                if missing not in error.instance:
+                    path = f"{base}.{missing}" if base else str(missing)
+                    lines.append(f"  - {path}: must have required property '{missing}'")
+            continue
+        lines.append(f"  - {base or 'root'}: {error.message}")
+    if lines:
+        raise _failure(tool.name, lines, arguments)
+    return args
+
+
+def _validate_with_model(tool: AgentTool, arguments: Mapping[str, Any]) -> Any:
+    import pydantic
+
+    try:
+        return tool._model.model_validate(dict(arguments))
+    except pydantic.ValidationError as exc:
+        lines = [
+            f"  - {'.'.join(str(p) for p in err['loc']) or 'root'}: {err['msg']}" for err in exc.errors()
+        ]
+        raise _failure(tool.name, lines, arguments) from None
+
+
+# --- @tool ----------------------------------------------------------------------------------
+
+F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
+_INJECTED = ("tool_call_id", "signal", "on_update")
+
+
+@overload
+def tool(fn: Callable[..., Awaitable[Any]], /) -> AgentTool: ...
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    label: str | None = None,
+    execution_mode: ExecutionMode | None = None,
+) -> Callable[[Callable[..., Awaitable[Any]]], AgentTool]: ...
+
+
+def tool(
+    fn: Callable[..., Awaitable[Any]] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    label: str | None = None,
+    execution_mode: ExecutionMode | None = None,
+) -> AgentTool | Callable[[Callable[..., Awaitable[Any]]], AgentTool]:
+    """Build an `AgentTool` from a typed async function.
+
+    The schema and validation come from the signature (through pydantic, with lax coercion and
+    numbers accepted for strings), the description from the docstring's first paragraph, and each
+    parameter's description from its `Args:` entry. Parameters named `tool_call_id`, `signal` and
+    `on_update` are not arguments for the model: the loop passes them in. The function may return
+    a `str` (one text block), an `AgentToolResult`, or any JSON-serialisable value (sent as JSON
+    text, kept as `details`).
+
+    Example:
+        @tool
+        async def add(a: int, b: int) -> str:
+            '''Add two integers.'''
+            return str(a + b)
+    """
+
+    def build(func: Callable[..., Awaitable[Any]]) -> AgentTool:
+        if not inspect.iscoroutinefunction(func):
+            raise TypeError(f"@tool needs an async def function, got {func!r}")
+        return _tool_from_function(func, name, description, label, execution_mode)
+
+    return build(fn) if fn is not None else build
+
+
+def _docstring_parts(doc: str) -> tuple[str, dict[str, str]]:
+    doc = inspect.cleandoc(doc)
+    summary = doc.split("\n\n", 1)[0].strip()
+    params: dict[str, str] = {}
+    match = re.search(r"^(?:Args|Arguments|Parameters):\s*\n((?:[ \t]+.*\n?|\s*\n)+)", doc, re.M)
+    if match:
+        current = None
+        for line in match.group(1).splitlines():
+            item = re.match(r"^\s{1,8}(\w+)(?:\s*\([^)]*\))?:\s*(.*)$", line)
+            if item:
+                current = item.group(1)
+                params[current] = item.group(2).strip()
+            elif current and line.strip():
+                params[current] += " " + line.strip()
+    return summary, params
+
+
+def _tool_from_function(
+    func: Callable[..., Awaitable[Any]],
+    name: str | None,
+    description: str | None,
+    label: str | None,
+    execution_mode: ExecutionMode | None,
+) -> AgentTool:
+    import pydantic
+
+    summary, param_docs = _docstring_parts(func.__doc__ or "")
+    hints = _resolved_hints(func)
+    fields: dict[str, Any] = {}
+    injected = []
+    for param in inspect.signature(func).parameters.values():
+        if param.name in _INJECTED:
+            injected.append(param.name)
+            continue
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise TypeError(f"@tool function {func.__name__!r} cannot take *args or **kwargs")
+        annotation = hints.get(param.name, Any)
+        default = ... if param.default is param.empty else param.default
+        fields[param.name] = (
+            annotation,
+            pydantic.Field(default, description=param_docs.get(param.name)),
+        )
+    model = pydantic.create_model(
+        f"{func.__name__}_arguments",
+        __config__=pydantic.ConfigDict(coerce_numbers_to_str=True, extra="ignore"),
+        **fields,
+    )
+
+    async def execute(tool_call_id: str, params: Any, signal: AbortSignal, on_update: OnUpdate) -> AgentToolResult:
+        kwargs = {key: getattr(params, key) for key in fields}
+        extra = {"tool_call_id": tool_call_id, "signal": signal, "on_update": on_update}
+        kwargs.update({key: extra[key] for key in injected})
+        return _as_result(await func(**kwargs))
+
+    return AgentTool(
+        name=name or func.__name__,
+        description=description if description is not None else summary,
+        parameters=model,
+        execute=execute,
+        label=label,
+        execution_mode=execution_mode,
+    )
+
+
+def _resolved_hints(func: Callable[..., Any]) -> dict[str, Any]:
+    import typing
+
+    try:
+        return typing.get_type_hints(func)
+    except Exception as exc:
+        raise TypeError(f"@tool could not resolve the type hints of {func.__name__!r}: {exc}") from None
+
+
+def _as_result(value: Any) -> AgentToolResult:
+    if isinstance(value, AgentToolResult):
+        return value
+    if isinstance(value, str):
+        return AgentToolResult(content=(TextContent(value),))
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=_json_default)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"a @tool function must return str, AgentToolResult or a JSON value, got {type(value).__name__}"
+        ) from exc
+    return AgentToolResult(content=(TextContent(text),), details=value)
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")

@@ -1,0 +1,426 @@
+"""Messages, content blocks, usage and the model description.
+
+Everything here is an immutable value: messages travel through buffered event streams and outlive
+the state that produced them, so a message a consumer holds never changes under it. Field names are
+snake_case; the JSON codec (`_codec.py`) maps them to the TypeScript camelCase keys.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Union
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeAlias
+
+__all__ = (
+    "AgentMessage",
+    "AgentToolResult",
+    "AssistantContent",
+    "AssistantMessage",
+    "ContentBlock",
+    "Context",
+    "Cost",
+    "CustomMessage",
+    "ImageContent",
+    "Message",
+    "Model",
+    "ModelCost",
+    "StopReason",
+    "TextContent",
+    "ThinkingContent",
+    "ThinkingLevel",
+    "ToolCall",
+    "ToolResultMessage",
+    "ToolSpec",
+    "Usage",
+    "UserContent",
+    "UserMessage",
+    "now_ms",
+)
+
+StopReason: TypeAlias = Literal["stop", "length", "toolUse", "error", "aborted", "pending"]
+"""Why a response ended. `pending` only appears on partial messages while a response streams."""
+
+ThinkingLevel: TypeAlias = Literal["off", "minimal", "low", "medium", "high", "xhigh", "max"]
+"""How hard a reasoning model should think; `off` disables reasoning."""
+
+
+def now_ms() -> int:
+    """The current time as integer milliseconds since the epoch (JavaScript's `Date.now()`)."""
+    return int(time.time() * 1000)
+
+
+class _LazyText:
+    """Base for text-bearing blocks whose text may be the join of a shared, append-only chunk list.
+
+    A streaming response grows one block by a delta at a time. Joining the whole text for every
+    snapshot would make a long answer quadratic, so a snapshot keeps a reference to the chunk list
+    and how many chunks it covers, and joins them once, on first access.
+    """
+
+    __slots__ = ("_n", "_parts", "_value")
+
+    _value: str | None
+    _parts: list[str] | None
+    _n: int
+
+    def _init_text(self, value: str) -> None:
+        if not isinstance(value, str):
+            raise TypeError(f"{type(self).__name__} text must be a str, got {type(value).__name__}")
+        object.__setattr__(self, "_value", value)
+        object.__setattr__(self, "_parts", None)
+        object.__setattr__(self, "_n", 0)
+
+    def _text(self) -> str:
+        value = self._value
+        if value is None:
+            parts = self._parts
+            assert parts is not None
+            value = "".join(parts[: self._n]) if self._n != len(parts) else "".join(parts)
+            # Caching a derived value: the block stays observably immutable.
+            object.__setattr__(self, "_value", value)
+            object.__setattr__(self, "_parts", None)
+        return value
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+
+class TextContent(_LazyText):
+    """A block of text in a message."""
+
+    __slots__ = ("text_signature",)
+    __match_args__ = ("text",)
+    type: ClassVar[Literal["text"]] = "text"
+    text_signature: str | None
+    """Provider metadata attached to the block (for example an OpenAI Responses message id)."""
+
+    def __init__(self, text: str = "", *, text_signature: str | None = None) -> None:
+        self._init_text(text)
+        object.__setattr__(self, "text_signature", text_signature)
+
+    @classmethod
+    def _streaming(cls, parts: list[str], n: int, text_signature: str | None = None) -> TextContent:
+        block = object.__new__(cls)
+        object.__setattr__(block, "_value", None)
+        object.__setattr__(block, "_parts", parts)
+        object.__setattr__(block, "_n", n)
+        object.__setattr__(block, "text_signature", text_signature)
+        return block
+
+    @property
+    def text(self) -> str:
+        """The text of the block."""
+        return self._text()
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not TextContent:
+            return NotImplemented
+        return self.text == other.text and self.text_signature == other.text_signature
+
+    def __hash__(self) -> int:
+        return hash((TextContent, self.text, self.text_signature))
+
+    def __repr__(self) -> str:
+        extra = f", text_signature={self.text_signature!r}" if self.text_signature is not None else ""
+        return f"TextContent(text={self.text!r}{extra})"
+
+
+class ThinkingContent(_LazyText):
+    """A block of model reasoning."""
+
+    __slots__ = ("redacted", "thinking_signature")
+    __match_args__ = ("thinking",)
+    type: ClassVar[Literal["thinking"]] = "thinking"
+    thinking_signature: str | None
+    """Opaque provider signature that lets the same provider verify the reasoning later."""
+    redacted: bool
+    """True when the provider redacted the reasoning; the payload is in `thinking_signature`."""
+
+    def __init__(
+        self, thinking: str = "", *, thinking_signature: str | None = None, redacted: bool = False
+    ) -> None:
+        self._init_text(thinking)
+        object.__setattr__(self, "thinking_signature", thinking_signature)
+        object.__setattr__(self, "redacted", redacted)
+
+    @classmethod
+    def _streaming(
+        cls, parts: list[str], n: int, thinking_signature: str | None = None
+    ) -> ThinkingContent:
+        block = object.__new__(cls)
+        object.__setattr__(block, "_value", None)
+        object.__setattr__(block, "_parts", parts)
+        object.__setattr__(block, "_n", n)
+        object.__setattr__(block, "thinking_signature", thinking_signature)
+        object.__setattr__(block, "redacted", False)
+        return block
+
+    @property
+    def thinking(self) -> str:
+        """The reasoning text."""
+        return self._text()
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not ThinkingContent:
+            return NotImplemented
+        return (self.thinking, self.thinking_signature, self.redacted) == (
+            other.thinking,
+            other.thinking_signature,
+            other.redacted,
+        )
+
+    def __hash__(self) -> int:
+        return hash((ThinkingContent, self.thinking, self.thinking_signature, self.redacted))
+
+    def __repr__(self) -> str:
+        extra = ""
+        if self.thinking_signature is not None:
+            extra += f", thinking_signature={self.thinking_signature!r}"
+        if self.redacted:
+            extra += ", redacted=True"
+        return f"ThinkingContent(thinking={self.thinking!r}{extra})"
+
+
+@dataclass(frozen=True, slots=True)
+class ImageContent:
+    """An image, base64-encoded."""
+
+    data: str
+    """Base64 image bytes."""
+    mime_type: str
+    """For example `image/png`."""
+    type: Literal["image"] = field(default="image", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A tool call requested by the model."""
+
+    id: str
+    name: str
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+    """The arguments as the model sent them (not validated). Treat as read-only."""
+    thought_signature: str | None = field(default=None, kw_only=True)
+    """Google's opaque reasoning signature for this call."""
+    arguments_error: str | None = field(default=None, kw_only=True)
+    """Set by a provider when the argument text was not a JSON object (`arguments` is then `{}`)."""
+    type: Literal["toolCall"] = field(default="toolCall", init=False)
+
+
+UserContent: TypeAlias = Union[TextContent, ImageContent]
+AssistantContent: TypeAlias = Union[TextContent, ThinkingContent, ToolCall]
+ContentBlock: TypeAlias = Union[TextContent, ThinkingContent, ImageContent, ToolCall]
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    """Cost of a response in dollars."""
+
+    input: float = 0.0
+    output: float = 0.0
+    cache_read: float = 0.0
+    cache_write: float = 0.0
+    total: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts of a response and what they cost."""
+
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    total_tokens: int = 0
+    cost: Cost = field(default_factory=Cost)
+
+
+_ZERO_USAGE = Usage()
+
+
+def _as_tuple(owner: object, name: str, value: object) -> None:
+    if isinstance(value, list):
+        object.__setattr__(owner, name, tuple(value))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UserMessage:
+    """A message from the user: a string, or text and image blocks."""
+
+    content: str | tuple[UserContent, ...]
+    timestamp: int = field(default_factory=now_ms)
+    """Milliseconds since the epoch."""
+    role: Literal["user"] = field(default="user", init=False)
+
+    def __post_init__(self) -> None:
+        _as_tuple(self, "content", self.content)
+        if not isinstance(self.content, (str, tuple)):
+            raise TypeError(
+                f"UserMessage content must be a str or a sequence of content blocks, "
+                f"got {type(self.content).__name__}"
+            )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AssistantMessage:
+    """A response from the model."""
+
+    content: tuple[AssistantContent, ...] = ()
+    api: str = ""
+    provider: str = ""
+    model: str = ""
+    usage: Usage = _ZERO_USAGE
+    stop_reason: StopReason = "stop"
+    error_message: str | None = None
+    """Set when `stop_reason` is `error` or `aborted`."""
+    response_id: str | None = None
+    """The provider's id for the response, when it sends one."""
+    timestamp: int = field(default_factory=now_ms)
+    role: Literal["assistant"] = field(default="assistant", init=False)
+
+    @property
+    def text(self) -> str:
+        """The concatenated text blocks (thinking and tool calls left out)."""
+        return "".join(b.text for b in self.content if type(b) is TextContent)
+
+    @property
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        """The tool calls of the message, in source order."""
+        return tuple(b for b in self.content if type(b) is ToolCall)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolResultMessage:
+    """The result of one tool call, sent back to the model."""
+
+    tool_call_id: str
+    tool_name: str
+    content: tuple[UserContent, ...] = ()
+    details: Any = None
+    """Structured data for the application (not sent to the model)."""
+    is_error: bool = False
+    timestamp: int = field(default_factory=now_ms)
+    role: Literal["toolResult"] = field(default="toolResult", init=False)
+
+    def __post_init__(self) -> None:
+        _as_tuple(self, "content", self.content)
+
+
+_STANDARD_ROLES = frozenset({"user", "assistant", "toolResult"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CustomMessage:
+    """An application-defined message with any other role (notifications, memos, UI markers).
+
+    The loop keeps custom messages in the transcript and passes them to `transform_context` and
+    `convert_to_llm`; the default converter leaves them out of what the model sees.
+    """
+
+    role: str
+    data: Mapping[str, Any] = field(default_factory=dict)
+    """The message's own fields; in JSON they sit beside `role` and `timestamp`."""
+    timestamp: int = field(default_factory=now_ms)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.role, str) or not self.role:
+            raise ValueError(f"CustomMessage role must be a non-empty str, got {self.role!r}")
+        if self.role in _STANDARD_ROLES:
+            raise ValueError(
+                f"CustomMessage role {self.role!r} is a standard role; "
+                "use UserMessage, AssistantMessage or ToolResultMessage"
+            )
+
+
+Message: TypeAlias = Union[UserMessage, AssistantMessage, ToolResultMessage]
+"""A message an LLM understands."""
+
+AgentMessage: TypeAlias = Union[UserMessage, AssistantMessage, ToolResultMessage, CustomMessage]
+"""Anything in an agent's transcript."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCost:
+    """Dollars per million tokens."""
+
+    input: float = 0.0
+    output: float = 0.0
+    cache_read: float = 0.0
+    cache_write: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Model:
+    """What a stream function needs to know about a model."""
+
+    id: str
+    name: str = ""
+    api: str = ""
+    """The wire API, for example `openai-completions` or `anthropic-messages`."""
+    provider: str = ""
+    """Passed to `get_api_key`; for example `openai`."""
+    base_url: str = ""
+    reasoning: bool = False
+    input: tuple[Literal["text", "image"], ...] = ("text",)
+    cost: ModelCost = field(default_factory=ModelCost)
+    context_window: int = 0
+    max_tokens: int = 0
+    headers: Mapping[str, str] | None = None
+    compat: Mapping[str, Any] | None = None
+
+
+class ToolSpec:
+    """What a model needs to know about a tool: any object with these three attributes works."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Context:
+    """What one LLM call sees: the system prompt, the messages and the tools."""
+
+    system_prompt: str = ""
+    messages: Sequence[Message] = ()
+    tools: Sequence[Any] = ()
+    """Tools (`AgentTool` or anything with `name`, `description` and `parameters`)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentToolResult:
+    """What a tool returns: content for the model, details for the application.
+
+    Returning `is_error=True` reports a failure without raising (the details are kept);
+    `terminate=True` asks the loop to stop after this batch when every result of it agrees.
+    """
+
+    content: tuple[UserContent, ...] = ()
+    details: Any = None
+    is_error: bool | None = None
+    terminate: bool | None = None
+
+    def __post_init__(self) -> None:
+        _as_tuple(self, "content", self.content)
+        if not isinstance(self.content, tuple):
+            raise TypeError(
+                "AgentToolResult content must be a sequence of TextContent/ImageContent blocks, "
+                f"got {type(self.content).__name__}"
+            )
+
+    @classmethod
+    def text(cls, text: str, details: Any = None) -> AgentToolResult:
+        """A result with one text block."""
+        return cls(content=(TextContent(text),), details=details)
+
+
+def error_result(message: str) -> AgentToolResult:
+    """The result the loop records for a failed call: one text block, empty details."""
+    return AgentToolResult(content=(TextContent(message),), details={})

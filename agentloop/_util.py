@@ -1,0 +1,42 @@
+"""Small helpers shared by the loop, the stream and the Agent."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+
+import anyio
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
+
+__all__ = ("single_exception",)
+
+
+def single_exception(group: BaseExceptionGroup[BaseException]) -> BaseException:  
+    """The one exception a task group's group stands for, or the group itself (trio's rule).
+
+    KeyboardInterrupt and SystemExit win; then a single non-cancellation exception; a group of
+    cancellations only is its first cancellation, so an outer timeout stays a timeout; several
+    real failures stay a group, because hiding one of them is a bug.
+    """
+    leaves = list(_leaves(group))
+    for exc in leaves:
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            return exc
+    cancelled = anyio.get_cancelled_exc_class()
+    real = [exc for exc in leaves if not isinstance(exc, cancelled)]
+    if len(real) == 1:
+        return real[0]
+    if not real and leaves:
+        return leaves[0]
+    return group
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> Iterator[BaseException]:
+    exc: BaseException
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            yield from _leaves(exc)
+        else:
+            yield exc

@@ -1,0 +1,77 @@
+"""The conformance scenarios: agentloop's trace must equal the reference's golden trace.
+
+The public scenarios come from `../shared/conformance` when it is there (else the copy in
+`tests/conformance/public`); `tests/conformance/extra` holds scenarios of our own whose goldens
+were made with the reference runner (`ref-runner.mjs --profile`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tests.conformance import run as runner
+
+HERE = Path(__file__).parent / "conformance"
+SHARED = Path(os.environ.get("AGENTLOOP_CONFORMANCE_DIR", HERE.parents[2] / "shared" / "conformance"))
+PUBLIC = SHARED if (SHARED / "scenarios").is_dir() else HERE / "public"
+SUITES = {"public": PUBLIC, "extra": HERE / "extra"}
+
+
+def _cases() -> list[object]:
+    cases = []
+    for suite, root in SUITES.items():
+        for path in sorted((root / "scenarios").glob("*.json")):
+            for backend in ("asyncio", "trio"):
+                cases.append(pytest.param(root, path.stem, backend, id=f"{suite}-{path.stem}-{backend}"))
+    return cases
+
+
+def _load(path: Path) -> list[object]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize(("root", "name", "backend"), _cases())
+def test_scenario_matches_golden(root: Path, name: str, backend: str) -> None:
+    scenario = json.loads((root / "scenarios" / f"{name}.json").read_text(encoding="utf-8"))
+    trace = anyio.run(runner.run_scenario, scenario, backend=backend)
+    # Compare as parsed JSON, the way compare.py does (key order free, true != 1).
+    golden = _load(root / "golden" / f"{name}.jsonl")
+    actual = json.loads(json.dumps(trace))
+    for i, (want, got) in enumerate(zip(golden, actual)):
+        diff = runner_diff(want, got)
+        assert diff is None, f"line {i + 1}: {diff}\n golden: {want}\n actual: {got}"
+    assert len(actual) == len(golden), f"{len(actual)} lines, golden has {len(golden)}"
+
+
+def test_public_suite_is_complete() -> None:
+    """Every public scenario has its golden (the suite cannot silently shrink)."""
+    names = {p.stem for p in (PUBLIC / "scenarios").glob("*.json")}
+    goldens = {p.stem for p in (PUBLIC / "golden").glob("*.jsonl")}
+    assert len(names) >= 60
+    assert names == goldens
+
+
+def runner_diff(a: object, b: object, path: str = "") -> str | None:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b)):
+            if key not in a or key not in b:
+                return f"{path}.{key}: missing in {'golden' if key not in a else 'actual'}"
+            diff = runner_diff(a[key], b[key], f"{path}.{key}")
+            if diff:
+                return diff
+        return None
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return f"{path}: length {len(a)} != {len(b)}"
+        for i, (x, y) in enumerate(zip(a, b)):
+            diff = runner_diff(x, y, f"{path}[{i}]")
+            if diff:
+                return diff
+        return None
+    same = (type(a) is type(b) and a == b) if isinstance(a, bool) or isinstance(b, bool) else a == b
+    return None if same else f"{path or '.'}: {a!r} != {b!r}"

@@ -1,0 +1,309 @@
+"""The contract every streaming API keeps: full run, early exit, errors, abort, outer cancellation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+import agentloop as al
+from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedToolCall, check_events
+
+MODEL = al.Model(id="m", api="faux", provider="faux")
+
+
+def make_sleeper(log: list[str], seconds: float = 10.0, honour_abort: bool = False) -> al.AgentTool:
+    async def execute(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> al.AgentToolResult:
+        log.append(f"start {tool_call_id}")
+        try:
+            if honour_abort:
+                with anyio.move_on_after(seconds):
+                    await signal.wait()
+                if signal.aborted:
+                    raise al.ToolError("stopped on abort")
+            else:
+                await anyio.sleep(seconds)
+        except anyio.get_cancelled_exc_class():
+            log.append(f"cancelled {tool_call_id}")
+            raise
+        log.append(f"end {tool_call_id}")
+        return al.AgentToolResult.text("slept")
+
+    return al.AgentTool(
+        name="sleep", description="Sleep", parameters={"type": "object", "properties": {}}, execute=execute
+    )
+
+
+def tool_response(*ids: str) -> Response:
+    return Response(content=[ScriptedToolCall(i, "sleep", {}) for i in ids])
+
+
+def loop(model: ScriptedModel, tools: list[al.AgentTool] | None = None, **config: Any) -> al.AgentLoopStream:
+    context = al.AgentContext(system_prompt="sys", tools=tools or [])
+    return al.agent_loop([al.UserMessage(content="go")], context, al.AgentLoopConfig(model=MODEL, **config), None, model)
+
+
+async def test_full_run(anyio_backend: object) -> None:
+    model = ScriptedModel([Response(content=[ScriptedText(["Hel", "lo"])])])
+    with anyio.fail_after(5):
+        async with loop(model) as events:
+            seen = [event async for event in events]
+    check_events(seen)
+    assert [e.type for e in seen][:4] == ["agent_start", "turn_start", "message_start", "message_end"]
+    end = seen[-1]
+    assert isinstance(end, al.AgentEnd)
+    assert [m.role for m in end.messages] == ["user", "assistant"]
+    assert end.messages[-1].text == "Hello"  # type: ignore[union-attr]
+
+
+async def test_result_drains_and_returns_new_messages(anyio_backend: object) -> None:
+    with anyio.fail_after(5):
+        async with loop(ScriptedModel(["hi"])) as events:
+            messages = await events.result()
+    assert [m.role for m in messages] == ["user", "assistant"]
+
+
+async def test_break_while_a_slow_tool_runs_cancels_it_and_makes_no_further_call(anyio_backend: object) -> None:
+    log: list[str] = []
+    model = ScriptedModel([tool_response("c1"), "never"])
+    with anyio.fail_after(2):
+        async with loop(model, [make_sleeper(log)]) as events:
+            async for event in events:
+                if event.type == "tool_execution_start":
+                    break
+            # the tool is still running (or about to): leaving the block must cancel it
+    assert log in (["start c1", "cancelled c1"], [])
+    assert len(model.calls) == 1
+
+
+async def test_consumer_exception_comes_out_unwrapped(anyio_backend: object) -> None:
+    log: list[str] = []
+    with anyio.fail_after(2), pytest.raises(KeyError, match="mine"):
+        async with loop(ScriptedModel([tool_response("c1")]), [make_sleeper(log)]) as events:
+            async for event in events:
+                if event.type == "tool_execution_start":
+                    raise KeyError("mine")
+
+
+async def test_callback_exception_comes_out_unwrapped(anyio_backend: object) -> None:
+    def convert(messages: Any) -> Any:
+        raise ValueError("converter failed")
+
+    seen: list[str] = []
+    with anyio.fail_after(2), pytest.raises(ValueError, match="converter failed"):
+        async with loop(ScriptedModel(["hi"]), convert_to_llm=convert) as events:
+            async for event in events:
+                seen.append(event.type)
+    assert seen[:4] == ["agent_start", "turn_start", "message_start", "message_end"]
+
+
+async def test_stream_function_raising_propagates_from_both_apis(anyio_backend: object) -> None:
+    boom = RuntimeError("connection reset")
+    with anyio.fail_after(2):
+        with pytest.raises(RuntimeError, match="connection reset"):
+            async with loop(ScriptedModel([Response(raise_on_call=boom)])) as events:
+                async for _ in events:
+                    pass
+        sink: list[al.AgentEvent] = []
+        with pytest.raises(RuntimeError, match="connection reset"):
+            await al.run_agent_loop(
+                [al.UserMessage(content="go")],
+                al.AgentContext(),
+                al.AgentLoopConfig(model=MODEL),
+                sink.append,
+                None,
+                ScriptedModel([Response(raise_on_call=boom)]),
+            )
+        assert [e.type for e in sink] == ["agent_start", "turn_start", "message_start", "message_end"]
+
+
+async def test_abort_during_the_model_stream_ends_with_an_aborted_message(anyio_backend: object) -> None:
+    signal = al.AbortSignal()
+    model = ScriptedModel([Response(content=[ScriptedText(["a", "b", "c", "d"])], chunk_delay=0.05)])
+    context = al.AgentContext()
+    seen: list[al.AgentEvent] = []
+    with anyio.fail_after(2):
+        async with al.agent_loop(
+            [al.UserMessage(content="go")], context, al.AgentLoopConfig(model=MODEL), signal, model
+        ) as events:
+            async for event in events:
+                seen.append(event)
+                if event.type == "message_update" and event.assistant_message_event.type == "text_delta":
+                    signal.abort()
+    check_events(seen)
+    final = seen[-1]
+    assert isinstance(final, al.AgentEnd)
+    last = final.messages[-1]
+    assert isinstance(last, al.AssistantMessage)
+    assert last.stop_reason == "aborted"
+    assert last.error_message == "Request was aborted"
+    assert last.text == "a"
+
+
+async def test_abort_during_a_tool_answers_every_call_and_ends(anyio_backend: object) -> None:
+    log: list[str] = []
+    signal = al.AbortSignal()
+    model = ScriptedModel([tool_response("c1", "c2"), "never"])
+    context = al.AgentContext(tools=[make_sleeper(log, honour_abort=True)])
+
+    async def abort_soon() -> None:
+        await anyio.sleep(0.05)
+        signal.abort()
+
+    with anyio.fail_after(2):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(abort_soon)
+            seen = await _collect(
+                al.agent_loop([al.UserMessage(content="go")], context, al.AgentLoopConfig(model=MODEL), signal, model)
+            )
+    check_events(seen)
+    ends = [e for e in seen if isinstance(e, al.ToolExecutionEnd)]
+    # both tools wake on the same abort: their completion order is the scheduler's
+    assert sorted((e.tool_call_id, e.is_error, e.result.content[0].text) for e in ends) == [  # type: ignore[union-attr]
+        ("c1", True, "stopped on abort"),
+        ("c2", True, "stopped on abort"),
+    ]
+    results = [m.tool_call_id for m in seen[-1].messages if isinstance(m, al.ToolResultMessage)]  # type: ignore[union-attr]
+    assert results == ["c1", "c2"]  # transcript in source order
+    last = seen[-1].messages[-1]  # type: ignore[union-attr]
+    assert last.stop_reason == "aborted"
+    assert len(model.calls) == 2  # the next call sees the aborted signal and ends at once
+
+
+async def test_abort_cancels_a_tool_that_ignores_it_after_the_grace_period(anyio_backend: object) -> None:
+    log: list[str] = []
+    signal = al.AbortSignal()
+    model = ScriptedModel([tool_response("c1"), "never"])
+    context = al.AgentContext(tools=[make_sleeper(log, seconds=30)])
+    seen: list[al.AgentEvent] = []
+
+    async def abort_soon() -> None:
+        await anyio.sleep(0.05)
+        signal.abort()
+
+    with anyio.fail_after(2):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(abort_soon)
+            seen = await _collect(
+                al.agent_loop(
+                    [al.UserMessage(content="go")],
+                    context,
+                    al.AgentLoopConfig(model=MODEL, tool_abort_grace=0.1),
+                    signal,
+                    model,
+                )
+            )
+    end = next(e for e in seen if isinstance(e, al.ToolExecutionEnd))
+    assert end.is_error and end.result.content[0].text == "Operation aborted"  # type: ignore[union-attr]
+    assert log == ["start c1", "cancelled c1"]
+    check_events(seen)
+
+
+async def _collect(stream: al.AgentLoopStream) -> list[al.AgentEvent]:
+    async with stream as events:
+        return [event async for event in events]
+
+
+async def test_outer_timeout_stays_a_plain_cancellation(anyio_backend: object) -> None:
+    log: list[str] = []
+    model = ScriptedModel([tool_response("c1"), "never"])
+    with anyio.fail_after(2):
+        with anyio.move_on_after(0.1) as scope:
+            async with loop(model, [make_sleeper(log)]) as events:
+                async for _ in events:
+                    pass
+    assert scope.cancelled_caught
+    assert log == ["start c1", "cancelled c1"]
+
+
+async def test_enter_and_leave_without_iterating_makes_no_model_call(anyio_backend: object) -> None:
+    model = ScriptedModel(["hi"])
+    with anyio.fail_after(2):
+        async with loop(model):
+            await anyio.sleep(0.01)
+    assert model.calls == []
+
+
+async def test_aclose_stops_the_run_while_the_block_goes_on(anyio_backend: object) -> None:
+    model = ScriptedModel([Response(content=[ScriptedText(["x"] * 500)]), "never"])
+    with anyio.fail_after(2):
+        async with loop(model) as events:
+            first = await events.__anext__()
+            await events.aclose()
+            await anyio.sleep(0.05)
+            with pytest.raises(StopAsyncIteration):
+                await events.__anext__()
+    assert first.type == "agent_start"
+    assert len(model.calls) <= 1
+
+
+async def test_rendezvous_buffer_is_pull_based(anyio_backend: object) -> None:
+    produced: list[str] = []
+    model = ScriptedModel(["a", "b"])
+    context = al.AgentContext()
+
+    def steering() -> list[al.AgentMessage]:
+        produced.append("poll")
+        return []
+
+    config = al.AgentLoopConfig(model=MODEL, get_steering_messages=steering)
+    with anyio.fail_after(2):
+        stream = al.agent_loop([al.UserMessage(content="go")], context, config, None, model, max_buffer_size=0)
+        async with stream as events:
+            first = await events.__anext__()
+            await anyio.sleep(0.02)
+            # with a zero buffer the run waits for the consumer: no poll happened past agent_start
+            assert first.type == "agent_start"
+            assert produced == []
+            rest = [e async for e in events]
+    assert rest[-1].type == "agent_end"
+
+
+def test_bare_async_for_fails_at_once_with_the_async_with_form() -> None:
+    stream = loop(ScriptedModel(["hi"]))
+    with pytest.raises(TypeError, match="async with agent_loop"):
+        stream.__aiter__()
+    with pytest.raises(TypeError, match="async with"):
+        stream.__await__()
+
+
+async def test_a_stream_can_be_entered_once(anyio_backend: object) -> None:
+    stream = loop(ScriptedModel(["hi", "again"]))
+    async with stream as events:
+        await events.result()
+    with pytest.raises(RuntimeError, match="only once"):
+        async with stream:
+            pass
+
+
+def test_bad_arguments_raise_at_call_time() -> None:
+    context = al.AgentContext()
+    config = al.AgentLoopConfig(model=MODEL)
+    with pytest.raises(TypeError, match="prompts must be a sequence"):
+        al.agent_loop("hi", context, config)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"prompts\[0\]"):
+        al.agent_loop([{"role": "user"}], context, config)  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="context must be an agentloop.AgentContext"):
+        al.agent_loop([], {}, config)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="config must be"):
+        al.agent_loop([], context, {})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="signal must be"):
+        al.agent_loop([], context, config, "abort")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="max_buffer_size"):
+        al.agent_loop([], context, config, max_buffer_size=-1)
+    with pytest.raises(al.InvalidContextError, match="Cannot continue: no messages in context"):
+        al.agent_loop_continue(context, config)
+    assistant = al.AgentContext(messages=[al.AssistantMessage()])
+    with pytest.raises(al.InvalidContextError, match="Cannot continue from message role: assistant"):
+        al.agent_loop_continue(assistant, config)
+
+
+async def test_agent_loop_continue_streams_only_new_messages(anyio_backend: object) -> None:
+    context = al.AgentContext(messages=[al.UserMessage(content="hello")])
+    with anyio.fail_after(2):
+        async with al.agent_loop_continue(context, al.AgentLoopConfig(model=MODEL), None, ScriptedModel(["hi"])) as ev:
+            seen = [e async for e in ev]
+    check_events(seen)
+    assert [m.role for m in seen[-1].messages] == ["assistant"]  # type: ignore[union-attr]
+    assert not any(isinstance(e, al.MessageStart) and e.message.role == "user" for e in seen)
