@@ -104,7 +104,7 @@ class AgentState:
         self.tools = tools
         self.messages = messages
         self._is_streaming = False
-        self._streaming_message: AgentMessage | None = None
+        self._streaming_message: AgentMessage | MessageUpdate | None = None
         self._pending_tool_calls: frozenset[str] = frozenset()
         self._error_message: str | None = None
 
@@ -161,7 +161,10 @@ class AgentState:
     @property
     def streaming_message(self) -> AgentMessage | None:
         """The message being streamed (between its `message_start` and `message_end`)."""
-        return self._streaming_message
+        message = self._streaming_message
+        if type(message) is MessageUpdate:
+            return message.message
+        return message  # type: ignore[return-value]
 
     @property
     def pending_tool_calls(self) -> frozenset[str]:
@@ -482,7 +485,9 @@ class Agent:
 
     async def _process(self, event: AgentEvent) -> None:
         state = self._state
-        if isinstance(event, (MessageUpdate, MessageStart)):
+        if type(event) is MessageUpdate:
+            state._streaming_message = event  # its message is built only if someone reads it
+        elif isinstance(event, MessageStart):
             state._streaming_message = event.message
         elif isinstance(event, MessageEnd):
             state._streaming_message = None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Union
 
 from ._types import AgentMessage, AgentToolResult, AssistantMessage, ToolCall, ToolResultMessage
 
@@ -47,99 +47,170 @@ __all__ = (
 # request fails before streaming), block events, then exactly one terminal `done` or `error`.
 
 
-@dataclass(frozen=True, slots=True)
-class StartEvent:
+class _StreamEvent:
+    """Base of the events that carry a `partial` snapshot.
+
+    They are made once per delta, so they are small slotted classes, immutable like the
+    dataclasses, whose `partial` may be captured cheaply by `AssistantMessageBuilder` and built
+    into an `AssistantMessage` on first access (most consumers only read the delta).
+    """
+
+    __slots__ = ("_partial",)
+    _fields: ClassVar[tuple[str, ...]] = ()
+    _partial: Any
+    type: str
+
+    @property
+    def partial(self) -> AssistantMessage:
+        """The message so far (an immutable snapshot)."""
+        partial = self._partial
+        if type(partial) is tuple:  # a capture: (build, *state), see AssistantMessageBuilder
+            partial = partial[0](partial)
+            object.__setattr__(self, "_partial", partial)
+        return partial  # type: ignore[no-any-return]
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(getattr(self, f) == getattr(other, f) for f in self._fields) and self.partial == other.partial
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._fields)
+        return f"{type(self).__name__}({fields}{', ' if fields else ''}partial={self.partial!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (*(getattr(self, f) for f in self._fields), self.partial))
+
+
+class StartEvent(_StreamEvent):
     """The response started streaming."""
 
-    partial: AssistantMessage
-    type: Literal["start"] = field(default="start", init=False)
+    __slots__ = ()
+    __match_args__ = ("partial",)
+    type: Literal["start"] = "start"
+
+    def __init__(self, partial: AssistantMessage) -> None:
+        object.__setattr__(self, "_partial", partial)
 
 
-@dataclass(frozen=True, slots=True)
-class TextStartEvent:
+class _IndexEvent(_StreamEvent):
+    __slots__ = ("content_index",)
+    _fields = ("content_index",)
+    __match_args__ = ("content_index", "partial")
+    content_index: int
+    """Which block of `partial.content` the event is about."""
+
+    def __init__(self, content_index: int, partial: AssistantMessage) -> None:
+        object.__setattr__(self, "content_index", content_index)
+        object.__setattr__(self, "_partial", partial)
+
+
+class _DeltaEvent(_StreamEvent):
+    __slots__ = ("content_index", "delta")
+    _fields = ("content_index", "delta")
+    __match_args__ = ("content_index", "delta", "partial")
+    content_index: int
+    delta: str
+    """The text (or raw JSON fragment) appended."""
+
+    def __init__(self, content_index: int, delta: str, partial: AssistantMessage) -> None:
+        object.__setattr__(self, "content_index", content_index)
+        object.__setattr__(self, "delta", delta)
+        object.__setattr__(self, "_partial", partial)
+
+
+class _EndEvent(_StreamEvent):
+    __slots__ = ("content", "content_index")
+    _fields = ("content_index", "content")
+    __match_args__ = ("content_index", "content", "partial")
+    content_index: int
+    content: str
+    """The full text of the block."""
+
+    def __init__(self, content_index: int, content: str, partial: AssistantMessage) -> None:
+        object.__setattr__(self, "content_index", content_index)
+        object.__setattr__(self, "content", content)
+        object.__setattr__(self, "_partial", partial)
+
+
+class TextStartEvent(_IndexEvent):
     """A text block opened at `content_index`."""
 
-    content_index: int
-    partial: AssistantMessage
-    type: Literal["text_start"] = field(default="text_start", init=False)
+    __slots__ = ()
+    type: Literal["text_start"] = "text_start"
 
 
-@dataclass(frozen=True, slots=True)
-class TextDeltaEvent:
+class TextDeltaEvent(_DeltaEvent):
     """Text appended to the block at `content_index`."""
 
-    content_index: int
-    delta: str
-    partial: AssistantMessage
-    type: Literal["text_delta"] = field(default="text_delta", init=False)
+    __slots__ = ()
+    type: Literal["text_delta"] = "text_delta"
 
 
-@dataclass(frozen=True, slots=True)
-class TextEndEvent:
+class TextEndEvent(_EndEvent):
     """The text block at `content_index` is complete; `content` is its full text."""
 
-    content_index: int
-    content: str
-    partial: AssistantMessage
-    type: Literal["text_end"] = field(default="text_end", init=False)
+    __slots__ = ()
+    type: Literal["text_end"] = "text_end"
 
 
-@dataclass(frozen=True, slots=True)
-class ThinkingStartEvent:
+class ThinkingStartEvent(_IndexEvent):
     """A thinking block opened at `content_index`."""
 
-    content_index: int
-    partial: AssistantMessage
-    type: Literal["thinking_start"] = field(default="thinking_start", init=False)
+    __slots__ = ()
+    type: Literal["thinking_start"] = "thinking_start"
 
 
-@dataclass(frozen=True, slots=True)
-class ThinkingDeltaEvent:
+class ThinkingDeltaEvent(_DeltaEvent):
     """Reasoning appended to the block at `content_index`."""
 
-    content_index: int
-    delta: str
-    partial: AssistantMessage
-    type: Literal["thinking_delta"] = field(default="thinking_delta", init=False)
+    __slots__ = ()
+    type: Literal["thinking_delta"] = "thinking_delta"
 
 
-@dataclass(frozen=True, slots=True)
-class ThinkingEndEvent:
+class ThinkingEndEvent(_EndEvent):
     """The thinking block at `content_index` is complete."""
 
-    content_index: int
-    content: str
-    partial: AssistantMessage
-    type: Literal["thinking_end"] = field(default="thinking_end", init=False)
+    __slots__ = ()
+    type: Literal["thinking_end"] = "thinking_end"
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCallStartEvent:
+class ToolCallStartEvent(_IndexEvent):
     """A tool call opened at `content_index`."""
 
-    content_index: int
-    partial: AssistantMessage
-    type: Literal["toolcall_start"] = field(default="toolcall_start", init=False)
+    __slots__ = ()
+    type: Literal["toolcall_start"] = "toolcall_start"
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCallDeltaEvent:
+class ToolCallDeltaEvent(_DeltaEvent):
     """A raw fragment of the tool call's JSON arguments."""
 
-    content_index: int
-    delta: str
-    partial: AssistantMessage
-    type: Literal["toolcall_delta"] = field(default="toolcall_delta", init=False)
+    __slots__ = ()
+    type: Literal["toolcall_delta"] = "toolcall_delta"
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCallEndEvent:
+class ToolCallEndEvent(_StreamEvent):
     """The tool call at `content_index` is complete (its arguments are not validated yet)."""
 
+    __slots__ = ("content_index", "tool_call")
+    _fields = ("content_index", "tool_call")
+    __match_args__ = ("content_index", "tool_call", "partial")
+    type: Literal["toolcall_end"] = "toolcall_end"
     content_index: int
     tool_call: ToolCall
-    partial: AssistantMessage
-    type: Literal["toolcall_end"] = field(default="toolcall_end", init=False)
+
+    def __init__(self, content_index: int, tool_call: ToolCall, partial: AssistantMessage) -> None:
+        object.__setattr__(self, "content_index", content_index)
+        object.__setattr__(self, "tool_call", tool_call)
+        object.__setattr__(self, "_partial", partial)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +264,10 @@ class AgentEnd:
     messages: Sequence[AgentMessage]
     type: Literal["agent_end"] = field(default="agent_end", init=False)
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.messages, tuple):
+            object.__setattr__(self, "messages", tuple(self.messages))
+
 
 @dataclass(frozen=True, slots=True)
 class TurnStart:
@@ -209,6 +284,10 @@ class TurnEnd:
     tool_results: Sequence[ToolResultMessage]
     type: Literal["turn_end"] = field(default="turn_end", init=False)
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.tool_results, tuple):
+            object.__setattr__(self, "tool_results", tuple(self.tool_results))
+
 
 @dataclass(frozen=True, slots=True)
 class MessageStart:
@@ -218,13 +297,50 @@ class MessageStart:
     type: Literal["message_start"] = field(default="message_start", init=False)
 
 
-@dataclass(frozen=True, slots=True)
 class MessageUpdate:
-    """The streaming assistant message changed; `assistant_message_event` says how."""
+    """The streaming assistant message changed; `assistant_message_event` says how.
 
-    message: AssistantMessage
+    `message` is the snapshot of the message after the change (the event's `partial`), built on
+    first access.
+    """
+
+    __slots__ = ("_message", "assistant_message_event")
+    __match_args__ = ("message", "assistant_message_event")
+    type: Literal["message_update"] = "message_update"
     assistant_message_event: AssistantMessageEvent
-    type: Literal["message_update"] = field(default="message_update", init=False)
+    _message: AssistantMessage | None
+
+    def __init__(self, message: AssistantMessage | None, assistant_message_event: AssistantMessageEvent) -> None:
+        object.__setattr__(self, "_message", message)
+        object.__setattr__(self, "assistant_message_event", assistant_message_event)
+
+    @property
+    def message(self) -> AssistantMessage:
+        """The message so far."""
+        message = self._message
+        if message is None:
+            message = self.assistant_message_event.partial  # type: ignore[union-attr]
+            object.__setattr__(self, "_message", message)
+        return message
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("MessageUpdate is immutable")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError("MessageUpdate is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not MessageUpdate:
+            return NotImplemented
+        return self.assistant_message_event == other.assistant_message_event and self.message == other.message
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"MessageUpdate(message={self.message!r}, assistant_message_event={self.assistant_message_event!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (MessageUpdate, (self.message, self.assistant_message_event))
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.lowlevel
 
 from ._config import (
     AfterToolCallContext,
@@ -19,6 +20,7 @@ from ._config import (
 from ._events import MessageEnd, MessageStart, ToolExecutionEnd, ToolExecutionStart, ToolExecutionUpdate
 from ._tools import AgentTool, validate_tool_arguments
 from ._types import AgentToolResult, AssistantMessage, TextContent, ToolCall, ToolResultMessage, error_result
+from ._updates import Delivery
 from ._util import single_exception
 
 if TYPE_CHECKING:
@@ -48,6 +50,11 @@ class _Finalized:
     tool_call: ToolCall
     result: AgentToolResult
     is_error: bool
+
+
+_DELIVERED = Delivery()
+_DELIVERED.begin()
+_DELIVERED.set()
 
 
 def _message(exc: BaseException) -> str:
@@ -146,7 +153,9 @@ class _Batch:
     any other call begins after every earlier barrier call is finalized. Whatever the scheduler
     does (trio shuffles ready tasks), the order is the reference's (JavaScript promise) order:
     calls begin in source order; every call that may run beside a call begins before that call is
-    finalized; and calls whose tools finished are finalized in the order they finished.
+    finalized; calls whose tools finished are finalized in the order they finished, and calls
+    whose tools finished in the same scheduler pass in source order (as equal JavaScript timers
+    fire in the order they were set).
     """
 
     def __init__(
@@ -164,7 +173,11 @@ class _Batch:
         self.barrier = [p.tool.execution_mode == "sequential" for _, p in runnable]
         self.done = [anyio.Event() for _ in range(count)]
         self.began = [anyio.Event() for _ in range(count)]
-        self.finishing: list[anyio.Event] = []
+        self.finishing = [anyio.Event() for _ in range(count)]
+        self.go = [anyio.Event() for _ in range(count)]
+        self.ready: list[int] = []  # calls whose tools finished, waiting to be finalized
+        self.releasing = False
+        self.task_group: Any = None
         # The last call of each run of calls that may execute together.
         self.group_end = list(range(count))
         for k in range(count - 2, -1, -1):
@@ -174,6 +187,7 @@ class _Batch:
     async def run(self) -> None:
         try:
             async with anyio.create_task_group() as tg:
+                self.task_group = tg
                 for k in range(len(self.runnable)):
                     tg.start_soon(self.one, k)
         except BaseExceptionGroup as group:
@@ -193,20 +207,34 @@ class _Batch:
                 fin = _Finalized(prepared.tool_call, error_result(ABORTED), True)
             else:
                 result, is_error = await _execute(run, prepared)
-                ticket = len(self.finishing)
-                self.finishing.append(anyio.Event())
                 last = self.group_end[k]
                 if not began[last].is_set():
                     await began[last].wait()
-                if ticket and not self.finishing[ticket - 1].is_set():
-                    await self.finishing[ticket - 1].wait()
-                self.finishing[ticket].set()
+                self.ready.append(k)
+                if not self.releasing:
+                    self.releasing = True
+                    self.task_group.start_soon(self.release)
+                await self.go[k].wait()
+                self.finishing[k].set()
                 fin = await _finalize(run, self.assistant, prepared, result, is_error)
             await _emit_end(run, fin)
             self.finalized[index] = fin
         finally:
             began[k].set()
+            self.finishing[k].set()
             self.done[k].set()
+
+    async def release(self) -> None:
+        """Let finished calls be finalized one at a time: the earliest in source order first."""
+        try:
+            while self.ready:
+                await anyio.lowlevel.checkpoint()  # calls that finished in this pass line up first
+                k = min(self.ready)
+                self.ready.remove(k)
+                self.go[k].set()
+                await self.finishing[k].wait()  # k runs its finalization up to its first await
+        finally:
+            self.releasing = False
 
 
 async def _prepare(run: _Run, assistant: AssistantMessage, tool_call: ToolCall) -> _Prepared | _Finalized:
@@ -256,13 +284,16 @@ async def _execute(run: _Run, prepared: _Prepared) -> tuple[AgentToolResult, boo
     tool_call = prepared.tool_call
     signal = run.signal
     finished = False
+    deliveries: list[Delivery] = []
 
-    async def on_update(partial_result: AgentToolResult) -> None:
+    def on_update(partial_result: AgentToolResult) -> Delivery:
         if finished:
-            return  # progress reported after the tool finished is ignored
+            return _DELIVERED  # progress reported after the tool finished is ignored
         if not isinstance(partial_result, AgentToolResult):
             raise TypeError(f"on_update expects an AgentToolResult, got {type(partial_result).__name__}")
-        await run.emit(ToolExecutionUpdate(tool_call.id, tool_call.name, tool_call.arguments, partial_result))
+        delivery = run.updates().push(ToolExecutionUpdate(tool_call.id, tool_call.name, tool_call.arguments, partial_result))
+        deliveries.append(delivery)
+        return delivery
 
     with signal.cancel_scope(grace=run.config.tool_abort_grace) as scope:
         try:
@@ -276,6 +307,8 @@ async def _execute(run: _Run, prepared: _Prepared) -> tuple[AgentToolResult, boo
             finished = True
     if scope.cancelled_caught:
         result, is_error = error_result(ABORTED), True
+    for delivery in deliveries:
+        await delivery.wait()  # every update this call reported is delivered before it is finalized
     return result, is_error
 
 

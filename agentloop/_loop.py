@@ -8,6 +8,7 @@ behaviour of `spec/PROFILE.md` (barriers, bounded abort, `should_stop_after_turn
 from __future__ import annotations
 
 import inspect
+import sys
 from types import CoroutineType
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -15,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 import anyio
+from anyio.abc import TaskGroup
 
 from ._abort import AbortSignal
 from ._config import (
@@ -39,6 +41,8 @@ from ._events import (
 )
 from ._execution import execute_tool_calls, fail_truncated_tool_calls
 from ._tools import AgentTool
+from ._updates import UpdatePump
+from ._util import single_exception
 from ._types import (
     AgentMessage,
     AssistantMessage,
@@ -48,6 +52,9 @@ from ._types import (
     UserMessage,
     now_ms,
 )
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
 
 __all__ = ("check_continue", "run_agent_loop", "run_agent_loop_continue")
 
@@ -189,6 +196,8 @@ class _Run:
         self.signal = signal if signal is not None else AbortSignal()
         self.stream_fn = stream_fn
         self._sink = emit
+        self._task_group: TaskGroup | None = None
+        self._updates: UpdatePump | None = None
 
     async def emit(self, event: Any) -> None:
         result = self._sink(event)
@@ -207,7 +216,25 @@ class _Run:
         messages = await call(callback)
         return check_messages(messages or [], which + "()")
 
+    def updates(self) -> UpdatePump:
+        """The run's progress-update pump (tools report progress without waiting)."""
+        pump = self._updates
+        if pump is None:
+            assert self._task_group is not None
+            pump = self._updates = UpdatePump(self.emit, self._task_group)
+        return pump
+
     async def run(self) -> None:
+        try:
+            async with anyio.create_task_group() as task_group:
+                self._task_group = task_group
+                await self._run()
+        except BaseExceptionGroup as group:
+            raise single_exception(group) from None
+        finally:
+            self._task_group = None
+
+    async def _run(self) -> None:
         config = self.config
         pending = await self.poll("get_steering_messages")
         prepared: list[AgentMessage] = []
@@ -317,7 +344,7 @@ class _Run:
         )
         llm_context = Context(system_prompt=self.system_prompt, messages=tuple(llm_messages), tools=self.tools)
         emit = self.emit
-        partial: AssistantMessage | None = None
+        last: Any = None  # the latest event that carries the partial message
         final: AssistantMessage | None = None
         emitting = False
         scope = anyio.CancelScope()
@@ -335,21 +362,21 @@ class _Run:
                     source = await source
                 async with _opened(source) as events:
                     async for event in events:
-                        kind = event.type
+                        kind = getattr(event, "type", None)
                         if kind in _UPDATE_TYPES:
-                            if partial is None:
+                            if last is None:
                                 continue  # no `start` yet: the reference drops block events too
-                            partial = event.partial  # type: ignore[union-attr]
+                            last = event
                             emitting = True
                             try:
-                                await emit(MessageUpdate(partial, event))
+                                await emit(MessageUpdate(None, event))
                             finally:
                                 emitting = False
                         elif kind == "start":
-                            partial = event.partial  # type: ignore[union-attr]
+                            last = event
                             emitting = True
                             try:
-                                await emit(MessageStart(partial))
+                                await emit(MessageStart(event.partial))  # type: ignore[union-attr]
                             finally:
                                 emitting = False
                         elif kind == "done":
@@ -364,6 +391,7 @@ class _Run:
                             break
         finally:
             remove()
+        partial = None if last is None else last.partial
         if final is None:
             if signal.aborted:
                 final = self.ended(partial, "aborted", ABORTED_TEXT)
@@ -371,7 +399,7 @@ class _Run:
                 final = self.ended(partial, "error", "The model stream ended without a done or error event")
         elif not isinstance(final, AssistantMessage):
             raise TypeError(f"stream function finished with {type(final).__name__}, expected AssistantMessage")
-        if partial is None:
+        if last is None:
             await emit(MessageStart(final))
         await emit(MessageEnd(final))
         self.messages.append(final)
@@ -391,18 +419,25 @@ class _Run:
 async def _opened(source: Any) -> AsyncIterator[AsyncIterator[AssistantMessageEvent]]:
     """Enter what a stream function returned; always close it."""
     if hasattr(source, "__aenter__"):
-        async with source as events:
-            yield events
-        return
-    if not hasattr(source, "__anext__"):
+        async with source as events, _closing(events) as iterator:
+            yield iterator
+    else:
+        async with _closing(source) as iterator:
+            yield iterator
+
+
+@asynccontextmanager
+async def _closing(events: Any) -> AsyncIterator[AsyncIterator[AssistantMessageEvent]]:
+    """Iterate `events` and always close it (an async generator left open is finalized late)."""
+    if not hasattr(events, "__anext__"):
         raise TypeError(
             "a stream function must return an async iterator of AssistantMessageEvent or an async "
-            f"context manager yielding one, got {type(source).__name__}"
+            f"context manager yielding one, got {type(events).__name__}"
         )
     try:
-        yield source
+        yield events
     finally:
-        aclose = getattr(source, "aclose", None)
+        aclose = getattr(events, "aclose", None)
         if aclose is not None:
             with anyio.move_on_after(_CLEANUP_TIMEOUT, shield=True):
                 await aclose()

@@ -1,10 +1,10 @@
 """`AssistantMessageBuilder`: the partial message of a streaming response, and its events.
 
 Stream functions (the providers, the scripted model of `agentloop.testing`) feed deltas into a
-builder and yield the events it returns. Each event carries an immutable snapshot of the message
-so far; a snapshot costs O(blocks), not O(text), because streaming text blocks share an
-append-only chunk list (`TextContent._streaming`). A long answer therefore costs the same per
-delta as a short one.
+builder and yield the events it returns. Each event carries a snapshot of the message so far.
+A delta costs O(1) whatever the length of the answer: the open text block keeps its chunks in an
+append-only list, an event captures only (blocks, chunk count) in a tuple, and the
+`AssistantMessage` snapshot is built from the capture when someone reads `event.partial`.
 """
 
 from __future__ import annotations
@@ -39,6 +39,28 @@ from ._types import (
 __all__ = ("AssistantMessageBuilder",)
 
 
+def _build(capture: tuple[Any, ...]) -> AssistantMessage:
+    """The snapshot an event captured: (build, header, content, open index, parts, count, kind)."""
+    _, header, content, index, parts, count, kind = capture
+    if parts is not None:
+        old = content[index]
+        if kind == "text":
+            block: AssistantContent = TextContent._streaming(parts, count, old.text_signature)
+        else:
+            block = ThinkingContent._streaming(parts, count, old.thinking_signature)
+        content = (*content[:index], block, *content[index + 1 :])
+    return AssistantMessage(
+        content=content,
+        api=header.api,
+        provider=header.provider,
+        model=header.model,
+        usage=header.usage,
+        stop_reason=header.stop_reason,
+        response_id=header.response_id,
+        timestamp=header.timestamp,
+    )
+
+
 class AssistantMessageBuilder:
     """Accumulates one streaming response and makes its `AssistantMessageEvent`s.
 
@@ -54,147 +76,228 @@ class AssistantMessageBuilder:
         yield b.done("stop")
     """
 
-    __slots__ = ("_api", "_content", "_model", "_parts", "_provider", "_timestamp", "response_id", "usage")
+    __slots__ = ("_content", "_header", "_kind", "_open", "_parts", "_tool_text")
 
     def __init__(self, *, api: str = "", provider: str = "", model: str = "", timestamp: int | None = None) -> None:
-        self._api = api
-        self._provider = provider
-        self._model = model
-        self._timestamp = timestamp if timestamp is not None else now_ms()
+        self._header = AssistantMessage(
+            api=api,
+            provider=provider,
+            model=model,
+            stop_reason="pending",
+            timestamp=timestamp if timestamp is not None else now_ms(),
+        )
         self._content: tuple[AssistantContent, ...] = ()
-        self._parts: dict[int, list[str]] = {}
-        self.usage = Usage()
+        self._open = -1  # the text/thinking block whose chunks are in `_parts`
+        self._parts: list[str] | None = None
+        self._kind = ""
+        self._tool_text: dict[int, list[str]] = {}
+
+    # --- metadata that the final message carries ------------------------------------------
+    @property
+    def usage(self) -> Usage:
         """Token usage so far; the final message carries it."""
-        self.response_id: str | None = None
+        return self._header.usage
+
+    @usage.setter
+    def usage(self, usage: Usage) -> None:
+        self._header = _replace_header(self._header, usage=usage)
+
+    @property
+    def response_id(self) -> str | None:
+        """The provider's id for the response."""
+        return self._header.response_id
+
+    @response_id.setter
+    def response_id(self, response_id: str | None) -> None:
+        self._header = _replace_header(self._header, response_id=response_id)
 
     @property
     def content(self) -> tuple[AssistantContent, ...]:
         """The blocks so far."""
-        return self._content
+        return self.snapshot().content
 
-    def snapshot(self, stop_reason: Any = "pending", error_message: str | None = None) -> AssistantMessage:
+    def _capture(self) -> tuple[Any, ...]:
+        parts = self._parts
+        return (_build, self._header, self._content, self._open, parts, 0 if parts is None else len(parts), self._kind)
+
+    def snapshot(self, stop_reason: Any = None, error_message: str | None = None) -> AssistantMessage:
         """The message so far, as an immutable value."""
-        return AssistantMessage(
-            content=self._content,
-            api=self._api,
-            provider=self._provider,
-            model=self._model,
-            usage=self.usage,
-            stop_reason=stop_reason,
-            error_message=error_message,
-            response_id=self.response_id,
-            timestamp=self._timestamp,
-        )
+        message = _build(self._capture())
+        if stop_reason is None:
+            return message
+        return _replace_header(message, stop_reason=stop_reason, error_message=error_message)
 
-    def _index(self, index: int | None) -> int:
+    # --- blocks ---------------------------------------------------------------------------
+    def _index(self, index: int | None, kind: type) -> int:
         last = len(self._content) - 1
         if index is None:
             index = last
         if not 0 <= index <= last:
             raise IndexError(f"no content block {index} (the message has {last + 1})")
+        if type(self._content[index]) is not kind:
+            raise ValueError(f"content block {index} is a {type(self._content[index]).__name__}, not a {kind.__name__}")
         return index
+
+    def _close_open(self) -> None:
+        """Freeze the open text/thinking block (a new block starts, or the response ends)."""
+        parts = self._parts
+        if parts is None:
+            return
+        index = self._open
+        old = self._content[index]
+        text = "".join(parts)
+        if self._kind == "text":
+            block: AssistantContent = TextContent(text, text_signature=old.text_signature)  # type: ignore[union-attr]
+        else:
+            block = ThinkingContent(text, thinking_signature=old.thinking_signature)  # type: ignore[union-attr]
+        self._set(index, block)
+        self._parts = None
+        self._open = -1
 
     def _set(self, index: int, block: AssistantContent) -> None:
         content = self._content
-        if index == len(content) - 1:
-            self._content = (*content[:-1], block)
-        else:
-            self._content = (*content[:index], block, *content[index + 1 :])
+        self._content = (*content[:index], block, *content[index + 1 :])
 
     def start(self) -> StartEvent:
         """The `start` event."""
-        return StartEvent(self.snapshot())
+        return StartEvent(self._capture())  # type: ignore[arg-type]
 
     def text_start(self) -> TextStartEvent:
         """Open a text block at the end."""
+        self._close_open()
         index = len(self._content)
-        self._parts[index] = []
         self._content = (*self._content, TextContent(""))
-        return TextStartEvent(index, self.snapshot())
+        self._open, self._parts, self._kind = index, [], "text"
+        return TextStartEvent(index, self._capture())  # type: ignore[arg-type]
 
     def text_delta(self, delta: str, index: int | None = None) -> TextDeltaEvent:
         """Append text to a text block."""
-        index = self._index(index)
-        parts = self._parts[index]
-        parts.append(delta)
+        if index is None or index == self._open:
+            parts = self._parts
+            if parts is not None and self._kind == "text":
+                parts.append(delta)
+                return TextDeltaEvent(
+                    self._open, delta, (_build, self._header, self._content, self._open, parts, len(parts), "text")  # type: ignore[arg-type]
+                )
+        index = self._index(index, TextContent)  # not the open block: the rare, O(text) path
         old = self._content[index]
-        self._set(index, TextContent._streaming(parts, len(parts), old.text_signature))  # type: ignore[union-attr]
-        return TextDeltaEvent(index, delta, self.snapshot())
+        assert isinstance(old, TextContent)
+        self._set(index, TextContent(old.text + delta, text_signature=old.text_signature))
+        return TextDeltaEvent(index, delta, self._capture())  # type: ignore[arg-type]
 
     def text_end(self, index: int | None = None, *, signature: str | None = None) -> TextEndEvent:
         """Close a text block."""
-        index = self._index(index)
-        text = "".join(self._parts.pop(index, ()))
-        old = self._content[index]
-        block = TextContent(text, text_signature=signature if signature is not None else old.text_signature)  # type: ignore[union-attr]
-        self._set(index, block)
-        return TextEndEvent(index, text, self.snapshot())
+        index = self._index(index, TextContent)
+        if index == self._open:
+            self._close_open()
+        block = self._content[index]
+        assert isinstance(block, TextContent)
+        if signature is not None:
+            block = TextContent(block.text, text_signature=signature)
+            self._set(index, block)
+        return TextEndEvent(index, block.text, self._capture())  # type: ignore[arg-type]
 
     def thinking_start(self) -> ThinkingStartEvent:
         """Open a thinking block at the end."""
+        self._close_open()
         index = len(self._content)
-        self._parts[index] = []
         self._content = (*self._content, ThinkingContent(""))
-        return ThinkingStartEvent(index, self.snapshot())
+        self._open, self._parts, self._kind = index, [], "thinking"
+        return ThinkingStartEvent(index, self._capture())  # type: ignore[arg-type]
 
     def thinking_delta(self, delta: str, index: int | None = None) -> ThinkingDeltaEvent:
         """Append reasoning to a thinking block."""
-        index = self._index(index)
-        parts = self._parts[index]
-        parts.append(delta)
+        if index is None or index == self._open:
+            parts = self._parts
+            if parts is not None and self._kind == "thinking":
+                parts.append(delta)
+                return ThinkingDeltaEvent(
+                    self._open, delta, (_build, self._header, self._content, self._open, parts, len(parts), "thinking")  # type: ignore[arg-type]
+                )
+        index = self._index(index, ThinkingContent)  # not the open block: the rare, O(text) path
         old = self._content[index]
-        self._set(index, ThinkingContent._streaming(parts, len(parts), old.thinking_signature))  # type: ignore[union-attr]
-        return ThinkingDeltaEvent(index, delta, self.snapshot())
+        assert isinstance(old, ThinkingContent)
+        self._set(index, ThinkingContent(old.thinking + delta, thinking_signature=old.thinking_signature))
+        return ThinkingDeltaEvent(index, delta, self._capture())  # type: ignore[arg-type]
 
     def thinking_end(
         self, index: int | None = None, *, signature: str | None = None, redacted: bool = False
     ) -> ThinkingEndEvent:
         """Close a thinking block."""
-        index = self._index(index)
-        text = "".join(self._parts.pop(index, ()))
-        old = self._content[index]
-        block = ThinkingContent(
-            text,
-            thinking_signature=signature if signature is not None else old.thinking_signature,  # type: ignore[union-attr]
-            redacted=redacted,
-        )
-        self._set(index, block)
-        return ThinkingEndEvent(index, text, self.snapshot())
+        index = self._index(index, ThinkingContent)
+        if index == self._open:
+            self._close_open()
+        block = self._content[index]
+        assert isinstance(block, ThinkingContent)
+        if signature is not None or redacted:
+            block = ThinkingContent(
+                block.thinking,
+                thinking_signature=signature if signature is not None else block.thinking_signature,
+                redacted=redacted,
+            )
+            self._set(index, block)
+        return ThinkingEndEvent(index, block.thinking, self._capture())  # type: ignore[arg-type]
 
     def tool_call_start(self, id: str, name: str) -> ToolCallStartEvent:
         """Open a tool call at the end (arguments `{}` until deltas give better)."""
+        self._close_open()
         index = len(self._content)
-        self._parts[index] = []
         self._content = (*self._content, ToolCall(id, name, {}))
-        return ToolCallStartEvent(index, self.snapshot())
+        self._tool_text[index] = []
+        return ToolCallStartEvent(index, self._capture())  # type: ignore[arg-type]
 
     def tool_call_delta(
         self, delta: str, arguments: Mapping[str, Any] | None = None, index: int | None = None
     ) -> ToolCallDeltaEvent:
         """Record a raw argument fragment; `arguments` (if given) become the partial arguments."""
-        index = self._index(index)
-        self._parts[index].append(delta)
+        index = self._index(index, ToolCall)
+        self._tool_text.setdefault(index, []).append(delta)
         if arguments is not None:
             old = self._content[index]
             assert isinstance(old, ToolCall)
             self._set(index, ToolCall(old.id, old.name, arguments, thought_signature=old.thought_signature))
-        return ToolCallDeltaEvent(index, delta, self.snapshot())
+        return ToolCallDeltaEvent(index, delta, self._capture())  # type: ignore[arg-type]
 
     def tool_call_text(self, index: int | None = None) -> str:
         """The raw argument text received so far for a tool call."""
-        return "".join(self._parts.get(self._index(index), ()))
+        return "".join(self._tool_text.get(self._index(index, ToolCall), ()))
 
     def tool_call_end(self, tool_call: ToolCall, index: int | None = None) -> ToolCallEndEvent:
         """Close a tool call with its final block."""
-        index = self._index(index)
-        self._parts.pop(index, None)
+        index = self._index(index, ToolCall)
+        self._tool_text.pop(index, None)
         self._set(index, tool_call)
-        return ToolCallEndEvent(index, tool_call, self.snapshot())
+        return ToolCallEndEvent(index, tool_call, self._capture())  # type: ignore[arg-type]
+
+    # --- the end --------------------------------------------------------------------------
+    def set_content(self, content: tuple[AssistantContent, ...]) -> None:
+        """Replace every block (a provider that knows the final blocks better than the deltas)."""
+        self._parts = None
+        self._open = -1
+        self._content = tuple(content)
 
     def done(self, reason: Literal["stop", "length", "toolUse"] = "stop") -> DoneEvent:
         """The terminal `done` event with the final message."""
+        self._close_open()
         return DoneEvent(reason, self.snapshot(reason))
 
     def error(self, reason: Literal["error", "aborted"], message: str) -> ErrorEvent:
         """The terminal `error` event: the partial content kept, `stop_reason` and text set."""
+        self._close_open()
         return ErrorEvent(reason, self.snapshot(reason, message))
+
+
+def _replace_header(message: AssistantMessage, **changes: Any) -> AssistantMessage:
+    fields: dict[str, Any] = {
+        "content": message.content,
+        "api": message.api,
+        "provider": message.provider,
+        "model": message.model,
+        "usage": message.usage,
+        "stop_reason": message.stop_reason,
+        "error_message": message.error_message,
+        "response_id": message.response_id,
+        "timestamp": message.timestamp,
+    }
+    fields.update(changes)
+    return AssistantMessage(**fields)

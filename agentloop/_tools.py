@@ -159,19 +159,47 @@ def _validate_with_schema(tool: AgentTool, arguments: Mapping[str, Any]) -> Any:
             return None
 
     args = coerce_arguments(validator.schema, copy.deepcopy(dict(arguments)), passes)
-    lines = []
+    schema = validator.schema
+    found: list[tuple[list[tuple[int, ...]], str]] = []
+    reported: set[tuple[Any, ...]] = set()
     for error in validator.iter_errors(args):
-        base = ".".join(str(p) for p in error.absolute_path)
+        at = list(error.absolute_path)
+        base = ".".join(str(p) for p in at)
         if error.validator == "required" and isinstance(error.instance, dict):
-            for missing in error.validator_value:
-                if missing not in error.instance:
+            required = list(error.validator_value)
+            for missing in required:
+                if missing not in error.instance and (*at, missing) not in reported:
+                    reported.add((*at, missing))
                     path = f"{base}.{missing}" if base else str(missing)
-                    lines.append(f"  - {path}: must have required property '{missing}'")
+                    key = _error_order(schema, at) + [(1, required.index(missing))]
+                    found.append((key, f"  - {path}: must have required property '{missing}'"))
             continue
-        lines.append(f"  - {base or 'root'}: {error.message}")
-    if lines:
-        raise _failure(tool.name, lines, arguments)
+        found.append((_error_order(schema, at) + [(0,)], f"  - {base or 'root'}: {error.message}"))
+    if found:
+        found.sort(key=lambda item: item[0])
+        raise _failure(tool.name, [line for _, line in found], arguments)
     return args
+
+
+def _error_order(schema: Any, path: list[Any]) -> list[tuple[int, ...]]:
+    """Where an error sorts, as the reference lists them: at each object, the value's own
+    problems first, then its missing required properties, then its properties in schema order
+    (depth first); array items by index."""
+    key: list[tuple[int, ...]] = []
+    node = schema
+    for part in path:
+        node = node if isinstance(node, dict) else {}
+        if isinstance(part, int):
+            key.append((2, part))
+            items = node.get("items", node.get("prefixItems"))
+            node = items[part] if isinstance(items, list) and part < len(items) else items
+        else:
+            found = node.get("properties")
+            properties: dict[str, Any] = found if isinstance(found, dict) else {}
+            names = list(properties)
+            key.append((2, names.index(part) if part in properties else len(names)))
+            node = properties.get(part)
+    return key
 
 
 def _validate_with_model(tool: AgentTool, arguments: Mapping[str, Any]) -> Any:

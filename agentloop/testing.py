@@ -176,7 +176,7 @@ async def _play(response: Response | None, model: Model, options: StreamOptions)
             return
         check()
     builder.usage = response.usage
-    builder._content = tuple(_final_content(blocks, finals))
+    builder.set_content(tuple(_final_content(blocks, finals)))
     if stop in ("error", "aborted"):
         default = "Scripted error" if stop == "error" else "Request was aborted"
         yield builder.error(stop, response.error_message if response.error_message is not None else default)

@@ -363,9 +363,8 @@ class Scenario:
                     await sleep(update["delayMs"], signal if honor else None)
                 abort_check()
                 content = update.get("content") or [{"type": "text", "text": update.get("text", "")}]
-                await on_update(
-                    al.AgentToolResult(content=tuple(build_block(c) for c in content), details=update.get("details", {}))
-                )
+                # reported without waiting for the listeners, as the reference's onUpdate
+                on_update(al.AgentToolResult(content=tuple(build_block(c) for c in content), details=update.get("details", {})))
             if b.get("delayMs"):
                 await sleep(b["delayMs"], signal if honor else None)
             abort_check()

@@ -1,0 +1,441 @@
+"""run_agent_loop: the algorithm of PROFILE.md beyond what the conformance traces pin down."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import pytest
+
+import agentloop as al
+from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedToolCall, check_events
+
+MODEL = al.Model(id="m", api="faux", provider="faux")
+
+
+def user(text: str) -> al.UserMessage:
+    return al.UserMessage(content=text)
+
+
+def echo_tool(log: list[str] | None = None, **kwargs: Any) -> al.AgentTool:
+    async def execute(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> al.AgentToolResult:
+        if log is not None:
+            log.append(f"{tool_call_id}:{params.get('value')}")
+        return al.AgentToolResult.text(f"echo {params.get('value')}", details={"id": tool_call_id})
+
+    schema = {"type": "object", "properties": {"value": {"type": "string"}}}
+    return al.AgentTool(name="echo", description="Echo", parameters=schema, execute=execute, **kwargs)
+
+
+async def run(
+    prompts: list[al.AgentMessage],
+    model: Any,
+    tools: list[al.AgentTool] | None = None,
+    context_messages: list[al.AgentMessage] | None = None,
+    **config: Any,
+) -> tuple[list[al.AgentMessage], list[al.AgentEvent]]:
+    events: list[al.AgentEvent] = []
+    context = al.AgentContext(system_prompt="sys", messages=context_messages or [], tools=tools or [])
+    with anyio.fail_after(5):
+        messages = await al.run_agent_loop(prompts, context, al.AgentLoopConfig(model=MODEL, **config), events.append, None, model)
+    check_events(events)
+    return messages, events
+
+
+def types(events: list[al.AgentEvent]) -> list[str]:
+    return [e.type for e in events]
+
+
+async def test_steering_from_the_first_poll_joins_the_first_turn(anyio_backend: object) -> None:
+    queue: list[al.AgentMessage] = [user("also this")]
+    polls: list[str] = []
+
+    def steering() -> list[al.AgentMessage]:
+        polls.append("S")
+        return [queue.pop(0)] if queue else []
+
+    def follow_up() -> list[al.AgentMessage]:
+        polls.append("F")
+        return []
+
+    messages, events = await run(
+        [user("go")], ScriptedModel(["ok"]), get_steering_messages=steering, get_follow_up_messages=follow_up
+    )
+    assert [m.role for m in messages] == ["user", "user", "assistant"]
+    assert types(events).count("turn_start") == 1
+    assert polls == ["S", "S", "F"]
+
+
+async def test_follow_ups_run_one_turn_each_and_polls_alternate(anyio_backend: object) -> None:
+    follow_ups: list[al.AgentMessage] = [user("f1"), user("f2")]
+    polls: list[str] = []
+
+    async def steering() -> list[al.AgentMessage]:
+        polls.append("S")
+        return []
+
+    async def follow_up() -> list[al.AgentMessage]:
+        polls.append("F")
+        return [follow_ups.pop(0)] if follow_ups else []
+
+    model = ScriptedModel(["a", "b", "c"])
+    messages, events = await run(
+        [user("go")], model, get_steering_messages=steering, get_follow_up_messages=follow_up
+    )
+    assert [m.role for m in messages] == ["user", "assistant", "user", "assistant", "user", "assistant"]
+    assert types(events).count("turn_start") == 3
+    assert "".join(polls) == "SSFSFSF"  # as the reference: a pending follow-up skips the pre-turn poll
+
+
+async def test_transform_then_convert_per_call_and_api_key_per_call(anyio_backend: object) -> None:
+    seen: list[str] = []
+    keys = iter(["k1", "", None])
+
+    def transform(messages: Any, signal: al.AbortSignal) -> Any:
+        seen.append(f"transform {len(messages)}")
+        return messages[-2:]
+
+    async def convert(messages: Any) -> Any:
+        seen.append(f"convert {len(messages)}")
+        return [m for m in messages if m.role != "note"]
+
+    async def get_key(provider: str) -> str | None:
+        seen.append(f"key {provider}")
+        return next(keys)
+
+    model = ScriptedModel([Response(content=[ScriptedToolCall("c1", "echo", {"value": "x"})]), "done"])
+    options: list[al.StreamOptions] = []
+
+    def stream(m: al.Model, context: al.Context, opts: al.StreamOptions) -> Any:
+        options.append(opts)
+        return model(m, context, opts)
+
+    note = al.CustomMessage(role="note", data={"text": "n"})
+    await run(
+        [user("go")],
+        stream,
+        [echo_tool()],
+        context_messages=[note],
+        transform_context=transform,
+        convert_to_llm=convert,
+        get_api_key=get_key,
+        api_key="fallback",
+    )
+    assert seen == ["transform 2", "convert 2", "key faux", "transform 4", "convert 2", "key faux"]
+    assert [o.api_key for o in options] == ["k1", "fallback"]
+    assert "fallback" not in repr(options[1]) and "k1" not in repr(options[0])
+    assert [len(c.messages) for c in model.calls] == [1, 2]
+
+
+async def test_prepare_next_turn_replaces_context_model_and_thinking(anyio_backend: object) -> None:
+    other = al.Model(id="other", api="faux", provider="faux")
+    turns: list[al.TurnContext] = []
+
+    def prepare(turn: al.TurnContext) -> al.NextTurn | None:
+        turns.append(turn)
+        if len(turns) == 1:
+            return al.NextTurn(
+                context=al.AgentContext(system_prompt="second prompt", messages=turn.context.messages, tools=turn.context.tools),
+                model=other,
+                thinking_level="high",
+                messages=[user("injected")],
+            )
+        return None
+
+    seen: list[tuple[str, str, Any]] = []
+    model = ScriptedModel([Response(content=[ScriptedToolCall("c1", "echo", {"value": "x"})]), "done"])
+
+    def stream(m: al.Model, context: al.Context, opts: al.StreamOptions) -> Any:
+        seen.append((m.id, context.system_prompt, opts.reasoning))
+        return model(m, context, opts)
+
+    messages, _ = await run([user("go")], stream, [echo_tool()], prepare_next_turn=prepare, reasoning="low")
+    assert seen == [("m", "sys", "low"), ("other", "second prompt", "high")]
+    assert [m.role for m in messages] == ["user", "assistant", "toolResult", "user", "assistant"]
+    assert turns[0].tool_results[0].tool_call_id == "c1"
+    assert [m.role for m in turns[0].context.messages] == ["user", "assistant", "toolResult"]
+
+
+async def test_should_stop_after_turn_ends_the_run_without_polling(anyio_backend: object) -> None:
+    polls: list[str] = []
+
+    def steering() -> list[al.AgentMessage]:
+        polls.append("S")
+        return []
+
+    model = ScriptedModel([Response(content=[ScriptedToolCall("c1", "echo", {"value": "x"})]), "never"])
+    messages, events = await run(
+        [user("go")], model, [echo_tool()], should_stop_after_turn=lambda turn: True, get_steering_messages=steering
+    )
+    assert types(events)[-2:] == ["turn_end", "agent_end"]
+    assert len(model.calls) == 1
+    assert polls == ["S"]  # only the poll before the first call
+    assert [m.role for m in messages] == ["user", "assistant", "toolResult"]
+
+
+async def test_max_turns_ends_the_run_after_the_turn_that_reaches_it(anyio_backend: object) -> None:
+    calls = [Response(content=[ScriptedToolCall(f"c{i}", "echo", {"value": "x"})]) for i in range(5)]
+    model = ScriptedModel(calls)
+    messages, events = await run([user("go")], model, [echo_tool()], max_turns=2)
+    assert len(model.calls) == 2
+    assert types(events).count("turn_end") == 2
+    assert messages[-1].role == "toolResult"
+
+
+async def test_sequential_execution_runs_one_call_at_a_time(anyio_backend: object) -> None:
+    order: list[str] = []
+
+    async def execute(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> al.AgentToolResult:
+        order.append(f"start {tool_call_id}")
+        await anyio.sleep(0.02 if tool_call_id == "c1" else 0)
+        order.append(f"end {tool_call_id}")
+        return al.AgentToolResult.text("ok")
+
+    tool = al.AgentTool(name="t", description="", parameters={"type": "object"}, execute=execute)
+    model = ScriptedModel([Response(content=[ScriptedToolCall("c1", "t", {}), ScriptedToolCall("c2", "t", {})]), "ok"])
+    _, events = await run([user("go")], model, [tool], tool_execution="sequential")
+    assert order == ["start c1", "end c1", "start c2", "end c2"]
+    tool_events = [(e.type, getattr(e, "tool_call_id", getattr(getattr(e, "message", None), "tool_call_id", None))) for e in events]
+    assert tool_events[tool_events.index(("tool_execution_start", "c1")) :][:8] == [
+        ("tool_execution_start", "c1"),
+        ("tool_execution_end", "c1"),
+        ("message_start", "c1"),
+        ("message_end", "c1"),
+        ("tool_execution_start", "c2"),
+        ("tool_execution_end", "c2"),
+        ("message_start", "c2"),
+        ("message_end", "c2"),
+    ]
+
+
+async def test_parallel_calls_overlap_and_results_keep_source_order(anyio_backend: object) -> None:
+    active = [0]
+    peak = [0]
+
+    async def execute(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> al.AgentToolResult:
+        active[0] += 1
+        peak[0] = max(peak[0], active[0])
+        await anyio.sleep(0.05 if tool_call_id == "c1" else 0.01)
+        active[0] -= 1
+        return al.AgentToolResult.text(tool_call_id)
+
+    tool = al.AgentTool(name="t", description="", parameters={"type": "object"}, execute=execute)
+    calls = [ScriptedToolCall(f"c{i}", "t", {}) for i in (1, 2, 3)]
+    messages, events = await run([user("go")], ScriptedModel([Response(content=calls), "ok"]), [tool])
+    assert peak[0] == 3
+    ends = [e.tool_call_id for e in events if isinstance(e, al.ToolExecutionEnd)]
+    assert ends[-1] == "c1"  # completion order
+    assert [m.tool_call_id for m in messages if isinstance(m, al.ToolResultMessage)] == ["c1", "c2", "c3"]
+
+
+async def test_barrier_tool_runs_alone_between_parallel_calls(anyio_backend: object) -> None:
+    log: list[str] = []
+
+    def make(name: str, mode: Any) -> al.AgentTool:
+        async def execute(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> al.AgentToolResult:
+            log.append(f"+{tool_call_id}")
+            await anyio.sleep(0.01)
+            log.append(f"-{tool_call_id}")
+            return al.AgentToolResult.text("ok")
+
+        return al.AgentTool(name=name, description="", parameters={"type": "object"}, execute=execute, execution_mode=mode)
+
+    calls = [ScriptedToolCall("a1", "work", {}), ScriptedToolCall("b", "lock", {}), ScriptedToolCall("a2", "work", {}), ScriptedToolCall("a3", "work", {})]
+    await run([user("go")], ScriptedModel([Response(content=calls), "ok"]), [make("work", None), make("lock", "sequential")])
+    assert log[:4] == ["+a1", "-a1", "+b", "-b"]
+    assert sorted(log[4:6]) == ["+a2", "+a3"]
+
+
+async def test_progress_updates_and_late_updates(anyio_backend: object) -> None:
+    saved: list[Any] = []
+
+    async def execute(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> al.AgentToolResult:
+        await on_update(al.AgentToolResult.text("25%"))
+        saved.append(on_update)
+        return al.AgentToolResult.text("done")
+
+    tool = al.AgentTool(name="t", description="", parameters={"type": "object"}, execute=execute)
+    _, events = await run([user("go")], ScriptedModel([Response(content=[ScriptedToolCall("c1", "t", {})]), "ok"]), [tool])
+    updates = [e for e in events if isinstance(e, al.ToolExecutionUpdate)]
+    assert [u.partial_result.content[0].text for u in updates] == ["25%"]  # type: ignore[union-attr]
+    count = len(events)
+    await saved[0](al.AgentToolResult.text("late"))
+    assert len(events) == count  # progress after the tool finished is ignored
+
+
+async def test_terminate_only_when_every_result_agrees(anyio_backend: object) -> None:
+    async def execute(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> al.AgentToolResult:
+        return al.AgentToolResult(content=(al.TextContent("x"),), terminate=params.get("stop") == "yes")
+
+    schema = {"type": "object", "properties": {"stop": {"type": "string"}}}
+    tool = al.AgentTool(name="t", description="", parameters=schema, execute=execute)
+    both = Response(content=[ScriptedToolCall("c1", "t", {"stop": "yes"}), ScriptedToolCall("c2", "t", {"stop": "yes"})])
+    model = ScriptedModel([both, "never"])
+    await run([user("go")], model, [tool])
+    assert len(model.calls) == 1
+    mixed = Response(content=[ScriptedToolCall("c1", "t", {"stop": "yes"}), ScriptedToolCall("c2", "t", {"stop": "no"})])
+    model = ScriptedModel([mixed, "again"])
+    await run([user("go")], model, [tool])
+    assert len(model.calls) == 2
+
+
+async def test_hooks_returning_nonsense_and_tools_returning_the_wrong_shape_become_error_results(
+    anyio_backend: object,
+) -> None:
+    async def execute(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> Any:
+        return 42 if tool_call_id == "c1" else "plain string"
+
+    tool = al.AgentTool(name="t", description="", parameters={"type": "object"}, execute=execute)
+    calls = Response(content=[ScriptedToolCall("c1", "t", {}), ScriptedToolCall("c2", "t", {}), ScriptedToolCall("c3", "t", {})])
+
+    def before(ctx: al.BeforeToolCallContext, signal: al.AbortSignal) -> Any:
+        return {"block": True} if ctx.tool_call.id == "c3" else None
+
+    def after(ctx: al.AfterToolCallContext, signal: al.AbortSignal) -> Any:
+        return "nonsense" if ctx.tool_call.id == "c2" else None
+
+    messages, _ = await run([user("go")], ScriptedModel([calls, "ok"]), [tool], before_tool_call=before, after_tool_call=after)
+    results = {m.tool_call_id: m for m in messages if isinstance(m, al.ToolResultMessage)}
+    assert results["c1"].is_error and "returned int, expected an AgentToolResult" in results["c1"].content[0].text  # type: ignore[union-attr]
+    assert results["c2"].is_error and "after_tool_call must return" in results["c2"].content[0].text  # type: ignore[union-attr]
+    assert results["c3"].is_error and "before_tool_call must return" in results["c3"].content[0].text  # type: ignore[union-attr]
+
+
+async def test_emit_raising_propagates_and_cancels_running_tools(anyio_backend: object) -> None:
+    log: list[str] = []
+
+    async def execute(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> al.AgentToolResult:
+        try:
+            await anyio.sleep(0.01 if tool_call_id == "c1" else 10)
+        except anyio.get_cancelled_exc_class():
+            log.append(f"cancelled {tool_call_id}")
+            raise
+        return al.AgentToolResult.text("ok")
+
+    tool = al.AgentTool(name="t", description="", parameters={"type": "object"}, execute=execute)
+
+    def emit(event: al.AgentEvent) -> None:
+        if isinstance(event, al.ToolExecutionEnd):
+            raise LookupError("sink broke")
+
+    calls = Response(content=[ScriptedToolCall("c1", "t", {}), ScriptedToolCall("c2", "t", {})])
+    with anyio.fail_after(2), pytest.raises(LookupError, match="sink broke"):
+        await al.run_agent_loop(
+            [user("go")], al.AgentContext(tools=[tool]), al.AgentLoopConfig(model=MODEL), emit, None, ScriptedModel([calls])
+        )
+    assert log == ["cancelled c2"]
+
+
+async def test_stream_sources_context_managers_coroutines_and_protocol_errors(anyio_backend: object) -> None:
+    entered: list[str] = []
+    scripted = ScriptedModel(["one", "two", "three"])
+
+    @asynccontextmanager
+    async def as_context(m: al.Model, c: al.Context, o: al.StreamOptions) -> AsyncIterator[Any]:
+        entered.append("enter")
+        try:
+            yield scripted(m, c, o)
+        finally:
+            entered.append("exit")
+
+    messages, _ = await run([user("go")], as_context)
+    assert entered == ["enter", "exit"] and messages[-1].text == "one"  # type: ignore[union-attr]
+
+    async def as_coroutine(m: al.Model, c: al.Context, o: al.StreamOptions) -> Any:
+        return scripted(m, c, o)
+
+    messages, _ = await run([user("go")], as_coroutine)
+    assert messages[-1].text == "two"  # type: ignore[union-attr]
+
+    async def no_terminal(m: al.Model, c: al.Context, o: al.StreamOptions) -> AsyncIterator[Any]:
+        builder = al.AssistantMessageBuilder(api="faux")
+        yield builder.start()
+        yield builder.text_start()
+
+    messages, _ = await run([user("go")], no_terminal)
+    last = messages[-1]
+    assert isinstance(last, al.AssistantMessage) and last.stop_reason == "error"
+    assert "without a done or error event" in (last.error_message or "")
+
+    async def unknown(m: al.Model, c: al.Context, o: al.StreamOptions) -> AsyncIterator[Any]:
+        yield "nonsense"
+
+    with pytest.raises(TypeError, match="unknown event: 'nonsense'"):
+        await run([user("go")], unknown)
+
+    with pytest.raises(TypeError, match="must return an async iterator"):
+        await run([user("go")], lambda m, c, o: 42)
+
+
+async def test_length_stop_fails_tool_calls_without_running_them(anyio_backend: object) -> None:
+    log: list[str] = []
+    cut = Response(content=[ScriptedToolCall("c1", "echo", {"value": "x"})], stop_reason="length")
+    messages, _ = await run([user("go")], ScriptedModel([cut, "retry"]), [echo_tool(log)])
+    assert log == []
+    result = messages[2]
+    assert isinstance(result, al.ToolResultMessage) and result.is_error
+    assert "output token limit" in result.content[0].text  # type: ignore[union-attr]
+
+
+async def test_an_aborted_signal_answers_the_next_call_at_once(anyio_backend: object) -> None:
+    signal = al.AbortSignal()
+    signal.abort()
+    events: list[al.AgentEvent] = []
+    with anyio.fail_after(2):
+        messages = await al.run_agent_loop(
+            [user("go")], al.AgentContext(), al.AgentLoopConfig(model=MODEL), events.append, signal, ScriptedModel(["x"])
+        )
+    last = messages[-1]
+    assert isinstance(last, al.AssistantMessage) and last.stop_reason == "aborted"
+
+
+async def test_default_stream_function_dispatches_on_the_api(anyio_backend: object) -> None:
+    context = al.AgentContext()
+    model = al.Model(id="m", api="nowhere", provider="p")
+    with anyio.fail_after(2):
+        messages = await al.run_agent_loop([user("go")], context, al.AgentLoopConfig(model=model), lambda e: None)
+    last = messages[-1]
+    assert isinstance(last, al.AssistantMessage) and last.error_message == "No API provider registered for api: nowhere"
+    remove = al.register_api_provider("nowhere", ScriptedModel(["registered"]))
+    try:
+        messages = await al.run_agent_loop([user("go")], context, al.AgentLoopConfig(model=model), lambda e: None)
+        assert messages[-1].text == "registered"  # type: ignore[union-attr]
+    finally:
+        remove()
+
+
+async def test_continue_shares_nothing_with_the_callers_list(anyio_backend: object) -> None:
+    history: list[al.AgentMessage] = [user("hi")]
+    context = al.AgentContext(messages=history)
+    events: list[al.AgentEvent] = []
+    messages = await al.run_agent_loop_continue(context, al.AgentLoopConfig(model=MODEL), events.append, None, ScriptedModel(["x"]))
+    assert [m.role for m in messages] == ["assistant"]
+    assert len(history) == 1
+    with pytest.raises(al.InvalidContextError):
+        await al.run_agent_loop_continue(al.AgentContext(), al.AgentLoopConfig(model=MODEL), events.append)
+
+
+def test_config_rejects_bad_values() -> None:
+    with pytest.raises(TypeError, match="config.model"):
+        al.AgentLoopConfig(model="gpt")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="tool_execution"):
+        al.AgentLoopConfig(model=MODEL, tool_execution="random")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="max_turns"):
+        al.AgentLoopConfig(model=MODEL, max_turns=0)
+    with pytest.raises(ValueError, match="tool_abort_grace"):
+        al.AgentLoopConfig(model=MODEL, tool_abort_grace=-1)
+    with pytest.raises(ValueError, match="reasoning"):
+        al.AgentLoopConfig(model=MODEL, reasoning="ultra")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="before_tool_call must be callable"):
+        al.AgentLoopConfig(model=MODEL, before_tool_call="yes")  # type: ignore[arg-type]
+
+
+async def test_text_deltas_stream_in_order(anyio_backend: object) -> None:
+    chunks = [f"w{i} " for i in range(50)]
+    _, events = await run([user("go")], ScriptedModel([Response(content=[ScriptedText(chunks)])]))
+    deltas = [e.assistant_message_event.delta for e in events if isinstance(e, al.MessageUpdate) and e.assistant_message_event.type == "text_delta"]  # type: ignore[union-attr]
+    assert deltas == chunks
+    snapshots = [e.message.text for e in events if isinstance(e, al.MessageUpdate)]
+    assert snapshots[1] == "w0 " and snapshots[-1] == "".join(chunks)

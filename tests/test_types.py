@@ -1,0 +1,221 @@
+"""Immutable values, lazily joined streaming text, and AssistantMessageBuilder snapshots."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from agentloop import (
+    AgentToolResult,
+    AssistantMessage,
+    AssistantMessageBuilder,
+    Cost,
+    CustomMessage,
+    ImageContent,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+
+
+@pytest.mark.parametrize(
+    ("value", "attr"),
+    [
+        (TextContent("a"), "text"),
+        (TextContent("a"), "text_signature"),
+        (ThinkingContent("a"), "redacted"),
+        (ImageContent("d", "image/png"), "data"),
+        (ToolCall("i", "n"), "arguments"),
+        (Usage(), "input"),
+        (Cost(), "total"),
+        (UserMessage(content="x"), "content"),
+        (AssistantMessage(), "stop_reason"),
+        (ToolResultMessage(tool_call_id="i", tool_name="n"), "is_error"),
+        (CustomMessage(role="memo"), "role"),
+        (AgentToolResult(), "details"),
+    ],
+)
+def test_values_are_immutable(value: Any, attr: str) -> None:
+    before = getattr(value, attr)
+    with pytest.raises(AttributeError):
+        setattr(value, attr, before)
+    # A new attribute: frozen+slots dataclasses raise TypeError on CPython 3.11 (a CPython bug).
+    with pytest.raises((AttributeError, TypeError)):
+        value.brand_new = 1
+    assert not hasattr(value, "brand_new")
+    with pytest.raises(AttributeError):
+        delattr(value, attr)
+    assert getattr(value, attr) == before
+
+
+def test_text_blocks_require_str() -> None:
+    with pytest.raises(TypeError, match="TextContent text must be a str"):
+        TextContent(5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="ThinkingContent text must be a str"):
+        ThinkingContent(None)  # type: ignore[arg-type]
+
+
+def test_streaming_text_sees_only_its_parts() -> None:
+    parts = ["He", "ll"]
+    first = TextContent._streaming(parts, 1)
+    both = TextContent._streaming(parts, 2, "sig")
+    parts.append("o")
+    everything = TextContent._streaming(parts, 3)
+    parts.append(" world")
+    assert (first.text, both.text, everything.text) == ("He", "Hell", "Hello")
+    parts.append("!")
+    assert (first.text, both.text, everything.text) == ("He", "Hell", "Hello")  # cached, still right
+    assert both.text_signature == "sig"
+    assert first == TextContent("He") and hash(first) == hash(TextContent("He"))
+    assert both != TextContent("Hell") and both == TextContent("Hell", text_signature="sig")
+    assert repr(both) == "TextContent(text='Hell', text_signature='sig')"
+    assert repr(TextContent("a")) == "TextContent(text='a')"
+    thinking = ThinkingContent._streaming(parts, 2, "s")
+    assert thinking == ThinkingContent("Hell", thinking_signature="s")
+    assert hash(thinking) == hash(ThinkingContent("Hell", thinking_signature="s"))
+    assert not thinking.redacted
+
+
+def test_text_equality_and_repr() -> None:
+    assert TextContent("a") != ThinkingContent("a")
+    assert TextContent("a") != "a"
+    assert ThinkingContent("a", redacted=True) != ThinkingContent("a")
+    assert len({TextContent("a"), TextContent("a"), TextContent("b")}) == 2
+    assert repr(ThinkingContent("t", thinking_signature="s", redacted=True)) == (
+        "ThinkingContent(thinking='t', thinking_signature='s', redacted=True)"
+    )
+    assert repr(ThinkingContent("t")) == "ThinkingContent(thinking='t')"
+    match TextContent("hi"):
+        case TextContent(text):
+            assert text == "hi"
+    assert (TextContent.type, ThinkingContent.type, ToolCall("i", "n").type, ImageContent("d", "m").type) == (
+        "text",
+        "thinking",
+        "toolCall",
+        "image",
+    )
+
+
+def test_assistant_message_text_and_tool_calls() -> None:
+    a, b = ToolCall("1", "f", {"x": 1}), ToolCall("2", "g")
+    message = AssistantMessage(content=(ThinkingContent("no"), TextContent("Hel"), a, TextContent("lo"), b))
+    assert message.text == "Hello"
+    assert message.tool_calls == (a, b)
+    assert AssistantMessage().text == "" and AssistantMessage().tool_calls == ()
+    assert (message.role, message.stop_reason, message.usage) == ("assistant", "stop", Usage())
+
+
+def test_lists_become_tuples() -> None:
+    blocks: list[TextContent | ImageContent] = [TextContent("a"), ImageContent("d", "image/png")]
+    user = UserMessage(content=blocks)  # type: ignore[arg-type]
+    result = ToolResultMessage(tool_call_id="i", tool_name="n", content=[TextContent("r")])  # type: ignore[arg-type]
+    tool_result = AgentToolResult(content=[TextContent("r")])  # type: ignore[arg-type]
+    assert user.content == tuple(blocks) and isinstance(user.content, tuple)
+    assert isinstance(result.content, tuple) and isinstance(tool_result.content, tuple)
+    blocks.append(TextContent("later"))
+    assert len(user.content) == 2
+    assert UserMessage(content="text").content == "text"
+    with pytest.raises(TypeError, match="UserMessage content"):
+        UserMessage(content=5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="AgentToolResult content"):
+        AgentToolResult(content="text")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("role", ["user", "assistant", "toolResult", "", None])
+def test_custom_message_rejects_standard_and_empty_roles(role: Any) -> None:
+    with pytest.raises(ValueError, match="CustomMessage role"):
+        CustomMessage(role=role)
+
+
+def test_custom_message_and_timestamps() -> None:
+    memo = CustomMessage(role="memo", data={"text": "hi"}, timestamp=9)
+    assert (memo.role, dict(memo.data), memo.timestamp) == ("memo", {"text": "hi"}, 9)
+    assert isinstance(UserMessage(content="x").timestamp, int) and UserMessage(content="x").timestamp > 10**12
+
+
+def test_agent_tool_result_text_helper() -> None:
+    result = AgentToolResult.text("done", details={"n": 1})
+    assert result == AgentToolResult(content=(TextContent("done"),), details={"n": 1})
+    assert (result.is_error, result.terminate) == (None, None)
+    assert AgentToolResult.text("x").details is None
+
+
+# --- AssistantMessageBuilder ------------------------------------------------------------------
+
+
+def test_builder_snapshots_are_stable() -> None:
+    b = AssistantMessageBuilder(api="api", provider="prov", model="m", timestamp=42)
+    start = b.start()
+    b.thinking_start()
+    think = b.thinking_delta("hmm")
+    think_end = b.thinking_end(signature="sig", redacted=True)
+    b.text_start()
+    d1 = b.text_delta("Hel")
+    d2 = b.text_delta("lo")
+    end = b.text_end(signature="ts")
+    b.tool_call_start("c1", "f")
+    call_delta = b.tool_call_delta('{"a": ', {"a": None})
+    b.tool_call_delta("1}")
+    assert b.tool_call_text() == '{"a": 1}'
+    final_call = ToolCall("c1", "f", {"a": 1})
+    call_end = b.tool_call_end(final_call)
+    b.usage = Usage(input=1, output=2, total_tokens=3)
+    b.response_id = "resp"
+    done = b.done("toolUse")
+
+    assert start.partial == AssistantMessage(api="api", provider="prov", model="m", stop_reason="pending", timestamp=42)
+    assert think.partial.content == (ThinkingContent("hmm"),)
+    assert think_end.partial.content == (ThinkingContent("hmm", thinking_signature="sig", redacted=True),)
+    assert (d1.content_index, d1.delta, d1.partial.text) == (1, "Hel", "Hel")
+    assert d2.partial.text == "Hello" and d1.partial.text == "Hel"
+    assert (end.content, end.partial.content[1]) == ("Hello", TextContent("Hello", text_signature="ts"))
+    assert call_delta.partial.content[2] == ToolCall("c1", "f", {"a": None})
+    assert (call_end.content_index, call_end.tool_call) == (2, final_call)
+    assert done.reason == "toolUse"
+    assert done.message == AssistantMessage(
+        content=(think_end.partial.content[0], TextContent("Hello", text_signature="ts"), final_call),
+        api="api",
+        provider="prov",
+        model="m",
+        usage=Usage(input=1, output=2, total_tokens=3),
+        stop_reason="toolUse",
+        response_id="resp",
+        timestamp=42,
+    )
+    assert start.partial.content == () and start.partial.usage == Usage() and start.partial.response_id is None
+    assert b.content == done.message.content
+
+
+def test_builder_error_keeps_partial_content() -> None:
+    b = AssistantMessageBuilder(timestamp=1)
+    b.text_start()
+    b.text_delta("part")
+    early = b.snapshot()
+    b.text_delta("ial")
+    error = b.error("aborted", "Request was aborted")
+    assert error.reason == "aborted"
+    final = error.error
+    assert (final.stop_reason, final.error_message, final.text) == ("aborted", "Request was aborted", "partial")
+    assert early.text == "part"
+
+
+def test_builder_explicit_indexes_and_errors() -> None:
+    b = AssistantMessageBuilder()
+    with pytest.raises(IndexError, match="no content block -1"):
+        b.text_delta("x")
+    b.text_start()
+    b.thinking_start()
+    b.text_delta("to text", index=0)
+    b.thinking_delta("to thinking")
+    assert b.snapshot().content == (TextContent("to text"), ThinkingContent("to thinking"))
+    for bad in (-1, 2, 99):
+        with pytest.raises(IndexError):
+            b.text_delta("x", index=bad)
+    with pytest.raises(IndexError):
+        b.tool_call_text(5)
+    assert dataclasses.replace(b.snapshot(), stop_reason="stop").stop_reason == "stop"
