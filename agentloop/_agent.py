@@ -376,7 +376,7 @@ class Agent:
         self._state._error_message = None
         self.clear_all_queues()
 
-    async def prompt(self, input: PromptInput, images: Sequence[ImageContent] = ()) -> None:
+    async def prompt(self, input: PromptInput, images: Sequence[ImageContent] | None = None) -> None:
         """Run the agent on a text (with optional images), a message, or a list of messages.
 
         Raises `AgentBusyError` if a run is active; use `steer()` or `follow_up()` then.
@@ -386,7 +386,7 @@ class Agent:
                 "Agent is already processing a prompt. Use steer() or followUp() to queue messages, "
                 "or wait for completion."
             )
-        await self._run(_prompt_messages(input, images))
+        await self._run(_prompt_messages(input, images or ()))
 
     async def continue_(self) -> None:
         """Continue from the transcript: retry after an error, or resume after a crash.
@@ -399,6 +399,7 @@ class Agent:
         messages = self._state.messages
         if not messages:
             raise InvalidContextError("No messages to continue from")
+        self._config()  # a bad option fails before any queued message is taken
         if messages[-1].role == "assistant":
             steering = self._steering.drain()
             if steering:

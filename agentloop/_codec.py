@@ -173,7 +173,7 @@ def to_json(value: Any) -> dict[str, Any]:
     encoder = _ENCODERS.get(kind)
     if encoder is not None:
         return encoder(value)
-    if kind in _ASSISTANT_EVENTS.values():
+    if kind in _ASSISTANT_EVENTS.values() or kind is DoneEvent or kind is ErrorEvent:
         return _assistant_event(value)
     if kind in (UserMessage, AssistantMessage, ToolResultMessage, CustomMessage):
         return _message(value)
@@ -289,8 +289,11 @@ def _message_from(data: Any) -> Any:
             timestamp=timestamp,
         )
     if role == "assistant":
+        content = data.get("content", ())
+        if not isinstance(content, (list, tuple)):
+            raise ValueError(f"assistant content must be a list, got {type(content).__name__}")
         return AssistantMessage(
-            content=tuple(_block_from(b) for b in data.get("content", ())),
+            content=tuple(_block_from(b) for b in content),
             api=data.get("api", ""),
             provider=data.get("provider", ""),
             model=data.get("model", ""),
@@ -344,13 +347,17 @@ _ASSISTANT_EVENTS: dict[str, type] = {
 }
 
 
-def _assistant_event_from(data: Mapping[str, Any]) -> Any:
+def _assistant_event_from(data: Any) -> Any:
+    if not isinstance(data, Mapping):
+        raise ValueError(f"an assistant message event must be an object, got {type(data).__name__}")
     kind = data.get("type")
+    if kind not in _ASSISTANT_EVENTS and kind not in ("done", "error"):
+        raise ValueError(f"unknown assistant message event type {kind!r}")
     if kind == "done":
         return DoneEvent(data["reason"], _message_from(data["message"]))
     if kind == "error":
         return ErrorEvent(data["reason"], _message_from(data["error"]))
-    cls = _ASSISTANT_EVENTS[kind]  # type: ignore[index]
+    cls = _ASSISTANT_EVENTS[kind]
     partial = _message_from(_need(data, "partial", Mapping, f"{kind} event"))
     if cls is StartEvent:
         return StartEvent(partial)
@@ -365,46 +372,61 @@ def _assistant_event_from(data: Mapping[str, Any]) -> Any:
 
 
 def from_json(data: Any) -> Any:
-    """The agentloop value of a JSON form made by `to_json` (an event, a message or a content block).
+    """The agentloop value of a JSON form made by `to_json`.
 
-    Raises ValueError when the data is not one of those.
+    That is an event, a message, a content block, or a tool result (an object with `content` and
+    neither `type` nor `role`). Raises ValueError, naming what is wrong, for anything else.
     """
     if not isinstance(data, Mapping):
         raise ValueError(f"from_json expects a JSON object, got {type(data).__name__}")
+    try:
+        return _decode(data)
+    except ValueError:
+        raise
+    except (KeyError, TypeError, AttributeError, IndexError) as exc:
+        what = data.get("type") or data.get("role") or "value"
+        detail = f"missing key {exc.args[0]!r}" if isinstance(exc, KeyError) else str(exc)
+        raise ValueError(f"cannot decode {what!r}: {detail}") from None
+
+
+def _decode(data: Mapping[str, Any]) -> Any:
+    if "role" in data:
+        return _message_from(data)
     kind = data.get("type")
     if kind is None:
-        return _message_from(data)
+        if "content" in data:
+            return tool_result_from_json(data)
+        raise ValueError("from_json expects an object with a 'type' (event, block) or a 'role' (message)")
+    if not isinstance(kind, str):
+        raise ValueError(f"'type' must be a string, got {type(kind).__name__}")
     if kind in _ASSISTANT_EVENTS or kind in ("done", "error"):
         return _assistant_event_from(data)
     if kind in ("text", "thinking", "image", "toolCall"):
         return _block_from(data)
-    try:
-        if kind == "agent_start":
-            return AgentStart()
-        if kind == "agent_end":
-            return AgentEnd(tuple(_message_from(m) for m in data["messages"]))
-        if kind == "turn_start":
-            return TurnStart()
-        if kind == "turn_end":
-            return TurnEnd(_message_from(data["message"]), tuple(_message_from(m) for m in data["toolResults"]))
-        if kind == "message_start":
-            return MessageStart(_message_from(data["message"]))
-        if kind == "message_update":
-            return MessageUpdate(_message_from(data["message"]), _assistant_event_from(data["assistantMessageEvent"]))
-        if kind == "message_end":
-            return MessageEnd(_message_from(data["message"]))
-        if kind == "tool_execution_start":
-            return ToolExecutionStart(data["toolCallId"], data["toolName"], data.get("args"))
-        if kind == "tool_execution_update":
-            return ToolExecutionUpdate(
-                data["toolCallId"], data["toolName"], data.get("args"), tool_result_from_json(data["partialResult"])
-            )
-        if kind == "tool_execution_end":
-            return ToolExecutionEnd(
-                data["toolCallId"], data["toolName"], tool_result_from_json(data["result"]), bool(data["isError"])
-            )
-    except KeyError as exc:
-        raise ValueError(f"{kind} event: missing key {exc.args[0]!r}") from None
+    if kind == "agent_start":
+        return AgentStart()
+    if kind == "agent_end":
+        return AgentEnd(tuple(_message_from(m) for m in data["messages"]))
+    if kind == "turn_start":
+        return TurnStart()
+    if kind == "turn_end":
+        return TurnEnd(_message_from(data["message"]), tuple(_message_from(m) for m in data["toolResults"]))
+    if kind == "message_start":
+        return MessageStart(_message_from(data["message"]))
+    if kind == "message_update":
+        return MessageUpdate(_message_from(data["message"]), _assistant_event_from(data["assistantMessageEvent"]))
+    if kind == "message_end":
+        return MessageEnd(_message_from(data["message"]))
+    if kind == "tool_execution_start":
+        return ToolExecutionStart(data["toolCallId"], data["toolName"], data.get("args"))
+    if kind == "tool_execution_update":
+        return ToolExecutionUpdate(
+            data["toolCallId"], data["toolName"], data.get("args"), tool_result_from_json(data["partialResult"])
+        )
+    if kind == "tool_execution_end":
+        return ToolExecutionEnd(
+            data["toolCallId"], data["toolName"], tool_result_from_json(data["result"]), bool(data["isError"])
+        )
     raise ValueError(f"unknown event type {kind!r}")
 
 

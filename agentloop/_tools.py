@@ -133,7 +133,8 @@ def _failure(name: str, lines: list[str], arguments: Any) -> ValueError:
     return ValueError(f'Validation failed for tool "{name}":\n{body}\n\nReceived arguments:\n{received}')
 
 
-def _validate_with_schema(tool: AgentTool, arguments: Mapping[str, Any]) -> Any:
+def _validator(tool: AgentTool) -> Any:
+    """The tool's JSON-schema validator, built once (jsonschema is imported on first use)."""
     validator = tool._validator
     if validator is None:
         import jsonschema
@@ -145,6 +146,12 @@ def _validate_with_schema(tool: AgentTool, arguments: Mapping[str, Any]) -> Any:
         except jsonschema.SchemaError as exc:
             raise ValueError(f'tool "{tool.name}" has an invalid JSON schema: {exc.message}') from None
         validator = tool._validator = cls(schema)
+    return validator
+
+
+def _coerced(tool: AgentTool, arguments: Mapping[str, Any]) -> Any:
+    """A copy of the arguments with the reference's coercions applied."""
+    validator = _validator(tool)
     nodes: dict[int, Any] = {}
 
     def passes(node: Any, value: Any) -> bool | None:
@@ -158,7 +165,12 @@ def _validate_with_schema(tool: AgentTool, arguments: Mapping[str, Any]) -> Any:
         except Exception:
             return None
 
-    args = coerce_arguments(validator.schema, copy.deepcopy(dict(arguments)), passes)
+    return coerce_arguments(validator.schema, copy.deepcopy(dict(arguments)), passes)
+
+
+def _validate_with_schema(tool: AgentTool, arguments: Mapping[str, Any]) -> Any:
+    validator = _validator(tool)
+    args = _coerced(tool, arguments)
     schema = validator.schema
     found: list[tuple[list[tuple[int, ...]], str]] = []
     reported: set[tuple[Any, ...]] = set()
@@ -205,8 +217,10 @@ def _error_order(schema: Any, path: list[Any]) -> list[tuple[int, ...]]:
 def _validate_with_model(tool: AgentTool, arguments: Mapping[str, Any]) -> Any:
     import pydantic
 
+    # The reference's coercions first (7 -> "7", null for optional fields...), then the model.
+    args = _coerced(tool, arguments)
     try:
-        return tool._model.model_validate(dict(arguments))
+        return tool._model.model_validate(args)
     except pydantic.ValidationError as exc:
         lines = [
             f"  - {'.'.join(str(p) for p in err['loc']) or 'root'}: {err['msg']}" for err in exc.errors()

@@ -337,6 +337,9 @@ class CustomMessage:
                 f"CustomMessage role {self.role!r} is a standard role; "
                 "use UserMessage, AssistantMessage or ToolResultMessage"
             )
+        clash = {"role", "timestamp"} & set(self.data)
+        if clash:
+            raise ValueError(f"CustomMessage data cannot use the keys {sorted(clash)}: they are the message's own")
 
 
 Message: TypeAlias = Union[UserMessage, AssistantMessage, ToolResultMessage]
@@ -416,7 +419,7 @@ class AgentToolResult:
             )
 
     @classmethod
-    def text(cls, text: str, details: Any = None) -> AgentToolResult:
+    def from_text(cls, text: str, details: Any = None) -> AgentToolResult:
         """A result with one text block."""
         return cls(content=(TextContent(text),), details=details)
 

@@ -88,7 +88,7 @@ def types(events: Sequence[AgentEvent]) -> list[str]:
 
 def echo_tool() -> AgentTool:
     async def execute(tool_call_id: str, params: Any, signal: AbortSignal, on_update: Any) -> AgentToolResult:
-        return AgentToolResult.text(f"echo {params['text']}")
+        return AgentToolResult.from_text(f"echo {params['text']}")
 
     return AgentTool(name="echo", description="Echo the text.", parameters=ECHO_SCHEMA, execute=execute)
 
@@ -497,7 +497,7 @@ async def test_barrier_slow_listener_finishes_before_before_tool_call(anyio_back
         async def execute(tool_call_id: str, params: Any, signal: AbortSignal, on_update: Any) -> AgentToolResult:
             log.append("execute")
             pending_during_execute.append(agent.state.pending_tool_calls)
-            return AgentToolResult.text("ok")
+            return AgentToolResult.from_text("ok")
 
         slow = AgentTool(name="slow", description="d", parameters=EMPTY_SCHEMA, execute=execute)
         agent = Agent(
@@ -545,7 +545,7 @@ async def test_tool_execution_end_waits_for_update_listeners(anyio_backend: obje
         @tool
         async def progress(on_update: Any) -> str:
             """Report progress."""
-            await on_update(AgentToolResult.text("half"))
+            await on_update(AgentToolResult.from_text("half"))
             log.append("tool returned")
             return "done"
 
@@ -577,7 +577,7 @@ async def test_busy_errors_while_running(anyio_backend: object) -> None:
         async def execute(tool_call_id: str, params: Any, signal: AbortSignal, on_update: Any) -> AgentToolResult:
             started.set()
             await release.wait()
-            return AgentToolResult.text("released")
+            return AgentToolResult.from_text("released")
 
         blocker = AgentTool(name="block", description="d", parameters=EMPTY_SCHEMA, execute=execute)
         model = ScriptedModel([tool_call_response(("c1", "block", {})), "done"])
@@ -1053,7 +1053,7 @@ async def test_listener_raising(anyio_backend: object) -> None:
 
         async def execute(tool_call_id: str, params: Any, signal: AbortSignal, on_update: Any) -> AgentToolResult:
             executed.append(tool_call_id)
-            return AgentToolResult.text("ok")
+            return AgentToolResult.from_text("ok")
 
         t = AgentTool(name="t", description="d", parameters=EMPTY_SCHEMA, execute=execute)
         model = ScriptedModel([tool_call_response(("c1", "t", {})), "never"])
@@ -1193,7 +1193,7 @@ async def test_abort_slow_tool_ignoring_signal_is_bounded(anyio_backend: object)
             started.set()
             await anyio.sleep(10)  # ignores the signal
             finished_normally.append(True)
-            return AgentToolResult.text("too late")
+            return AgentToolResult.from_text("too late")
 
         slow = AgentTool(name="slow", description="d", parameters=EMPTY_SCHEMA, execute=execute)
         model = ScriptedModel([tool_call_response(("c1", "slow", {})), "never"])
@@ -1347,7 +1347,7 @@ async def test_cancelling_prompt_caller_leaves_agent_idle(anyio_backend: object)
             except anyio.get_cancelled_exc_class():
                 cancelled.append(True)
                 raise
-            return AgentToolResult.text("never")
+            return AgentToolResult.from_text("never")
 
         sleeper = AgentTool(name="sleeper", description="d", parameters=EMPTY_SCHEMA, execute=execute)
         model = ScriptedModel([tool_call_response(("c1", "sleeper", {})), "after restart"])

@@ -92,7 +92,7 @@ def agent_events() -> list[Any]:
         MessageEnd(CUSTOM),
         ToolExecutionStart("c1", "calc", {"n": "5"}),
         ToolExecutionUpdate("c1", "calc", {"n": "5"}, PARTIAL_RESULT),
-        ToolExecutionEnd("c1", "calc", AgentToolResult.text("4", details=[1]), False),
+        ToolExecutionEnd("c1", "calc", AgentToolResult.from_text("4", details=[1]), False),
     ]
 
 
@@ -194,7 +194,7 @@ def test_event_keys_are_camel_case() -> None:
             "terminate": True,
         },
     }
-    end = to_json(ToolExecutionEnd("c1", "calc", AgentToolResult.text("x"), True))
+    end = to_json(ToolExecutionEnd("c1", "calc", AgentToolResult.from_text("x"), True))
     assert end == {
         "type": "tool_execution_end",
         "toolCallId": "c1",
@@ -248,12 +248,12 @@ def test_dumps_is_one_compact_line_keeping_unicode() -> None:
         ({"type": "image", "data": "x"}, "missing key 'mimeType'"),
         ({"type": "toolCall", "id": "1", "name": "n"}, "missing key 'arguments'"),
         ({"type": "text", "text": 5}, "wrong type"),
-        ({}, "no valid role"),
+        ({}, "with a 'type'"),
         ({"role": ""}, "no valid role"),
         ({"role": "toolResult", "toolName": "x"}, "missing key 'toolCallId'"),
         ({"role": "user", "content": [5]}, "content block must be an object"),
         ({"role": "user", "content": [{"type": "video"}]}, "unknown content block type 'video'"),
-        ({"type": "message_start"}, "message_start event: missing key 'message'"),
+        ({"type": "message_start"}, "cannot decode 'message_start': missing key 'message'"),
         ({"type": "turn_end", "message": {"role": "assistant"}}, "missing key 'toolResults'"),
         ({"type": "tool_execution_end", "toolCallId": "a", "toolName": "b"}, "missing key 'result'"),
         ({"type": "text_delta", "partial": {"role": "assistant"}}, "missing key 'contentIndex'"),
@@ -338,3 +338,22 @@ def test_random_messages_round_trip(batch: list[Any]) -> None:
         assert loads(dumps(message)) == message
     end = AgentEnd(tuple(batch))
     assert loads(dumps(end)) == end
+
+
+def test_terminal_events_tool_results_and_custom_key_clashes() -> None:
+    builder = AssistantMessageBuilder(api="a", provider="p", model="m")
+    builder.text_start()
+    builder.text_delta("hi")
+    done = builder.done("stop")
+    assert from_json(to_json(done)) == done
+    assert to_json(done)["type"] == "done"
+    aborted = AssistantMessageBuilder().error("aborted", "Request was aborted")
+    assert from_json(to_json(aborted)) == aborted
+    result = AgentToolResult.from_text("ok", details={"n": 1})
+    assert from_json(to_json(result)) == result
+    with pytest.raises(ValueError, match="cannot use the keys"):
+        CustomMessage(role="note", data={"role": "user"})
+    with pytest.raises(ValueError, match="cannot use the keys"):
+        CustomMessage(role="note", data={"timestamp": 5})
+    note = CustomMessage(role="note", data={"type": "reminder", "text": "x"})
+    assert from_json(to_json(note)) == note  # a `type` key beside `role` stays a message

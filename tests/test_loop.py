@@ -23,7 +23,7 @@ def echo_tool(log: list[str] | None = None, **kwargs: Any) -> al.AgentTool:
     async def execute(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> al.AgentToolResult:
         if log is not None:
             log.append(f"{tool_call_id}:{params.get('value')}")
-        return al.AgentToolResult.text(f"echo {params.get('value')}", details={"id": tool_call_id})
+        return al.AgentToolResult.from_text(f"echo {params.get('value')}", details={"id": tool_call_id})
 
     schema = {"type": "object", "properties": {"value": {"type": "string"}}}
     return al.AgentTool(name="echo", description="Echo", parameters=schema, execute=execute, **kwargs)
@@ -191,7 +191,7 @@ async def test_sequential_execution_runs_one_call_at_a_time(anyio_backend: objec
         order.append(f"start {tool_call_id}")
         await anyio.sleep(0.02 if tool_call_id == "c1" else 0)
         order.append(f"end {tool_call_id}")
-        return al.AgentToolResult.text("ok")
+        return al.AgentToolResult.from_text("ok")
 
     tool = al.AgentTool(name="t", description="", parameters={"type": "object"}, execute=execute)
     model = ScriptedModel([Response(content=[ScriptedToolCall("c1", "t", {}), ScriptedToolCall("c2", "t", {})]), "ok"])
@@ -219,7 +219,7 @@ async def test_parallel_calls_overlap_and_results_keep_source_order(anyio_backen
         peak[0] = max(peak[0], active[0])
         await anyio.sleep(0.05 if tool_call_id == "c1" else 0.01)
         active[0] -= 1
-        return al.AgentToolResult.text(tool_call_id)
+        return al.AgentToolResult.from_text(tool_call_id)
 
     tool = al.AgentTool(name="t", description="", parameters={"type": "object"}, execute=execute)
     calls = [ScriptedToolCall(f"c{i}", "t", {}) for i in (1, 2, 3)]
@@ -238,7 +238,7 @@ async def test_barrier_tool_runs_alone_between_parallel_calls(anyio_backend: obj
             log.append(f"+{tool_call_id}")
             await anyio.sleep(0.01)
             log.append(f"-{tool_call_id}")
-            return al.AgentToolResult.text("ok")
+            return al.AgentToolResult.from_text("ok")
 
         return al.AgentTool(name=name, description="", parameters={"type": "object"}, execute=execute, execution_mode=mode)
 
@@ -252,16 +252,16 @@ async def test_progress_updates_and_late_updates(anyio_backend: object) -> None:
     saved: list[Any] = []
 
     async def execute(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> al.AgentToolResult:
-        await on_update(al.AgentToolResult.text("25%"))
+        await on_update(al.AgentToolResult.from_text("25%"))
         saved.append(on_update)
-        return al.AgentToolResult.text("done")
+        return al.AgentToolResult.from_text("done")
 
     tool = al.AgentTool(name="t", description="", parameters={"type": "object"}, execute=execute)
     _, events = await run([user("go")], ScriptedModel([Response(content=[ScriptedToolCall("c1", "t", {})]), "ok"]), [tool])
     updates = [e for e in events if isinstance(e, al.ToolExecutionUpdate)]
     assert [u.partial_result.content[0].text for u in updates] == ["25%"]  # type: ignore[union-attr]
     count = len(events)
-    await saved[0](al.AgentToolResult.text("late"))
+    await saved[0](al.AgentToolResult.from_text("late"))
     assert len(events) == count  # progress after the tool finished is ignored
 
 
@@ -312,7 +312,7 @@ async def test_emit_raising_propagates_and_cancels_running_tools(anyio_backend: 
         except anyio.get_cancelled_exc_class():
             log.append(f"cancelled {tool_call_id}")
             raise
-        return al.AgentToolResult.text("ok")
+        return al.AgentToolResult.from_text("ok")
 
     tool = al.AgentTool(name="t", description="", parameters={"type": "object"}, execute=execute)
 

@@ -28,7 +28,7 @@ def make_sleeper(log: list[str], seconds: float = 10.0, honour_abort: bool = Fal
             log.append(f"cancelled {tool_call_id}")
             raise
         log.append(f"end {tool_call_id}")
-        return al.AgentToolResult.text("slept")
+        return al.AgentToolResult.from_text("slept")
 
     return al.AgentTool(
         name="sleep", description="Sleep", parameters={"type": "object", "properties": {}}, execute=execute

@@ -14,7 +14,7 @@ from agentloop._tools import validate_tool_arguments
 
 
 async def _noop(tool_call_id: str, params: Any, signal: Any, on_update: Any) -> AgentToolResult:
-    return AgentToolResult.text("ok")
+    return AgentToolResult.from_text("ok")
 
 
 def make(parameters: Any, name: str = "x") -> AgentTool:
@@ -75,7 +75,7 @@ def test_construction_defaults_and_subclass_execute() -> None:
 
     class Sub(AgentTool):
         async def execute(self, tool_call_id: str, params: Any, signal: Any, on_update: Any) -> AgentToolResult:
-            return AgentToolResult.text("sub")
+            return AgentToolResult.from_text("sub")
 
     sub = Sub(name="s", description="d", parameters={"type": "object"}, label="S", execution_mode="sequential")
     assert (sub.label, sub.execution_mode) == ("S", "sequential")
@@ -222,12 +222,12 @@ async def test_pydantic_instance_passed_to_execute(anyio_backend: object) -> Non
 
     async def execute(tool_call_id: str, params: Any, signal: Any, on_update: Any) -> AgentToolResult:
         seen.append(params)
-        return AgentToolResult.text(f"{params.x}")
+        return AgentToolResult.from_text(f"{params.x}")
 
     t = AgentTool(name="pt", description="", parameters=Point, execute=execute)
     result = await t.execute("c1", t.validate({"x": 3, "label": "p"}), AbortSignal(), _no_update)
     assert seen == [Point(x=3, label="p")]
-    assert result == AgentToolResult.text("3")
+    assert result == AgentToolResult.from_text("3")
 
 
 async def _no_update(result: AgentToolResult) -> None:
@@ -248,7 +248,7 @@ async def add(a: int, b: str, c: float = 1.5, *, tool_call_id: str, signal: Abor
             number.
         b (str): The second.
     """
-    await on_update(AgentToolResult.text("half way"))
+    await on_update(AgentToolResult.from_text("half way"))
     return f"{a}|{b}|{c}|{tool_call_id}|{signal.aborted}"
 
 
@@ -274,13 +274,13 @@ async def test_tool_decorator_injects_and_coerces(anyio_backend: object) -> None
     params = add.validate({"a": "5", "b": 7})
     result = await add.execute("call-1", params, AbortSignal(), on_update)
     assert result == AgentToolResult(content=(TextContent("5|7|1.5|call-1|False"),))
-    assert updates == [AgentToolResult.text("half way")]
+    assert updates == [AgentToolResult.from_text("half way")]
     message = error_of(add, {"b": "x", "c": "no"})
     assert [line.split(":")[0] for line in message.splitlines()[1:3]] == ["  - a", "  - c"]
 
 
 async def test_tool_decorator_return_types(anyio_backend: object) -> None:
-    passthrough = AgentToolResult.text("raw", details={"k": 1})
+    passthrough = AgentToolResult.from_text("raw", details={"k": 1})
 
     @tool(name="many", description="Override.", label="Many", execution_mode="sequential")
     async def many(kind: str) -> Any:
@@ -314,3 +314,21 @@ def test_tool_decorator_rejects_bad_functions() -> None:
     for fn in (star, kw):
         with pytest.raises(TypeError, match=r"\*args or \*\*kwargs"):
             tool(fn)
+
+
+def test_pydantic_model_parameters_get_the_reference_coercions() -> None:
+    class Inner(pydantic.BaseModel):
+        label: str
+
+    class Params(pydantic.BaseModel):
+        name: str
+        count: int = 0
+        inner: Inner | None = None
+
+    async def run(tool_call_id: str, params: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        return AgentToolResult.from_text("ok")
+
+    tool = AgentTool(name="p", description="", parameters=Params, execute=run)
+    args = tool.validate({"name": 7, "count": "3", "inner": {"label": 5}})
+    assert args == Params(name="7", count=3, inner=Inner(label="5"))
+    assert tool.validate({"name": "x", "inner": None}).inner is None

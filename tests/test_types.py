@@ -139,10 +139,10 @@ def test_custom_message_and_timestamps() -> None:
 
 
 def test_agent_tool_result_text_helper() -> None:
-    result = AgentToolResult.text("done", details={"n": 1})
+    result = AgentToolResult.from_text("done", details={"n": 1})
     assert result == AgentToolResult(content=(TextContent("done"),), details={"n": 1})
     assert (result.is_error, result.terminate) == (None, None)
-    assert AgentToolResult.text("x").details is None
+    assert AgentToolResult.from_text("x").details is None
 
 
 # --- AssistantMessageBuilder ------------------------------------------------------------------
