@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, overload
 from ._coerce import coerce_arguments
 from ._types import AgentToolResult, TextContent, ToolCall
 
+from ._abort import AbortSignal
+
 if TYPE_CHECKING:
     from typing_extensions import TypeAlias
-
-    from ._abort import AbortSignal
 
 __all__ = ("AgentTool", "ExecutionMode", "OnUpdate", "ToolExecute", "tool", "validate_tool_arguments")
 
