@@ -9,7 +9,7 @@ as finalized only once every listener has processed its `tool_execution_end`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -54,14 +54,14 @@ from ._types import (
 )
 
 if TYPE_CHECKING:
-    from typing_extensions import TypeAlias
+    from typing import TypeAlias
 
 __all__ = ("Agent", "AgentListener", "AgentState", "DEFAULT_MODEL")
 
 AgentListener: TypeAlias = Callable[[AgentEvent, AbortSignal], MaybeAwaitable[None]]
 """`(event, signal)`, plain or async; awaited in registration order for every event."""
 
-PromptInput: TypeAlias = Union[str, AgentMessage, Sequence[AgentMessage]]
+PromptInput: TypeAlias = str | AgentMessage | Sequence[AgentMessage]
 
 DEFAULT_MODEL = Model(id="unknown", name="unknown", api="unknown", provider="unknown")
 """The placeholder model of an Agent built without one (as in the reference)."""
@@ -529,4 +529,3 @@ def _prompt_messages(input: PromptInput, images: Sequence[ImageContent]) -> list
     if isinstance(input, Sequence):
         return check_messages(input, "prompt input")
     return check_messages([input], "prompt input")
-

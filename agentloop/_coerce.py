@@ -278,9 +278,7 @@ class _Coercer:
             if not isinstance(value, list):
                 return value
             rest = None if isinstance(items, list) else items
-            return [
-                self.convert(prefix[i] if i < len(prefix) else rest, item) for i, item in enumerate(value)
-            ]
+            return [self.convert(prefix[i] if i < len(prefix) else rest, item) for i, item in enumerate(value)]
         if isinstance(value, list):
             return value if items is None else [self.convert(items, item) for item in value]
         if self.depth > _MAX_DEPTH:
@@ -322,7 +320,13 @@ class _Coercer:
             if isinstance(schema.get(key), list):
                 value = self.coerce_union(value, schema[key])
         kind = schema.get("type")
-        types = [kind] if isinstance(kind, str) else [t for t in kind if isinstance(t, str)] if isinstance(kind, list) else []
+        types = (
+            [kind]
+            if isinstance(kind, str)
+            else [t for t in kind if isinstance(t, str)]
+            if isinstance(kind, list)
+            else []
+        )
         if types and not (len(types) > 1 and any(_matches_type(value, t) for t in types)):
             for t in types:
                 candidate = _coerce_primitive(value, t)

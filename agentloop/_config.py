@@ -7,7 +7,7 @@ import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ._abort import AbortSignal
 from ._events import AgentEvent, AssistantMessageEvent
@@ -26,7 +26,7 @@ from ._types import (
 )
 
 if TYPE_CHECKING:
-    from typing_extensions import TypeAlias
+    from typing import TypeAlias
 
 __all__ = (
     "AfterToolCallContext",
@@ -48,7 +48,7 @@ __all__ = (
 )
 
 T = TypeVar("T")
-MaybeAwaitable: TypeAlias = Union[T, Awaitable[T]]
+MaybeAwaitable: TypeAlias = T | Awaitable[T]
 """Callbacks may be plain or `async` functions."""
 
 ToolExecution: TypeAlias = Literal["parallel", "sequential"]
@@ -81,10 +81,9 @@ class StreamOptions:
         return f"StreamOptions(api_key={key}, reasoning={self.reasoning!r}, session_id={self.session_id!r})"
 
 
-StreamSource: TypeAlias = Union[
-    AsyncIterator[AssistantMessageEvent],
-    AbstractAsyncContextManager[AsyncIterator[AssistantMessageEvent]],
-]
+StreamSource: TypeAlias = (
+    AsyncIterator[AssistantMessageEvent] | AbstractAsyncContextManager[AsyncIterator[AssistantMessageEvent]]
+)
 """What a stream function returns (or an awaitable of it): an async iterator of events, or an
 async context manager that yields one (the loop enters it and always exits it)."""
 
@@ -204,9 +203,7 @@ class AgentLoopConfig:
     """
 
     model: Model
-    convert_to_llm: Callable[[Sequence[AgentMessage]], MaybeAwaitable[Sequence[Message]]] = (
-        default_convert_to_llm
-    )
+    convert_to_llm: Callable[[Sequence[AgentMessage]], MaybeAwaitable[Sequence[Message]]] = default_convert_to_llm
     transform_context: (
         Callable[[Sequence[AgentMessage], AbortSignal], MaybeAwaitable[Sequence[AgentMessage]]] | None
     ) = None
@@ -238,9 +235,7 @@ class AgentLoopConfig:
         if not isinstance(self.model, Model):
             raise TypeError(f"config.model must be an agentloop.Model, got {type(self.model).__name__}")
         if self.tool_execution not in ("parallel", "sequential"):
-            raise ValueError(
-                f"config.tool_execution must be 'parallel' or 'sequential', got {self.tool_execution!r}"
-            )
+            raise ValueError(f"config.tool_execution must be 'parallel' or 'sequential', got {self.tool_execution!r}")
         if self.max_turns is not None and (
             isinstance(self.max_turns, bool) or not isinstance(self.max_turns, int) or self.max_turns < 1
         ):

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ._types import AgentMessage, AgentToolResult, AssistantMessage, ToolCall, ToolResultMessage
 
 if TYPE_CHECKING:
-    from typing_extensions import TypeAlias
+    from typing import TypeAlias
 
 __all__ = (
     "AgentEnd",
@@ -231,20 +231,20 @@ class ErrorEvent:
     type: Literal["error"] = field(default="error", init=False)
 
 
-AssistantMessageEvent: TypeAlias = Union[
-    StartEvent,
-    TextStartEvent,
-    TextDeltaEvent,
-    TextEndEvent,
-    ThinkingStartEvent,
-    ThinkingDeltaEvent,
-    ThinkingEndEvent,
-    ToolCallStartEvent,
-    ToolCallDeltaEvent,
-    ToolCallEndEvent,
-    DoneEvent,
-    ErrorEvent,
-]
+AssistantMessageEvent: TypeAlias = (
+    StartEvent
+    | TextStartEvent
+    | TextDeltaEvent
+    | TextEndEvent
+    | ThinkingStartEvent
+    | ThinkingDeltaEvent
+    | ThinkingEndEvent
+    | ToolCallStartEvent
+    | ToolCallDeltaEvent
+    | ToolCallEndEvent
+    | DoneEvent
+    | ErrorEvent
+)
 """One event of a streaming model response."""
 
 # --- the agent events (pi-agent-core AgentEvent) ---------------------------------------------
@@ -383,16 +383,16 @@ class ToolExecutionEnd:
     type: Literal["tool_execution_end"] = field(default="tool_execution_end", init=False)
 
 
-AgentEvent: TypeAlias = Union[
-    AgentStart,
-    AgentEnd,
-    TurnStart,
-    TurnEnd,
-    MessageStart,
-    MessageUpdate,
-    MessageEnd,
-    ToolExecutionStart,
-    ToolExecutionUpdate,
-    ToolExecutionEnd,
-]
+AgentEvent: TypeAlias = (
+    AgentStart
+    | AgentEnd
+    | TurnStart
+    | TurnEnd
+    | MessageStart
+    | MessageUpdate
+    | MessageEnd
+    | ToolExecutionStart
+    | ToolExecutionUpdate
+    | ToolExecutionEnd
+)
 """One event of an agent run."""

@@ -291,7 +291,9 @@ async def _execute(run: _Run, prepared: _Prepared) -> tuple[AgentToolResult, boo
             return _DELIVERED  # progress reported after the tool finished is ignored
         if not isinstance(partial_result, AgentToolResult):
             raise TypeError(f"on_update expects an AgentToolResult, got {type(partial_result).__name__}")
-        delivery = run.updates().push(ToolExecutionUpdate(tool_call.id, tool_call.name, tool_call.arguments, partial_result))
+        delivery = run.updates().push(
+            ToolExecutionUpdate(tool_call.id, tool_call.name, tool_call.arguments, partial_result)
+        )
         deliveries.append(delivery)
         return delivery
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import inspect
 import sys
-from types import CoroutineType
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
+from types import CoroutineType
 from typing import Any
 
 import anyio
@@ -41,8 +41,6 @@ from ._events import (
 )
 from ._execution import execute_tool_calls, fail_truncated_tool_calls
 from ._tools import AgentTool
-from ._updates import UpdatePump
-from ._util import single_exception
 from ._types import (
     AgentMessage,
     AssistantMessage,
@@ -52,6 +50,8 @@ from ._types import (
     UserMessage,
     now_ms,
 )
+from ._updates import UpdatePump
+from ._util import single_exception
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
@@ -285,9 +285,7 @@ class _Run:
                         update = await call(config.prepare_next_turn, turn)
                         if update is not None:
                             prepared = self.apply_next_turn(update)
-                    if config.should_stop_after_turn is not None and await call(
-                        config.should_stop_after_turn, turn
-                    ):
+                    if config.should_stop_after_turn is not None and await call(config.should_stop_after_turn, turn):
                         await self.emit(AgentEnd(tuple(self.new_messages)))
                         return
                 if config.max_turns is not None and turns >= config.max_turns:
@@ -323,9 +321,7 @@ class _Run:
         signal = self.signal
         messages: Sequence[AgentMessage] = tuple(self.messages)
         if config.transform_context is not None:
-            messages = check_messages(
-                await call(config.transform_context, messages, signal), "transform_context()"
-            )
+            messages = check_messages(await call(config.transform_context, messages, signal), "transform_context()")
         llm_messages = await call(config.convert_to_llm, messages)
         api_key = None
         if config.get_api_key is not None:
@@ -441,4 +437,3 @@ async def _closing(events: Any) -> AsyncIterator[AsyncIterator[AssistantMessageE
         if aclose is not None:
             with anyio.move_on_after(_CLEANUP_TIMEOUT, shield=True):
                 await aclose()
-

@@ -177,7 +177,9 @@ class AssistantMessageBuilder:
             if parts is not None and self._kind == "text":
                 parts.append(delta)
                 return TextDeltaEvent(
-                    self._open, delta, (_build, self._header, self._content, self._open, parts, len(parts), "text")  # type: ignore[arg-type]
+                    self._open,
+                    delta,
+                    (_build, self._header, self._content, self._open, parts, len(parts), "text"),  # type: ignore[arg-type]
                 )
         index = self._index(index, TextContent)  # not the open block: the rare, O(text) path
         old = self._content[index]
@@ -212,7 +214,9 @@ class AssistantMessageBuilder:
             if parts is not None and self._kind == "thinking":
                 parts.append(delta)
                 return ThinkingDeltaEvent(
-                    self._open, delta, (_build, self._header, self._content, self._open, parts, len(parts), "thinking")  # type: ignore[arg-type]
+                    self._open,
+                    delta,
+                    (_build, self._header, self._content, self._open, parts, len(parts), "thinking"),  # type: ignore[arg-type]
                 )
         index = self._index(index, ThinkingContent)  # not the open block: the rare, O(text) path
         old = self._content[index]

@@ -7,6 +7,7 @@ the block cancels the producer before the block returns, so nothing outlives it.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -134,10 +135,8 @@ async def _open(body: Callable[[Emit], Awaitable[object]], buffer: int) -> Async
     async def produce() -> None:
         with send:
             await start.wait()
-            try:
+            with contextlib.suppress(anyio.BrokenResourceError):  # the consumer closed its end
                 await body(emit)
-            except anyio.BrokenResourceError:
-                pass  # the consumer closed its end: nobody is listening
 
     try:
         async with anyio.create_task_group() as tg:

@@ -9,13 +9,12 @@ import re
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, overload
 
+from ._abort import AbortSignal
 from ._coerce import coerce_arguments
 from ._types import AgentToolResult, TextContent, ToolCall
 
-from ._abort import AbortSignal
-
 if TYPE_CHECKING:
-    from typing_extensions import TypeAlias
+    from typing import TypeAlias
 
 __all__ = ("AgentTool", "ExecutionMode", "OnUpdate", "ToolExecute", "tool", "validate_tool_arguments")
 
@@ -68,15 +67,11 @@ class AgentTool:
         prepare_arguments: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
     ) -> None:
         if not isinstance(name, str) or not _NAME_RE.match(name):
-            raise ValueError(
-                f"tool name must be 1-128 letters, digits or '_.:-', got {name!r}"
-            )
+            raise ValueError(f"tool name must be 1-128 letters, digits or '_.:-', got {name!r}")
         if not isinstance(description, str):
             raise TypeError(f"tool description must be a str, got {type(description).__name__}")
         if execution_mode not in (None, "sequential", "parallel"):
-            raise ValueError(
-                f"execution_mode must be 'sequential', 'parallel' or None, got {execution_mode!r}"
-            )
+            raise ValueError(f"execution_mode must be 'sequential', 'parallel' or None, got {execution_mode!r}")
         self.name = name
         self.label = label if label is not None else name
         self.description = description
@@ -89,10 +84,7 @@ class AgentTool:
             self._model = parameters
             self.parameters = parameters.model_json_schema()
         else:
-            raise TypeError(
-                "tool parameters must be a JSON schema dict or a pydantic model class, "
-                f"got {parameters!r}"
-            )
+            raise TypeError(f"tool parameters must be a JSON schema dict or a pydantic model class, got {parameters!r}")
         if execute is not None:
             if not callable(execute):
                 raise TypeError(f"tool execute must be callable, got {execute!r}")
@@ -183,10 +175,10 @@ def _validate_with_schema(tool: AgentTool, arguments: Mapping[str, Any]) -> Any:
                 if missing not in error.instance and (*at, missing) not in reported:
                     reported.add((*at, missing))
                     path = f"{base}.{missing}" if base else str(missing)
-                    key = _error_order(schema, at) + [(1, required.index(missing))]
+                    key = [*_error_order(schema, at), (1, required.index(missing))]
                     found.append((key, f"  - {path}: must have required property '{missing}'"))
             continue
-        found.append((_error_order(schema, at) + [(0,)], f"  - {base or 'root'}: {error.message}"))
+        found.append(([*_error_order(schema, at), (0,)], f"  - {base or 'root'}: {error.message}"))
     if found:
         found.sort(key=lambda item: item[0])
         raise _failure(tool.name, [line for _, line in found], arguments)
@@ -222,9 +214,7 @@ def _validate_with_model(tool: AgentTool, arguments: Mapping[str, Any]) -> Any:
     try:
         return tool._model.model_validate(args)
     except pydantic.ValidationError as exc:
-        lines = [
-            f"  - {'.'.join(str(p) for p in err['loc']) or 'root'}: {err['msg']}" for err in exc.errors()
-        ]
+        lines = [f"  - {'.'.join(str(p) for p in err['loc']) or 'root'}: {err['msg']}" for err in exc.errors()]
         raise _failure(tool.name, lines, arguments) from None
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 if TYPE_CHECKING:
-    from typing_extensions import TypeAlias
+    from typing import TypeAlias
 
 __all__ = (
     "AgentMessage",
@@ -143,17 +143,13 @@ class ThinkingContent(_LazyText):
     redacted: bool
     """True when the provider redacted the reasoning; the payload is in `thinking_signature`."""
 
-    def __init__(
-        self, thinking: str = "", *, thinking_signature: str | None = None, redacted: bool = False
-    ) -> None:
+    def __init__(self, thinking: str = "", *, thinking_signature: str | None = None, redacted: bool = False) -> None:
         self._init_text(thinking)
         object.__setattr__(self, "thinking_signature", thinking_signature)
         object.__setattr__(self, "redacted", redacted)
 
     @classmethod
-    def _streaming(
-        cls, parts: list[str], n: int, thinking_signature: str | None = None
-    ) -> ThinkingContent:
+    def _streaming(cls, parts: list[str], n: int, thinking_signature: str | None = None) -> ThinkingContent:
         block = object.__new__(cls)
         object.__setattr__(block, "_value", None)
         object.__setattr__(block, "_parts", parts)
@@ -214,9 +210,9 @@ class ToolCall:
     type: Literal["toolCall"] = field(default="toolCall", init=False)
 
 
-UserContent: TypeAlias = Union[TextContent, ImageContent]
-AssistantContent: TypeAlias = Union[TextContent, ThinkingContent, ToolCall]
-ContentBlock: TypeAlias = Union[TextContent, ThinkingContent, ImageContent, ToolCall]
+UserContent: TypeAlias = TextContent | ImageContent
+AssistantContent: TypeAlias = TextContent | ThinkingContent | ToolCall
+ContentBlock: TypeAlias = TextContent | ThinkingContent | ImageContent | ToolCall
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,8 +259,7 @@ class UserMessage:
         _as_tuple(self, "content", self.content)
         if not isinstance(self.content, (str, tuple)):
             raise TypeError(
-                f"UserMessage content must be a str or a sequence of content blocks, "
-                f"got {type(self.content).__name__}"
+                f"UserMessage content must be a str or a sequence of content blocks, got {type(self.content).__name__}"
             )
 
 
@@ -342,10 +337,10 @@ class CustomMessage:
             raise ValueError(f"CustomMessage data cannot use the keys {sorted(clash)}: they are the message's own")
 
 
-Message: TypeAlias = Union[UserMessage, AssistantMessage, ToolResultMessage]
+Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage
 """A message an LLM understands."""
 
-AgentMessage: TypeAlias = Union[UserMessage, AssistantMessage, ToolResultMessage, CustomMessage]
+AgentMessage: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage | CustomMessage
 """Anything in an agent's transcript."""
 
 

@@ -13,7 +13,7 @@ if sys.version_info < (3, 11):  # pragma: no cover
 __all__ = ("single_exception",)
 
 
-def single_exception(group: BaseExceptionGroup[BaseException]) -> BaseException:  
+def single_exception(group: BaseExceptionGroup[BaseException]) -> BaseException:
     """The one exception a task group's group stands for, or the group itself (trio's rule).
 
     KeyboardInterrupt and SystemExit win; then a single non-cancellation exception; a group of

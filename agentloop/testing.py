@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, NoReturn, Union
+from typing import Any, Literal, NoReturn
 
 import anyio
 
@@ -75,7 +75,7 @@ class ScriptedToolCall:
         return ToolCall(self.id, self.name, arguments, arguments_error=self.arguments_error)
 
 
-ScriptedBlock = Union[ScriptedText, ScriptedThinking, ScriptedToolCall]
+ScriptedBlock = ScriptedText | ScriptedThinking | ScriptedToolCall
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -136,7 +136,9 @@ def _chunks(value: str | Sequence[str]) -> Sequence[str]:
     return [value] if isinstance(value, str) else value
 
 
-async def _play(response: Response | None, model: Model, options: StreamOptions) -> AsyncIterator[AssistantMessageEvent]:
+async def _play(
+    response: Response | None, model: Model, options: StreamOptions
+) -> AsyncIterator[AssistantMessageEvent]:
     signal = options.signal
     builder = AssistantMessageBuilder(api=model.api, provider=model.provider, model=model.id)
     if response is None:
@@ -160,7 +162,7 @@ async def _play(response: Response | None, model: Model, options: StreamOptions)
         check()
         produced += 1
         yield builder.start()
-        for block, final in zip(blocks, finals):
+        for block, final in zip(blocks, finals, strict=True):
             steps = list(_steps(builder, block, final))
             for is_delta, step in steps:
                 if is_delta and response.chunk_delay:
@@ -188,7 +190,7 @@ def _final_content(blocks: Sequence[ScriptedBlock], finals: Sequence[ToolCall | 
     from ._types import TextContent, ThinkingContent
 
     out: list[Any] = []
-    for block, final in zip(blocks, finals):
+    for block, final in zip(blocks, finals, strict=True):
         if final is not None:
             out.append(final)
         elif isinstance(block, ScriptedText):
@@ -199,7 +201,9 @@ def _final_content(blocks: Sequence[ScriptedBlock], finals: Sequence[ToolCall | 
     return out
 
 
-def _steps(builder: AssistantMessageBuilder, block: ScriptedBlock, final: ToolCall | None) -> Iterable[tuple[bool, Any]]:
+def _steps(
+    builder: AssistantMessageBuilder, block: ScriptedBlock, final: ToolCall | None
+) -> Iterable[tuple[bool, Any]]:
     if isinstance(block, ScriptedText):
         yield False, builder.text_start
         for chunk in _chunks(block.chunks):
@@ -215,7 +219,10 @@ def _steps(builder: AssistantMessageBuilder, block: ScriptedBlock, final: ToolCa
         chunks = block.args_chunks if block.args_chunks is not None else [_compact(final.arguments)]
         yield False, lambda: builder.tool_call_start(final.id, final.name)
         for chunk in chunks:
-            yield True, lambda chunk=chunk: builder.tool_call_delta(chunk, _parse_object(builder.tool_call_text() + chunk))
+            yield (
+                True,
+                lambda chunk=chunk: builder.tool_call_delta(chunk, _parse_object(builder.tool_call_text() + chunk)),
+            )
         yield False, lambda: builder.tool_call_end(final)
 
 
@@ -321,4 +328,3 @@ def check_events(events: Sequence[AgentEvent]) -> None:
             fail(i, f"unknown event {event!r}")
     if type(events[-1]) is not AgentEnd:
         fail(len(events), "a run ends with agent_end")
-

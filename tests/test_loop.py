@@ -39,7 +39,9 @@ async def run(
     events: list[al.AgentEvent] = []
     context = al.AgentContext(system_prompt="sys", messages=context_messages or [], tools=tools or [])
     with anyio.fail_after(5):
-        messages = await al.run_agent_loop(prompts, context, al.AgentLoopConfig(model=MODEL, **config), events.append, None, model)
+        messages = await al.run_agent_loop(
+            prompts, context, al.AgentLoopConfig(model=MODEL, **config), events.append, None, model
+        )
     check_events(events)
     return messages, events
 
@@ -81,9 +83,7 @@ async def test_follow_ups_run_one_turn_each_and_polls_alternate(anyio_backend: o
         return [follow_ups.pop(0)] if follow_ups else []
 
     model = ScriptedModel(["a", "b", "c"])
-    messages, events = await run(
-        [user("go")], model, get_steering_messages=steering, get_follow_up_messages=follow_up
-    )
+    messages, events = await run([user("go")], model, get_steering_messages=steering, get_follow_up_messages=follow_up)
     assert [m.role for m in messages] == ["user", "assistant", "user", "assistant", "user", "assistant"]
     assert types(events).count("turn_start") == 3
     assert "".join(polls) == "SSFSFSF"  # as the reference: a pending follow-up skips the pre-turn poll
@@ -137,7 +137,9 @@ async def test_prepare_next_turn_replaces_context_model_and_thinking(anyio_backe
         turns.append(turn)
         if len(turns) == 1:
             return al.NextTurn(
-                context=al.AgentContext(system_prompt="second prompt", messages=turn.context.messages, tools=turn.context.tools),
+                context=al.AgentContext(
+                    system_prompt="second prompt", messages=turn.context.messages, tools=turn.context.tools
+                ),
                 model=other,
                 thinking_level="high",
                 messages=[user("injected")],
@@ -197,7 +199,9 @@ async def test_sequential_execution_runs_one_call_at_a_time(anyio_backend: objec
     model = ScriptedModel([Response(content=[ScriptedToolCall("c1", "t", {}), ScriptedToolCall("c2", "t", {})]), "ok"])
     _, events = await run([user("go")], model, [tool], tool_execution="sequential")
     assert order == ["start c1", "end c1", "start c2", "end c2"]
-    tool_events = [(e.type, getattr(e, "tool_call_id", getattr(getattr(e, "message", None), "tool_call_id", None))) for e in events]
+    tool_events = [
+        (e.type, getattr(e, "tool_call_id", getattr(getattr(e, "message", None), "tool_call_id", None))) for e in events
+    ]
     assert tool_events[tool_events.index(("tool_execution_start", "c1")) :][:8] == [
         ("tool_execution_start", "c1"),
         ("tool_execution_end", "c1"),
@@ -240,10 +244,19 @@ async def test_barrier_tool_runs_alone_between_parallel_calls(anyio_backend: obj
             log.append(f"-{tool_call_id}")
             return al.AgentToolResult.from_text("ok")
 
-        return al.AgentTool(name=name, description="", parameters={"type": "object"}, execute=execute, execution_mode=mode)
+        return al.AgentTool(
+            name=name, description="", parameters={"type": "object"}, execute=execute, execution_mode=mode
+        )
 
-    calls = [ScriptedToolCall("a1", "work", {}), ScriptedToolCall("b", "lock", {}), ScriptedToolCall("a2", "work", {}), ScriptedToolCall("a3", "work", {})]
-    await run([user("go")], ScriptedModel([Response(content=calls), "ok"]), [make("work", None), make("lock", "sequential")])
+    calls = [
+        ScriptedToolCall("a1", "work", {}),
+        ScriptedToolCall("b", "lock", {}),
+        ScriptedToolCall("a2", "work", {}),
+        ScriptedToolCall("a3", "work", {}),
+    ]
+    await run(
+        [user("go")], ScriptedModel([Response(content=calls), "ok"]), [make("work", None), make("lock", "sequential")]
+    )
     assert log[:4] == ["+a1", "-a1", "+b", "-b"]
     assert sorted(log[4:6]) == ["+a2", "+a3"]
 
@@ -257,7 +270,9 @@ async def test_progress_updates_and_late_updates(anyio_backend: object) -> None:
         return al.AgentToolResult.from_text("done")
 
     tool = al.AgentTool(name="t", description="", parameters={"type": "object"}, execute=execute)
-    _, events = await run([user("go")], ScriptedModel([Response(content=[ScriptedToolCall("c1", "t", {})]), "ok"]), [tool])
+    _, events = await run(
+        [user("go")], ScriptedModel([Response(content=[ScriptedToolCall("c1", "t", {})]), "ok"]), [tool]
+    )
     updates = [e for e in events if isinstance(e, al.ToolExecutionUpdate)]
     assert [u.partial_result.content[0].text for u in updates] == ["25%"]  # type: ignore[union-attr]
     count = len(events)
@@ -271,11 +286,15 @@ async def test_terminate_only_when_every_result_agrees(anyio_backend: object) ->
 
     schema = {"type": "object", "properties": {"stop": {"type": "string"}}}
     tool = al.AgentTool(name="t", description="", parameters=schema, execute=execute)
-    both = Response(content=[ScriptedToolCall("c1", "t", {"stop": "yes"}), ScriptedToolCall("c2", "t", {"stop": "yes"})])
+    both = Response(
+        content=[ScriptedToolCall("c1", "t", {"stop": "yes"}), ScriptedToolCall("c2", "t", {"stop": "yes"})]
+    )
     model = ScriptedModel([both, "never"])
     await run([user("go")], model, [tool])
     assert len(model.calls) == 1
-    mixed = Response(content=[ScriptedToolCall("c1", "t", {"stop": "yes"}), ScriptedToolCall("c2", "t", {"stop": "no"})])
+    mixed = Response(
+        content=[ScriptedToolCall("c1", "t", {"stop": "yes"}), ScriptedToolCall("c2", "t", {"stop": "no"})]
+    )
     model = ScriptedModel([mixed, "again"])
     await run([user("go")], model, [tool])
     assert len(model.calls) == 2
@@ -288,7 +307,9 @@ async def test_hooks_returning_nonsense_and_tools_returning_the_wrong_shape_beco
         return 42 if tool_call_id == "c1" else "plain string"
 
     tool = al.AgentTool(name="t", description="", parameters={"type": "object"}, execute=execute)
-    calls = Response(content=[ScriptedToolCall("c1", "t", {}), ScriptedToolCall("c2", "t", {}), ScriptedToolCall("c3", "t", {})])
+    calls = Response(
+        content=[ScriptedToolCall("c1", "t", {}), ScriptedToolCall("c2", "t", {}), ScriptedToolCall("c3", "t", {})]
+    )
 
     def before(ctx: al.BeforeToolCallContext, signal: al.AbortSignal) -> Any:
         return {"block": True} if ctx.tool_call.id == "c3" else None
@@ -296,7 +317,9 @@ async def test_hooks_returning_nonsense_and_tools_returning_the_wrong_shape_beco
     def after(ctx: al.AfterToolCallContext, signal: al.AbortSignal) -> Any:
         return "nonsense" if ctx.tool_call.id == "c2" else None
 
-    messages, _ = await run([user("go")], ScriptedModel([calls, "ok"]), [tool], before_tool_call=before, after_tool_call=after)
+    messages, _ = await run(
+        [user("go")], ScriptedModel([calls, "ok"]), [tool], before_tool_call=before, after_tool_call=after
+    )
     results = {m.tool_call_id: m for m in messages if isinstance(m, al.ToolResultMessage)}
     assert results["c1"].is_error and "returned int, expected an AgentToolResult" in results["c1"].content[0].text  # type: ignore[union-attr]
     assert results["c2"].is_error and "after_tool_call must return" in results["c2"].content[0].text  # type: ignore[union-attr]
@@ -323,7 +346,12 @@ async def test_emit_raising_propagates_and_cancels_running_tools(anyio_backend: 
     calls = Response(content=[ScriptedToolCall("c1", "t", {}), ScriptedToolCall("c2", "t", {})])
     with anyio.fail_after(2), pytest.raises(LookupError, match="sink broke"):
         await al.run_agent_loop(
-            [user("go")], al.AgentContext(tools=[tool]), al.AgentLoopConfig(model=MODEL), emit, None, ScriptedModel([calls])
+            [user("go")],
+            al.AgentContext(tools=[tool]),
+            al.AgentLoopConfig(model=MODEL),
+            emit,
+            None,
+            ScriptedModel([calls]),
         )
     assert log == ["cancelled c2"]
 
@@ -385,7 +413,12 @@ async def test_an_aborted_signal_answers_the_next_call_at_once(anyio_backend: ob
     events: list[al.AgentEvent] = []
     with anyio.fail_after(2):
         messages = await al.run_agent_loop(
-            [user("go")], al.AgentContext(), al.AgentLoopConfig(model=MODEL), events.append, signal, ScriptedModel(["x"])
+            [user("go")],
+            al.AgentContext(),
+            al.AgentLoopConfig(model=MODEL),
+            events.append,
+            signal,
+            ScriptedModel(["x"]),
         )
     last = messages[-1]
     assert isinstance(last, al.AssistantMessage) and last.stop_reason == "aborted"
@@ -410,7 +443,9 @@ async def test_continue_shares_nothing_with_the_callers_list(anyio_backend: obje
     history: list[al.AgentMessage] = [user("hi")]
     context = al.AgentContext(messages=history)
     events: list[al.AgentEvent] = []
-    messages = await al.run_agent_loop_continue(context, al.AgentLoopConfig(model=MODEL), events.append, None, ScriptedModel(["x"]))
+    messages = await al.run_agent_loop_continue(
+        context, al.AgentLoopConfig(model=MODEL), events.append, None, ScriptedModel(["x"])
+    )
     assert [m.role for m in messages] == ["assistant"]
     assert len(history) == 1
     with pytest.raises(al.InvalidContextError):
@@ -435,7 +470,11 @@ def test_config_rejects_bad_values() -> None:
 async def test_text_deltas_stream_in_order(anyio_backend: object) -> None:
     chunks = [f"w{i} " for i in range(50)]
     _, events = await run([user("go")], ScriptedModel([Response(content=[ScriptedText(chunks)])]))
-    deltas = [e.assistant_message_event.delta for e in events if isinstance(e, al.MessageUpdate) and e.assistant_message_event.type == "text_delta"]  # type: ignore[union-attr]
+    deltas = [
+        e.assistant_message_event.delta
+        for e in events
+        if isinstance(e, al.MessageUpdate) and e.assistant_message_event.type == "text_delta"
+    ]  # type: ignore[union-attr]
     assert deltas == chunks
     snapshots = [e.message.text for e in events if isinstance(e, al.MessageUpdate)]
     assert snapshots[1] == "w0 " and snapshots[-1] == "".join(chunks)

@@ -14,7 +14,9 @@ import agentloop.testing
 
 
 def test_all_lists_exactly_the_public_names() -> None:
-    public = {name for name, value in vars(agentloop).items() if not name.startswith("_") and not inspect.ismodule(value)}
+    public = {
+        name for name, value in vars(agentloop).items() if not name.startswith("_") and not inspect.ismodule(value)
+    }
     public -= {"annotations"}
     assert isinstance(agentloop.__all__, tuple)
     assert set(agentloop.__all__) == public

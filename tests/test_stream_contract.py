@@ -41,7 +41,9 @@ def tool_response(*ids: str) -> Response:
 
 def loop(model: ScriptedModel, tools: list[al.AgentTool] | None = None, **config: Any) -> al.AgentLoopStream:
     context = al.AgentContext(system_prompt="sys", tools=tools or [])
-    return al.agent_loop([al.UserMessage(content="go")], context, al.AgentLoopConfig(model=MODEL, **config), None, model)
+    return al.agent_loop(
+        [al.UserMessage(content="go")], context, al.AgentLoopConfig(model=MODEL, **config), None, model
+    )
 
 
 async def test_full_run(anyio_backend: object) -> None:

@@ -117,8 +117,14 @@ def test_check_events_accepts_a_real_run_and_rejects_broken_ones() -> None:
         ([*events[:3], events[0], *events[3:]], "agent_start appears once"),
         ([e for e in events if e.type != "message_end"], "message_start outside a turn or inside another message"),
         ([e for i, e in enumerate(events) if not (e.type == "turn_end" and i <= 20)], "turn_start inside a turn"),
-        ([e for e in events if not (isinstance(e, al.ToolExecutionEnd) and e.tool_call_id == "c1")], "started but not ended"),
-        ([e for e in events if not (isinstance(e, al.ToolExecutionStart) and e.tool_call_id == "c0")], "outside its execution"),
+        (
+            [e for e in events if not (isinstance(e, al.ToolExecutionEnd) and e.tool_call_id == "c1")],
+            "started but not ended",
+        ),
+        (
+            [e for e in events if not (isinstance(e, al.ToolExecutionStart) and e.tool_call_id == "c0")],
+            "outside its execution",
+        ),
     ]
     for sequence, rule in broken:
         with pytest.raises(EventOrderError, match=rule):

@@ -24,8 +24,8 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import agentloop as al  # noqa: E402
-from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedThinking, ScriptedToolCall  # noqa: E402
+import agentloop as al
+from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedThinking, ScriptedToolCall
 
 STANDARD_ROLES = ("user", "assistant", "toolResult")
 VALIDATION_RE = re.compile(r'^Validation failed for tool "([^"]*)":\n')
@@ -229,9 +229,7 @@ def build_message(spec: Any) -> Any:
     role = m.get("role")
     if role == "user":
         content = m.get("content", "")
-        return al.UserMessage(
-            content=content if isinstance(content, str) else tuple(build_block(b) for b in content)
-        )
+        return al.UserMessage(content=content if isinstance(content, str) else tuple(build_block(b) for b in content))
     if role == "assistant":
         content = tuple(build_block(b) for b in m.get("content", []))
         has_call = any(isinstance(b, al.ToolCall) for b in content)
@@ -350,7 +348,9 @@ class Scenario:
 
         async def execute(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> al.AgentToolResult:
             b = {**(spec.get("behavior") or {}), **((spec.get("perCall") or {}).get(tool_call_id) or {})}
-            self.rec({"type": "tool:execute", "toolCallId": tool_call_id, "toolName": name, "args": copy.deepcopy(params)})
+            self.rec(
+                {"type": "tool:execute", "toolCallId": tool_call_id, "toolName": name, "args": copy.deepcopy(params)}
+            )
             honor = b.get("onAbort") == "throw"
 
             def abort_check() -> None:
@@ -364,7 +364,11 @@ class Scenario:
                 abort_check()
                 content = update.get("content") or [{"type": "text", "text": update.get("text", "")}]
                 # reported without waiting for the listeners, as the reference's onUpdate
-                on_update(al.AgentToolResult(content=tuple(build_block(c) for c in content), details=update.get("details", {})))
+                on_update(
+                    al.AgentToolResult(
+                        content=tuple(build_block(c) for c in content), details=update.get("details", {})
+                    )
+                )
             if b.get("delayMs"):
                 await sleep(b["delayMs"], signal if honor else None)
             abort_check()
@@ -429,7 +433,9 @@ class Scenario:
                     raise Exception(rule["throw"])
                 if decision is None:
                     return None
-                return al.BeforeToolCallResult(block=True, reason=decision.get("reason"), terminate=decision.get("terminate"))
+                return al.BeforeToolCallResult(
+                    block=True, reason=decision.get("reason"), terminate=decision.get("terminate")
+                )
 
             hooks["before_tool_call"] = before
         if "afterToolCall" in cfg:
@@ -439,7 +445,9 @@ class Scenario:
                 rule = find_rule(after_rules, ctx.tool_call)
                 override = None
                 if rule and "throw" not in rule:
-                    override = {k: copy.deepcopy(rule[k]) for k in ("content", "details", "isError", "terminate") if k in rule}
+                    override = {
+                        k: copy.deepcopy(rule[k]) for k in ("content", "details", "isError", "terminate") if k in rule
+                    }
                 line: dict[str, Any] = {
                     "type": "hook:afterToolCall",
                     "toolCallId": ctx.tool_call.id,
@@ -571,7 +579,11 @@ class Scenario:
         cfg = self.cfg
         tools = [self.make_tool(t) for t in data.get("tools", [])]
         options: dict[str, Any] = dict(self.hooks("agent"))
-        for key, name in (("steeringMode", "steering_mode"), ("followUpMode", "follow_up_mode"), ("toolExecution", "tool_execution")):
+        for key, name in (
+            ("steeringMode", "steering_mode"),
+            ("followUpMode", "follow_up_mode"),
+            ("toolExecution", "tool_execution"),
+        ):
             if key in cfg:
                 options[name] = cfg[key]
         agent = al.Agent(
