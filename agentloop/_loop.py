@@ -27,6 +27,7 @@ from ._config import (
     StreamOptions,
     TurnContext,
     call,
+    default_convert_to_llm,
 )
 from ._errors import InvalidContextError
 from ._events import (
@@ -46,6 +47,7 @@ from ._types import (
     AssistantMessage,
     Context,
     CustomMessage,
+    Message,
     ToolResultMessage,
     UserMessage,
     now_ms,
@@ -197,6 +199,9 @@ class _Run:
         self.stream_fn = stream_fn
         self._sink = emit
         self._task_group: TaskGroup | None = None
+        self._llm_source: list[AgentMessage] | None = None
+        self._llm_seen = 0
+        self._llm_messages: list[Message] = []
         self._updates: UpdatePump | None = None
 
     async def emit(self, event: Any) -> None:
@@ -205,6 +210,15 @@ class _Run:
             if type(result) is not CoroutineType and not inspect.isawaitable(result):
                 raise TypeError(f"emit must return None or an awaitable, got {type(result).__name__}")
             await result
+
+    def default_llm_messages(self) -> list[Message]:
+        """The default conversion, kept up to date as the transcript grows: O(new messages) per call."""
+        messages = self.messages
+        if self._llm_source is not messages or self._llm_seen > len(messages):
+            self._llm_source, self._llm_seen, self._llm_messages = messages, 0, []
+        self._llm_messages.extend(default_convert_to_llm(messages[self._llm_seen :]))
+        self._llm_seen = len(messages)
+        return self._llm_messages
 
     def agent_context(self) -> AgentContext:
         return AgentContext(system_prompt=self.system_prompt, messages=tuple(self.messages), tools=self.tools)
@@ -319,10 +333,13 @@ class _Run:
         """Stream one assistant message, emitting its events; append it to the transcript."""
         config = self.config
         signal = self.signal
-        messages: Sequence[AgentMessage] = tuple(self.messages)
-        if config.transform_context is not None:
-            messages = check_messages(await call(config.transform_context, messages, signal), "transform_context()")
-        llm_messages = await call(config.convert_to_llm, messages)
+        if config.transform_context is None and config.convert_to_llm is default_convert_to_llm:
+            llm_messages: Sequence[Message] = self.default_llm_messages()
+        else:
+            messages: Sequence[AgentMessage] = tuple(self.messages)
+            if config.transform_context is not None:
+                messages = check_messages(await call(config.transform_context, messages, signal), "transform_context()")
+            llm_messages = await call(config.convert_to_llm, messages)
         api_key = None
         if config.get_api_key is not None:
             api_key = await call(config.get_api_key, self.model.provider)
