@@ -7,7 +7,6 @@ the block cancels the producer before the block returns, so nothing outlives it.
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -15,6 +14,7 @@ from types import TracebackType
 from typing import NoReturn
 
 import anyio
+import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from ._abort import AbortSignal
@@ -125,18 +125,29 @@ async def _open(body: Callable[[Emit], Awaitable[object]], buffer: int) -> Async
     send, receive = anyio.create_memory_object_stream[AgentEvent](buffer)
     start = anyio.Event()
     send_nowait = send.send_nowait
+    run_scope = anyio.CancelScope()
 
     async def emit(event: AgentEvent) -> None:
         try:
             send_nowait(event)
         except anyio.WouldBlock:
-            await send.send(event)
+            try:
+                await send.send(event)
+            except anyio.BrokenResourceError:
+                await consumer_gone()
+        except anyio.BrokenResourceError:
+            await consumer_gone()
+
+    async def consumer_gone() -> None:
+        # Nobody listens any more: stop the whole run as a cancellation (several parallel tools
+        # may notice at once; an error from each would surface as a group).
+        run_scope.cancel()
+        await anyio.lowlevel.checkpoint()
 
     async def produce() -> None:
-        with send:
+        with send, run_scope:
             await start.wait()
-            with contextlib.suppress(anyio.BrokenResourceError):  # the consumer closed its end
-                await body(emit)
+            await body(emit)
 
     try:
         async with anyio.create_task_group() as tg:

@@ -1,0 +1,166 @@
+"""The command line's built-in tools: read a file, list a folder, a calculator, the current time.
+
+File tools stay inside a root folder: a path is resolved (symlinks followed) and refused unless
+the result is the root or inside it, so `..`, absolute paths and symlinks cannot escape. The
+calculator parses arithmetic with `ast` and evaluates only numbers and operators: model output is
+never run as code.
+"""
+
+from __future__ import annotations
+
+import ast
+import datetime as _dt
+import math
+import operator
+import os
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from ._errors import ToolError
+from ._tools import AgentTool, tool
+from ._types import AgentToolResult, TextContent
+
+__all__ = ("builtin_tools", "calculate", "resolve_inside")
+
+MAX_READ_BYTES = 64 * 1024
+MAX_LIST_ENTRIES = 200
+
+
+def resolve_inside(root: Path, path: str) -> Path:
+    """`path` (relative to `root`) resolved, or ToolError when it leaves `root`."""
+    if "\x00" in path:
+        raise ToolError("the path contains a NUL character")
+    base = root.resolve()
+    target = (base / path).resolve()
+    if target != base and base not in target.parents:
+        raise ToolError(f"{path!r} is outside the root folder {str(base)!r}; use a path inside it")
+    return target
+
+
+def _binary(op: type[ast.operator]) -> Any:
+    return {
+        ast.Add: operator.add,
+        ast.Sub: operator.sub,
+        ast.Mult: operator.mul,
+        ast.Div: operator.truediv,
+        ast.FloorDiv: operator.floordiv,
+        ast.Mod: operator.mod,
+        ast.Pow: _power,
+    }.get(op)
+
+
+def _power(a: float, b: float) -> float:
+    if abs(b) > 1000 or (abs(a) > 1e6 and b > 10):
+        raise ToolError("the exponent is too large")
+    result: Any = a**b
+    if isinstance(result, complex):
+        raise ToolError("the result is not a real number")
+    return float(result) if isinstance(result, float) else result
+
+
+_FUNCTIONS: dict[str, Any] = {"sqrt": math.sqrt, "abs": abs, "round": round, "log": math.log, "sin": math.sin, "cos": math.cos}
+_CONSTANTS = {"pi": math.pi, "e": math.e}
+
+
+def calculate(expression: str) -> float | int:
+    """Evaluate arithmetic (`+ - * / // % **`, parentheses, sqrt, abs, round, log, sin, cos, pi, e)."""
+    if len(expression) > 500:
+        raise ToolError("the expression is longer than 500 characters")
+    try:
+        tree = ast.parse(expression, mode="eval")
+    except SyntaxError as exc:
+        raise ToolError(f"not an arithmetic expression: {exc.msg}") from None
+
+    def walk(node: ast.AST) -> Any:
+        if isinstance(node, ast.Expression):
+            return walk(node.body)
+        if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+            return node.value
+        if isinstance(node, ast.BinOp) and (fn := _binary(type(node.op))) is not None:
+            left, right = walk(node.left), walk(node.right)
+            try:
+                return fn(left, right)
+            except ZeroDivisionError:
+                raise ToolError("division by zero") from None
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            value = walk(node.operand)
+            return -value if isinstance(node.op, ast.USub) else value
+        if isinstance(node, ast.Name) and node.id in _CONSTANTS:
+            return _CONSTANTS[node.id]
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in _FUNCTIONS
+            and not node.keywords
+        ):
+            return _FUNCTIONS[node.func.id](*(walk(arg) for arg in node.args))
+        raise ToolError(f"unsupported in an arithmetic expression: {ast.dump(node)[:60]}")
+
+    try:
+        return walk(tree)  # type: ignore[no-any-return]
+    except (OverflowError, ValueError, TypeError) as exc:
+        raise ToolError(f"cannot compute {expression!r}: {exc}") from None
+
+
+def builtin_tools(root: Path) -> list[AgentTool]:
+    """The command line's tools, file tools confined to `root`."""
+
+    @tool
+    async def read_file(path: str, max_bytes: int = MAX_READ_BYTES) -> str:
+        """Read a text file inside the root folder.
+
+        Args:
+            path: The file's path, relative to the root folder.
+            max_bytes: Read at most this many bytes (the rest is cut).
+        """
+        target = resolve_inside(root, path)
+        if not target.is_file():
+            raise ToolError(f"{path!r} is not a file")
+        limit = max(1, min(max_bytes, MAX_READ_BYTES))
+        data = await anyio.to_thread.run_sync(_read_head, target, limit + 1)
+        text = data[:limit].decode("utf-8", errors="replace")
+        return text + ("\n[... cut]" if len(data) > limit else "")
+
+    @tool
+    async def list_folder(path: str = ".") -> str:
+        """List a folder inside the root folder (folders end with '/').
+
+        Args:
+            path: The folder's path, relative to the root folder.
+        """
+        target = resolve_inside(root, path)
+        if not target.is_dir():
+            raise ToolError(f"{path!r} is not a folder")
+        entries = await anyio.to_thread.run_sync(_list, target)
+        shown = entries[:MAX_LIST_ENTRIES]
+        more = f"\n[... {len(entries) - len(shown)} more]" if len(entries) > len(shown) else ""
+        return "\n".join(shown) + more if shown else "(empty folder)"
+
+    @tool
+    async def calculator(expression: str) -> str:
+        """Evaluate an arithmetic expression, for example '2 * (3 + 4) ** 2' or 'sqrt(2)'.
+
+        Args:
+            expression: The expression.
+        """
+        return f"{expression} = {calculate(expression)}"
+
+    @tool
+    async def current_time() -> AgentToolResult:
+        """The current date and time (local time zone, ISO 8601)."""
+        now = _dt.datetime.now().astimezone()
+        return AgentToolResult(content=(TextContent(now.isoformat(timespec="seconds")),), details={"tz": str(now.tzinfo)})
+
+    return [read_file, list_folder, calculator, current_time]
+
+
+def _read_head(path: Path, size: int) -> bytes:
+    with open(path, "rb") as file:
+        return file.read(size)
+
+
+def _list(path: Path) -> list[str]:
+    with os.scandir(path) as entries:
+        return sorted(entry.name + ("/" if entry.is_dir() else "") for entry in entries)

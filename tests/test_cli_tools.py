@@ -1,0 +1,88 @@
+"""The command line's tools: root confinement (.., absolute paths, symlinks) and the safe calculator."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+import agentloop as al
+from agentloop._cli_tools import builtin_tools, calculate, resolve_inside
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    (tmp_path / "root" / "sub").mkdir(parents=True)
+    (tmp_path / "root" / "a.txt").write_text("hello", encoding="utf-8")
+    (tmp_path / "root" / "sub" / "b.txt").write_text("x" * 100, encoding="utf-8")
+    (tmp_path / "secret.txt").write_text("top secret", encoding="utf-8")
+    os.symlink(tmp_path / "secret.txt", tmp_path / "root" / "link.txt")
+    os.symlink(tmp_path, tmp_path / "root" / "up")
+    return tmp_path / "root"
+
+
+async def call(tools: list[al.AgentTool], name: str, **args: Any) -> al.AgentToolResult:
+    tool = next(t for t in tools if t.name == name)
+
+    def on_update(partial: al.AgentToolResult) -> None:
+        pass
+
+    return await tool.execute("c1", tool.validate(args), al.AbortSignal(), on_update)  # type: ignore[arg-type]
+
+
+async def test_file_tools_read_and_list_inside_the_root(anyio_backend: object, root: Path) -> None:
+    tools = builtin_tools(root)
+    with anyio.fail_after(5):
+        assert (await call(tools, "read_file", path="a.txt")).content[0].text == "hello"  # type: ignore[union-attr]
+        cut = (await call(tools, "read_file", path="sub/b.txt", max_bytes=10)).content[0].text  # type: ignore[union-attr]
+        assert cut.startswith("x" * 10) and cut.endswith("[... cut]")
+        listing = (await call(tools, "list_folder")).content[0].text  # type: ignore[union-attr]
+        assert listing.split("\n") == ["a.txt", "link.txt", "sub/", "up/"]
+
+
+@pytest.mark.parametrize("path", ["../secret.txt", "/etc/passwd", "link.txt", "up/secret.txt", "sub/../../secret.txt"])
+async def test_paths_escaping_the_root_are_refused(anyio_backend: object, root: Path, path: str) -> None:
+    tools = builtin_tools(root)
+    with anyio.fail_after(5), pytest.raises(al.ToolError, match="outside the root folder"):
+        await call(tools, "read_file", path=path)
+
+
+def test_resolve_inside_accepts_the_root_itself_and_rejects_nul(root: Path) -> None:
+    assert resolve_inside(root, ".") == root.resolve()
+    with pytest.raises(al.ToolError, match="NUL"):
+        resolve_inside(root, "a\x00b")
+
+
+@pytest.mark.parametrize(
+    ("expression", "value"),
+    [("2 * (3 + 4) ** 2", 98), ("17 * 23", 391), ("-3 + 1.5", -1.5), ("sqrt(16)", 4.0), ("7 // 2 + 7 % 2", 4), ("round(pi, 2)", 3.14)],
+)
+def test_calculator_evaluates_arithmetic(expression: str, value: float) -> None:
+    assert calculate(expression) == value
+
+
+@pytest.mark.parametrize(
+    ("expression", "problem"),
+    [
+        ("__import__('os').system('echo hi')", "unsupported"),
+        ("open('/etc/passwd')", "unsupported"),
+        ("(1).__class__", "unsupported"),
+        ("1 / 0", "division by zero"),
+        ("10 ** 100000", "too large"),
+        ("2 +", "not an arithmetic expression"),
+        ("x" * 600, "longer than 500"),
+        ("(-8) ** 0.5", "not a real number"),
+    ],
+)
+def test_calculator_refuses_anything_but_arithmetic(expression: str, problem: str) -> None:
+    with pytest.raises(al.ToolError, match=problem):
+        calculate(expression)
+
+
+async def test_time_tool_answers_iso_8601(anyio_backend: object, root: Path) -> None:
+    result = await call(builtin_tools(root), "current_time")
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert len(text) >= 19 and text[4] == "-" and "T" in text
