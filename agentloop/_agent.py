@@ -253,6 +253,7 @@ class Agent:
         session_id: str | None = None,
         thinking_budgets: Mapping[str, int] | None = None,
         max_retry_delay: float | None = None,
+        max_tokens: int | None = None,
     ) -> None:
         self._state = AgentState(
             system_prompt=system_prompt,
@@ -277,6 +278,7 @@ class Agent:
         self.session_id = session_id
         self.thinking_budgets = thinking_budgets
         self.max_retry_delay = max_retry_delay
+        self.max_tokens = max_tokens
         self._steering = _Queue(_check_mode(steering_mode, "steering_mode"))
         self._follow_up = _Queue(_check_mode(follow_up_mode, "follow_up_mode"))
         self._listeners: tuple[AgentListener, ...] = ()
@@ -440,6 +442,7 @@ class Agent:
             session_id=self.session_id,
             thinking_budgets=self.thinking_budgets,
             max_retry_delay=self.max_retry_delay,
+            max_tokens=self.max_tokens,
         )
 
     async def _run(self, messages: list[AgentMessage] | None, skip_initial_steering_poll: bool = False) -> None:

@@ -60,7 +60,14 @@ def _power(a: float, b: float) -> float:
     return float(result) if isinstance(result, float) else result
 
 
-_FUNCTIONS: dict[str, Any] = {"sqrt": math.sqrt, "abs": abs, "round": round, "log": math.log, "sin": math.sin, "cos": math.cos}
+_FUNCTIONS: dict[str, Any] = {
+    "sqrt": math.sqrt,
+    "abs": abs,
+    "round": round,
+    "log": math.log,
+    "sin": math.sin,
+    "cos": math.cos,
+}
 _CONSTANTS = {"pi": math.pi, "e": math.e}
 
 
@@ -151,7 +158,9 @@ def builtin_tools(root: Path) -> list[AgentTool]:
     async def current_time() -> AgentToolResult:
         """The current date and time (local time zone, ISO 8601)."""
         now = _dt.datetime.now().astimezone()
-        return AgentToolResult(content=(TextContent(now.isoformat(timespec="seconds")),), details={"tz": str(now.tzinfo)})
+        return AgentToolResult(
+            content=(TextContent(now.isoformat(timespec="seconds")),), details={"tz": str(now.tzinfo)}
+        )
 
     return [read_file, list_folder, calculator, current_time]
 

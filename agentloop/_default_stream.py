@@ -1,7 +1,8 @@
 """The stream function used when none is given.
 
-It dispatches on `model.api` through the provider registry. Only the APIs registered with
-`register_api_provider` are known; an unknown API ends the response with one `error` event
+It dispatches on `model.api`: first to stream functions registered with `register_api_provider`,
+then to the built-in providers (`agentloop.providers`, imported on first use so that
+`import agentloop` loads no HTTP stack). An unknown API ends the response with one `error` event
 (a stream function never raises), in the reference's words.
 """
 
@@ -16,6 +17,7 @@ from ._types import AssistantMessage, Context, Model
 __all__ = ("default_stream_fn", "register_api_provider")
 
 _PROVIDERS: dict[str, StreamFn] = {}
+_BUILTIN_APIS = frozenset({"openai-completions", "openai-responses", "anthropic-messages"})
 
 
 def register_api_provider(api: str, stream_fn: StreamFn) -> Callable[[], None]:
@@ -41,6 +43,10 @@ def default_stream_fn(model: Model, context: Context, options: StreamOptions) ->
     provider = _PROVIDERS.get(model.api)
     if provider is not None:
         return provider(model, context, options)  # type: ignore[return-value]
+    if model.api in _BUILTIN_APIS:
+        from .providers import stream_simple
+
+        return stream_simple(model, context, options)
     return _error(model, f"No API provider registered for api: {model.api}")
 
 

@@ -286,7 +286,7 @@ def check_events(events: Sequence[AgentEvent]) -> None:
             if not in_turn or open_message is not None:
                 fail(i, "turn_end outside a turn or inside a message")
             message = event.message  # type: ignore[union-attr]
-            if message is not assistant or assistant is None:
+            if assistant is None or message != assistant:
                 fail(i, "turn_end.message is the turn's assistant message")
             expected = [] if assistant.stop_reason in ("error", "aborted") else [c.id for c in assistant.tool_calls]
             got = [r.tool_call_id for r in event.tool_results]  # type: ignore[union-attr]

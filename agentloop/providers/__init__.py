@@ -1,0 +1,59 @@
+"""LLM providers: stream functions for OpenAI Chat Completions, OpenAI Responses and Anthropic
+Messages over httpx + httpx-sse, a model registry, and `stream_simple`, which dispatches on
+`model.api`.
+
+Every stream function has the signature of `agentloop.StreamFn` (plus keyword-only `http=` and
+`client=`) and returns an `AssistantMessageEventStream`: iterate it (preferably inside
+`async with`) or `await stream.result()`. It never raises once returned: HTTP errors, malformed
+data, truncated streams and errors the model reports end it with one `error` event, partial
+content kept; an abort of `options.signal` ends it with reason `aborted`.
+
+Importing `agentloop` does not import this package (nor httpx): the default stream function
+loads it on first use.
+"""
+
+from __future__ import annotations
+
+from ._anthropic import stream_anthropic as stream_anthropic
+from ._common import ENV_API_KEYS as ENV_API_KEYS
+from ._common import AssistantMessageEventStream as AssistantMessageEventStream
+from ._common import calculate_cost as calculate_cost
+from ._http import HTTPOptions as HTTPOptions
+from ._json_stream import parse_streaming_json as parse_streaming_json
+from ._openai_completions import stream_openai_completions as stream_openai_completions
+from ._openai_responses import stream_openai_responses as stream_openai_responses
+from ._proxy_client import ProxyStreamFn as ProxyStreamFn
+from ._proxy_client import stream_proxy as stream_proxy
+from ._proxy_server import proxy_app as proxy_app
+from ._registry import API_STREAMS as API_STREAMS
+from ._registry import get_model as get_model
+from ._registry import get_models as get_models
+from ._registry import get_providers as get_providers
+from ._registry import local_model as local_model
+from ._registry import openai_compatible_model as openai_compatible_model
+from ._registry import register_model as register_model
+from ._registry import stream_simple as stream_simple
+from ._transform import transform_messages as transform_messages
+
+__all__ = (
+    "API_STREAMS",
+    "ENV_API_KEYS",
+    "AssistantMessageEventStream",
+    "HTTPOptions",
+    "ProxyStreamFn",
+    "calculate_cost",
+    "get_model",
+    "get_models",
+    "get_providers",
+    "local_model",
+    "openai_compatible_model",
+    "parse_streaming_json",
+    "proxy_app",
+    "register_model",
+    "stream_anthropic",
+    "stream_openai_completions",
+    "stream_openai_responses",
+    "stream_proxy",
+    "stream_simple",
+    "transform_messages",
+)

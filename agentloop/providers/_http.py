@@ -1,0 +1,441 @@
+"""The only module that imports httpx and httpx-sse: requests, retries, timeouts, SSE reading.
+
+`run_stream` drives one model response: it sends the request (retrying rate limits, overload
+and server errors with exponential backoff and jitter, honouring `Retry-After`, while nothing has
+streamed yet), reads an error body before anything else on a non-2xx answer, feeds each
+server-sent event to the protocol's `SSEParser`, and makes sure exactly one terminal event ends
+the stream, whatever happens: HTTP errors, malformed data, a connection closed before the end
+marker, a timeout, or an abort of `options.signal`. An outer cancellation is not caught.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import functools
+import json
+import logging
+import random
+import ssl
+import time
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+import httpx
+from httpx_sse import EventSource, ServerSentEvent, SSEError
+
+from .._abort import AbortSignal
+from .._config import StreamOptions
+from .._events import AssistantMessageEvent
+from .._partial import AssistantMessageBuilder
+from .._types import Model, Usage
+from ._common import ABORTED_TEXT, ProviderError, SSEParser, error_text, redact
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+__all__ = ("AsyncClient", "HTTPOptions", "Request", "run_stream")
+
+AsyncClient: TypeAlias = httpx.AsyncClient
+"""The client type a stream function accepts as `client=` (httpx's)."""
+
+log = logging.getLogger("agentloop.providers")
+
+T = TypeVar("T")
+
+_RETRY_STATUSES = frozenset({408, 409, 429})
+_MAX_ERROR_BODY = 64 * 1024
+_CLEANUP_TIMEOUT = 5.0
+_DEFAULT_MAX_RETRY_DELAY = 60.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HTTPOptions:
+    """How provider requests are made. Pass as `http=` to a stream function.
+
+    Attributes:
+        max_retries: Retries of a request that failed before any content streamed (connection
+            errors, HTTP 408/409/429/5xx, overload and rate-limit errors reported mid-stream).
+        backoff: The first retry delay in seconds when the server gives no `Retry-After`; it
+            doubles on each retry (up to `max_backoff`) and is reduced by up to 25 % of jitter.
+        max_backoff: The longest computed backoff, in seconds.
+        connect_timeout: Seconds to establish a connection.
+        idle_timeout: The longest wait for the next bytes of a response (an idle stream fails).
+        total_timeout: The longest a whole response may take, retries included (None: no limit).
+    """
+
+    max_retries: int = 2
+    backoff: float = 0.5
+    max_backoff: float = 8.0
+    connect_timeout: float = 10.0
+    idle_timeout: float = 600.0
+    total_timeout: float | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int) or self.max_retries < 0:
+            raise ValueError(f"max_retries must be an int >= 0, got {self.max_retries!r}")
+        for name in ("backoff", "max_backoff", "connect_timeout", "idle_timeout", "total_timeout"):
+            value = getattr(self, name)
+            if value is None and name == "total_timeout":
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+                raise ValueError(f"{name} must be a number of seconds >= 0, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One HTTP request of a provider: where, with which headers, and the JSON body."""
+
+    url: str
+    headers: Mapping[str, str]
+    body: Mapping[str, Any]
+    secret: str | None = None
+    """The API key, redacted from every error text."""
+
+    def __repr__(self) -> str:
+        return f"Request(url={self.url!r})"
+
+
+_ssl_context: ssl.SSLContext | None = None
+
+
+def _client(http: HTTPOptions) -> httpx.AsyncClient:
+    """A client for one response. The SSL context (the slow part) is made once and shared."""
+    global _ssl_context
+    if _ssl_context is None:
+        _ssl_context = httpx.create_ssl_context()
+    return httpx.AsyncClient(verify=_ssl_context, timeout=_timeout(http), follow_redirects=False)
+
+
+def _timeout(http: HTTPOptions) -> httpx.Timeout:
+    return httpx.Timeout(http.idle_timeout, connect=http.connect_timeout)
+
+
+class _Interrupted(Exception):
+    """An abort of the signal or the total timeout interrupted a wait."""
+
+
+class _Guard:
+    """Runs each wait on the outside world in its own cancel scope, cancelled by an abort of the
+    signal or the total deadline; the scope never spans a `yield` of the generator."""
+
+    def __init__(self, signal: AbortSignal, deadline: float) -> None:
+        self.signal = signal
+        self.deadline = deadline
+        self.scope: anyio.CancelScope | None = None
+        self.remove = signal.on_abort(self._on_abort)
+
+    def _on_abort(self) -> None:
+        if self.scope is not None:
+            self.scope.cancel()
+
+    async def run(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+        if self.signal.aborted or anyio.current_time() >= self.deadline:
+            raise _Interrupted
+        with anyio.CancelScope(deadline=self.deadline) as scope:
+            self.scope = scope
+            try:
+                return await fn(*args)
+            finally:
+                self.scope = None
+        raise _Interrupted
+
+
+@dataclass(frozen=True, slots=True)
+class _Retry:
+    reason: str
+    delay: float | None = None
+    """The server's `Retry-After`; None for the exponential backoff."""
+
+
+async def _close(resource: Any) -> None:
+    """Close a response or a client, even in a cancelled scope, in bounded time."""
+    with anyio.move_on_after(_CLEANUP_TIMEOUT, shield=True):
+        try:
+            await resource.aclose()
+        except Exception as exc:  # a failure to close is not the response's failure
+            log.debug("closing %r failed: %s", resource, _describe(exc))
+
+
+def run_stream(
+    model: Model,
+    options: StreamOptions,
+    prepare: Callable[[], Request],
+    parser_factory: Callable[[Model, AssistantMessageBuilder], SSEParser],
+    *,
+    http: HTTPOptions | None = None,
+    client: httpx.AsyncClient | None = None,
+) -> AsyncGenerator[AssistantMessageEvent, None]:
+    """The events of one response (see the module docstring). `prepare` builds the request
+    lazily, so that its failures (no API key, say) also become the terminal `error` event."""
+    if http is None:
+        http = HTTPOptions()
+    elif not isinstance(http, HTTPOptions):
+        raise TypeError(f"http must be an agentloop.providers.HTTPOptions, got {type(http).__name__}")
+    if client is not None and not isinstance(client, httpx.AsyncClient):
+        raise TypeError(f"client must be an httpx.AsyncClient, got {type(client).__name__}")
+    return _run(model, options, prepare, parser_factory, http, client)
+
+
+async def _run(
+    model: Model,
+    options: StreamOptions,
+    prepare: Callable[[], Request],
+    parser_factory: Callable[[Model, AssistantMessageBuilder], SSEParser],
+    http: HTTPOptions,
+    client: httpx.AsyncClient | None,
+) -> AsyncGenerator[AssistantMessageEvent, None]:
+    builder = AssistantMessageBuilder(api=model.api, provider=model.provider, model=model.id)
+    signal = options.signal
+    if signal.aborted:
+        yield builder.error("aborted", ABORTED_TEXT)
+        return
+    secret: str | None = options.api_key
+    try:
+        request = prepare()
+        secret = request.secret
+    except Exception as exc:  # the contract: a stream function reports, it does not raise
+        yield builder.error("error", redact(_describe(exc), secret))
+        return
+    max_delay = options.max_retry_delay if options.max_retry_delay is not None else _DEFAULT_MAX_RETRY_DELAY
+    deadline = anyio.current_time() + http.total_timeout if http.total_timeout is not None else float("inf")
+    guard = _Guard(signal, deadline)
+    own = client is None
+    active = _client(http) if client is None else client
+    state = _State()
+    ended = False  # the terminal event was sent
+    try:
+        attempt = 0
+        while True:
+            retry: _Retry | None = None
+            async with aclosing(_attempt(model, request, parser_factory, builder, guard, active, http, state)) as steps:
+                async for step in steps:
+                    if isinstance(step, _Retry):
+                        retry = step
+                        break
+                    if step.type == "done" or step.type == "error":
+                        ended = True
+                    yield step
+            if retry is None:
+                return
+            if attempt >= http.max_retries:
+                text = retry.reason if attempt == 0 else f"{retry.reason} (after {attempt} retries)"
+                yield builder.error("error", redact(text, secret))
+                return
+            delay = retry.delay
+            if delay is None:
+                delay = _backoff(http, attempt)
+            elif delay > max_delay:
+                text = (
+                    f"{retry.reason} (the server asked to retry after {delay:g} s, "
+                    f"more than max_retry_delay={max_delay:g} s)"
+                )
+                yield builder.error("error", redact(text, secret))
+                return
+            attempt += 1
+            log.info("retry %d of %s in %.2f s: %s", attempt, model.id, delay, redact(retry.reason, secret))
+            builder.usage = Usage()
+            await guard.run(anyio.sleep, delay)
+    except _Interrupted:
+        if signal.aborted:
+            yield builder.error("aborted", ABORTED_TEXT)
+        else:
+            yield builder.error("error", f"The request timed out after {http.total_timeout:g} s (total_timeout)")
+    except Exception as exc:  # anything unforeseen still ends the stream with one event
+        if ended:
+            log.debug("error after the end of %s: %s", model.id, redact(_describe(exc), secret))
+        else:
+            text = _transport_error(exc) if isinstance(exc, httpx.HTTPError) else _describe(exc)
+            yield builder.error("error", redact(text, secret))
+    finally:
+        guard.remove()
+        if own:
+            await _close(active)
+
+
+class _State:
+    """What survives between attempts: whether `start` was sent."""
+
+    __slots__ = ("started",)
+
+    def __init__(self) -> None:
+        self.started = False
+
+
+def _backoff(http: HTTPOptions, attempt: int) -> float:
+    return float(min(http.backoff * 2**attempt, http.max_backoff)) * (1 - 0.25 * random.random())
+
+
+async def _attempt(
+    model: Model,
+    request: Request,
+    parser_factory: Callable[[Model, AssistantMessageBuilder], SSEParser],
+    builder: AssistantMessageBuilder,
+    guard: _Guard,
+    client: httpx.AsyncClient,
+    http: HTTPOptions,
+    state: _State,
+) -> AsyncGenerator[AssistantMessageEvent | _Retry, None]:
+    """One try: its events, or a `_Retry` when it failed in a way worth retrying."""
+    secret = request.secret
+    headers = {"accept": "text/event-stream", **request.headers}
+    try:
+        http_request = client.build_request(
+            "POST", request.url, json=request.body, headers=headers, timeout=_timeout(http)
+        )
+        response = await guard.run(functools.partial(client.send, http_request, stream=True))
+    except httpx.TransportError as exc:
+        yield _Retry(_transport_error(exc))
+        return
+    except (httpx.HTTPError, httpx.InvalidURL, ValueError, TypeError) as exc:  # a bad URL or body
+        yield builder.error("error", redact(f"Could not send the request to {request.url}: {_describe(exc)}", secret))
+        return
+    chain: AsyncGenerator[ServerSentEvent, None] | None = None
+    try:
+        status = response.status_code
+        if not 200 <= status < 300:
+            body = await guard.run(response.aread)
+            text = f"HTTP {status}: {_error_message(body, response.reason_phrase)}"
+            should = response.headers.get("x-should-retry")
+            if should == "true" or (should != "false" and (status in _RETRY_STATUSES or status >= 500)):
+                yield _Retry(text, _retry_after(response.headers))
+                return
+            yield builder.error("error", redact(text, secret))
+            return
+        content_type = response.headers.get("content-type", "")
+        if "text/event-stream" not in content_type:
+            body = await guard.run(response.aread)
+            text = (
+                f"Expected an event stream (text/event-stream) from {request.url}, got "
+                f"{content_type.partition(';')[0] or 'no content type'!r}: {_error_message(body, 'empty body')}"
+            )
+            yield builder.error("error", redact(text, secret))
+            return
+        if not state.started:
+            state.started = True
+            yield builder.start()
+        parser = parser_factory(model, builder)
+        chain = EventSource(response).aiter_sse()
+        while not parser.finished:
+            try:
+                sse = await guard.run(chain.__anext__)
+            except StopAsyncIteration:
+                break
+            except (httpx.HTTPError, SSEError) as exc:
+                text = _transport_error(exc)
+                if not parser.has_content:
+                    yield _Retry(text)
+                    return
+                yield builder.error("error", redact(text, secret))
+                return
+            try:
+                events = parser.feed(sse.event, sse.data)
+            except ProviderError as exc:
+                if exc.retryable and not parser.has_content:
+                    yield _Retry(str(exc))
+                    return
+                yield builder.error("error", redact(str(exc), secret))
+                return
+            except Exception as exc:  # malformed data of a shape we did not expect
+                yield builder.error("error", redact(f"Unexpected data from the provider: {_describe(exc)}", secret))
+                return
+            for event in events:
+                yield event
+        if not parser.finished:
+            yield builder.error(
+                "error",
+                f"The stream ended before its {parser.end_marker}: the connection closed early and the "
+                "response is incomplete.",
+            )
+            return
+        try:
+            final = list(parser.finish())
+        except Exception as exc:  # a parser bug must still end the stream with one event
+            final = [builder.error("error", redact(_describe(exc), secret))]
+        for event in final:
+            yield event
+    finally:
+        await _release(response, chain)
+
+
+async def _release(response: httpx.Response, chain: AsyncGenerator[Any, None] | None) -> None:
+    """Finish the body's reading generators, then close the response.
+
+    httpx reads a body through a chain of async generators; one left suspended is finalized by
+    the garbage collector, which trio reports as a ResourceWarning. Resuming the outermost one in
+    a cancelled scope makes every layer end at its next wait, so none is left behind.
+    """
+    try:
+        if chain is not None:
+            with anyio.CancelScope() as scope:
+                scope.cancel()
+                try:
+                    while True:
+                        await chain.__anext__()
+                except Exception:  # StopAsyncIteration, or a read error
+                    pass
+    finally:
+        await _close(response)
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    if isinstance(exc, ProviderError) and text:
+        return text
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _transport_error(exc: BaseException) -> str:
+    if isinstance(exc, httpx.TimeoutException):
+        if isinstance(exc, httpx.ConnectTimeout):
+            return f"Could not connect to the server in time: {exc}"
+        return f"The server sent nothing for too long (idle timeout): {str(exc) or type(exc).__name__}"
+    if isinstance(exc, httpx.ConnectError):
+        return f"Could not connect to the server: {exc}"
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return f"The connection closed before the response was complete: {exc}"
+    if isinstance(exc, SSEError):
+        return f"Malformed event stream: {exc}"
+    return f"HTTP transport error: {_describe(exc)}"
+
+
+def _error_message(body: bytes, fallback: str) -> str:
+    """The provider's own words from an error body (JSON, an SSE error event, or text)."""
+    text = body[:_MAX_ERROR_BODY].decode("utf-8", "replace").strip()
+    if not text:
+        return fallback or "no details"
+    candidates = [text]
+    candidates += [line[5:].strip() for line in text.splitlines() if line.startswith("data:")]
+    for candidate in candidates:
+        try:
+            data = json.loads(candidate)
+        except ValueError:
+            continue
+        message = error_text(data)
+        if message:
+            return message
+    return text if len(text) <= 500 else text[:500] + "..."
+
+
+def _retry_after(headers: httpx.Headers) -> float | None:
+    """Seconds from `retry-after-ms`, or `retry-after` (seconds or an HTTP date)."""
+    value = headers.get("retry-after-ms")
+    if value is not None:
+        try:
+            return max(0.0, float(value) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())

@@ -1,0 +1,165 @@
+"""Tool-call arguments that arrive as JSON fragments: a best-effort preview, then a final parse.
+
+A model streams the arguments of a tool call as raw JSON text, a few characters at a time. While
+it streams, `ToolArguments.append` gives the best-effort value so far (pi-ai's
+`parseStreamingJson`: strict parse, else repair then parse, else partial parse, else `{}`). At
+the end, `ToolArguments.final` gives the arguments and, when the text is not a JSON object, an
+error text for `ToolCall.arguments_error` (the loop then reports it to the model instead of running
+the tool with made-up arguments).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from pydantic_core import from_json
+
+__all__ = ("ToolArguments", "parse_final_arguments", "parse_streaming_json", "repair_json")
+
+_NEEDS_REPAIR = re.compile(r"[\\\x00-\x1f]")
+_SIMPLE_ESCAPES = frozenset('"\\/bfnrt')
+_HEX4 = re.compile(r"[0-9a-fA-F]{4}")
+_COLUMN = re.compile(r"column (\d+)")
+_PREVIEW_EVERY_DELTA = 2048
+"""Below this many characters the preview is re-parsed on every delta; above, on a geometric
+schedule, so that a long argument text costs linear parse work in total, not quadratic."""
+
+
+def repair_json(text: str) -> str:
+    """Escape raw control characters inside strings and double invalid backslash escapes."""
+    if not _NEEDS_REPAIR.search(text):
+        return text
+    out: list[str] = []
+    in_string = False
+    i = 0
+    n = len(text)
+    while i < n:
+        char = text[i]
+        if not in_string:
+            out.append(char)
+            in_string = char == '"'
+        elif char == '"':
+            out.append(char)
+            in_string = False
+        elif char == "\\":
+            nxt = text[i + 1] if i + 1 < n else ""
+            if nxt == "u" and _HEX4.fullmatch(text, i + 2, i + 6):
+                out.append(text[i : i + 6])
+                i += 5
+            elif nxt and nxt in _SIMPLE_ESCAPES:
+                out.append("\\" + nxt)
+                i += 1
+            elif nxt:
+                out.append("\\\\")
+            else:
+                out.append("\\\\")
+        elif char < " ":
+            out.append(json.dumps(char)[1:-1])
+        else:
+            out.append(char)
+        i += 1
+    return "".join(out)
+
+
+def _as_object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _partial(text: str) -> dict[str, Any]:
+    try:
+        return _as_object(from_json(text, allow_partial="trailing-strings"))
+    except ValueError as exc:
+        # Keep the parseable prefix (pi-ai's partial parser does): cut at the reported column.
+        match = _COLUMN.search(str(exc))
+        if match is None:
+            return {}
+        cut = int(match.group(1)) - 1
+        if cut <= 0 or cut >= len(text):
+            return {}
+        try:
+            return _as_object(from_json(text[:cut], allow_partial="trailing-strings"))
+        except ValueError:
+            return {}
+
+
+def parse_streaming_json(text: str) -> dict[str, Any]:
+    """The best-effort object that a possibly incomplete JSON text stands for (`{}` if none)."""
+    if not text or text.isspace():
+        return {}
+    try:
+        return _as_object(json.loads(text))
+    except ValueError:
+        pass
+    repaired = repair_json(text)
+    if repaired is not text:
+        try:
+            return _as_object(json.loads(repaired))
+        except ValueError:
+            pass
+    return _partial(repaired)
+
+
+def parse_final_arguments(text: str) -> tuple[dict[str, Any], str | None]:
+    """The arguments of a complete tool call, and an error text when they are not a JSON object.
+
+    An empty text is `{}` (tools without parameters). Raw control characters and invalid
+    escapes inside strings are repaired. Anything else that is not a JSON object gives `{}` and
+    a sentence saying what was received.
+    """
+    if not text or text.isspace():
+        return {}, None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        repaired = repair_json(text)
+        try:
+            value = json.loads(repaired)
+        except ValueError:
+            return {}, f"the arguments are not valid JSON ({exc}): {_excerpt(text)}"
+    if not isinstance(value, dict):
+        return {}, f"the arguments must be a JSON object, got {type(value).__name__}: {_excerpt(text)}"
+    return value, None
+
+
+def _excerpt(text: str, limit: int = 200) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+class ToolArguments:
+    """The argument text of one streaming tool call, and its preview."""
+
+    __slots__ = ("_next_preview", "_parts", "_size")
+
+    def __init__(self, initial: str = "") -> None:
+        self._parts: list[str] = [initial] if initial else []
+        self._size = len(initial)
+        self._next_preview = 0
+
+    @property
+    def text(self) -> str:
+        """The argument text received so far."""
+        if len(self._parts) > 1:
+            self._parts = ["".join(self._parts)]
+        return self._parts[0] if self._parts else ""
+
+    def replace(self, text: str) -> None:
+        """Replace the text (a provider that sends the complete arguments at the end)."""
+        self._parts = [text] if text else []
+        self._size = len(text)
+
+    def append(self, delta: str) -> dict[str, Any] | None:
+        """Add a fragment; return the new preview, or None when it is not recomputed this time."""
+        if delta:
+            self._parts.append(delta)
+            self._size += len(delta)
+        if self._size > _PREVIEW_EVERY_DELTA:
+            if self._size < self._next_preview:
+                return None
+            self._next_preview = self._size * 3 // 2
+        return parse_streaming_json(self.text)
+
+    def final(self) -> tuple[dict[str, Any], str | None]:
+        """The final arguments and the error text (see `parse_final_arguments`)."""
+        return parse_final_arguments(self.text)

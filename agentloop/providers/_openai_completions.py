@@ -1,0 +1,483 @@
+"""OpenAI Chat Completions (`api="openai-completions"`): OpenAI and every OpenAI-compatible server
+(llama.cpp, vLLM, Ollama, LM Studio, OpenRouter, Groq...).
+
+Compat flags (`Model.compat`, snake_case or the reference's camelCase), auto-detected from the
+base URL when absent:
+
+* `supports_store` (official OpenAI): send `store: false`.
+* `supports_developer_role` (official OpenAI): the system prompt of a reasoning model goes in a
+  `developer` message.
+* `supports_reasoning_effort` (not xAI), `reasoning_effort_map` ({level: value}),
+  `supports_xhigh`: how a thinking level becomes `reasoning_effort`.
+* `thinking_format`: `openai` (`reasoning_effort`), `qwen`/`zai` (`enable_thinking`),
+  `qwen-chat-template` (`chat_template_kwargs.enable_thinking`), `llama.cpp`
+  (`chat_template_kwargs.enable_thinking` and `thinking_budget_tokens`).
+* `max_tokens_field`: `max_completion_tokens` (official OpenAI) or `max_tokens` (others).
+* `supports_usage_in_streaming` (true): ask for the usage chunk.
+* `supports_strict_mode` (official OpenAI): `strict: false` in tool definitions.
+* `requires_tool_result_name`, `requires_thinking_as_text`, `requires_mistral_tool_ids`
+  (Mistral), `requires_assistant_after_tool_result`, `requires_tools_with_tool_history`.
+* `add_reasoning_tokens` (false): count `reasoning_tokens` on top of `completion_tokens` (for
+  servers that leave them out, as Groq does; OpenAI already includes them).
+* `extra_body`: a mapping merged into the request body last.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from .._config import StreamOptions
+from .._events import AssistantMessageEvent
+from .._partial import AssistantMessageBuilder
+from .._types import (
+    AssistantMessage,
+    Context,
+    ImageContent,
+    Model,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+)
+from ._common import (
+    AssistantMessageEventStream,
+    ProviderError,
+    SSEParser,
+    as_int,
+    as_str,
+    check_arguments,
+    compat,
+    data_url,
+    error_text,
+    make_usage,
+    resolve_api_key,
+    sanitize,
+    thinking_budget,
+    thinking_level,
+    tool_specs,
+)
+from ._http import AsyncClient, HTTPOptions, Request, run_stream
+from ._json_stream import ToolArguments
+from ._transform import normalize_completions_id, normalize_mistral_id, transform_messages
+
+__all__ = ("OPENAI_BASE_URL", "CompletionsParser", "build_completions_request", "stream_openai_completions")
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+_REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
+_RETRYABLE_ERRORS = frozenset(
+    {"server_error", "rate_limit_exceeded", "rate_limit_error", "overloaded_error", "api_error", "overloaded"}
+)
+_IMAGES_FROM_TOOL = "Attached image(s) from tool result:"
+
+
+def stream_openai_completions(
+    model: Model,
+    context: Context,
+    options: StreamOptions,
+    *,
+    http: HTTPOptions | None = None,
+    client: AsyncClient | None = None,
+) -> AssistantMessageEventStream:
+    """Stream a response from an OpenAI Chat Completions endpoint (`{base_url}/chat/completions`).
+
+    Args:
+        model: The model; `base_url` defaults to OpenAI (or `$OPENAI_BASE_URL`).
+        context: The system prompt, the messages (from any provider) and the tools.
+        options: The key (else the provider's usual environment variable), the thinking level,
+            the abort signal, `max_tokens`, `temperature`, headers.
+        http: An `HTTPOptions` (retries, timeouts).
+        client: An `httpx.AsyncClient` to send with (not closed); by default one per response.
+
+    Returns:
+        The response's events (see `AssistantMessageEventStream`). Failures end it with one
+        `error` event; it never raises once returned.
+    """
+    check_arguments(model, context, options)
+    return AssistantMessageEventStream(
+        run_stream(
+            model,
+            options,
+            lambda: build_completions_request(model, context, options),
+            CompletionsParser,
+            http=http,
+            client=client,
+        )
+    )
+
+
+def base_url(model: Model, default: str, env: str) -> str:
+    """The model's base URL; an empty one, or the official one, is replaced by `$env` if set."""
+    url = model.base_url or default
+    if url == default:
+        url = os.environ.get(env) or default
+    return url.rstrip("/")
+
+
+def _flags(model: Model, url: str) -> dict[str, Any]:
+    official = "api.openai.com" in url
+    mistral = "mistral.ai" in url
+    return {
+        "supports_store": compat(model, "supports_store", official),
+        "supports_developer_role": compat(model, "supports_developer_role", official),
+        "supports_reasoning_effort": compat(model, "supports_reasoning_effort", "api.x.ai" not in url),
+        "reasoning_effort_map": compat(model, "reasoning_effort_map", None) or {},
+        "supports_xhigh": compat(model, "supports_xhigh", False),
+        "thinking_format": compat(model, "thinking_format", "openai"),
+        "max_tokens_field": compat(model, "max_tokens_field", "max_completion_tokens" if official else "max_tokens"),
+        "supports_usage_in_streaming": compat(model, "supports_usage_in_streaming", True),
+        "supports_strict_mode": compat(model, "supports_strict_mode", official),
+        "requires_tool_result_name": compat(model, "requires_tool_result_name", mistral),
+        "requires_thinking_as_text": compat(model, "requires_thinking_as_text", mistral),
+        "requires_mistral_tool_ids": compat(model, "requires_mistral_tool_ids", mistral),
+        "requires_assistant_after_tool_result": compat(model, "requires_assistant_after_tool_result", False),
+        "requires_tools_with_tool_history": compat(model, "requires_tools_with_tool_history", False),
+    }
+
+
+def build_completions_request(model: Model, context: Context, options: StreamOptions) -> Request:
+    """The `Request` for one response (the key is resolved here, lazily)."""
+    key = resolve_api_key(model, options)
+    url = base_url(model, OPENAI_BASE_URL, "OPENAI_BASE_URL")
+    flags = _flags(model, url)
+    body: dict[str, Any] = {
+        "model": model.id,
+        "messages": convert_messages(model, context, flags),
+        "stream": True,
+    }
+    if flags["supports_usage_in_streaming"]:
+        body["stream_options"] = {"include_usage": True}
+    if flags["supports_store"]:
+        body["store"] = False
+    if options.max_tokens:
+        body[flags["max_tokens_field"]] = options.max_tokens
+    if options.temperature is not None:
+        body["temperature"] = options.temperature
+    strict = flags["supports_strict_mode"]
+    if context.tools:
+        tools = []
+        for name, description, parameters in tool_specs(context.tools):
+            function: dict[str, Any] = {"name": name, "description": description, "parameters": parameters}
+            if strict:
+                function["strict"] = False
+            tools.append({"type": "function", "function": function})
+        body["tools"] = tools
+    elif flags["requires_tools_with_tool_history"] and _has_tool_history(context):
+        body["tools"] = []
+    _add_thinking(body, model, options, flags)
+    extra = compat(model, "extra_body", None)
+    if extra:
+        body.update(extra)
+    headers = {"content-type": "application/json"}
+    if key:
+        headers["authorization"] = f"Bearer {key}"
+    headers.update(model.headers or {})
+    headers.update(options.headers or {})
+    return Request(url + "/chat/completions", headers, body, key)
+
+
+def _has_tool_history(context: Context) -> bool:
+    return any(
+        isinstance(m, ToolResultMessage) or (isinstance(m, AssistantMessage) and m.tool_calls) for m in context.messages
+    )
+
+
+def _add_thinking(body: dict[str, Any], model: Model, options: StreamOptions, flags: dict[str, Any]) -> None:
+    level = thinking_level(options, xhigh=bool(flags["supports_xhigh"]))
+    style = flags["thinking_format"]
+    if style == "openai":
+        if level is not None and model.reasoning and flags["supports_reasoning_effort"]:
+            body["reasoning_effort"] = flags["reasoning_effort_map"].get(level, level)
+    elif style in ("qwen", "zai"):
+        if model.reasoning:
+            body["enable_thinking"] = level is not None
+    elif style in ("qwen-chat-template", "llama.cpp"):
+        body["chat_template_kwargs"] = {"enable_thinking": level is not None}
+        if style == "llama.cpp" and level is not None:
+            body["thinking_budget_tokens"] = thinking_budget(options, level)
+
+
+def convert_messages(model: Model, context: Context, flags: dict[str, Any]) -> list[dict[str, Any]]:
+    """The transcript as Chat Completions messages."""
+    mistral_ids = flags["requires_mistral_tool_ids"]
+
+    def tool_id(value: str) -> str:
+        return normalize_mistral_id(value) if mistral_ids else value
+
+    images_ok = "image" in model.input
+    out: list[dict[str, Any]] = []
+    if context.system_prompt:
+        role = "developer" if model.reasoning and flags["supports_developer_role"] else "system"
+        out.append({"role": role, "content": sanitize(context.system_prompt)})
+    pending_images: list[dict[str, Any]] = []
+    last_role = ""
+    for message in transform_messages(context.messages, model, normalize_completions_id):
+        if message.role != "toolResult" and pending_images:
+            out.append({"role": "user", "content": [{"type": "text", "text": _IMAGES_FROM_TOOL}, *pending_images]})
+            pending_images = []
+        if flags["requires_assistant_after_tool_result"] and last_role == "toolResult" and message.role == "user":
+            out.append({"role": "assistant", "content": "I have processed the tool results."})
+        if message.role == "user":
+            if isinstance(message.content, str):
+                out.append({"role": "user", "content": sanitize(message.content)})
+            else:
+                parts: list[dict[str, Any]] = []
+                for block in message.content:
+                    if isinstance(block, TextContent):
+                        parts.append({"type": "text", "text": sanitize(block.text)})
+                    elif isinstance(block, ImageContent) and images_ok:
+                        parts.append({"type": "image_url", "image_url": {"url": data_url(block)}})
+                if parts:
+                    out.append({"role": "user", "content": parts})
+        elif message.role == "assistant":
+            converted = _assistant(message, flags, tool_id)
+            if converted is None:
+                continue
+            out.append(converted)
+        else:
+            texts = [b.text for b in message.content if isinstance(b, TextContent)]
+            images = [b for b in message.content if isinstance(b, ImageContent)]
+            text = "\n".join(texts) if texts else ("(see attached image)" if images else "")
+            result: dict[str, Any] = {
+                "role": "tool",
+                "content": sanitize(text),
+                "tool_call_id": tool_id(message.tool_call_id),
+            }
+            if flags["requires_tool_result_name"] and message.tool_name:
+                result["name"] = message.tool_name
+            out.append(result)
+            if images and images_ok:
+                pending_images.extend({"type": "image_url", "image_url": {"url": data_url(i)}} for i in images)
+        last_role = message.role
+    if pending_images:
+        out.append({"role": "user", "content": [{"type": "text", "text": _IMAGES_FROM_TOOL}, *pending_images]})
+    return out
+
+
+def _assistant(message: AssistantMessage, flags: dict[str, Any], tool_id: Any) -> dict[str, Any] | None:
+    texts = [sanitize(b.text) for b in message.content if isinstance(b, TextContent) and b.text.strip()]
+    thinking = [b for b in message.content if isinstance(b, ThinkingContent) and b.thinking.strip()]
+    calls = [b for b in message.content if isinstance(b, ToolCall)]
+    result: dict[str, Any] = {"role": "assistant", "content": None}
+    if thinking:
+        if flags["requires_thinking_as_text"]:
+            texts.insert(0, "\n".join(f"<thinking>\n{sanitize(b.thinking)}\n</thinking>" for b in thinking))
+        else:
+            field = thinking[0].thinking_signature
+            if field in _REASONING_FIELDS:
+                result[field] = "\n".join(sanitize(b.thinking) for b in thinking)
+    if texts:
+        result["content"] = "".join(texts)
+    elif flags["requires_assistant_after_tool_result"]:
+        result["content"] = ""
+    if calls:
+        result["tool_calls"] = [
+            {
+                "id": tool_id(call.id),
+                "type": "function",
+                "function": {"name": call.name, "arguments": json.dumps(dict(call.arguments), ensure_ascii=False)},
+            }
+            for call in calls
+        ]
+    if not texts and not calls:
+        return None
+    return result
+
+
+# --- the stream -----------------------------------------------------------------------------
+
+
+class _Tool:
+    __slots__ = ("args", "id", "index", "name")
+
+    def __init__(self, index: int, tool_id: str, name: str) -> None:
+        self.index = index
+        self.id = tool_id
+        self.name = name
+        self.args = ToolArguments()
+
+
+def map_finish_reason(reason: Any) -> str:
+    """A Chat Completions `finish_reason` as a stop reason; unknown ones count as `stop`."""
+    if reason in ("length", "max_tokens"):
+        return "length"
+    if reason in ("tool_calls", "function_call"):
+        return "toolUse"
+    if reason in ("content_filter", "error"):
+        return "error"
+    return "stop"
+
+
+class CompletionsParser(SSEParser):
+    """Chat Completions chunks to assistant-message events.
+
+    Text, reasoning (`reasoning_content`, `reasoning` or `reasoning_text`) and refusals open a
+    block when the previous block was of another kind. Tool calls are keyed by their `index`
+    (a new `id` at a known index starts a new call), so interleaved parallel calls are
+    assembled correctly; the tool calls of a run are closed together when other content, or
+    the end, follows.
+    """
+
+    end_marker = "[DONE] marker"
+
+    def __init__(self, model: Model, builder: AssistantMessageBuilder) -> None:
+        super().__init__(model, builder)
+        self.kind = ""  # "text", "thinking" or "tools": the open block(s)
+        self.block = -1  # the open text or thinking block
+        self.reasoning_field = ""
+        self.tools: dict[int, _Tool] = {}
+        self.open_tools: list[_Tool] = []
+        self.finish_reason: Any = None
+        self.add_reasoning = bool(compat(model, "add_reasoning_tokens", False))
+        self.saw_tools = False
+
+    def feed(self, event: str, data: str) -> Iterable[AssistantMessageEvent]:
+        if data.strip() == "[DONE]":
+            self.finished = True
+            return ()
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            raise ProviderError(f"Malformed stream data (not JSON): {data[:200]!r}") from None
+        if not isinstance(chunk, dict):
+            raise ProviderError(f"Malformed stream data (not an object): {data[:200]!r}")
+        error = chunk.get("error")
+        if error is not None and not chunk.get("choices"):
+            raise ProviderError(error_text(chunk) or "The server reported an error", retryable=_retryable(error))
+        out: list[AssistantMessageEvent] = []
+        builder = self.builder
+        if builder.response_id is None and isinstance(chunk.get("id"), str):
+            builder.response_id = chunk["id"]
+        choices = chunk.get("choices")
+        usage = chunk.get("usage")
+        for choice in choices if isinstance(choices, list) else ():
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            if usage is None and isinstance(choice.get("usage"), dict):
+                usage = choice["usage"]  # Moonshot puts it here
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
+                self._delta(delta, out)
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
+        if isinstance(usage, dict):
+            self._usage(usage)
+        return out
+
+    def _delta(self, delta: dict[str, Any], out: list[AssistantMessageEvent]) -> None:
+        builder = self.builder
+        for field in _REASONING_FIELDS:
+            value = delta.get(field)
+            if isinstance(value, str) and value:
+                if self.kind != "thinking":
+                    self._close(out)
+                    start = builder.thinking_start()
+                    out.append(start)
+                    self.kind, self.block, self.reasoning_field, self.has_content = (
+                        "thinking",
+                        start.content_index,
+                        field,
+                        True,
+                    )
+                out.append(builder.thinking_delta(value, self.block))
+                break
+        for field in ("content", "refusal"):
+            value = delta.get(field)
+            if isinstance(value, str) and value:
+                if self.kind != "text":
+                    self._close(out)
+                    text_start = builder.text_start()
+                    out.append(text_start)
+                    self.kind, self.block, self.has_content = "text", text_start.content_index, True
+                out.append(builder.text_delta(value, self.block))
+        calls = delta.get("tool_calls")
+        if isinstance(calls, list):
+            for call in calls:
+                if isinstance(call, dict):
+                    self._tool_delta(call, out)
+
+    def _tool_delta(self, call: dict[str, Any], out: list[AssistantMessageEvent]) -> None:
+        builder = self.builder
+        if self.kind != "tools":
+            self._close(out)
+            self.kind = "tools"
+        position = call.get("index", 0)
+        if not isinstance(position, int):
+            position = 0
+        function = call.get("function")
+        if not isinstance(function, dict):
+            function = {}
+        call_id = as_str(call.get("id"))
+        name = as_str(function.get("name"))
+        tool = self.tools.get(position)
+        if tool is None or (call_id and tool.id and call_id != tool.id):
+            start = builder.tool_call_start(call_id, name)
+            out.append(start)
+            self.has_content = True
+            tool = _Tool(start.content_index, call_id, name)
+            self.saw_tools = True
+            self.tools[position] = tool
+            self.open_tools.append(tool)
+        else:
+            if call_id:
+                tool.id = call_id  # some servers repeat the id and the name on every delta: set, not append
+            if name:
+                tool.name = name
+        fragment = function.get("arguments")
+        if isinstance(fragment, str) and fragment:
+            preview = tool.args.append(fragment)
+            out.append(builder.tool_call_delta(fragment, preview, index=tool.index))
+
+    def _close(self, out: list[AssistantMessageEvent]) -> None:
+        builder = self.builder
+        if self.kind == "text":
+            out.append(builder.text_end(self.block))
+        elif self.kind == "thinking":
+            out.append(builder.thinking_end(self.block, signature=self.reasoning_field))
+        elif self.kind == "tools":
+            for tool in self.open_tools:
+                arguments, error = tool.args.final()
+                out.append(
+                    builder.tool_call_end(ToolCall(tool.id, tool.name, arguments, arguments_error=error), tool.index)
+                )
+            self.open_tools = []
+            self.tools = {}
+        self.kind = ""
+
+    def _usage(self, usage: dict[str, Any]) -> None:
+        prompt = as_int(usage.get("prompt_tokens"))
+        details = usage.get("prompt_tokens_details")
+        cached = as_int(details.get("cached_tokens")) if isinstance(details, dict) else 0
+        output = as_int(usage.get("completion_tokens"))
+        if self.add_reasoning:
+            completion_details = usage.get("completion_tokens_details")
+            if isinstance(completion_details, dict):
+                output += as_int(completion_details.get("reasoning_tokens"))
+        input_tokens = max(0, prompt - cached)
+        self.builder.usage = make_usage(self.model, input=input_tokens, output=output, cache_read=cached)
+
+    def finish(self) -> list[AssistantMessageEvent]:
+        out: list[AssistantMessageEvent] = []
+        self._close(out)
+        reason = map_finish_reason(self.finish_reason)
+        if reason == "error":
+            out.append(
+                self.builder.error("error", f"The provider stopped the response (finish_reason {self.finish_reason!r})")
+            )
+        else:
+            if reason == "stop" and self.saw_tools:
+                reason = "toolUse"
+            out.append(self.builder.done(reason))  # type: ignore[arg-type]
+        return out
+
+
+def _retryable(error: Any) -> bool:
+    if isinstance(error, dict):
+        code = error.get("code")
+        kind = error.get("type")
+        if isinstance(code, int) and (code == 429 or code >= 500):
+            return True
+        return kind in _RETRYABLE_ERRORS or code in _RETRYABLE_ERRORS
+    return False

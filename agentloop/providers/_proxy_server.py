@@ -1,0 +1,379 @@
+"""`proxy_app`: the server side of the pi proxy protocol, as a plain ASGI application.
+
+It checks the bearer token, validates the request, runs a stream function with the server's own
+API keys and streams the bandwidth-saving events as `data: {json}\\n\\n` lines. Serve it with any
+ASGI server (uvicorn, hypercorn, ...); it runs on asyncio and trio.
+"""
+
+from __future__ import annotations
+
+import hmac
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.lowlevel
+
+from .._abort import AbortSignal
+from .._config import MaybeAwaitable, StreamFn, StreamOptions
+from .._events import AssistantMessageEvent
+from .._types import Context, Model
+from ._proxy_wire import PROXY_PATH, ProxyProtocolError, WireEncoder, decode_request, dumps_bytes
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+__all__ = ("ASGIApp", "proxy_app")
+
+ASGIScope: TypeAlias = MutableMapping[str, Any]
+ASGIMessage: TypeAlias = MutableMapping[str, Any]
+ASGIReceive: TypeAlias = Callable[[], Awaitable[ASGIMessage]]
+ASGISend: TypeAlias = Callable[[ASGIMessage], Awaitable[None]]
+ASGIApp: TypeAlias = Callable[[ASGIScope, ASGIReceive, ASGISend], Awaitable[None]]
+"""An ASGI 3 application."""
+
+_CLEANUP_TIMEOUT = 5.0
+_PING = b": ping\n\n"
+_EVENT_HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+]
+
+
+def proxy_app(
+    stream_fn: StreamFn,
+    *,
+    token: str,
+    path: str = PROXY_PATH,
+    get_api_key: Callable[[str], MaybeAwaitable[str | None]] | None = None,
+    resolve_model: Callable[[Model], MaybeAwaitable[Model]] | None = None,
+    keepalive: float | None = 15.0,
+    max_body_size: int = 32 * 1024 * 1024,
+) -> ASGIApp:
+    """An ASGI app that serves `POST {path}` of the pi proxy protocol with `stream_fn`.
+
+    Answers: 401 without `Authorization: Bearer <token>` (compared in constant time), 400 with
+    `{"error": ...}` for a body that is not `{model, context, options}`, 404/405 for other
+    paths and methods, 413 for a body over `max_body_size`; otherwise 200 and one
+    `data: <event>` line per event, ending with the terminal `done` or `error` event. A stream
+    function that raises or stops without a terminal event still ends the response with an
+    `error` event. When the client disconnects, the request's signal is aborted and the stream
+    function is cancelled at once.
+
+    Args:
+        stream_fn: Runs the model (for example the provider dispatcher).
+        token: The bearer token clients must send.
+        path: The route (default `/api/stream`).
+        get_api_key: `(provider) -> key | None` for the request's `StreamOptions.api_key` (by
+            default None: providers use their environment variables). Clients never send keys.
+        resolve_model: `(model) -> model` maps the model a client sent to the one to run; raise
+            ValueError to refuse it (400). The default runs the client's model as sent, base URL
+            and headers included: with keys on the server, use this to pin models you trust.
+        keepalive: Seconds of silence after which a `: ping` comment line is sent (keeps proxies
+            and load balancers from closing a long thinking pause); None disables it.
+        max_body_size: The largest request body accepted, in bytes.
+    """
+    if not callable(stream_fn):
+        raise TypeError(f"stream_fn must be callable, got {stream_fn!r}")
+    if not isinstance(token, str) or not token:
+        raise ValueError("token must be a non-empty string")
+    if not isinstance(path, str) or not path.startswith("/"):
+        raise ValueError(f"path must start with '/', got {path!r}")
+    for name, hook in (("get_api_key", get_api_key), ("resolve_model", resolve_model)):
+        if hook is not None and not callable(hook):
+            raise TypeError(f"{name} must be callable or None, got {hook!r}")
+    if keepalive is not None and (
+        isinstance(keepalive, bool) or not isinstance(keepalive, (int, float)) or not keepalive > 0
+    ):
+        raise ValueError(f"keepalive must be a positive number of seconds or None, got {keepalive!r}")
+    if isinstance(max_body_size, bool) or not isinstance(max_body_size, int) or max_body_size < 1:
+        raise ValueError(f"max_body_size must be a positive int, got {max_body_size!r}")
+    return _ProxyApp(stream_fn, token.encode(), path, get_api_key, resolve_model, keepalive, max_body_size)
+
+
+async def _call(fn: Callable[..., Any], *args: Any) -> Any:
+    result = fn(*args)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+class _ProxyApp:
+    __slots__ = ("_get_api_key", "_keepalive", "_max_body", "_path", "_resolve_model", "_stream_fn", "_token")
+
+    def __init__(
+        self,
+        stream_fn: StreamFn,
+        token: bytes,
+        path: str,
+        get_api_key: Callable[[str], MaybeAwaitable[str | None]] | None,
+        resolve_model: Callable[[Model], MaybeAwaitable[Model]] | None,
+        keepalive: float | None,
+        max_body: int,
+    ) -> None:
+        self._stream_fn = stream_fn
+        self._token = token
+        self._path = path
+        self._get_api_key = get_api_key
+        self._resolve_model = resolve_model
+        self._keepalive = keepalive
+        self._max_body = max_body
+
+    def __repr__(self) -> str:
+        return f"proxy_app({self._stream_fn!r}, path={self._path!r})"
+
+    async def __call__(self, scope: ASGIScope, receive: ASGIReceive, send: ASGISend) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            await self._http(scope, receive, send)
+        elif kind == "lifespan":
+            await _lifespan(receive, send)
+        elif kind == "websocket":
+            await receive()  # websocket.connect
+            await send({"type": "websocket.close", "code": 1008})
+        else:
+            raise ValueError(f"proxy_app does not handle ASGI scope type {kind!r}")
+
+    def _authorized(self, scope: ASGIScope) -> bool:
+        value = b""
+        for name, raw in scope.get("headers", ()):
+            if bytes(name).lower() == b"authorization":
+                value = bytes(raw)
+                break
+        scheme, _, credentials = value.strip().partition(b" ")
+        # Compared in constant time whatever was sent (also when nothing was).
+        same = hmac.compare_digest(credentials.strip(), self._token)
+        return same and scheme.lower() == b"bearer"
+
+    async def _http(self, scope: ASGIScope, receive: ASGIReceive, send: ASGISend) -> None:
+        route = scope.get("path", "")
+        root = scope.get("root_path", "")
+        if route != self._path and not (root and route == root + self._path):
+            await _reply(send, 404, f"Not found: the proxy serves POST {self._path}")
+            return
+        if scope.get("method") != "POST":
+            await _reply(send, 405, f"Method not allowed: use POST {self._path}", [(b"allow", b"POST")])
+            return
+        if not self._authorized(scope):
+            await _reply(send, 401, "Unauthorized", [(b"www-authenticate", b"Bearer")])
+            return
+        try:
+            body = await _read_body(scope, receive, self._max_body)
+        except _TooLarge:
+            await _reply(send, 413, f"Request body too large (the limit is {self._max_body} bytes)")
+            return
+        if body is None:
+            return  # the client left before sending the body
+        try:
+            model, context, options = decode_request(body)
+            if self._resolve_model is not None:
+                model = await _call(self._resolve_model, model)
+                if not isinstance(model, Model):
+                    raise TypeError(f"resolve_model must return an agentloop.Model, got {type(model).__name__}")
+        except ValueError as exc:
+            await _reply(send, 400, f"Invalid request: {exc}")
+            return
+        api_key = None
+        if self._get_api_key is not None:
+            api_key = await _call(self._get_api_key, model.provider)
+        signal = AbortSignal()
+        stream_options = StreamOptions(signal=signal, api_key=api_key or None, **options)
+        await self._stream(receive, send, model, context, stream_options)
+
+    async def _stream(
+        self, receive: ASGIReceive, send: ASGISend, model: Model, context: Context, options: StreamOptions
+    ) -> None:
+        signal = options.signal
+        async with anyio.create_task_group() as tg:
+
+            def gone() -> None:
+                # The client went away: nobody reads the rest, so stop the model now.
+                signal.abort()
+                tg.cancel_scope.cancel()
+
+            sender = _Sender(send, gone)
+            if not await sender.start():
+                return
+            tg.start_soon(_watch_disconnect, receive, gone)
+            if self._keepalive is not None:
+                tg.start_soon(_keepalive, sender, self._keepalive)
+            await self._pump(sender, model, context, options)
+            await sender.finish()
+            tg.cancel_scope.cancel()
+
+    async def _pump(self, sender: _Sender, model: Model, context: Context, options: StreamOptions) -> None:
+        """Run the stream function and send its events; always end with one terminal event."""
+        signal = options.signal
+        encoder = WireEncoder(model)
+        try:
+            source = self._stream_fn(model, context, options)
+            if inspect.isawaitable(source):
+                source = await source
+            async with _opened(source) as events:
+                async for event in events:
+                    wire = encoder.encode(event)
+                    await sender.event(wire)
+                    if wire["type"] in ("done", "error"):
+                        return
+        except ProxyProtocolError as exc:
+            text = f"The model stream broke the event protocol: {exc}"
+            await sender.event(encoder.failure("error", text))
+            return
+        except Exception as exc:  # the stream function broke its contract (it must not raise)
+            text = str(exc) or type(exc).__name__
+            await sender.event(encoder.failure("aborted" if signal.aborted else "error", text))
+            return
+        await sender.event(encoder.failure("error", "The model stream ended without a done or error event"))
+
+
+class _Sender:
+    """Sends the response body; the event pump and the keepalive pinger share it."""
+
+    __slots__ = ("_closed", "_gone", "_lock", "_send", "last")
+
+    def __init__(self, send: ASGISend, gone: Callable[[], None]) -> None:
+        self._send = send
+        self._gone = gone
+        self._lock = anyio.Lock()
+        self._closed = False
+        self.last = anyio.current_time()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def start(self) -> bool:
+        try:
+            await self._send({"type": "http.response.start", "status": 200, "headers": _EVENT_HEADERS})
+        except OSError:
+            return False
+        return True
+
+    async def _body(self, data: bytes, more: bool) -> None:
+        async with self._lock:
+            if self._closed:
+                return
+            self._closed = not more
+            try:
+                await self._send({"type": "http.response.body", "body": data, "more_body": more})
+            except OSError:  # some servers raise when the client is gone
+                self._gone()
+                await anyio.lowlevel.checkpoint()
+            self.last = anyio.current_time()
+
+    async def event(self, wire: dict[str, Any]) -> None:
+        await self._body(b"data: " + dumps_bytes(wire) + b"\n\n", True)
+
+    async def ping(self) -> None:
+        await self._body(_PING, True)
+
+    async def finish(self) -> None:
+        await self._body(b"", False)
+
+
+async def _keepalive(sender: _Sender, interval: float) -> None:
+    while not sender.closed:
+        wait = sender.last + interval - anyio.current_time()
+        if wait > 0:
+            await anyio.sleep(wait)
+        else:
+            await sender.ping()
+
+
+async def _watch_disconnect(receive: ASGIReceive, gone: Callable[[], None]) -> None:
+    while True:
+        message = await receive()
+        if message.get("type") == "http.disconnect":
+            gone()
+            return
+
+
+@asynccontextmanager
+async def _opened(source: Any) -> AsyncIterator[AsyncIterator[AssistantMessageEvent]]:
+    """Enter what a stream function returned and always close its iterator (in this task)."""
+    if hasattr(source, "__aenter__"):
+        async with source as events, _closing(events) as iterator:
+            yield iterator
+    else:
+        async with _closing(source) as iterator:
+            yield iterator
+
+
+@asynccontextmanager
+async def _closing(events: Any) -> AsyncIterator[AsyncIterator[AssistantMessageEvent]]:
+    if not hasattr(events, "__anext__"):
+        raise TypeError(
+            "a stream function must return an async iterator of AssistantMessageEvent or an async "
+            f"context manager yielding one, got {type(events).__name__}"
+        )
+    try:
+        yield events
+    finally:
+        aclose = getattr(events, "aclose", None)
+        if aclose is not None:
+            with anyio.move_on_after(_CLEANUP_TIMEOUT, shield=True):
+                await aclose()
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def _read_body(scope: ASGIScope, receive: ASGIReceive, limit: int) -> bytes | None:
+    """The request body, or None when the client disconnected first."""
+    for name, value in scope.get("headers", ()):
+        if bytes(name).lower() == b"content-length":
+            try:
+                if int(value) > limit:
+                    raise _TooLarge
+            except ValueError:
+                pass
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        kind = message.get("type")
+        if kind == "http.disconnect":
+            return None
+        if kind != "http.request":
+            continue
+        chunk = bytes(message.get("body", b""))
+        size += len(chunk)
+        if size > limit:
+            raise _TooLarge
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+async def _reply(send: ASGISend, status: int, error: str, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    body = dumps_bytes({"error": error})
+    try:
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    *(headers or ()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body, "more_body": False})
+    except OSError:
+        pass  # the client is gone
+
+
+async def _lifespan(receive: ASGIReceive, send: ASGISend) -> None:
+    while True:
+        message = await receive()
+        kind = message.get("type")
+        if kind == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif kind == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return

@@ -1,0 +1,558 @@
+"""The pi proxy protocol on the wire, shared by the client (`stream_proxy`) and the server (`proxy_app`).
+
+Request: `POST {proxy_url}/api/stream` with `Authorization: Bearer <token>` and the JSON body
+`{"model": ..., "context": ..., "options": ...}` in pi-ai's camelCase (the API key is never sent).
+
+Response: lines `data: <event JSON>`, one bandwidth-saving event per line (the uniform assistant
+events without `partial`), which the client turns back into full events with an
+`AssistantMessageBuilder`:
+
+    {"type": "start"}
+    {"type": "text_start", "contentIndex": i}          also thinking_start
+    {"type": "text_delta", "contentIndex": i, "delta": s}   also thinking_delta, toolcall_delta
+    {"type": "text_end", "contentIndex": i, "contentSignature"?: s}   thinking_end also "redacted"?
+    {"type": "toolcall_start", "contentIndex": i, "id": s, "toolName": s}
+    {"type": "toolcall_end", "contentIndex": i, "toolCall": {...}}
+    {"type": "done", "reason": "stop"|"length"|"toolUse", "usage": {...}}
+    {"type": "error", "reason": "error"|"aborted", "errorMessage"?: s, "usage": {...}}
+
+Extensions beyond the TypeScript protocol (TypeScript clients ignore unknown keys):
+`thinking_end.redacted`, and on `done`/`error` `responseId` and `content` (the final blocks, sent
+only when they differ from what the deltas built, so the client's final message is exact).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .._codec import _usage, _usage_from, from_json, to_json
+from .._config import StreamOptions
+from .._events import AssistantMessageEvent, DoneEvent, ErrorEvent
+from .._partial import AssistantMessageBuilder
+from .._types import (
+    AssistantMessage,
+    Context,
+    Message,
+    Model,
+    ModelCost,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+
+__all__ = (
+    "PROXY_PATH",
+    "ProxyProtocolError",
+    "ProxyTool",
+    "WireDecoder",
+    "WireEncoder",
+    "decode_request",
+    "dumps_bytes",
+    "encode_request",
+)
+
+PROXY_PATH = "/api/stream"
+_THINKING_LEVELS = ("minimal", "low", "medium", "high", "xhigh", "max")
+_DONE_REASONS = ("stop", "length", "toolUse")
+_ERROR_REASONS = ("error", "aborted")
+
+
+class ProxyProtocolError(ValueError):
+    """The other side sent something the proxy protocol does not allow."""
+
+
+def dumps_bytes(value: Any) -> bytes:
+    """Compact UTF-8 JSON; lone surrogates (which UTF-8 cannot carry) fall back to `\\u` escapes."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(value, separators=(",", ":")).encode("ascii")
+
+
+# --- the request body -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyTool:
+    """A tool declaration as the server receives it (what a model needs: name, description, schema)."""
+
+    name: str
+    description: str = ""
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _model_json(model: Model) -> dict[str, Any]:
+    cost = model.cost
+    out: dict[str, Any] = {
+        "id": model.id,
+        "name": model.name,
+        "api": model.api,
+        "provider": model.provider,
+        "baseUrl": model.base_url,
+        "reasoning": model.reasoning,
+        "input": list(model.input),
+        "cost": {
+            "input": cost.input,
+            "output": cost.output,
+            "cacheRead": cost.cache_read,
+            "cacheWrite": cost.cache_write,
+        },
+        "contextWindow": model.context_window,
+        "maxTokens": model.max_tokens,
+    }
+    if model.headers is not None:
+        out["headers"] = dict(model.headers)
+    if model.compat is not None:
+        out["compat"] = dict(model.compat)
+    return out
+
+
+def _context_json(context: Context) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if context.system_prompt:
+        out["systemPrompt"] = context.system_prompt
+    out["messages"] = [to_json(m) for m in context.messages]
+    if context.tools:
+        out["tools"] = [
+            {"name": t.name, "description": t.description, "parameters": dict(t.parameters)} for t in context.tools
+        ]
+    return out
+
+
+def _options_json(options: StreamOptions) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if options.temperature is not None:
+        out["temperature"] = options.temperature
+    if options.max_tokens is not None:
+        out["maxTokens"] = options.max_tokens
+    if options.reasoning is not None and options.reasoning != "off":
+        out["reasoning"] = options.reasoning  # pi-ai has no "off": an absent level means off
+    if options.session_id is not None:
+        out["sessionId"] = options.session_id
+    if options.headers is not None:
+        out["headers"] = dict(options.headers)
+    if options.metadata is not None:
+        out["metadata"] = dict(options.metadata)
+    if options.thinking_budgets is not None:
+        out["thinkingBudgets"] = dict(options.thinking_budgets)
+    if options.max_retry_delay is not None:
+        out["maxRetryDelayMs"] = round(options.max_retry_delay * 1000)
+    return out  # options.api_key is never sent
+
+
+def encode_request(model: Model, context: Context, options: StreamOptions) -> bytes:
+    """The JSON body of a proxy request (no API key in it)."""
+    return dumps_bytes(
+        {"model": _model_json(model), "context": _context_json(context), "options": _options_json(options)}
+    )
+
+
+def _get(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str, default: Any = None) -> Any:
+    """`data[key]` checked against `kind`; absent or null gives `default`."""
+    value = data.get(key)
+    if value is None:
+        return default
+    bad_bool = isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,))
+    if not isinstance(value, kind) or bad_bool:
+        names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+        raise ValueError(f"{where}.{key} must be {_article(names)}, got {_kind(value)}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{where}.{key} must be a finite number, got {value!r}")
+    return value
+
+
+def _article(names: str) -> str:
+    pretty = names.replace("str", "string").replace("int", "integer").replace("float", "number")
+    pretty = pretty.replace("dict", "object").replace("list", "array").replace("bool", "boolean")
+    pretty = pretty.replace("integer or number", "number")
+    return ("an " if pretty[0] in "aeiou" else "a ") + pretty
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "an integer"}.get(
+        type(value), f"a {type(value).__name__}"
+    )
+
+
+def _str_map(data: Mapping[str, Any], key: str, where: str) -> dict[str, str] | None:
+    value = _get(data, key, dict, where)
+    if value is not None and not all(isinstance(v, str) for v in value.values()):
+        raise ValueError(f"{where}.{key} must map names to strings")
+    return value  # type: ignore[no-any-return]
+
+
+def _decode_model(data: Any) -> Model:
+    if not isinstance(data, dict):
+        raise ValueError(f"model must be an object, got {_kind(data)}")
+    model_id = _get(data, "id", str, "model")
+    if not model_id:
+        raise ValueError("model.id must be a non-empty string")
+    inputs = _get(data, "input", list, "model", ["text"])
+    if not all(i in ("text", "image") for i in inputs):
+        raise ValueError(f"model.input must list 'text' and/or 'image', got {inputs!r}")
+    cost = _get(data, "cost", dict, "model", {})
+    number = (int, float)
+    return Model(
+        id=model_id,
+        name=_get(data, "name", str, "model", ""),
+        api=_get(data, "api", str, "model", ""),
+        provider=_get(data, "provider", str, "model", ""),
+        base_url=_get(data, "baseUrl", str, "model", ""),
+        reasoning=_get(data, "reasoning", bool, "model", False),
+        input=tuple(inputs),
+        cost=ModelCost(
+            input=_get(cost, "input", number, "model.cost", 0.0),
+            output=_get(cost, "output", number, "model.cost", 0.0),
+            cache_read=_get(cost, "cacheRead", number, "model.cost", 0.0),
+            cache_write=_get(cost, "cacheWrite", number, "model.cost", 0.0),
+        ),
+        context_window=_get(data, "contextWindow", int, "model", 0),
+        max_tokens=_get(data, "maxTokens", int, "model", 0),
+        headers=_str_map(data, "headers", "model"),
+        compat=_get(data, "compat", dict, "model"),
+    )
+
+
+def _decode_context(data: Any) -> Context:
+    if not isinstance(data, dict):
+        raise ValueError(f"context must be an object, got {_kind(data)}")
+    if "messages" not in data:
+        raise ValueError("context.messages is missing")
+    raw_messages = _get(data, "messages", list, "context")
+    if raw_messages is None:
+        raise ValueError("context.messages must be an array, got null")
+    messages: list[Message] = []
+    for i, raw in enumerate(raw_messages):
+        where = f"context.messages[{i}]"
+        if isinstance(raw, dict) and raw.get("role") == "system":
+            raise ValueError(f"{where}: role 'system' is not supported; send the prompt as context.systemPrompt")
+        try:
+            message = from_json(raw)
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+        if not isinstance(message, (UserMessage, AssistantMessage, ToolResultMessage)):
+            role = raw.get("role") if isinstance(raw, dict) else None
+            raise ValueError(f"{where}: expected a user, assistant or toolResult message, got role {role!r}")
+        messages.append(message)
+    tools: list[ProxyTool] = []
+    for i, raw in enumerate(_get(data, "tools", list, "context", [])):
+        where = f"context.tools[{i}]"
+        if not isinstance(raw, dict):
+            raise ValueError(f"{where} must be an object, got {_kind(raw)}")
+        name = _get(raw, "name", str, where)
+        if not name:
+            raise ValueError(f"{where}.name must be a non-empty string")
+        tools.append(
+            ProxyTool(name, _get(raw, "description", str, where, ""), _get(raw, "parameters", dict, where, {}))
+        )
+    return Context(
+        system_prompt=_get(data, "systemPrompt", str, "context", ""), messages=tuple(messages), tools=tuple(tools)
+    )
+
+
+def _decode_options(data: Any) -> dict[str, Any]:
+    """The `StreamOptions` keyword arguments (all but `signal` and `api_key`); unknown keys are ignored."""
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ValueError(f"options must be an object, got {_kind(data)}")
+    number = (int, float)
+    out: dict[str, Any] = {}
+    out["temperature"] = _get(data, "temperature", number, "options")
+    max_tokens = _get(data, "maxTokens", int, "options")
+    if max_tokens is not None and max_tokens < 1:
+        raise ValueError(f"options.maxTokens must be a positive integer, got {max_tokens}")
+    out["max_tokens"] = max_tokens
+    reasoning = _get(data, "reasoning", str, "options")
+    if reasoning is not None and reasoning != "off" and reasoning not in _THINKING_LEVELS:
+        raise ValueError(f"options.reasoning must be one of {', '.join(_THINKING_LEVELS)}, got {reasoning!r}")
+    out["reasoning"] = None if reasoning == "off" else reasoning
+    out["session_id"] = _get(data, "sessionId", str, "options")
+    out["headers"] = _str_map(data, "headers", "options")
+    out["metadata"] = _get(data, "metadata", dict, "options")
+    budgets = _get(data, "thinkingBudgets", dict, "options")
+    if budgets is not None and not all(isinstance(v, int) and not isinstance(v, bool) for v in budgets.values()):
+        raise ValueError("options.thinkingBudgets must map levels to integers")
+    out["thinking_budgets"] = budgets
+    delay = _get(data, "maxRetryDelayMs", number, "options")
+    if delay is not None and delay < 0:
+        raise ValueError(f"options.maxRetryDelayMs must be >= 0, got {delay}")
+    out["max_retry_delay"] = None if delay is None else delay / 1000
+    return out
+
+
+def decode_request(body: bytes) -> tuple[Model, Context, dict[str, Any]]:
+    """Model, context and `StreamOptions` keywords from a request body; ValueError says what is wrong."""
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        raise ValueError(f"the body is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"the body must be a JSON object, got {_kind(data)}")
+    if "model" not in data:
+        raise ValueError("model is missing")
+    if "context" not in data:
+        raise ValueError("context is missing")
+    return _decode_model(data["model"]), _decode_context(data["context"]), _decode_options(data.get("options"))
+
+
+# --- the events -----------------------------------------------------------------------------
+
+
+def _partial_object(text: str) -> dict[str, Any]:
+    """Best-effort arguments of an unfinished JSON object (pi-ai `parseStreamingJson`): at least `{}`."""
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        from pydantic_core import from_json as partial_json  # lazy: `import agentloop` stays light
+
+        try:
+            value = partial_json(text, allow_partial="trailing-strings")
+        except ValueError:
+            return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _final_arguments(text: str) -> tuple[dict[str, Any], str | None]:
+    """The arguments of a finished tool call, and an error when the text is not a JSON object."""
+    if not text.strip():
+        return {}, None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        return {}, f"the arguments are not valid JSON ({exc})"
+    if not isinstance(value, dict):
+        return {}, f"the arguments must be a JSON object, got {_kind(value)}"
+    return value, None
+
+
+class WireDecoder:
+    """Turns proxy wire events back into full `AssistantMessageEvent`s (the client side).
+
+    `feed` raises `ProxyProtocolError` for an event that breaks the protocol, and returns None
+    for an event type it does not know (ignored, as the reference does).
+    """
+
+    __slots__ = ("_builder", "_kinds")
+
+    def __init__(self, model: Model) -> None:
+        self._builder = AssistantMessageBuilder(api=model.api, provider=model.provider, model=model.id)
+        self._kinds: list[str] = []  # the block type at each content index
+
+    def error(self, reason: Literal["error", "aborted"], message: str) -> ErrorEvent:
+        """A terminal error event that keeps what was built so far."""
+        return self._builder.error(reason, message)
+
+    def feed_line(self, line: str) -> AssistantMessageEvent | None:
+        """One line of the response body: `data: <json>` lines are events, other lines are ignored."""
+        if not line.startswith("data:"):
+            return None
+        data = line[5:].strip()
+        if not data:
+            return None
+        try:
+            value = json.loads(data)
+        except (ValueError, RecursionError) as exc:
+            raise ProxyProtocolError(f"The proxy server sent malformed JSON: {exc}") from None
+        return self.feed(value)
+
+    def _index(self, data: Mapping[str, Any], kind: str, event: str, *, new: bool = False) -> int:
+        index = data.get("contentIndex")
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise ProxyProtocolError(f"Malformed proxy event {event}: contentIndex must be an integer")
+        if new:
+            if index != len(self._kinds):
+                raise ProxyProtocolError(
+                    f"Received {event} for content index {index}; the next block is {len(self._kinds)}"
+                )
+            self._kinds.append(kind)
+        elif not 0 <= index < len(self._kinds) or self._kinds[index] != kind:
+            what = {"text": "text", "thinking": "thinking", "toolCall": "toolCall"}[kind]
+            raise ProxyProtocolError(f"Received {event} for non-{what} content")
+        return index
+
+    @staticmethod
+    def _str(data: Mapping[str, Any], key: str, event: str) -> str:
+        value = data.get(key)
+        if not isinstance(value, str):
+            raise ProxyProtocolError(f"Malformed proxy event {event}: {key} must be a string")
+        return value
+
+    def _terminal(self, data: Mapping[str, Any]) -> None:
+        builder = self._builder
+        usage = data.get("usage")
+        if usage is not None:
+            if not isinstance(usage, Mapping) or not isinstance(usage.get("cost", {}), Mapping):
+                raise ProxyProtocolError(f"Malformed proxy event {data['type']}: usage must be an object")
+            builder.usage = _usage_from(usage)
+        response_id = data.get("responseId")
+        if isinstance(response_id, str):
+            builder.response_id = response_id
+        content = data.get("content")
+        if content is not None:
+            try:
+                blocks = tuple(from_json(b) for b in content)
+            except (ValueError, TypeError) as exc:
+                raise ProxyProtocolError(f"Malformed proxy event {data['type']}: {exc}") from None
+            if not all(isinstance(b, (TextContent, ThinkingContent, ToolCall)) for b in blocks):
+                raise ProxyProtocolError(f"Malformed proxy event {data['type']}: content holds a non-assistant block")
+            builder.set_content(blocks)
+
+    def feed(self, data: Any) -> AssistantMessageEvent | None:
+        """One decoded wire event (a JSON object)."""
+        if not isinstance(data, dict):
+            raise ProxyProtocolError(f"Malformed proxy event: expected a JSON object, got {_kind(data)}")
+        kind = data.get("type")
+        b = self._builder
+        if kind == "start":
+            return b.start()
+        if kind == "text_start":
+            self._index(data, "text", kind, new=True)
+            return b.text_start()
+        if kind == "text_delta":
+            return b.text_delta(self._str(data, "delta", kind), self._index(data, "text", kind))
+        if kind == "text_end":
+            index = self._index(data, "text", kind)
+            signature = data.get("contentSignature")
+            return b.text_end(index, signature=signature if isinstance(signature, str) else None)
+        if kind == "thinking_start":
+            self._index(data, "thinking", kind, new=True)
+            return b.thinking_start()
+        if kind == "thinking_delta":
+            return b.thinking_delta(self._str(data, "delta", kind), self._index(data, "thinking", kind))
+        if kind == "thinking_end":
+            index = self._index(data, "thinking", kind)
+            signature = data.get("contentSignature")
+            return b.thinking_end(
+                index,
+                signature=signature if isinstance(signature, str) else None,
+                redacted=data.get("redacted") is True,
+            )
+        if kind == "toolcall_start":
+            call_id, name = self._str(data, "id", kind), self._str(data, "toolName", kind)
+            self._index(data, "toolCall", kind, new=True)
+            return b.tool_call_start(call_id, name)
+        if kind == "toolcall_delta":
+            delta = self._str(data, "delta", kind)
+            index = self._index(data, "toolCall", kind)
+            return b.tool_call_delta(delta, _partial_object(b.tool_call_text(index) + delta), index)
+        if kind == "toolcall_end":
+            return self._tool_call_end(data)
+        if kind == "done":
+            reason = data.get("reason")
+            if reason not in _DONE_REASONS:
+                raise ProxyProtocolError(f"Malformed proxy event done: unknown reason {reason!r}")
+            self._terminal(data)
+            return b.done(reason)
+        if kind == "error":
+            reason = data.get("reason")
+            message = data.get("errorMessage")
+            self._terminal(data)
+            return b.error(
+                reason if reason in _ERROR_REASONS else "error",
+                message if isinstance(message, str) else "The proxy server reported an error without a message",
+            )
+        return None  # an event type this client does not know: ignored, as the reference does
+
+    def _tool_call_end(self, data: Mapping[str, Any]) -> AssistantMessageEvent:
+        b = self._builder
+        index = self._index(data, "toolCall", "toolcall_end")
+        text = b.tool_call_text(index)
+        sent = data.get("toolCall")
+        if sent is not None:
+            # The final call as the server's stream function made it (pi-agent-core >= 1.6 sends it).
+            try:
+                final = from_json(sent)
+            except ValueError as exc:
+                raise ProxyProtocolError(f"Malformed proxy event toolcall_end: {exc}") from None
+            if not isinstance(final, ToolCall):
+                raise ProxyProtocolError("Malformed proxy event toolcall_end: toolCall is not a toolCall block")
+            return b.tool_call_end(final, index)
+        start = b.snapshot().content[index]
+        assert isinstance(start, ToolCall)
+        arguments, error = _final_arguments(text)
+        return b.tool_call_end(ToolCall(start.id, start.name, arguments, arguments_error=error), index)
+
+
+class WireEncoder:
+    """Turns a stream function's events into wire events (the server side).
+
+    It mirrors the client's reconstruction, so it can check that the stream is well formed
+    (`ProxyProtocolError` otherwise) and add the final `content` to `done`/`error` when the
+    events alone would not rebuild the final message exactly.
+    """
+
+    __slots__ = ("_mirror",)
+
+    def __init__(self, model: Model) -> None:
+        self._mirror = WireDecoder(model)
+
+    def encode(self, event: AssistantMessageEvent) -> dict[str, Any]:
+        """The wire form of `event`; raises for an event that breaks the protocol."""
+        wire = _strip(event)
+        rebuilt = self._mirror.feed(wire)
+        if isinstance(event, (DoneEvent, ErrorEvent)):
+            final = event.message if isinstance(event, DoneEvent) else event.error
+            assert isinstance(rebuilt, (DoneEvent, ErrorEvent))
+            got = rebuilt.message if isinstance(rebuilt, DoneEvent) else rebuilt.error
+            if got.content != final.content:
+                wire["content"] = [to_json(b) for b in final.content]
+            if final.response_id is not None:
+                wire["responseId"] = final.response_id
+        return wire
+
+    @staticmethod
+    def failure(reason: Literal["error", "aborted"], message: str) -> dict[str, Any]:
+        """A terminal `error` wire event for a stream that failed outside the protocol."""
+        return {"type": "error", "reason": reason, "errorMessage": message, "usage": _usage(Usage())}
+
+
+def _strip(event: AssistantMessageEvent) -> dict[str, Any]:
+    """The event without its `partial` (what the reference's server sends)."""
+    kind = event.type
+    if isinstance(event, DoneEvent):
+        return {"type": "done", "reason": event.reason, "usage": _usage(event.message.usage)}
+    if isinstance(event, ErrorEvent):
+        out: dict[str, Any] = {"type": "error", "reason": event.reason}
+        if event.error.error_message is not None:
+            out["errorMessage"] = event.error.error_message
+        out["usage"] = _usage(event.error.usage)
+        return out
+    if kind == "start":
+        return {"type": "start"}
+    index = event.content_index  # type: ignore[union-attr]
+    out = {"type": kind, "contentIndex": index}
+    if kind in ("text_delta", "thinking_delta", "toolcall_delta"):
+        out["delta"] = event.delta  # type: ignore[union-attr]
+    elif kind == "text_end":
+        block = event.partial.content[index]
+        if isinstance(block, TextContent) and block.text_signature is not None:
+            out["contentSignature"] = block.text_signature
+    elif kind == "thinking_end":
+        block = event.partial.content[index]
+        if isinstance(block, ThinkingContent):
+            if block.thinking_signature is not None:
+                out["contentSignature"] = block.thinking_signature
+            if block.redacted:
+                out["redacted"] = True
+    elif kind == "toolcall_start":
+        block = event.partial.content[index]
+        if not isinstance(block, ToolCall):
+            raise ProxyProtocolError(f"toolcall_start at content index {index} is not a tool call")
+        out["id"] = block.id
+        out["toolName"] = block.name
+    elif kind == "toolcall_end":
+        out["toolCall"] = to_json(event.tool_call)  # type: ignore[union-attr]
+    elif kind not in ("text_start", "thinking_start"):
+        raise TypeError(f"not an assistant message event: {event!r}")
+    return out

@@ -1,0 +1,67 @@
+"""Fixtures of the provider tests: mocked HTTP (httpx.MockTransport) and the real servers.
+
+Tests marked `servers` talk to aimock and llama.cpp started by `tests/providers/servers.py start`
+(their URLs in AGENTLOOP_AIMOCK_URL and AGENTLOOP_LLAMA_URL). They are deselected unless the `-m`
+expression names them (`pytest -m servers`); once selected, an unreachable server is a failure
+that says how to start it, never a skip.
+"""
+
+from __future__ import annotations
+
+import os
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+SERVERS_HELP = "start them with `python tests/providers/servers.py start` and source the env file it prints"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "servers: needs aimock and llama.cpp running (python tests/providers/servers.py start)"
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if "servers" in (config.getoption("markexpr", "") or ""):
+        return
+    deselected = [item for item in items if item.get_closest_marker("servers") is not None]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if item.get_closest_marker("servers") is None]
+
+
+def _env_file() -> dict[str, str]:
+    cache = os.environ.get("AGENTLOOP_SERVERS_CACHE") or str(
+        Path(__file__).resolve().parents[2] / ".ci-cache" / "providers"
+    )
+    try:
+        lines = (Path(cache) / "servers.env").read_text().splitlines()
+    except OSError:
+        return {}
+    return dict(line.split("=", 1) for line in lines if "=" in line)
+
+
+def _server_url(variable: str, health: str, name: str) -> str:
+    url = os.environ.get(variable) or _env_file().get(variable)
+    if not url:
+        pytest.fail(f"{variable} is not set: the {name} tests need the server; {SERVERS_HELP}", pytrace=False)
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + health, timeout=5) as response:
+            response.read()
+    except OSError as exc:
+        pytest.fail(f"{name} is not reachable at {url} ({exc}); {SERVERS_HELP}", pytrace=False)
+    return url.rstrip("/")
+
+
+@pytest.fixture(scope="session")
+def aimock_url() -> str:
+    """The root URL of the aimock server (no /v1)."""
+    return _server_url("AGENTLOOP_AIMOCK_URL", "/__aimock/health", "aimock")
+
+
+@pytest.fixture(scope="session")
+def llama_url() -> str:
+    """The root URL of the llama.cpp server (no /v1)."""
+    return _server_url("AGENTLOOP_LLAMA_URL", "/health", "llama.cpp")

@@ -1,0 +1,136 @@
+"""End-to-end against llama.cpp's own server (the `xllamacpp` wheel) running SmolLM2-135M: a real
+model streaming real thinking and text on each of the three APIs, with few tokens.
+
+Run with `pytest -m servers` after `python tests/providers/servers.py start`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import anyio
+import pytest
+
+from agentloop import AbortSignal, Agent, Context, Model, StreamOptions, TextContent, ThinkingContent, UserMessage
+from agentloop.providers import AssistantMessageEventStream, HTTPOptions, stream_simple
+from agentloop.testing import check_events
+
+from .helpers import collect, types
+
+pytestmark = pytest.mark.servers
+
+APIS = ["openai-completions", "openai-responses", "anthropic-messages"]
+HTTP = HTTPOptions(max_retries=1, backoff=0.05, idle_timeout=60)
+
+
+def llama_model(url: str, api: str) -> Model:
+    return Model(
+        id="smollm2",
+        api=api,
+        provider="llama.cpp",
+        base_url=url if api == "anthropic-messages" else url + "/v1",
+        context_window=2048,
+        max_tokens=256,
+        # the test template thinks unless told not to; budgets make it stop thinking and answer
+        compat={"thinking_format": "llama.cpp", "cache_control": False},
+    )
+
+
+def few_tokens(max_tokens: int) -> Any:
+    """A stream function that caps the output (the Agent has no max_tokens option)."""
+
+    def stream(model: Model, context: Context, options: StreamOptions) -> AssistantMessageEventStream:
+        return stream_simple(
+            model, context, dataclasses.replace(options, max_tokens=max_tokens, temperature=0.0), http=HTTP
+        )
+
+    return stream
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_an_agent_run_with_thinking(llama_url: str, api: str) -> None:
+    events: list[Any] = []
+    agent = Agent(
+        model=llama_model(llama_url, api),
+        system_prompt="You are a terse assistant.",
+        thinking_level="low",
+        thinking_budgets={"low": 4},
+        stream_fn=few_tokens(12),
+    )
+    agent.subscribe(lambda event, signal: events.append(event))
+    with anyio.fail_after(60):
+        await agent.prompt("hello")
+    check_events(events)
+    assert [m.role for m in agent.state.messages] == ["user", "assistant"]
+    answer = agent.state.messages[-1]
+    assert answer.stop_reason in ("stop", "length"), answer.error_message  # type: ignore[union-attr]
+    kinds = [type(block) for block in answer.content]  # type: ignore[union-attr]
+    assert kinds == [ThinkingContent, TextContent]
+    assert answer.content[0].thinking.strip() and answer.text.strip()  # type: ignore[union-attr]
+    assert answer.usage.output > 0 and answer.usage.input + answer.usage.cache_read > 0  # type: ignore[union-attr]
+    updates = [e.assistant_message_event.type for e in events if e.type == "message_update"]
+    assert "thinking_delta" in updates and "text_delta" in updates
+    # a second turn replays the first (thinking included) to the same server
+    with anyio.fail_after(60):
+        await agent.prompt("and again")
+    assert [m.role for m in agent.state.messages] == ["user", "assistant", "user", "assistant"]
+    assert agent.state.messages[-1].stop_reason in ("stop", "length")  # type: ignore[union-attr]
+
+
+# llama.cpp's Responses stream ends a truncated answer with status "completed" (OpenAI sends
+# response.incomplete), so the stop reason there is `stop`.
+LENGTH = {"openai-completions": "length", "openai-responses": "stop", "anthropic-messages": "length"}
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_text_without_thinking_stops_at_max_tokens(llama_url: str, api: str) -> None:
+    ctx = Context(
+        system_prompt="You are a storyteller.", messages=[UserMessage(content="Tell me a long story about a dragon.")]
+    )
+    options = StreamOptions(signal=AbortSignal(), max_tokens=5, temperature=0.0)
+    with anyio.fail_after(60):
+        events, final = await collect(stream_simple(llama_model(llama_url, api), ctx, options, http=HTTP))
+    assert final.stop_reason == LENGTH[api], final.error_message
+    assert [type(b) for b in final.content] == [TextContent] and final.text
+    assert final.usage.output == 5
+    assert "thinking_start" not in types(events)
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_abort_mid_generation(llama_url: str, api: str) -> None:
+    signal = AbortSignal()
+    ctx = Context(messages=[UserMessage(content="Count from one to one hundred in words.")])
+    options = StreamOptions(signal=signal, max_tokens=200, temperature=0.0)
+    seen: list[Any] = []
+    with anyio.fail_after(60):
+        async with stream_simple(llama_model(llama_url, api), ctx, options, http=HTTP) as stream:
+            async for event in stream:
+                seen.append(event)
+                if types(seen).count("text_delta") == 3:
+                    signal.abort()
+    assert seen[-1].type == "error" and seen[-1].reason == "aborted"
+    assert seen[-1].error.text and seen[-1].error.stop_reason == "aborted"
+    # the server is free again at once (it stopped generating when we closed the connection)
+    with anyio.fail_after(30):
+        _, final = await collect(
+            stream_simple(
+                llama_model(llama_url, api),
+                Context(messages=[UserMessage(content="hi")]),
+                StreamOptions(signal=AbortSignal(), max_tokens=3),
+                http=HTTP,
+            )
+        )
+    assert final.stop_reason in ("stop", "length")
+
+
+async def test_a_context_overflow_is_reported_with_the_server_message(llama_url: str) -> None:
+    ctx = Context(messages=[UserMessage(content="word " * 3000)])
+    options = StreamOptions(signal=AbortSignal(), max_tokens=3)
+    with anyio.fail_after(60):
+        events, final = await collect(
+            stream_simple(llama_model(llama_url, "openai-completions"), ctx, options, http=HTTP)
+        )
+    assert types(events) == ["error"]
+    assert final.error_message.startswith("HTTP 400: ")
+    assert "context" in final.error_message

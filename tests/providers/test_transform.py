@@ -1,0 +1,118 @@
+"""Cross-provider handoff (pi-ai's transformMessages) and the per-API tool-call id rules."""
+
+from __future__ import annotations
+
+from agentloop import AssistantMessage, Model, TextContent, ThinkingContent, ToolCall, ToolResultMessage, UserMessage
+from agentloop.providers import transform_messages
+from agentloop.providers._transform import (
+    NO_RESULT_TEXT,
+    normalize_anthropic_id,
+    normalize_completions_id,
+    normalize_mistral_id,
+    normalize_responses_id,
+)
+
+TARGET = Model(id="claude-sonnet-4-5", api="anthropic-messages", provider="anthropic")
+RESPONSES_ID = "call_abc|fc_" + "x" * 80
+
+
+def _assistant(
+    *content: object,
+    model: str = "gpt-5",
+    api: str = "openai-responses",
+    provider: str = "openai",
+    stop: str = "toolUse",
+) -> AssistantMessage:
+    return AssistantMessage(content=tuple(content), api=api, provider=provider, model=model, stop_reason=stop)  # type: ignore[arg-type]
+
+
+def test_same_model_messages_pass_through_unchanged() -> None:
+    message = _assistant(
+        ThinkingContent("hmm", thinking_signature="sig"),
+        TextContent("hi", text_signature="s"),
+        model="claude-sonnet-4-5",
+        api="anthropic-messages",
+        provider="anthropic",
+        stop="stop",
+    )
+    user = UserMessage(content="q")
+    result = transform_messages([user, message], TARGET, normalize_anthropic_id)
+    assert result[0] is user and result[1] is message
+
+
+def test_thinking_becomes_text_for_another_model_and_signatures_are_dropped() -> None:
+    message = _assistant(
+        ThinkingContent("step by step", thinking_signature='{"type":"reasoning"}'),
+        ThinkingContent("  "),
+        ThinkingContent("[Reasoning redacted]", thinking_signature="opaque", redacted=True),
+        TextContent("answer", text_signature='{"v":1,"id":"msg_1"}'),
+        ToolCall(RESPONSES_ID, "get_weather", {"city": "Paris"}, thought_signature="sig"),
+    )
+    result = transform_messages(
+        [
+            message,
+            ToolResultMessage(tool_call_id=RESPONSES_ID, tool_name="get_weather", content=(TextContent("sunny"),)),
+        ],
+        TARGET,
+        normalize_anthropic_id,
+    )
+    converted = result[0]
+    assert isinstance(converted, AssistantMessage)
+    assert converted.content[0] == TextContent("step by step")
+    assert converted.content[1] == TextContent("answer")
+    call = converted.content[2]
+    assert isinstance(call, ToolCall)
+    assert call.thought_signature is None
+    assert call.id == normalize_anthropic_id(RESPONSES_ID)
+    assert len(call.id) == 64 and "|" not in call.id
+    assert isinstance(result[1], ToolResultMessage) and result[1].tool_call_id == call.id
+
+
+def test_error_and_aborted_assistant_messages_are_dropped() -> None:
+    messages = [
+        UserMessage(content="q"),
+        _assistant(TextContent("partial"), stop="error"),
+        _assistant(TextContent("cut"), stop="aborted"),
+        UserMessage(content="again"),
+    ]
+    result = transform_messages(messages, TARGET)
+    assert [m.role for m in result] == ["user", "user"]
+
+
+def test_dangling_tool_calls_are_answered_before_the_next_message_and_at_the_end() -> None:
+    first = _assistant(ToolCall("call_1", "a", {}), ToolCall("call_2", "b", {}))
+    answer = ToolResultMessage(tool_call_id="call_1", tool_name="a", content=(TextContent("ok"),))
+    second = _assistant(ToolCall("call_3", "c", {}))
+    result = transform_messages([UserMessage(content="q"), first, answer, UserMessage(content="next"), second], TARGET)
+    roles = [(m.role, getattr(m, "tool_call_id", None)) for m in result]
+    assert roles == [
+        ("user", None),
+        ("assistant", None),
+        ("toolResult", "call_1"),
+        ("toolResult", "call_2"),
+        ("user", None),
+        ("assistant", None),
+        ("toolResult", "call_3"),
+    ]
+    synthetic = result[3]
+    assert isinstance(synthetic, ToolResultMessage)
+    assert synthetic.is_error and synthetic.content == (TextContent(NO_RESULT_TEXT),) and synthetic.tool_name == "b"
+
+
+def test_a_dropped_errored_message_does_not_leave_its_calls_pending() -> None:
+    broken = _assistant(ToolCall("call_9", "x", {}), stop="error")
+    result = transform_messages([UserMessage(content="q"), broken, UserMessage(content="retry")], TARGET)
+    assert [m.role for m in result] == ["user", "user"]
+
+
+def test_id_rules() -> None:
+    assert normalize_anthropic_id("call.1/2") == "call_1_2"
+    assert normalize_anthropic_id("") == "call"
+    assert normalize_completions_id(RESPONSES_ID) == "call_abc"
+    assert normalize_completions_id("toolu_" + "y" * 50) == ("toolu_" + "y" * 50)[:40]
+    assert normalize_completions_id("call_short") == "call_short"
+    assert normalize_mistral_id("call_ab") == "callabABC"
+    assert normalize_mistral_id("call_abcdefghijk") == "callabcde"
+    assert normalize_responses_id("toolu_01.x") == "toolu_01_x"
+    assert normalize_responses_id("call_1|rs_2") == "call_1|fc_rs_2"
+    assert normalize_responses_id("call_1__|fc_" + "z" * 70 + "__") == "call_1|fc_" + "z" * 61

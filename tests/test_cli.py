@@ -1,0 +1,171 @@
+"""The command line: one-shot, chat with steering, --jsonl, Ctrl-C, root confinement, exit codes."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+import agentloop as al
+from agentloop import _cli
+from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedThinking, ScriptedToolCall, check_events
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return False
+
+
+def use_model(monkeypatch: pytest.MonkeyPatch, model: Any, local: bool = False) -> None:
+    @contextlib.asynccontextmanager
+    async def open_model(args: Any, say: Any) -> AsyncIterator[Any]:
+        yield al.Model(id="scripted", api="scripted"), model, local
+
+    monkeypatch.setattr(_cli, "open_model", open_model)
+
+
+async def cli(argv: list[str], stdin: str = "") -> tuple[int, str, str]:
+    args = _cli.build_parser().parse_args(argv)
+    out, err = Terminal(), Terminal()
+    with anyio.fail_after(10):
+        code = await _cli.run_cli(args, io.StringIO(stdin), out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+async def test_one_shot_streams_text_tools_and_a_summary(
+    anyio_backend: object, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "notes.txt").write_text("the answer is 42", encoding="utf-8")
+    model = ScriptedModel(
+        [
+            Response(
+                content=[ScriptedThinking("let me read"), ScriptedToolCall("c1", "read_file", {"path": "notes.txt"})]
+            ),
+            Response(content=[ScriptedText(["It says ", "42."])]),
+        ]
+    )
+    use_model(monkeypatch, model)
+    code, out, _ = await cli(["run", "What do my notes say?", "--root", str(tmp_path)])
+    assert code == _cli.EXIT_OK
+    assert "(thinking) let me read" in out
+    assert '→ read_file({"path": "notes.txt"})' in out
+    assert "← the answer is 42" in out
+    assert "It says 42." in out
+    assert "2 turns" in out.splitlines()[-1]
+
+
+async def test_thinking_can_be_hidden(anyio_backend: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    use_model(monkeypatch, ScriptedModel([Response(content=[ScriptedThinking("secret"), ScriptedText("shown")])]))
+    code, out, _ = await cli(["run", "hi", "--thinking", "hide"])
+    assert code == 0 and "secret" not in out and "shown" in out
+
+
+async def test_jsonl_writes_every_event_for_the_codec(anyio_backend: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    use_model(
+        monkeypatch,
+        ScriptedModel([Response(content=[ScriptedToolCall("c1", "calculator", {"expression": "17*23"})]), "391"]),
+    )
+    code, out, err = await cli(["run", "17*23?", "--jsonl"])
+    events = [al.loads(line) for line in out.splitlines()]
+    check_events(events)
+    end = next(e for e in events if isinstance(e, al.ToolExecutionEnd))
+    assert end.result.content[0].text == "17*23 = 391"  # type: ignore[union-attr]
+    assert code == 0 and "1 turn" not in out and "2 turns" in err
+
+
+async def test_a_path_escaping_the_root_is_refused(
+    anyio_backend: object, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "root").mkdir()
+    (tmp_path / "secret.txt").write_text("no", encoding="utf-8")
+    use_model(
+        monkeypatch,
+        ScriptedModel([Response(content=[ScriptedToolCall("c1", "read_file", {"path": "../secret.txt"})]), "ok"]),
+    )
+    code, out, _ = await cli(["run", "read it", "--root", str(tmp_path / "root")])
+    assert code == 0
+    assert "✗ '../secret.txt' is outside the root folder" in out
+
+
+async def test_model_error_exit_code(anyio_backend: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    use_model(monkeypatch, ScriptedModel([Response(stop_reason="error", error_message="quota exceeded")]))
+    code, out, _ = await cli(["run", "hi"])
+    assert code == _cli.EXIT_MODEL_ERROR and "error: quota exceeded" in out
+
+
+async def test_chat_prompts_then_steers_while_the_agent_works(
+    anyio_backend: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    steered: list[str] = []
+
+    class Slow(ScriptedModel):
+        def __call__(self, model: al.Model, context: al.Context, options: al.StreamOptions) -> Any:
+            steered.extend(m.content for m in context.messages if m.role == "user")  # type: ignore[misc]
+            return super().__call__(model, context, options)
+
+    model = Slow([Response(content=[ScriptedText(["one ", "two"])], delay=0.3), "after steering", "second prompt"])
+    use_model(monkeypatch, model)
+    code, out, _ = await cli(["chat"], stdin="first\nsteer now\n")
+    assert code == 0
+    assert "(steering the current run)" in out
+    assert "one two" in out
+    assert len(model.calls) == 2 and steered[-1] == "steer now"
+
+
+async def test_ctrl_c_aborts_the_run_and_answers_every_tool(
+    anyio_backend: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    @al.tool
+    async def wait() -> str:
+        """Wait."""
+        os.kill(os.getpid(), signal.SIGINT)
+        await anyio.sleep(5)
+        return "done"
+
+    original = _cli.builtin_tools
+    monkeypatch.setattr(_cli, "builtin_tools", lambda root: [*original(root), wait])
+    use_model(monkeypatch, ScriptedModel([Response(content=[ScriptedToolCall("c1", "wait", {})]), "never"]))
+    code, out, _ = await cli(["run", "wait", "--max-turns", "2"])
+    assert code == _cli.EXIT_ABORTED
+    assert "^C aborting" in out
+    assert "✗ Operation aborted" in out
+
+
+def test_usage_errors() -> None:
+    assert _cli.main(["run", "x", "--max-turns", "0"]) == _cli.EXIT_USAGE
+    with pytest.raises(SystemExit) as exc:
+        _cli.main(["fly"])
+    assert exc.value.code == 2
+
+
+@pytest.mark.servers
+def test_the_embedded_local_model_answers(tmp_path: Path) -> None:
+    """A real run: llama.cpp with SmolLM2 (the `local` extra and the GGUF, as .ci/run installs them)."""
+    cache = Path(__file__).parents[1] / ".ci-cache" / "providers"
+    gguf = next(cache.rglob("*.gguf"), None)
+    assert gguf is not None, "run `python tests/providers/servers.py start` first (it fetches the model)"
+    env = {**os.environ, "AGENTLOOP_MODEL_PATH": str(gguf)}
+    env.pop("OPENAI_API_KEY", None)
+    env.pop("ANTHROPIC_API_KEY", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "agentloop", "run", "Say hello.", "--max-tokens", "24", "--root", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "SmolLM2-135M-Instruct" in done.stdout
+    lines = done.stdout.strip().splitlines()
+    assert "1 turn" in lines[-1]
+    assert any(line.strip() and not line.startswith(("Using", "It is tiny", "(The tiny")) for line in lines[2:-1])
+    assert "used no tool" in done.stdout or "→" in done.stdout
