@@ -13,6 +13,7 @@ import functools
 from collections.abc import AsyncIterator, Sequence
 
 import anyio
+import anyio.lowlevel
 
 from agentloop import (
     AbortSignal,
@@ -55,7 +56,7 @@ def turn_number(messages: Sequence[object]) -> int:
     return 0
 
 
-def scripted_model(*, deltas: int = 1, turns: int = 0, calls: int = 1, tool: str = "ok"):  # noqa: ANN201
+def scripted_model(*, deltas: int = 1, turns: int = 0, calls: int = 1, tool: str = "ok"):
     """A stream function: `turns` turns of `calls` tool calls, then a text of `deltas` deltas."""
 
     async def stream(model: Model, context: Context, options: StreamOptions) -> AsyncIterator[AssistantMessageEvent]:
@@ -86,17 +87,17 @@ _EMPTY_SCHEMA = {"type": "object", "properties": {}}
 
 
 async def _ok(tool_call_id: str, params: object, signal: AbortSignal, on_update: object) -> AgentToolResult:
-    return AgentToolResult.text("ok")
+    return AgentToolResult.from_text("ok")
 
 
 async def _ok_checkpoint(tool_call_id: str, params: object, signal: AbortSignal, on_update: object) -> AgentToolResult:
-    await anyio.sleep(0)
-    return AgentToolResult.text("ok")
+    await anyio.lowlevel.checkpoint()
+    return AgentToolResult.from_text("ok")
 
 
 async def _sleep(tool_call_id: str, params: object, signal: AbortSignal, on_update: object) -> AgentToolResult:
     await anyio.sleep(0.01)
-    return AgentToolResult.text("ok")
+    return AgentToolResult.from_text("ok")
 
 
 OK = AgentTool(name="ok", description="Returns ok.", parameters=_EMPTY_SCHEMA, execute=_ok)
@@ -183,7 +184,7 @@ async def w4_agents(agents: int) -> int:
     return done // 6
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def transcript(length: int) -> tuple[object, ...]:
     """A pre-filled conversation of `length` messages (questions and answers), built once."""
     out: list[object] = []
@@ -191,7 +192,11 @@ def transcript(length: int) -> tuple[object, ...]:
         if i % 2 == 0:
             out.append(UserMessage(content=f"question {i}"))
         else:
-            out.append(AssistantMessage(content=(TextContent(f"answer {i}"),), api="scripted", provider="bench", model="scripted"))
+            out.append(
+                AssistantMessage(
+                    content=(TextContent(f"answer {i}"),), api="scripted", provider="bench", model="scripted"
+                )
+            )
     return tuple(out)
 
 

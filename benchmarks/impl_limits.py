@@ -1,7 +1,11 @@
-"""W5: what any loop can reach on this machine (transports alone, no agent).
+"""W5: what any loop can reach on this machine (transports alone, and a minimal agent loop).
 
-Each function moves `n` slotted dataclasses from a producer to a consumer that does the same
-trivial work as the agent consumers (a type check and a counter), or measures the W3 floor.
+Each transport function moves `n` slotted dataclasses from a producer to a consumer that does the
+same trivial work as the agent consumers (a type check and a counter), or measures the W3 floor.
+The minimal loop (as in bench-anchors.md) is not a product: typed slotted events, a stateless
+scripted streaming model that keeps its partial up to date, tool dispatch without validation, a
+transcript, and events through a memory-object stream with `send_nowait`/`receive_nowait`. It
+shows what the design can reach before validation, hooks, queues, abort and ordering guarantees.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import anyio
+from anyio.streams.memory import MemoryObjectSendStream
 
 BACKENDS = ("asyncio", "trio")
 BUFFER = 64
@@ -101,7 +106,122 @@ async def gather_sleeps(n: int) -> int:
     return done
 
 
+# --- the minimal loop ------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Message:
+    role: str
+    chunks: list[str]
+    tool_calls: list[tuple[str, str]]  # (id, tool name)
+    tool_call_id: str = ""
+
+
+@dataclass(slots=True)
+class Delta:  # a model event: one text chunk and the partial message after it
+    delta: str
+    partial: Message
+
+
+@dataclass(slots=True)
+class Done:
+    message: Message
+
+
+@dataclass(slots=True)
+class AgentEvent:  # the loop's events: kind is agent_start, turn_start, message_update, ...
+    kind: str
+    payload: object = None
+
+
+async def _minimal_model(transcript: list[Message], deltas: int, turns: int) -> AsyncIterator[object]:
+    last = transcript[-1]
+    turn = int(last.tool_call_id[1:]) + 1 if last.role == "toolResult" else 0
+    partial = Message("assistant", [], [])
+    if turn < turns:  # toolcall_start, toolcall_delta, toolcall_end
+        partial.tool_calls.append((f"c{turn}", "ok"))
+        for _ in range(3):
+            yield Delta("{}", partial)
+    else:
+        for _ in range(deltas):
+            partial.chunks.append("abc ")
+            yield Delta("abc ", partial)
+    yield Done(partial)
+
+
+async def _ok_tool() -> str:
+    return "ok"
+
+
+async def _minimal_loop(send: MemoryObjectSendStream[AgentEvent], deltas: int, turns: int) -> None:
+    tools = {"ok": _ok_tool}
+    transcript = [Message("user", ["go"], [])]
+
+    async def emit(event: AgentEvent) -> None:
+        try:
+            send.send_nowait(event)
+        except anyio.WouldBlock:
+            await send.send(event)
+
+    async with send:
+        await emit(AgentEvent("agent_start"))
+        while True:
+            await emit(AgentEvent("turn_start"))
+            await emit(AgentEvent("message_start"))
+            async for event in _minimal_model(transcript, deltas, turns):
+                if type(event) is Done:
+                    message = event.message
+                    break
+                await emit(AgentEvent("message_update", event))
+            transcript.append(message)
+            await emit(AgentEvent("message_end", message))
+            for call_id, name in message.tool_calls:
+                await emit(AgentEvent("tool_execution_start", call_id))
+                result = Message("toolResult", [await tools[name]()], [], call_id)
+                await emit(AgentEvent("tool_execution_end", result))
+                await emit(AgentEvent("message_start", result))
+                await emit(AgentEvent("message_end", result))
+                transcript.append(result)
+            await emit(AgentEvent("turn_end", message))
+            if not message.tool_calls:
+                break
+        await emit(AgentEvent("agent_end", transcript))
+
+
+async def _minimal_run(deltas: int, turns: int, kind: str) -> int:
+    send, receive = anyio.create_memory_object_stream[AgentEvent](BUFFER)
+    seen = 0
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_minimal_loop, send, deltas, turns)
+        async with receive:
+            while True:
+                try:
+                    event = receive.receive_nowait()
+                except anyio.WouldBlock:
+                    try:
+                        event = await receive.receive()
+                    except anyio.EndOfStream:
+                        break
+                except anyio.EndOfStream:
+                    break
+                if event.kind == kind:
+                    seen += 1
+    return seen
+
+
+async def minimal_w1(n: int) -> int:
+    """W1 through the minimal loop: deltas seen by the consumer."""
+    return await _minimal_run(n, 0, "message_update")
+
+
+async def minimal_w2(turns: int) -> int:
+    """W2 through the minimal loop: tool turns seen by the consumer."""
+    return await _minimal_run(1, turns, "turn_end") - 1
+
+
 WORKLOADS = {
+    "minimal_w1": minimal_w1,
+    "minimal_w2": minimal_w2,
     "async_generator": async_generator,
     "stream_buffer0": stream_buffer0,
     "stream_nowait": stream_nowait,

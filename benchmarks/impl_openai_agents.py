@@ -90,7 +90,11 @@ class ScriptedModel(Model):
             for j in range(self.calls):
                 call_id = f"c{turn}_{j}"
                 item = ResponseFunctionToolCall.model_construct(
-                    id=f"fc_{call_id}", call_id=call_id, name=self.tool, arguments="", type="function_call",
+                    id=f"fc_{call_id}",
+                    call_id=call_id,
+                    name=self.tool,
+                    arguments="",
+                    type="function_call",
                     status="in_progress",
                 )
                 seq += 1
@@ -99,16 +103,27 @@ class ScriptedModel(Model):
                 )
                 seq += 1
                 yield ResponseFunctionCallArgumentsDeltaEvent.model_construct(
-                    delta="{}", item_id=item.id, output_index=j, sequence_number=seq,
+                    delta="{}",
+                    item_id=item.id,
+                    output_index=j,
+                    sequence_number=seq,
                     type="response.function_call_arguments.delta",
                 )
                 seq += 1
                 yield ResponseFunctionCallArgumentsDoneEvent.model_construct(
-                    arguments="{}", item_id=item.id, name=self.tool, output_index=j, sequence_number=seq,
+                    arguments="{}",
+                    item_id=item.id,
+                    name=self.tool,
+                    output_index=j,
+                    sequence_number=seq,
                     type="response.function_call_arguments.done",
                 )
                 done = ResponseFunctionToolCall.model_construct(
-                    id=item.id, call_id=call_id, name=self.tool, arguments="{}", type="function_call",
+                    id=item.id,
+                    call_id=call_id,
+                    name=self.tool,
+                    arguments="{}",
+                    type="function_call",
                     status="completed",
                 )
                 output.append(done)
@@ -127,7 +142,10 @@ class ScriptedModel(Model):
             )
             seq += 1
             yield ResponseContentPartAddedEvent.model_construct(
-                content_index=0, item_id=item_id, output_index=0, sequence_number=seq,
+                content_index=0,
+                item_id=item_id,
+                output_index=0,
+                sequence_number=seq,
                 part=ResponseOutputText.model_construct(text="", annotations=[], type="output_text"),
                 type="response.content_part.added",
             )
@@ -136,19 +154,33 @@ class ScriptedModel(Model):
                 chunks.append(DELTA)
                 seq += 1
                 yield ResponseTextDeltaEvent.model_construct(
-                    content_index=0, delta=DELTA, item_id=item_id, logprobs=[], output_index=0,
-                    sequence_number=seq, type="response.output_text.delta",
+                    content_index=0,
+                    delta=DELTA,
+                    item_id=item_id,
+                    logprobs=[],
+                    output_index=0,
+                    sequence_number=seq,
+                    type="response.output_text.delta",
                 )
             text = "".join(chunks)
             part = ResponseOutputText.model_construct(text=text, annotations=[], type="output_text")
             seq += 1
             yield ResponseTextDoneEvent.model_construct(
-                content_index=0, item_id=item_id, logprobs=[], output_index=0, sequence_number=seq, text=text,
+                content_index=0,
+                item_id=item_id,
+                logprobs=[],
+                output_index=0,
+                sequence_number=seq,
+                text=text,
                 type="response.output_text.done",
             )
             seq += 1
             yield ResponseContentPartDoneEvent.model_construct(
-                content_index=0, item_id=item_id, output_index=0, part=part, sequence_number=seq,
+                content_index=0,
+                item_id=item_id,
+                output_index=0,
+                part=part,
+                sequence_number=seq,
                 type="response.content_part.done",
             )
             done_message = ResponseOutputMessage.model_construct(
@@ -185,7 +217,7 @@ async def sleep() -> str:
     return "ok"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def agent(tool: str | None) -> Agent[Any]:
     """One Agent definition per process and tool set; the model is given per run."""
     tools = {"ok": [ok], "ok_checkpoint": [ok_checkpoint], "sleep": [sleep], None: []}[tool]

@@ -71,7 +71,7 @@ def turn_number(messages: Sequence[Any]) -> int:
     return 0
 
 
-def scripted_model(*, deltas: int = 1, turns: int = 0, calls: int = 1, tool: str = "ok"):  # noqa: ANN201
+def scripted_model(*, deltas: int = 1, turns: int = 0, calls: int = 1, tool: str = "ok"):
     def stream(model: Model, context: TranscriptContext, options: Any) -> AssistantMessageEventStream:
         out = AssistantMessageEventStream()
 
@@ -202,7 +202,7 @@ async def w4_agents(agents: int) -> int:
     return done // 6
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def transcript(length: int) -> tuple[Any, ...]:
     out: list[Any] = []
     for i in range(length):

@@ -76,7 +76,7 @@ async def sleep() -> str:
     return "ok"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def agent(tool: str | None) -> Agent[None, str]:
     """One Agent definition per process and tool set; the model is given per run."""
     tools = {"ok": [ok], "ok_checkpoint": [ok_checkpoint], "sleep": [sleep], None: []}[tool]
@@ -125,7 +125,7 @@ async def w4_agents(agents: int) -> int:
     return sum(1 for r in results if r == 5)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def transcript(length: int) -> tuple[ModelMessage, ...]:
     out: list[ModelMessage] = []
     for i in range(length):
