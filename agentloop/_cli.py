@@ -49,7 +49,7 @@ SYSTEM_PROMPT = (
     "You are a helpful assistant running in a terminal. Answer briefly. You can read files and list "
     "folders inside the user's root folder, calculate, and tell the time with your tools."
 )
-DEFAULT_MODELS = {"OPENAI_API_KEY": "openai:gpt-4o-mini", "ANTHROPIC_API_KEY": "anthropic:claude-3-5-haiku-latest"}
+DEFAULT_MODELS = {"OPENAI_API_KEY": "openai:gpt-4o-mini", "ANTHROPIC_API_KEY": "anthropic:claude-haiku-4-5"}
 
 
 def build_parser() -> argparse.ArgumentParser:
