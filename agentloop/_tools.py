@@ -166,7 +166,7 @@ def _validate_with_schema(tool: AgentTool, arguments: Mapping[str, Any]) -> Any:
     schema = validator.schema
     found: list[tuple[list[tuple[int, ...]], str]] = []
     reported: set[tuple[Any, ...]] = set()
-    for error in validator.iter_errors(args):
+    for error in _errors(validator, args):
         at = list(error.absolute_path)
         base = ".".join(str(p) for p in at)
         if error.validator == "required" and isinstance(error.instance, dict):
@@ -183,6 +183,17 @@ def _validate_with_schema(tool: AgentTool, arguments: Mapping[str, Any]) -> Any:
         found.sort(key=lambda item: item[0])
         raise _failure(tool.name, [line for _, line in found], arguments)
     return args
+
+
+def _errors(validator: Any, args: Any) -> list[Any]:
+    """Every validation error; a `$ref` that names nothing is an error, not a crash."""
+    import jsonschema
+
+    try:
+        return list(validator.iter_errors(args))
+    except jsonschema.exceptions._WrappedReferencingError as exc:
+        error = jsonschema.ValidationError(f"the schema has a $ref that cannot be resolved ({exc})")
+        return [error]
 
 
 def _error_order(schema: Any, path: list[Any]) -> list[tuple[int, ...]]:
