@@ -188,10 +188,11 @@ def _validate_with_schema(tool: AgentTool, arguments: Mapping[str, Any]) -> Any:
 def _errors(validator: Any, args: Any) -> list[Any]:
     """Every validation error; a `$ref` that names nothing is an error, not a crash."""
     import jsonschema
+    import referencing.exceptions
 
     try:
         return list(validator.iter_errors(args))
-    except jsonschema.exceptions._WrappedReferencingError as exc:
+    except referencing.exceptions.Unresolvable as exc:
         error = jsonschema.ValidationError(f"the schema has a $ref that cannot be resolved ({exc})")
         return [error]
 
