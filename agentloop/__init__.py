@@ -28,6 +28,14 @@ from ._config import StreamOptions as StreamOptions
 from ._config import TurnContext as TurnContext
 from ._config import default_convert_to_llm as default_convert_to_llm
 from ._default_stream import register_api_provider as register_api_provider
+from ._envelope import Enveloper as Enveloper
+from ._envelope import EnvelopeStream as EnvelopeStream
+from ._envelope import EventEnvelope as EventEnvelope
+from ._envelope import dumps_envelope as dumps_envelope
+from ._envelope import envelope_from_json as envelope_from_json
+from ._envelope import envelope_to_json as envelope_to_json
+from ._envelope import enveloping as enveloping
+from ._envelope import with_envelopes as with_envelopes
 from ._errors import AgentBusyError as AgentBusyError
 from ._errors import AgentLoopError as AgentLoopError
 from ._errors import InvalidContextError as InvalidContextError
@@ -59,6 +67,19 @@ from ._events import TurnStart as TurnStart
 from ._loop import run_agent_loop as run_agent_loop
 from ._loop import run_agent_loop_continue as run_agent_loop_continue
 from ._partial import AssistantMessageBuilder as AssistantMessageBuilder
+from ._sessions import JSONLSessionStore as JSONLSessionStore
+from ._sessions import Session as Session
+from ._sessions import SessionCorruptError as SessionCorruptError
+from ._sessions import SessionData as SessionData
+from ._sessions import SessionError as SessionError
+from ._sessions import SessionInfo as SessionInfo
+from ._sessions import SessionLockedError as SessionLockedError
+from ._sessions import SessionNotFoundError as SessionNotFoundError
+from ._sessions import SessionSettings as SessionSettings
+from ._sessions import SessionStore as SessionStore
+from ._sessions import SQLiteSessionStore as SQLiteSessionStore
+from ._sessions import open_agent as open_agent
+from ._sse_app import AgentSSEApp as AgentSSEApp
 from ._stream import AgentEventStream as AgentEventStream
 from ._stream import AgentLoopStream as AgentLoopStream
 from ._stream import agent_loop as agent_loop
@@ -102,6 +123,7 @@ __all__ = (
     "AgentLoopError",
     "AgentLoopStream",
     "AgentMessage",
+    "AgentSSEApp",
     "AgentStart",
     "AgentState",
     "AgentTool",
@@ -115,9 +137,13 @@ __all__ = (
     "Cost",
     "CustomMessage",
     "DoneEvent",
+    "EnvelopeStream",
+    "Enveloper",
     "ErrorEvent",
+    "EventEnvelope",
     "ImageContent",
     "InvalidContextError",
+    "JSONLSessionStore",
     "Message",
     "MessageEnd",
     "MessageStart",
@@ -125,6 +151,16 @@ __all__ = (
     "Model",
     "ModelCost",
     "NextTurn",
+    "SQLiteSessionStore",
+    "Session",
+    "SessionCorruptError",
+    "SessionData",
+    "SessionError",
+    "SessionInfo",
+    "SessionLockedError",
+    "SessionNotFoundError",
+    "SessionSettings",
+    "SessionStore",
     "StartEvent",
     "StopReason",
     "StreamFn",
@@ -156,11 +192,17 @@ __all__ = (
     "agent_loop_continue",
     "default_convert_to_llm",
     "dumps",
+    "dumps_envelope",
+    "envelope_from_json",
+    "envelope_to_json",
+    "enveloping",
     "from_json",
     "loads",
+    "open_agent",
     "register_api_provider",
     "run_agent_loop",
     "run_agent_loop_continue",
     "to_json",
     "tool",
+    "with_envelopes",
 )

@@ -291,11 +291,17 @@ class Agent:
         """The agent's state (live: it changes as runs progress)."""
         return self._state
 
-    def subscribe(self, listener: AgentListener) -> Callable[[], None]:
-        """Call `listener(event, signal)` for every event; returns a function that unsubscribes."""
+    def subscribe(self, listener: AgentListener, *, first: bool = False) -> Callable[[], None]:
+        """Call `listener(event, signal)` for every event; returns a function that unsubscribes.
+
+        Listeners run in registration order; `first=True` puts this one before all others (a
+        session store uses it, so that other listeners see only messages already stored).
+        """
         if not callable(listener):
             raise TypeError(f"listener must be callable, got {listener!r}")
-        if listener not in self._listeners:
+        if first:
+            self._listeners = (listener, *(fn for fn in self._listeners if fn is not listener))
+        elif listener not in self._listeners:
             self._listeners = (*self._listeners, listener)
 
         def unsubscribe() -> None:

@@ -33,8 +33,18 @@ FIGURE_ROWS = (
     "W6 cost per turn, long transcript",
 )
 IMPORT_ROWS = ("anyio + pydantic", "agentloop")
-TARGET_ROWS = ("W1 `agent_loop`", "W1 `Agent`", "W2 tool turns >=", "W3 within", "W4 wall", "W4 <= 16 KB",
-               "W6 long answer", "W6 long transcript", "import agentloop <=", "import agentloop leaves httpx")
+TARGET_ROWS = (
+    "W1 `agent_loop`",
+    "W1 `Agent`",
+    "W2 tool turns >=",
+    "W3 within",
+    "W4 wall",
+    "W4 <= 16 KB",
+    "W6 long answer",
+    "W6 long transcript",
+    "import agentloop <=",
+    "import agentloop leaves httpx",
+)
 
 
 def cells(line: str) -> list[str]:

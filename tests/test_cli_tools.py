@@ -58,7 +58,14 @@ def test_resolve_inside_accepts_the_root_itself_and_rejects_nul(root: Path) -> N
 
 @pytest.mark.parametrize(
     ("expression", "value"),
-    [("2 * (3 + 4) ** 2", 98), ("17 * 23", 391), ("-3 + 1.5", -1.5), ("sqrt(16)", 4.0), ("7 // 2 + 7 % 2", 4), ("round(pi, 2)", 3.14)],
+    [
+        ("2 * (3 + 4) ** 2", 98),
+        ("17 * 23", 391),
+        ("-3 + 1.5", -1.5),
+        ("sqrt(16)", 4.0),
+        ("7 // 2 + 7 % 2", 4),
+        ("round(pi, 2)", 3.14),
+    ],
 )
 def test_calculator_evaluates_arithmetic(expression: str, value: float) -> None:
     assert calculate(expression) == value

@@ -343,11 +343,13 @@ class WireDecoder:
     for an event type it does not know (ignored, as the reference does).
     """
 
-    __slots__ = ("_builder", "_kinds")
+    __slots__ = ("_builder", "_ended", "_kinds", "_started")
 
     def __init__(self, model: Model) -> None:
         self._builder = AssistantMessageBuilder(api=model.api, provider=model.provider, model=model.id)
         self._kinds: list[str] = []  # the block type at each content index
+        self._ended: set[int] = set()  # the content indexes whose block ended
+        self._started = False
 
     def error(self, reason: Literal["error", "aborted"], message: str) -> ErrorEvent:
         """A terminal error event that keeps what was built so far."""
@@ -366,7 +368,9 @@ class WireDecoder:
             raise ProxyProtocolError(f"The proxy server sent malformed JSON: {exc}") from None
         return self.feed(value)
 
-    def _index(self, data: Mapping[str, Any], kind: str, event: str, *, new: bool = False) -> int:
+    def _index(self, data: Mapping[str, Any], kind: str, event: str, *, new: bool = False, end: bool = False) -> int:
+        if not self._started:
+            raise ProxyProtocolError(f"Received {event} before start")
         index = data.get("contentIndex")
         if not isinstance(index, int) or isinstance(index, bool):
             raise ProxyProtocolError(f"Malformed proxy event {event}: contentIndex must be an integer")
@@ -379,6 +383,10 @@ class WireDecoder:
         elif not 0 <= index < len(self._kinds) or self._kinds[index] != kind:
             what = {"text": "text", "thinking": "thinking", "toolCall": "toolCall"}[kind]
             raise ProxyProtocolError(f"Received {event} for non-{what} content")
+        elif index in self._ended:
+            raise ProxyProtocolError(f"Received {event} for content index {index}, whose block already ended")
+        if end:
+            self._ended.add(index)
         return index
 
     @staticmethod
@@ -415,6 +423,9 @@ class WireDecoder:
         kind = data.get("type")
         b = self._builder
         if kind == "start":
+            if self._started:
+                raise ProxyProtocolError("Received a second start event")
+            self._started = True
             return b.start()
         if kind == "text_start":
             self._index(data, "text", kind, new=True)
@@ -422,7 +433,7 @@ class WireDecoder:
         if kind == "text_delta":
             return b.text_delta(self._str(data, "delta", kind), self._index(data, "text", kind))
         if kind == "text_end":
-            index = self._index(data, "text", kind)
+            index = self._index(data, "text", kind, end=True)
             signature = data.get("contentSignature")
             return b.text_end(index, signature=signature if isinstance(signature, str) else None)
         if kind == "thinking_start":
@@ -431,7 +442,7 @@ class WireDecoder:
         if kind == "thinking_delta":
             return b.thinking_delta(self._str(data, "delta", kind), self._index(data, "thinking", kind))
         if kind == "thinking_end":
-            index = self._index(data, "thinking", kind)
+            index = self._index(data, "thinking", kind, end=True)
             signature = data.get("contentSignature")
             return b.thinking_end(
                 index,
@@ -466,7 +477,7 @@ class WireDecoder:
 
     def _tool_call_end(self, data: Mapping[str, Any]) -> AssistantMessageEvent:
         b = self._builder
-        index = self._index(data, "toolCall", "toolcall_end")
+        index = self._index(data, "toolCall", "toolcall_end", end=True)
         text = b.tool_call_text(index)
         sent = data.get("toolCall")
         if sent is not None:

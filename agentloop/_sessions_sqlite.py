@@ -1,0 +1,319 @@
+"""The SQLite session backend: one database, WAL journal, one transaction per write.
+
+Tables: `sessions` (metadata, settings as JSON text), `messages` (one row per message, the
+codec's JSON text) and `leases` (the writer of a session: a random token, its host and process).
+A lease whose process is gone (same host: no such pid, a zombie, or a pid reused by a process
+started later) is stale and is taken over; every write checks, in its transaction, that the
+lease is still the writer's own. The connection is shared by the store's worker threads under
+a lock (`check_same_thread=False`).
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import socket
+import sqlite3
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+from ._sessions import (
+    Backend,
+    JSONDict,
+    Meta,
+    SessionCorruptError,
+    SessionError,
+    SessionLockedError,
+    SessionNotFoundError,
+    Writer,
+)
+
+__all__ = ("SQLiteBackend",)
+
+SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY,
+    created INTEGER NOT NULL,
+    updated INTEGER NOT NULL,
+    title TEXT,
+    parent_id TEXT,
+    fork_index INTEGER,
+    settings TEXT NOT NULL,
+    message_count INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS messages (
+    session_id TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (session_id, idx)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS leases (
+    session_id TEXT PRIMARY KEY,
+    token TEXT NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    pid_start TEXT,
+    acquired INTEGER NOT NULL
+);
+"""
+_META_COLUMNS = "id, created, updated, title, parent_id, fork_index, settings, message_count"
+
+
+def _process_start(pid: int) -> str | None:
+    """The start time of a process (Linux: /proc), to tell a pid reused by a later process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    if fields and fields[0] == b"Z":  # a zombie: dead, not yet reaped
+        return "zombie"
+    return fields[19].decode() if len(fields) > 19 else None
+
+
+def _alive(pid: int, start: str | None) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: it exists
+        pass
+    except OSError:  # pragma: no cover - e.g. Windows without such a pid
+        return False
+    now = _process_start(pid)
+    if now == "zombie":
+        return False
+    return start is None or now is None or now == start
+
+
+class SQLiteBackend(Backend):
+    def __init__(self, path: Path, *, synchronous: str, timeout: float) -> None:
+        self._lock = threading.Lock()
+        self._host = socket.gethostname()
+        self._pid = os.getpid()
+        self._pid_start = _process_start(self._pid)
+        conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={synchronous}")
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version not in (0, SCHEMA_VERSION):
+                raise SessionError(f"{path}: session database schema version {version}, expected {SCHEMA_VERSION}")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        except BaseException:
+            conn.close()
+            raise
+        self._conn: sqlite3.Connection | None = conn
+
+    def _transaction(self, immediate: bool) -> _Transaction:
+        conn = self._conn
+        if conn is None:
+            raise SessionError("the session store is closed")
+        return _Transaction(self._lock, conn, immediate)
+
+    def create(self, meta: Meta, messages: builtins.list[str]) -> None:
+        with self._transaction(True) as conn:
+            try:
+                conn.execute(
+                    f"INSERT INTO sessions ({_META_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        meta.id,
+                        meta.created,
+                        meta.updated,
+                        meta.title,
+                        meta.parent_id,
+                        meta.fork_index,
+                        json.dumps(meta.settings, ensure_ascii=False),
+                        len(messages),
+                    ),
+                )
+            except sqlite3.IntegrityError:
+                raise SessionError(f"a session with id {meta.id!r} already exists") from None
+            conn.execute("DELETE FROM messages WHERE session_id = ?", (meta.id,))  # leftovers of a deleted id
+            conn.executemany(
+                "INSERT INTO messages (session_id, idx, data) VALUES (?, ?, ?)",
+                [(meta.id, i, text) for i, text in enumerate(messages)],
+            )
+
+    def list(self) -> builtins.list[Meta]:
+        with self._transaction(False) as conn:
+            rows = conn.execute(f"SELECT {_META_COLUMNS} FROM sessions").fetchall()
+        return [_meta(row) for row in rows]
+
+    def _meta(self, conn: sqlite3.Connection, session_id: str) -> Meta:
+        row = conn.execute(f"SELECT {_META_COLUMNS} FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        if row is None:
+            raise SessionNotFoundError(f"no session {session_id!r} in the database")
+        return _meta(row)
+
+    def _messages(self, conn: sqlite3.Connection, meta: Meta) -> builtins.list[Any]:
+        rows = conn.execute("SELECT idx, data FROM messages WHERE session_id = ? ORDER BY idx", (meta.id,)).fetchall()
+        if len(rows) != meta.message_count or any(row[0] != i for i, row in enumerate(rows)):
+            raise SessionCorruptError(
+                f"session {meta.id!r}: {len(rows)} message rows for a message count of {meta.message_count}"
+            )
+        return [row[1] for row in rows]
+
+    def load(self, session_id: str) -> tuple[Meta, builtins.list[Any]]:
+        with self._transaction(False) as conn:
+            meta = self._meta(conn, session_id)
+            return meta, self._messages(conn, meta)
+
+    def _check_lease(self, conn: sqlite3.Connection, session_id: str) -> None:
+        row = conn.execute("SELECT host, pid, pid_start FROM leases WHERE session_id = ?", (session_id,)).fetchone()
+        if row is None:
+            return
+        host, pid, pid_start = row
+        if host != self._host or _alive(pid, pid_start):
+            where = "this process" if (host, pid) == (self._host, self._pid) else f"process {pid} on {host}"
+            raise SessionLockedError(
+                f"session {session_id!r} is open for writing by another Session ({where}); close that one first"
+            )
+
+    def acquire(self, session_id: str) -> tuple[Writer, Meta, builtins.list[Any]]:
+        token = uuid.uuid4().hex
+        with self._transaction(True) as conn:
+            meta = self._meta(conn, session_id)
+            self._check_lease(conn, session_id)
+            conn.execute(
+                "INSERT OR REPLACE INTO leases (session_id, token, host, pid, pid_start, acquired) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (session_id, token, self._host, self._pid, self._pid_start, meta.updated),
+            )
+            messages = self._messages(conn, meta)
+        return _SQLiteWriter(self, session_id, token), meta, messages
+
+    def delete(self, session_id: str) -> None:
+        with self._transaction(True) as conn:
+            self._meta(conn, session_id)
+            self._check_lease(conn, session_id)
+            for table, column in (("messages", "session_id"), ("leases", "session_id"), ("sessions", "id")):
+                conn.execute(f"DELETE FROM {table} WHERE {column} = ?", (session_id,))
+
+    def close(self) -> None:
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+
+class _Transaction:
+    __slots__ = ("_conn", "_immediate", "_lock")
+
+    def __init__(self, lock: threading.Lock, conn: sqlite3.Connection, immediate: bool) -> None:
+        self._lock = lock
+        self._conn = conn
+        self._immediate = immediate
+
+    def __enter__(self) -> sqlite3.Connection:
+        self._lock.acquire()
+        try:
+            self._conn.execute("BEGIN IMMEDIATE" if self._immediate else "BEGIN")
+        except BaseException:
+            self._lock.release()
+            raise
+        return self._conn
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        try:
+            self._conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
+        finally:
+            self._lock.release()
+
+
+def _meta(row: tuple[Any, ...]) -> Meta:
+    session_id, created, updated, title, parent_id, fork_index, settings, count = row
+    try:
+        settings_json = json.loads(settings)
+    except ValueError:
+        raise SessionCorruptError(f"session {session_id!r}: unreadable settings") from None
+    return Meta(
+        id=session_id,
+        created=created,
+        updated=updated,
+        title=title,
+        parent_id=parent_id,
+        fork_index=fork_index,
+        settings=settings_json,
+        message_count=count,
+    )
+
+
+class _SQLiteWriter(Writer):
+    def __init__(self, backend: SQLiteBackend, session_id: str, token: str) -> None:
+        self._backend = backend
+        self._session_id = session_id
+        self._token = token
+        self._released = False
+
+    def _owned(self, conn: sqlite3.Connection) -> None:
+        if self._released:
+            raise SessionError(f"session {self._session_id!r} is closed")
+        row = conn.execute("SELECT token FROM leases WHERE session_id = ?", (self._session_id,)).fetchone()
+        if row is None or row[0] != self._token:
+            raise SessionLockedError(
+                f"session {self._session_id!r} lost its write lease (the session was deleted, or another "
+                "writer took it over); nothing was written"
+            )
+
+    def append(self, start: int, messages: builtins.list[str], time: int) -> None:
+        with self._backend._transaction(True) as conn:
+            self._owned(conn)
+            conn.executemany(
+                "INSERT INTO messages (session_id, idx, data) VALUES (?, ?, ?)",
+                [(self._session_id, start + i, text) for i, text in enumerate(messages)],
+            )
+            conn.execute(
+                "UPDATE sessions SET message_count = ?, updated = ? WHERE id = ?",
+                (start + len(messages), time, self._session_id),
+            )
+
+    def replace(self, messages: builtins.list[str], time: int) -> None:
+        with self._backend._transaction(True) as conn:
+            self._owned(conn)
+            conn.execute("DELETE FROM messages WHERE session_id = ?", (self._session_id,))
+            conn.executemany(
+                "INSERT INTO messages (session_id, idx, data) VALUES (?, ?, ?)",
+                [(self._session_id, i, text) for i, text in enumerate(messages)],
+            )
+            conn.execute(
+                "UPDATE sessions SET message_count = ?, updated = ? WHERE id = ?",
+                (len(messages), time, self._session_id),
+            )
+
+    def update(self, changes: JSONDict, time: int) -> None:
+        with self._backend._transaction(True) as conn:
+            self._owned(conn)
+            if "title" in changes:
+                conn.execute("UPDATE sessions SET title = ? WHERE id = ?", (changes["title"], self._session_id))
+            if "settings" in changes:
+                conn.execute(
+                    "UPDATE sessions SET settings = ? WHERE id = ?",
+                    (json.dumps(changes["settings"], ensure_ascii=False), self._session_id),
+                )
+            conn.execute("UPDATE sessions SET updated = ? WHERE id = ?", (time, self._session_id))
+
+    def release(self) -> None:
+        if self._released:
+            return
+        self._released = True
+        if self._backend._conn is None:
+            return
+        with self._backend._transaction(True) as conn:
+            conn.execute("DELETE FROM leases WHERE session_id = ? AND token = ?", (self._session_id, self._token))

@@ -1,0 +1,96 @@
+"""End to end in a real browser: headless Chromium runs examples/sse_chat.html against the app.
+
+The page creates a session, opens an EventSource, sends a prompt, renders the streamed text and
+the tool call, and at `agent_end` posts what it saw to `/report`. Skipped when Chromium
+(Debian's `chromium` package) or hypercorn is not installed.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+ROOT = Path(__file__).parents[2]
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+# A real browser: Debian's Chromium, installed by .ci/run (apt-get install chromium).
+pytestmark = pytest.mark.servers
+
+
+def load_example() -> Any:
+    spec = importlib.util.spec_from_file_location("sse_chat_example", ROOT / "examples" / "sse_chat.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.timeout(120)
+async def test_chromium_streams_text_and_a_tool_call(anyio_backend: object, tmp_path: Path) -> None:
+    assert CHROMIUM is not None, "needs Chromium: apt-get install chromium (.ci/run does it)"
+    import sniffio
+    from hypercorn.config import Config
+
+    reports: list[Any] = []
+    reported = anyio.Event()
+
+    def on_report(data: Any) -> None:
+        reports.append(data)
+        reported.set()
+
+    app = load_example().build_app(on_report)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    port = sock.getsockname()[1]
+    config = Config()
+    config.bind = [f"fd://{sock.detach()}"]
+    config.graceful_timeout = 1.0
+    if sniffio.current_async_library() == "trio":
+        from hypercorn.trio import serve
+    else:
+        from hypercorn.asyncio import serve  # type: ignore[assignment]
+    stop = anyio.Event()
+    assert CHROMIUM is not None
+    command = [
+        CHROMIUM,
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--no-default-browser-check",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        f"http://127.0.0.1:{port}/?report=1",
+    ]
+    with anyio.fail_after(90):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(functools.partial(serve, app, config, shutdown_trigger=stop.wait))
+            async with await anyio.open_process(
+                command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            ) as browser:
+                try:
+                    with anyio.fail_after(60):
+                        await reported.wait()
+                finally:
+                    browser.kill()
+                    await browser.wait()
+            stop.set()
+    (report,) = reports
+    assert report["answers"] == ["Let me add those up.", "2 + 3 = 5"]
+    assert report["tools"] == [
+        {"id": "call-1", "name": "add", "args": {"a": 2, "b": 3}, "result": "5", "isError": False}
+    ]
+    assert report["deltas"] == 9  # every text chunk reached the page as its own event
+    # The page's text grew chunk by chunk ("Let me " ... "up.", then "2 " ... "5").
+    assert report["partialLengths"] == [7, 11, 17, 20, 2, 4, 6, 8, 9]
+    assert report["lastEventId"] == report["events"] > 20
+    assert "add({&quot;a&quot;:2,&quot;b&quot;:3}) = 5" in report["html"] or 'add({"a":2,"b":3}) = 5' in report["html"]
