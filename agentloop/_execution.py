@@ -297,16 +297,26 @@ async def _execute(run: _Run, prepared: _Prepared) -> tuple[AgentToolResult, boo
         deliveries.append(delivery)
         return delivery
 
-    with signal.cancel_scope(grace=run.config.tool_abort_grace) as scope:
-        try:
-            result = _check_result(
-                prepared.tool, await prepared.tool.execute(tool_call.id, prepared.args, signal, on_update)
-            )
-            is_error = result.is_error is True
-        except Exception as exc:
-            result, is_error = error_result(_message(exc)), True
-        finally:
-            finished = True
+    scope = anyio.CancelScope()
+    grace = run.config.tool_abort_grace
+
+    def cut_short() -> None:  # a running tool sees the abort at once, and is cancelled after the grace
+        scope.deadline = min(scope.deadline, anyio.current_time() + grace)
+
+    remove = signal.on_abort(cut_short)
+    try:
+        with scope:
+            try:
+                result = _check_result(
+                    prepared.tool, await prepared.tool.execute(tool_call.id, prepared.args, signal, on_update)
+                )
+                is_error = result.is_error is True
+            except Exception as exc:
+                result, is_error = error_result(_message(exc)), True
+            finally:
+                finished = True
+    finally:
+        remove()
     if scope.cancelled_caught:
         result, is_error = error_result(ABORTED), True
     for delivery in deliveries:

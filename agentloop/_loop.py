@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import inspect
 import sys
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from dataclasses import replace
 from types import CoroutineType
 from typing import Any
@@ -33,7 +32,6 @@ from ._errors import InvalidContextError
 from ._events import (
     AgentEnd,
     AgentStart,
-    AssistantMessageEvent,
     MessageEnd,
     MessageStart,
     MessageUpdate,
@@ -198,6 +196,8 @@ class _Run:
         self.signal = signal if signal is not None else AbortSignal()
         self.stream_fn = stream_fn
         self._sink = emit
+        if inspect.iscoroutinefunction(emit):
+            self.emit = emit  # type: ignore[method-assign, assignment]
         self._task_group: TaskGroup | None = None
         self._llm_source: list[AgentMessage] | None = None
         self._llm_seen = 0
@@ -205,6 +205,7 @@ class _Run:
         self._updates: UpdatePump | None = None
 
     async def emit(self, event: Any) -> None:
+        """Deliver an event to the sink and wait for it (replaced by the sink itself when async)."""
         result = self._sink(event)
         if result is not None:
             if type(result) is not CoroutineType and not inspect.isawaitable(result):
@@ -356,54 +357,29 @@ class _Run:
             max_retry_delay=config.max_retry_delay,
         )
         llm_context = Context(system_prompt=self.system_prompt, messages=tuple(llm_messages), tools=self.tools)
-        emit = self.emit
-        last: Any = None  # the latest event that carries the partial message
-        final: AssistantMessage | None = None
-        emitting = False
+        state = _Streaming()
         scope = anyio.CancelScope()
 
         def on_abort() -> None:
             # Waits on the outside world are interrupted at once; an event being delivered is not.
-            if not emitting:
+            if not state.emitting:
                 scope.cancel()
 
         remove = signal.on_abort(on_abort)
         try:
             with scope:
-                source = self.stream_fn(self.model, llm_context, options)
+                source: Any = self.stream_fn(self.model, llm_context, options)
                 if inspect.isawaitable(source):
                     source = await source
-                async with _opened(source) as events:
-                    async for event in events:
-                        kind = getattr(event, "type", None)
-                        if kind in _UPDATE_TYPES:
-                            if last is None:
-                                continue  # no `start` yet: the reference drops block events too
-                            last = event
-                            emitting = True
-                            try:
-                                await emit(MessageUpdate(None, event))
-                            finally:
-                                emitting = False
-                        elif kind == "start":
-                            last = event
-                            emitting = True
-                            try:
-                                await emit(MessageStart(event.partial))  # type: ignore[union-attr]
-                            finally:
-                                emitting = False
-                        elif kind == "done":
-                            final = event.message  # type: ignore[union-attr]
-                            break
-                        elif kind == "error":
-                            final = event.error  # type: ignore[union-attr]
-                            break
-                        else:
-                            raise TypeError(f"stream function yielded an unknown event: {event!r}")
-                        if signal._aborted:
-                            break
+                if hasattr(source, "__aenter__"):
+                    async with source as events:
+                        await self.consume(events, state)
+                else:
+                    await self.consume(source, state)
         finally:
             remove()
+        last = state.last
+        final = state.final
         partial = None if last is None else last.partial
         if final is None:
             if signal.aborted:
@@ -413,11 +389,54 @@ class _Run:
         elif not isinstance(final, AssistantMessage):
             raise TypeError(f"stream function finished with {type(final).__name__}, expected AssistantMessage")
         if last is None:
-            await emit(MessageStart(final))
-        await emit(MessageEnd(final))
+            await self.emit(MessageStart(final))
+        await self.emit(MessageEnd(final))
         self.messages.append(final)
         self.new_messages.append(final)
         return final
+
+    async def consume(self, events: Any, state: _Streaming) -> None:
+        """Emit the events of one model response until its terminal event; always close the source."""
+        if not hasattr(events, "__anext__"):
+            raise TypeError(
+                "a stream function must return an async iterator of AssistantMessageEvent or an async "
+                f"context manager yielding one, got {type(events).__name__}"
+            )
+        emit = self.emit
+        signal = self.signal
+        try:
+            async for event in events:
+                kind = getattr(event, "type", None)
+                if kind in _UPDATE_TYPES:
+                    if state.last is None:
+                        continue  # no `start` yet: the reference drops block events too
+                    state.last = event
+                    state.emitting = True
+                    try:
+                        await emit(MessageUpdate(None, event))
+                    finally:
+                        state.emitting = False
+                elif kind == "start":
+                    state.last = event
+                    state.emitting = True
+                    try:
+                        await emit(MessageStart(event.partial))
+                    finally:
+                        state.emitting = False
+                elif kind == "done":
+                    state.final = event.message
+                    break
+                elif kind == "error":
+                    state.final = event.error
+                    break
+                else:
+                    raise TypeError(f"stream function yielded an unknown event: {event!r}")
+                if signal._aborted:
+                    break
+        except BaseException:
+            await _close(events, shielded=True)
+            raise
+        await _close(events, shielded=False)
 
     def ended(self, partial: AssistantMessage | None, reason: Any, text: str) -> AssistantMessage:
         if partial is None:
@@ -428,29 +447,24 @@ class _Run:
         return replace(partial, stop_reason=reason, error_message=text, timestamp=now_ms())
 
 
-@asynccontextmanager
-async def _opened(source: Any) -> AsyncIterator[AsyncIterator[AssistantMessageEvent]]:
-    """Enter what a stream function returned; always close it."""
-    if hasattr(source, "__aenter__"):
-        async with source as events, _closing(events) as iterator:
-            yield iterator
+class _Streaming:
+    """The state of one model response being consumed (shared with the abort callback)."""
+
+    __slots__ = ("emitting", "final", "last")
+
+    def __init__(self) -> None:
+        self.last: Any = None  # the latest event that carries the partial message
+        self.final: Any = None
+        self.emitting = False
+
+
+async def _close(events: Any, shielded: bool) -> None:
+    """Close an event source (an async generator left open is finalized late, in another task)."""
+    aclose = getattr(events, "aclose", None)
+    if aclose is None:
+        return
+    if shielded:  # unwinding from a cancellation or an error: clean up anyway, bounded
+        with anyio.move_on_after(_CLEANUP_TIMEOUT, shield=True):
+            await aclose()
     else:
-        async with _closing(source) as iterator:
-            yield iterator
-
-
-@asynccontextmanager
-async def _closing(events: Any) -> AsyncIterator[AsyncIterator[AssistantMessageEvent]]:
-    """Iterate `events` and always close it (an async generator left open is finalized late)."""
-    if not hasattr(events, "__anext__"):
-        raise TypeError(
-            "a stream function must return an async iterator of AssistantMessageEvent or an async "
-            f"context manager yielding one, got {type(events).__name__}"
-        )
-    try:
-        yield events
-    finally:
-        aclose = getattr(events, "aclose", None)
-        if aclose is not None:
-            with anyio.move_on_after(_CLEANUP_TIMEOUT, shield=True):
-                await aclose()
+        await aclose()

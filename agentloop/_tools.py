@@ -141,9 +141,26 @@ def _validator(tool: AgentTool) -> Any:
     return validator
 
 
+def _json_copy(value: Any) -> Any:
+    """A deep copy of a JSON value (tools may change their arguments; the transcript's stay)."""
+    if type(value) is dict:
+        return {key: _json_copy(item) for key, item in value.items()}
+    if type(value) is list:
+        return [_json_copy(item) for item in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return copy.deepcopy(value)
+
+
 def _coerced(tool: AgentTool, arguments: Mapping[str, Any]) -> Any:
     """A copy of the arguments with the reference's coercions applied."""
     validator = _validator(tool)
+    args = _json_copy(dict(arguments))
+    try:
+        if validator.is_valid(args):
+            return args  # nothing to coerce: a valid value converts to itself
+    except Exception:  # an unresolvable $ref: coerce what can be, the validation reports the rest
+        pass
     nodes: dict[int, Any] = {}
 
     def passes(node: Any, value: Any) -> bool | None:
@@ -157,7 +174,7 @@ def _coerced(tool: AgentTool, arguments: Mapping[str, Any]) -> Any:
         except Exception:
             return None
 
-    return coerce_arguments(validator.schema, copy.deepcopy(dict(arguments)), passes)
+    return coerce_arguments(validator.schema, args, passes)
 
 
 def _validate_with_schema(tool: AgentTool, arguments: Mapping[str, Any]) -> Any:
