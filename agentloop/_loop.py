@@ -203,6 +203,7 @@ class _Run:
         self._llm_seen = 0
         self._llm_messages: list[Message] = []
         self._updates: UpdatePump | None = None
+        self._options: StreamOptions | None = None
 
     async def emit(self, event: Any) -> None:
         """Deliver an event to the sink and wait for it (replaced by the sink itself when async)."""
@@ -344,18 +345,20 @@ class _Run:
         api_key = None
         if config.get_api_key is not None:
             api_key = await call(config.get_api_key, self.model.provider)
-        options = StreamOptions(
-            signal=signal,
-            api_key=api_key or config.api_key,
-            reasoning=self.reasoning,
-            session_id=config.session_id,
-            temperature=config.temperature,
-            max_tokens=config.max_tokens,
-            thinking_budgets=config.thinking_budgets,
-            headers=config.headers,
-            metadata=config.metadata,
-            max_retry_delay=config.max_retry_delay,
-        )
+        options = self._options
+        if options is None or options.api_key != (api_key or config.api_key) or options.reasoning != self.reasoning:
+            options = self._options = StreamOptions(
+                signal=signal,
+                api_key=api_key or config.api_key,
+                reasoning=self.reasoning,
+                session_id=config.session_id,
+                temperature=config.temperature,
+                max_tokens=config.max_tokens,
+                thinking_budgets=config.thinking_budgets,
+                headers=config.headers,
+                metadata=config.metadata,
+                max_retry_delay=config.max_retry_delay,
+            )
         llm_context = Context(system_prompt=self.system_prompt, messages=tuple(llm_messages), tools=self.tools)
         state = _Streaming()
         scope = anyio.CancelScope()

@@ -152,13 +152,13 @@ def _json_copy(value: Any) -> Any:
     return copy.deepcopy(value)
 
 
-def _coerced(tool: AgentTool, arguments: Mapping[str, Any]) -> Any:
-    """A copy of the arguments with the reference's coercions applied."""
+def _coerced(tool: AgentTool, arguments: Mapping[str, Any]) -> tuple[Any, bool]:
+    """A copy of the arguments with the reference's coercions applied, and whether it was valid as sent."""
     validator = _validator(tool)
     args = _json_copy(dict(arguments))
     try:
         if validator.is_valid(args):
-            return args  # nothing to coerce: a valid value converts to itself
+            return args, True  # nothing to coerce: a valid value converts to itself
     except Exception:  # an unresolvable $ref: coerce what can be, the validation reports the rest
         pass
     nodes: dict[int, Any] = {}
@@ -174,12 +174,14 @@ def _coerced(tool: AgentTool, arguments: Mapping[str, Any]) -> Any:
         except Exception:
             return None
 
-    return coerce_arguments(validator.schema, args, passes)
+    return coerce_arguments(validator.schema, args, passes), False
 
 
 def _validate_with_schema(tool: AgentTool, arguments: Mapping[str, Any]) -> Any:
     validator = _validator(tool)
-    args = _coerced(tool, arguments)
+    args, valid = _coerced(tool, arguments)
+    if valid:
+        return args
     schema = validator.schema
     found: list[tuple[list[tuple[int, ...]], str]] = []
     reported: set[tuple[Any, ...]] = set()
@@ -239,7 +241,7 @@ def _validate_with_model(tool: AgentTool, arguments: Mapping[str, Any]) -> Any:
     import pydantic
 
     # The reference's coercions first (7 -> "7", null for optional fields...), then the model.
-    args = _coerced(tool, arguments)
+    args, _ = _coerced(tool, arguments)
     try:
         return tool._model.model_validate(args)
     except pydantic.ValidationError as exc:
