@@ -202,11 +202,24 @@ class _Queue:
 
 
 class _ActiveRun:
-    __slots__ = ("done", "signal")
+    __slots__ = ("_done", "_finished", "signal")
 
     def __init__(self) -> None:
         self.signal = AbortSignal()
-        self.done = anyio.Event()
+        self._finished = False
+        self._done: anyio.Event | None = None  # made only if someone waits (memory per agent)
+
+    def finish(self) -> None:
+        self._finished = True
+        if self._done is not None:
+            self._done.set()
+
+    async def wait(self) -> None:
+        if self._finished:
+            return
+        if self._done is None:
+            self._done = anyio.Event()
+        await self._done.wait()
 
 
 class Agent:
@@ -222,6 +235,30 @@ class Agent:
     assistant message (`message_start`, `message_end`, `turn_end`, `agent_end`) and
     `state.error_message`. Cancelling the caller of `prompt()` cancels the run.
     """
+
+    __slots__ = (
+        "__weakref__",
+        "_active",
+        "_follow_up",
+        "_listeners",
+        "_state",
+        "_steering",
+        "after_tool_call",
+        "before_tool_call",
+        "convert_to_llm",
+        "get_api_key",
+        "max_retry_delay",
+        "max_tokens",
+        "max_turns",
+        "prepare_next_turn",
+        "session_id",
+        "should_stop_after_turn",
+        "stream_fn",
+        "thinking_budgets",
+        "tool_abort_grace",
+        "tool_execution",
+        "transform_context",
+    )
 
     def __init__(
         self,
@@ -371,7 +408,7 @@ class Agent:
     async def wait_for_idle(self) -> None:
         """Return when no run is active (after its `agent_end` listeners finished)."""
         if self._active is not None:
-            await self._active.done.wait()
+            await self._active.wait()
 
     def reset(self) -> None:
         """Clear the transcript, the error and the queues. Raises while a run is active."""
@@ -476,7 +513,7 @@ class Agent:
             state._streaming_message = None
             state._pending_tool_calls = frozenset()
             self._active = None
-            active.done.set()
+            active.finish()
 
     async def _fail(self, exc: Exception, aborted: bool) -> None:
         model = self._state.model

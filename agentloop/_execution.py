@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from ._config import (
 from ._events import MessageEnd, MessageStart, ToolExecutionEnd, ToolExecutionStart, ToolExecutionUpdate
 from ._tools import AgentTool, validate_tool_arguments
 from ._types import AgentToolResult, AssistantMessage, TextContent, ToolCall, ToolResultMessage, error_result
-from ._updates import Delivery
+from ._updates import Delivery, Flag, UpdatePump
 from ._util import single_exception
 
 if TYPE_CHECKING:
@@ -53,8 +54,8 @@ class _Finalized:
 
 
 _DELIVERED = Delivery()
-_DELIVERED.begin()
-_DELIVERED.set()
+_DELIVERED.begun.set()
+_DELIVERED.done.set()
 
 
 def _message(exc: BaseException) -> str:
@@ -171,10 +172,10 @@ class _Batch:
         self.finalized = finalized
         count = len(runnable)
         self.barrier = [p.tool.execution_mode == "sequential" for _, p in runnable]
-        self.done = [anyio.Event() for _ in range(count)]
-        self.began = [anyio.Event() for _ in range(count)]
-        self.finishing = [anyio.Event() for _ in range(count)]
-        self.go = [anyio.Event() for _ in range(count)]
+        self.done = [Flag() for _ in range(count)]
+        self.began = [Flag() for _ in range(count)]
+        self.finishing = [Flag() for _ in range(count)]
+        self.go = [Flag() for _ in range(count)]
         self.ready: list[int] = []  # calls whose tools finished, waiting to be finalized
         self.releasing = False
         self.task_group: Any = None
@@ -198,9 +199,9 @@ class _Batch:
         index, prepared = self.runnable[k]
         try:
             for j in range(k):
-                if (barrier[k] or barrier[j]) and not self.done[j].is_set():
+                if barrier[k] or barrier[j]:
                     await self.done[j].wait()
-            if k and not began[k - 1].is_set():
+            if k:
                 await began[k - 1].wait()
             began[k].set()
             if run.signal.aborted:
@@ -208,8 +209,7 @@ class _Batch:
             else:
                 result, is_error = await _execute(run, prepared)
                 last = self.group_end[k]
-                if not began[last].is_set():
-                    await began[last].wait()
+                await began[last].wait()
                 self.ready.append(k)
                 if not self.releasing:
                     self.releasing = True
@@ -284,43 +284,49 @@ async def _execute(run: _Run, prepared: _Prepared) -> tuple[AgentToolResult, boo
     tool_call = prepared.tool_call
     signal = run.signal
     finished = False
-    deliveries: list[Delivery] = []
-
-    def on_update(partial_result: AgentToolResult) -> Delivery:
-        if finished:
-            return _DELIVERED  # progress reported after the tool finished is ignored
-        if not isinstance(partial_result, AgentToolResult):
-            raise TypeError(f"on_update expects an AgentToolResult, got {type(partial_result).__name__}")
-        delivery = run.updates().push(
-            ToolExecutionUpdate(tool_call.id, tool_call.name, tool_call.arguments, partial_result)
-        )
-        deliveries.append(delivery)
-        return delivery
-
-    scope = anyio.CancelScope()
+    completed = False
+    pump: UpdatePump | None = None
+    result, is_error = error_result(ABORTED), True
     grace = run.config.tool_abort_grace
-
-    def cut_short() -> None:  # a running tool sees the abort at once, and is cancelled after the grace
-        scope.deadline = min(scope.deadline, anyio.current_time() + grace)
-
-    remove = signal.on_abort(cut_short)
+    # The call's task group: its scope is cut `grace` seconds after an abort, and its tasks
+    # deliver progress updates, all of which are delivered before the group (the call) ends.
     try:
-        with scope:
+        async with anyio.create_task_group() as group:
+
+            def on_update(partial_result: AgentToolResult) -> Delivery:
+                nonlocal pump
+                if finished:
+                    return _DELIVERED  # progress reported after the tool finished is ignored
+                if not isinstance(partial_result, AgentToolResult):
+                    raise TypeError(f"on_update expects an AgentToolResult, got {type(partial_result).__name__}")
+                if pump is None:
+                    pump = UpdatePump(run.emit, group)
+                event = ToolExecutionUpdate(tool_call.id, tool_call.name, tool_call.arguments, partial_result)
+                return pump.push(event)
+
+            def cut_short() -> None:  # a running tool sees the abort at once, and is cut after the grace
+                if not finished:
+                    group.cancel_scope.deadline = min(group.cancel_scope.deadline, anyio.current_time() + grace)
+
+            remove = signal.on_abort(cut_short)
             try:
-                result = _check_result(
-                    prepared.tool, await prepared.tool.execute(tool_call.id, prepared.args, signal, on_update)
-                )
-                is_error = result.is_error is True
-            except Exception as exc:
-                result, is_error = error_result(_message(exc)), True
+                try:
+                    value = await prepared.tool.execute(tool_call.id, prepared.args, signal, on_update)
+                    completed = True
+                    result = _check_result(prepared.tool, value)
+                    is_error = result.is_error is True
+                except Exception as exc:
+                    completed = True
+                    result, is_error = error_result(_message(exc)), True
+                finally:
+                    finished = True
+                    group.cancel_scope.deadline = math.inf  # the deliveries left are not cut short
             finally:
-                finished = True
-    finally:
-        remove()
-    if scope.cancelled_caught:
+                remove()
+    except BaseExceptionGroup as exc_group:
+        raise single_exception(exc_group) from None
+    if not completed:  # cut short by the abort's grace period
         result, is_error = error_result(ABORTED), True
-    for delivery in deliveries:
-        await delivery.wait()  # every update this call reported is delivered before it is finalized
     return result, is_error
 
 

@@ -8,14 +8,12 @@ behaviour of `spec/PROFILE.md` (barriers, bounded abort, `should_stop_after_turn
 from __future__ import annotations
 
 import inspect
-import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from types import CoroutineType
 from typing import Any
 
 import anyio
-from anyio.abc import TaskGroup
 
 from ._abort import AbortSignal
 from ._config import (
@@ -50,11 +48,6 @@ from ._types import (
     UserMessage,
     now_ms,
 )
-from ._updates import UpdatePump
-from ._util import single_exception
-
-if sys.version_info < (3, 11):  # pragma: no cover
-    from exceptiongroup import BaseExceptionGroup
 
 __all__ = ("check_continue", "run_agent_loop", "run_agent_loop_continue")
 
@@ -174,6 +167,24 @@ async def run_agent_loop_continue(
 class _Run:
     """The state of one run: the working transcript, the config in force, the sink."""
 
+    __slots__ = (
+        "_llm_messages",
+        "_llm_seen",
+        "_llm_source",
+        "_options",
+        "_sink",
+        "config",
+        "emit",
+        "messages",
+        "model",
+        "new_messages",
+        "reasoning",
+        "signal",
+        "stream_fn",
+        "system_prompt",
+        "tools",
+    )
+
     def __init__(
         self,
         context: AgentContext,
@@ -196,17 +207,15 @@ class _Run:
         self.signal = signal if signal is not None else AbortSignal()
         self.stream_fn = stream_fn
         self._sink = emit
-        if inspect.iscoroutinefunction(emit):
-            self.emit = emit  # type: ignore[method-assign, assignment]
-        self._task_group: TaskGroup | None = None
+        # An async sink is awaited directly; anything else goes through the checks of `_emit`.
+        self.emit: Callable[[Any], Awaitable[None]] = emit if inspect.iscoroutinefunction(emit) else self._emit
         self._llm_source: list[AgentMessage] | None = None
         self._llm_seen = 0
         self._llm_messages: list[Message] = []
-        self._updates: UpdatePump | None = None
         self._options: StreamOptions | None = None
 
-    async def emit(self, event: Any) -> None:
-        """Deliver an event to the sink and wait for it (replaced by the sink itself when async)."""
+    async def _emit(self, event: Any) -> None:
+        """Deliver an event to a plain (or awaitable-returning) sink and wait for it."""
         result = self._sink(event)
         if result is not None:
             if type(result) is not CoroutineType and not inspect.isawaitable(result):
@@ -232,25 +241,7 @@ class _Run:
         messages = await call(callback)
         return check_messages(messages or [], which + "()")
 
-    def updates(self) -> UpdatePump:
-        """The run's progress-update pump (tools report progress without waiting)."""
-        pump = self._updates
-        if pump is None:
-            assert self._task_group is not None
-            pump = self._updates = UpdatePump(self.emit, self._task_group)
-        return pump
-
     async def run(self) -> None:
-        try:
-            async with anyio.create_task_group() as task_group:
-                self._task_group = task_group
-                await self._run()
-        except BaseExceptionGroup as group:
-            raise single_exception(group) from None
-        finally:
-            self._task_group = None
-
-    async def _run(self) -> None:
         config = self.config
         pending = await self.poll("get_steering_messages")
         prepared: list[AgentMessage] = []

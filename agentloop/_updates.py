@@ -1,9 +1,10 @@
-"""Progress updates: a tool reports progress without waiting for the listeners.
+"""Progress updates, and `Flag`: a one-shot event that costs nothing until someone waits.
 
 As in the reference, `on_update(partial)` hands the `tool_execution_update` event over and
-returns at once; the run delivers updates in order from a task of its own, and a call is
-finalized only after every update it reported has been delivered. Awaiting the returned object
-waits for that delivery (backpressure for a tool that wants it).
+returns at once: the tool is not held up by the listeners. Each update is delivered by a task of
+the tool call's own task group, in the order reported, and the call is finalized only after every
+update it reported has been delivered. Awaiting what `on_update` returns waits for that delivery
+(backpressure for a tool that wants it).
 """
 
 from __future__ import annotations
@@ -14,53 +15,55 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-__all__ = ("Delivery", "UpdatePump")
+__all__ = ("Delivery", "Flag", "UpdatePump")
 
 
-class Delivery:
-    """Awaitable: done when the update has been delivered (awaiting it is optional)."""
+class Flag:
+    """Set once; `wait()` returns when set. The underlying event exists only if someone waits."""
 
-    __slots__ = ("_begun", "_done", "_event", "_started")
+    __slots__ = ("_event", "_set")
 
     def __init__(self) -> None:
-        self._done = False
-        self._begun = False
+        self._set = False
         self._event: anyio.Event | None = None
-        self._started: anyio.Event | None = None
-
-    def begin(self) -> None:
-        self._begun = True
-        if self._started is not None:
-            self._started.set()
-
-    async def began(self) -> None:
-        """Return once the delivery has begun."""
-        if self._begun:
-            return
-        if self._started is None:
-            self._started = anyio.Event()
-        await self._started.wait()
 
     def set(self) -> None:
-        self._done = True
+        self._set = True
         if self._event is not None:
             self._event.set()
 
-    @property
-    def delivered(self) -> bool:
-        """Whether every listener has processed the update."""
-        return self._done
+    def is_set(self) -> bool:
+        return self._set
 
     async def wait(self) -> None:
-        """Return once the update is delivered."""
-        if self._done:
+        """Return once the flag is set (at once, without a checkpoint, if it already is)."""
+        if self._set:
             return
         if self._event is None:
             self._event = anyio.Event()
         await self._event.wait()
 
+
+class Delivery:
+    """Awaitable: done when the update has been delivered (awaiting it is optional)."""
+
+    __slots__ = ("begun", "done")
+
+    def __init__(self) -> None:
+        self.begun = Flag()
+        self.done = Flag()
+
+    @property
+    def delivered(self) -> bool:
+        """Whether every listener has processed the update."""
+        return self.done.is_set()
+
+    async def wait(self) -> None:
+        """Return once the update is delivered."""
+        await self.done.wait()
+
     def __await__(self) -> Generator[Any, None, None]:
-        return self.wait().__await__()
+        return self.done.wait().__await__()
 
 
 class UpdatePump:
@@ -86,9 +89,9 @@ class UpdatePump:
 
     async def _deliver(self, event: Any, previous: Delivery | None, delivery: Delivery) -> None:
         if previous is not None:
-            await previous.began()
-        delivery.begin()
+            await previous.begun.wait()
+        delivery.begun.set()
         try:
             await self._emit(event)
         finally:
-            delivery.set()
+            delivery.done.set()

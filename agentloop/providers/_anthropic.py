@@ -40,6 +40,7 @@ from ._common import (
     check_arguments,
     compat,
     error_text,
+    is_one_of,
     make_usage,
     resolve_api_key,
     sanitize,
@@ -283,7 +284,7 @@ class AnthropicParser(SSEParser):
     def feed(self, event: str, data: str) -> Iterable[AssistantMessageEvent]:
         try:
             payload = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise ProviderError(f"Malformed stream data (not JSON): {data[:200]!r}") from None
         if not isinstance(payload, dict):
             raise ProviderError(f"Malformed stream data (not an object): {data[:200]!r}")
@@ -315,7 +316,7 @@ class AnthropicParser(SSEParser):
             self.finished = True
         elif kind == "error":
             error = payload.get("error")
-            retryable = isinstance(error, dict) and error.get("type") in _RETRYABLE
+            retryable = isinstance(error, dict) and is_one_of(error.get("type"), _RETRYABLE)
             raise ProviderError(error_text(payload) or "The server reported an error", retryable=retryable)
         return out  # ping and unknown events are ignored
 

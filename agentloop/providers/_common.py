@@ -4,6 +4,8 @@ thinking levels, compat flags, the parser base class and the stream object users
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
 from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
@@ -27,6 +29,8 @@ __all__ = (
     "compat",
     "data_url",
     "env_api_key",
+    "is_one_of",
+    "json_text",
     "make_usage",
     "redact",
     "resolve_api_key",
@@ -121,6 +125,40 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 def sanitize(text: str) -> str:
     """Drop lone UTF-16 surrogates, which servers reject in JSON bodies."""
     return _SURROGATE.sub("", text) if _SURROGATE.search(text) else text
+
+
+def _server_safe(value: Any) -> Any:
+    """`value` with lone surrogates dropped from strings and non-finite numbers as null."""
+    if isinstance(value, str):
+        return sanitize(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Mapping):
+        return {sanitize(k) if isinstance(k, str) else k: _server_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_server_safe(v) for v in value]
+    return value
+
+
+def json_text(value: Any, *, compact: bool = False) -> str:
+    """JSON text a server accepts, whatever a model put in `value`.
+
+    Lone surrogates (which UTF-8 cannot carry) are dropped, and NaN and the infinities become
+    null, as JavaScript's `JSON.stringify` writes them: a model's odd output (tool arguments with
+    `\\ud800` or `1e999`) must not make every later request of the conversation fail.
+    """
+    separators = (",", ":") if compact else None
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=separators, allow_nan=False)
+        text.encode("utf-8")
+    except ValueError:  # UnicodeEncodeError is a ValueError too
+        text = json.dumps(_server_safe(value), ensure_ascii=False, separators=separators, allow_nan=False)
+    return text
+
+
+def is_one_of(value: Any, names: frozenset[str]) -> bool:
+    """`value in names` for any JSON value (a list or an object is in no set of names)."""
+    return isinstance(value, str) and value in names
 
 
 def data_url(image: ImageContent) -> str:

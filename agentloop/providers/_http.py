@@ -31,7 +31,7 @@ from .._config import StreamOptions
 from .._events import AssistantMessageEvent
 from .._partial import AssistantMessageBuilder
 from .._types import Model, Usage
-from ._common import ABORTED_TEXT, ProviderError, SSEParser, error_text, redact
+from ._common import ABORTED_TEXT, ProviderError, SSEParser, error_text, json_text, redact
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -282,9 +282,10 @@ async def _attempt(
     secret = request.secret
     headers = {"accept": "text/event-stream", **request.headers}
     try:
-        http_request = client.build_request(
-            "POST", request.url, json=request.body, headers=headers, timeout=_timeout(http)
-        )
+        body = json_text(request.body, compact=True).encode("utf-8")
+        if not any(name.lower() == "content-type" for name in headers):
+            headers["content-type"] = "application/json"
+        http_request = client.build_request("POST", request.url, content=body, headers=headers, timeout=_timeout(http))
         response = await guard.run(functools.partial(client.send, http_request, stream=True))
     except httpx.TransportError as exc:
         yield _Retry(_transport_error(exc))
@@ -411,7 +412,7 @@ def _error_message(body: bytes, fallback: str) -> str:
     for candidate in candidates:
         try:
             data = json.loads(candidate)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         message = error_text(data)
         if message:

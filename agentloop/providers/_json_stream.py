@@ -67,10 +67,27 @@ def _as_object(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _loads(text: str) -> Any:
+    """`json.loads` as JavaScript's `JSON.parse` sees it: NaN and Infinity are not JSON, and a
+    nesting too deep to parse is a ValueError (not a RecursionError)."""
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise ValueError("the JSON nests too deeply") from None
+
+
+_PARTIAL_ERRORS = (ValueError, TypeError, RecursionError)
+"""What pydantic's partial parser may raise: TypeError for a text with lone surrogates."""
+
+
 def _partial(text: str) -> dict[str, Any]:
     try:
-        return _as_object(from_json(text, allow_partial="trailing-strings"))
-    except ValueError as exc:
+        return _as_object(from_json(text, allow_partial="trailing-strings", allow_inf_nan=False))
+    except _PARTIAL_ERRORS as exc:
         # Keep the parseable prefix (pi-ai's partial parser does): cut at the reported column.
         match = _COLUMN.search(str(exc))
         if match is None:
@@ -79,8 +96,8 @@ def _partial(text: str) -> dict[str, Any]:
         if cut <= 0 or cut >= len(text):
             return {}
         try:
-            return _as_object(from_json(text[:cut], allow_partial="trailing-strings"))
-        except ValueError:
+            return _as_object(from_json(text[:cut], allow_partial="trailing-strings", allow_inf_nan=False))
+        except _PARTIAL_ERRORS:
             return {}
 
 
@@ -89,13 +106,13 @@ def parse_streaming_json(text: str) -> dict[str, Any]:
     if not text or text.isspace():
         return {}
     try:
-        return _as_object(json.loads(text))
+        return _as_object(_loads(text))
     except ValueError:
         pass
     repaired = repair_json(text)
     if repaired is not text:
         try:
-            return _as_object(json.loads(repaired))
+            return _as_object(_loads(repaired))
         except ValueError:
             pass
     return _partial(repaired)
@@ -111,11 +128,11 @@ def parse_final_arguments(text: str) -> tuple[dict[str, Any], str | None]:
     if not text or text.isspace():
         return {}, None
     try:
-        value = json.loads(text)
+        value = _loads(text)
     except ValueError as exc:
         repaired = repair_json(text)
         try:
-            value = json.loads(repaired)
+            value = _loads(repaired)
         except ValueError:
             return {}, f"the arguments are not valid JSON ({exc}): {_excerpt(text)}"
     if not isinstance(value, dict):

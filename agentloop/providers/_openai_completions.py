@@ -52,6 +52,8 @@ from ._common import (
     compat,
     data_url,
     error_text,
+    is_one_of,
+    json_text,
     make_usage,
     resolve_api_key,
     sanitize,
@@ -277,7 +279,7 @@ def _assistant(message: AssistantMessage, flags: dict[str, Any], tool_id: Any) -
             {
                 "id": tool_id(call.id),
                 "type": "function",
-                "function": {"name": call.name, "arguments": json.dumps(dict(call.arguments), ensure_ascii=False)},
+                "function": {"name": call.name, "arguments": json_text(dict(call.arguments))},
             }
             for call in calls
         ]
@@ -339,7 +341,7 @@ class CompletionsParser(SSEParser):
             return ()
         try:
             chunk = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise ProviderError(f"Malformed stream data (not JSON): {data[:200]!r}") from None
         if not isinstance(chunk, dict):
             raise ProviderError(f"Malformed stream data (not an object): {data[:200]!r}")
@@ -479,5 +481,5 @@ def _retryable(error: Any) -> bool:
         kind = error.get("type")
         if isinstance(code, int) and (code == 429 or code >= 500):
             return True
-        return kind in _RETRYABLE_ERRORS or code in _RETRYABLE_ERRORS
+        return is_one_of(kind, _RETRYABLE_ERRORS) or is_one_of(code, _RETRYABLE_ERRORS)
     return False

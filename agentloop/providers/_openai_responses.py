@@ -41,6 +41,8 @@ from ._common import (
     compat,
     data_url,
     error_text,
+    is_one_of,
+    json_text,
     make_usage,
     resolve_api_key,
     sanitize,
@@ -207,7 +209,7 @@ def _assistant_items(message: AssistantMessage, model: Model, position: int) -> 
                 "type": "function_call",
                 "call_id": call_id,
                 "name": block.name,
-                "arguments": json.dumps(dict(block.arguments), ensure_ascii=False),
+                "arguments": json_text(dict(block.arguments)),
             }
             # OpenAI checks that fc_ items pair with their reasoning items: leave the id out when
             # the reasoning is not replayed (another model, or unsigned thinking).
@@ -260,7 +262,7 @@ class ResponsesParser(SSEParser):
     def feed(self, event: str, data: str) -> Iterable[AssistantMessageEvent]:
         try:
             payload = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise ProviderError(f"Malformed stream data (not JSON): {data[:200]!r}") from None
         if not isinstance(payload, dict):
             raise ProviderError(f"Malformed stream data (not an object): {data[:200]!r}")
@@ -375,8 +377,8 @@ class ResponsesParser(SSEParser):
         self.open = [(i, s) for i, s in self.open if s is not state]
         kind = state.kind
         if kind == "reasoning":
-            summary = [p.get("text", "") for p in item.get("summary") or () if isinstance(p, dict)]
-            raw = [p.get("text", "") for p in item.get("content") or () if isinstance(p, dict)]
+            summary = [p.get("text", "") for p in _parts(item, "summary")]
+            raw = [p.get("text", "") for p in _parts(item, "content")]
             text = "\n\n".join(t for t in summary if isinstance(t, str)) or "".join(
                 t for t in raw if isinstance(t, str)
             )
@@ -385,8 +387,7 @@ class ResponsesParser(SSEParser):
             signed = bool(summary) or bool(item.get("encrypted_content"))
             out.append(builder.thinking_end(state.index, signature=json.dumps(item) if signed else None))
         elif kind == "message":
-            parts = item.get("content") or ()
-            text = "".join(p.get("text") or p.get("refusal") or "" for p in parts if isinstance(p, dict))
+            text = "".join(_part_text(p) for p in _parts(item, "content"))
             if not state.streamed and text:
                 out.append(builder.text_delta(text, state.index))
             signature: dict[str, Any] = {"v": 1, "id": item_id}
@@ -423,7 +424,8 @@ class ResponsesParser(SSEParser):
         output = as_int(usage.get("output_tokens"))
         total = as_int(usage.get("total_tokens")) or input_tokens + output + cached
         result = make_usage(self.model, input=input_tokens, output=output, cache_read=cached, total=total)
-        factor = _TIER_PRICE.get(response.get("service_tier") or "", 1.0)
+        tier = response.get("service_tier")
+        factor = _TIER_PRICE.get(tier, 1.0) if isinstance(tier, str) else 1.0
         if factor != 1.0:
             c = result.cost
             result = Usage(
@@ -462,11 +464,25 @@ class ResponsesParser(SSEParser):
         return out
 
 
+def _parts(item: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    """The objects of an item's list field (a missing or malformed list has none)."""
+    parts = item.get(key)
+    return [p for p in parts if isinstance(p, dict)] if isinstance(parts, list) else []
+
+
+def _part_text(part: dict[str, Any]) -> str:
+    for key in ("text", "refusal"):
+        value = part.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
 def _retryable(error: Any) -> bool:
     if isinstance(error, dict):
         code = error.get("code")
         kind = error.get("type")
         if isinstance(code, int) and (code == 429 or code >= 500):
             return True
-        return code in _RETRYABLE or kind in _RETRYABLE
+        return is_one_of(code, _RETRYABLE) or is_one_of(kind, _RETRYABLE)
     return False

@@ -329,7 +329,7 @@ async def _error_text(response: httpx.Response) -> str:
             await _close_response(response, chunks)
     try:
         data = json.loads(bytes(body))
-    except ValueError:
+    except (ValueError, RecursionError):
         data = None
     if isinstance(data, dict):
         error = data.get("error")

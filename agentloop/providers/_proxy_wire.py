@@ -69,12 +69,40 @@ class ProxyProtocolError(ValueError):
 
 
 def dumps_bytes(value: Any) -> bytes:
-    """Compact UTF-8 JSON; lone surrogates (which UTF-8 cannot carry) fall back to `\\u` escapes."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    """Compact UTF-8 JSON; lone surrogates (which UTF-8 cannot carry) fall back to `\\u` escapes,
+    and NaN and the infinities become null (as JavaScript writes them: the other side may be one)."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        value = _finite(value)
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
-        return json.dumps(value, separators=(",", ":")).encode("ascii")
+        return json.dumps(value, separators=(",", ":"), allow_nan=False).encode("ascii")
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Mapping):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _loads(text: str) -> Any:
+    """`json.loads` as JavaScript's `JSON.parse` sees it (no NaN, no Infinity); too deep a nesting
+    is a ValueError, not a RecursionError."""
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise ValueError("the JSON nests too deeply") from None
 
 
 # --- the request body -----------------------------------------------------------------------
@@ -312,13 +340,13 @@ def _partial_object(text: str) -> dict[str, Any]:
     if not text.strip():
         return {}
     try:
-        value = json.loads(text)
+        value = _loads(text)
     except ValueError:
         from pydantic_core import from_json as partial_json  # lazy: `import agentloop` stays light
 
         try:
-            value = partial_json(text, allow_partial="trailing-strings")
-        except ValueError:
+            value = partial_json(text, allow_partial="trailing-strings", allow_inf_nan=False)
+        except (ValueError, TypeError, RecursionError):  # TypeError: a text with lone surrogates
             return {}
     return value if isinstance(value, dict) else {}
 
@@ -328,12 +356,31 @@ def _final_arguments(text: str) -> tuple[dict[str, Any], str | None]:
     if not text.strip():
         return {}, None
     try:
-        value = json.loads(text)
+        value = _loads(text)
     except ValueError as exc:
         return {}, f"the arguments are not valid JSON ({exc})"
     if not isinstance(value, dict):
         return {}, f"the arguments must be a JSON object, got {_kind(value)}"
     return value, None
+
+
+_COUNTS = ("input", "output", "cacheRead", "cacheWrite", "totalTokens")
+_COSTS = ("input", "output", "cacheRead", "cacheWrite", "total")
+
+
+def _check_usage(usage: Any, event: str) -> None:
+    """Token counts are integers >= 0 and costs finite numbers (an absent one counts as 0)."""
+    cost = usage.get("cost") if isinstance(usage, Mapping) else None
+    if not isinstance(usage, Mapping) or (cost is not None and not isinstance(cost, Mapping)):
+        raise ProxyProtocolError(f"Malformed proxy event {event}: usage must be an object")
+    for key in _COUNTS:
+        value = usage.get(key, 0)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ProxyProtocolError(f"Malformed proxy event {event}: usage.{key} must be an integer >= 0")
+    for key in _COSTS if cost is not None else ():
+        value = cost.get(key, 0.0)  # type: ignore[union-attr]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ProxyProtocolError(f"Malformed proxy event {event}: usage.cost.{key} must be a number")
 
 
 class WireDecoder:
@@ -363,8 +410,8 @@ class WireDecoder:
         if not data:
             return None
         try:
-            value = json.loads(data)
-        except (ValueError, RecursionError) as exc:
+            value = _loads(data)
+        except ValueError as exc:
             raise ProxyProtocolError(f"The proxy server sent malformed JSON: {exc}") from None
         return self.feed(value)
 
@@ -400,8 +447,7 @@ class WireDecoder:
         builder = self._builder
         usage = data.get("usage")
         if usage is not None:
-            if not isinstance(usage, Mapping) or not isinstance(usage.get("cost", {}), Mapping):
-                raise ProxyProtocolError(f"Malformed proxy event {data['type']}: usage must be an object")
+            _check_usage(usage, data["type"])
             builder.usage = _usage_from(usage)
         response_id = data.get("responseId")
         if isinstance(response_id, str):
