@@ -8,7 +8,7 @@ as finalized only once every listener has processed its `tool_execution_end`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -503,9 +503,9 @@ class Agent:
         try:
             try:
                 if messages is None:
-                    await run_agent_loop_continue(context, config, self._process, active.signal, self.stream_fn)
+                    await run_agent_loop_continue(context, config, self._deliver, active.signal, self.stream_fn)
                 else:
-                    await run_agent_loop(messages, context, config, self._process, active.signal, self.stream_fn)
+                    await run_agent_loop(messages, context, config, self._deliver, active.signal, self.stream_fn)
             except Exception as exc:
                 await self._fail(exc, active.signal.aborted)
         finally:
@@ -531,6 +531,16 @@ class Agent:
         await self._process(AgentEnd((failure,)))
 
     async def _process(self, event: AgentEvent) -> None:
+        pending = self._deliver(event)
+        if pending is not None:
+            await pending
+
+    def _deliver(self, event: AgentEvent) -> Awaitable[None] | None:
+        """Reduce the event into the state, then call the listeners in order.
+
+        A plain function, the loop's sink: while listeners return None it costs no coroutine; from
+        the first listener that returns an awaitable, the rest are awaited in order.
+        """
         state = self._state
         if type(event) is MessageUpdate:
             state._streaming_message = event  # its message is built only if someone reads it
@@ -552,7 +562,23 @@ class Agent:
         if active is None:
             raise RuntimeError("Agent listener invoked outside active run")
         signal = active.signal
-        for listener in self._listeners:
+        listeners = self._listeners
+        for listener in listeners:
+            result: Any = listener(event, signal)
+            if result is not None:
+                return self._finish_listeners(result, event, signal, listeners, listeners.index(listener) + 1)
+        return None
+
+    async def _finish_listeners(
+        self,
+        pending: Awaitable[None],
+        event: AgentEvent,
+        signal: AbortSignal,
+        listeners: tuple[AgentListener, ...],
+        start: int,
+    ) -> None:
+        await pending
+        for listener in listeners[start:]:
             result: Any = listener(event, signal)
             if result is not None:
                 await result

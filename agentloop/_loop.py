@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
-from types import CoroutineType
+from types import AsyncGeneratorType, CoroutineType
 from typing import Any
 
 import anyio
@@ -397,6 +397,7 @@ class _Run:
                 f"context manager yielding one, got {type(events).__name__}"
             )
         emit = self.emit
+        sink = None if self.emit is self._sink else self._sink  # a plain sink: no coroutine per delta
         signal = self.signal
         try:
             async for event in events:
@@ -407,7 +408,12 @@ class _Run:
                     state.last = event
                     state.emitting = True
                     try:
-                        await emit(MessageUpdate(None, event))
+                        if sink is None:
+                            await emit(MessageUpdate(None, event))
+                        else:
+                            pending = sink(MessageUpdate(None, event))
+                            if pending is not None:
+                                await pending
                     finally:
                         state.emitting = False
                 elif kind == "start":
@@ -460,5 +466,12 @@ async def _close(events: Any, shielded: bool) -> None:
     if shielded:  # unwinding from a cancellation or an error: clean up anyway, bounded
         with anyio.move_on_after(_CLEANUP_TIMEOUT, shield=True):
             await aclose()
-    else:
-        await aclose()
+        return
+    if type(events) is AsyncGeneratorType:
+        # After its terminal event a generator normally just ends: letting it end is cheaper than
+        # throwing GeneratorExit into it.
+        try:
+            await events.__anext__()
+        except StopAsyncIteration:
+            return
+    await aclose()

@@ -127,14 +127,19 @@ async def _open(body: Callable[[Emit], Awaitable[object]], buffer: int) -> Async
     send_nowait = send.send_nowait
     run_scope = anyio.CancelScope()
 
-    async def emit(event: AgentEvent) -> None:
+    def emit(event: AgentEvent) -> Awaitable[None] | None:
+        # A plain function: most events fit in the buffer and cost no coroutine at all.
         try:
             send_nowait(event)
         except anyio.WouldBlock:
-            try:
-                await send.send(event)
-            except anyio.BrokenResourceError:
-                await consumer_gone()
+            return send_waiting(event)
+        except anyio.BrokenResourceError:
+            return consumer_gone()
+        return None
+
+    async def send_waiting(event: AgentEvent) -> None:
+        try:
+            await send.send(event)
         except anyio.BrokenResourceError:
             await consumer_gone()
 

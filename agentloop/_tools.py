@@ -94,6 +94,7 @@ class AgentTool:
         else:
             self._execute = None
         self._validator: Any = None
+        self._empty_ok: bool | None = None
 
     async def execute(
         self, tool_call_id: str, params: Any, signal: AbortSignal, on_update: OnUpdate
@@ -155,6 +156,15 @@ def _json_copy(value: Any) -> Any:
 def _coerced(tool: AgentTool, arguments: Mapping[str, Any]) -> tuple[Any, bool]:
     """A copy of the arguments with the reference's coercions applied, and whether it was valid as sent."""
     validator = _validator(tool)
+    if not arguments:  # a call without arguments: whether {} is valid is known once per tool
+        empty_ok = tool._empty_ok
+        if empty_ok is None:
+            try:
+                empty_ok = tool._empty_ok = bool(validator.is_valid({}))
+            except Exception:
+                empty_ok = tool._empty_ok = False
+        if empty_ok:
+            return {}, True
     args = _json_copy(dict(arguments))
     try:
         if validator.is_valid(args):
