@@ -7,6 +7,9 @@ Runs on asyncio and on trio.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
+
 from ._abort import AbortSignal as AbortSignal
 from ._agent import DEFAULT_MODEL as DEFAULT_MODEL
 from ._agent import Agent as Agent
@@ -28,14 +31,6 @@ from ._config import StreamOptions as StreamOptions
 from ._config import TurnContext as TurnContext
 from ._config import default_convert_to_llm as default_convert_to_llm
 from ._default_stream import register_api_provider as register_api_provider
-from ._envelope import Enveloper as Enveloper
-from ._envelope import EnvelopeStream as EnvelopeStream
-from ._envelope import EventEnvelope as EventEnvelope
-from ._envelope import dumps_envelope as dumps_envelope
-from ._envelope import envelope_from_json as envelope_from_json
-from ._envelope import envelope_to_json as envelope_to_json
-from ._envelope import enveloping as enveloping
-from ._envelope import with_envelopes as with_envelopes
 from ._errors import AgentBusyError as AgentBusyError
 from ._errors import AgentLoopError as AgentLoopError
 from ._errors import InvalidContextError as InvalidContextError
@@ -67,19 +62,6 @@ from ._events import TurnStart as TurnStart
 from ._loop import run_agent_loop as run_agent_loop
 from ._loop import run_agent_loop_continue as run_agent_loop_continue
 from ._partial import AssistantMessageBuilder as AssistantMessageBuilder
-from ._sessions import JSONLSessionStore as JSONLSessionStore
-from ._sessions import Session as Session
-from ._sessions import SessionCorruptError as SessionCorruptError
-from ._sessions import SessionData as SessionData
-from ._sessions import SessionError as SessionError
-from ._sessions import SessionInfo as SessionInfo
-from ._sessions import SessionLockedError as SessionLockedError
-from ._sessions import SessionNotFoundError as SessionNotFoundError
-from ._sessions import SessionSettings as SessionSettings
-from ._sessions import SessionStore as SessionStore
-from ._sessions import SQLiteSessionStore as SQLiteSessionStore
-from ._sessions import open_agent as open_agent
-from ._sse_app import AgentSSEApp as AgentSSEApp
 from ._stream import AgentEventStream as AgentEventStream
 from ._stream import AgentLoopStream as AgentLoopStream
 from ._stream import agent_loop as agent_loop
@@ -104,6 +86,70 @@ from ._types import ToolCall as ToolCall
 from ._types import ToolResultMessage as ToolResultMessage
 from ._types import Usage as Usage
 from ._types import UserMessage as UserMessage
+
+if _TYPE_CHECKING:
+    from ._envelope import Enveloper as Enveloper
+    from ._envelope import EnvelopeStream as EnvelopeStream
+    from ._envelope import EventEnvelope as EventEnvelope
+    from ._envelope import dumps_envelope as dumps_envelope
+    from ._envelope import envelope_from_json as envelope_from_json
+    from ._envelope import envelope_to_json as envelope_to_json
+    from ._envelope import enveloping as enveloping
+    from ._envelope import with_envelopes as with_envelopes
+    from ._sessions import JSONLSessionStore as JSONLSessionStore
+    from ._sessions import Session as Session
+    from ._sessions import SessionCorruptError as SessionCorruptError
+    from ._sessions import SessionData as SessionData
+    from ._sessions import SessionError as SessionError
+    from ._sessions import SessionInfo as SessionInfo
+    from ._sessions import SessionLockedError as SessionLockedError
+    from ._sessions import SessionNotFoundError as SessionNotFoundError
+    from ._sessions import SessionSettings as SessionSettings
+    from ._sessions import SessionStore as SessionStore
+    from ._sessions import SQLiteSessionStore as SQLiteSessionStore
+    from ._sessions import open_agent as open_agent
+    from ._sse_app import AgentSSEApp as AgentSSEApp
+
+# Sessions, envelopes and the SSE app load on first use: `import agentloop` stays small.
+_LAZY = {
+    "AgentSSEApp": "_sse_app",
+    "EnvelopeStream": "_envelope",
+    "Enveloper": "_envelope",
+    "EventEnvelope": "_envelope",
+    "JSONLSessionStore": "_sessions",
+    "SQLiteSessionStore": "_sessions",
+    "Session": "_sessions",
+    "SessionCorruptError": "_sessions",
+    "SessionData": "_sessions",
+    "SessionError": "_sessions",
+    "SessionInfo": "_sessions",
+    "SessionLockedError": "_sessions",
+    "SessionNotFoundError": "_sessions",
+    "SessionSettings": "_sessions",
+    "SessionStore": "_sessions",
+    "dumps_envelope": "_envelope",
+    "envelope_from_json": "_envelope",
+    "envelope_to_json": "_envelope",
+    "enveloping": "_envelope",
+    "open_agent": "_sessions",
+    "with_envelopes": "_envelope",
+}
+
+
+def __getattr__(name: str) -> _Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agentloop' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"agentloop.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __version__ = "0.1.0"
 

@@ -311,7 +311,9 @@ async def _execute(run: _Run, prepared: _Prepared) -> tuple[AgentToolResult, boo
             remove = signal.on_abort(cut_short)
             try:
                 try:
-                    value = await prepared.tool.execute(tool_call.id, prepared.args, signal, on_update)
+                    tool = prepared.tool
+                    execute = tool.execute if tool._execute is None else tool._execute  # one frame less
+                    value = await execute(tool_call.id, prepared.args, signal, on_update)
                     completed = True
                     result = _check_result(prepared.tool, value)
                     is_error = result.is_error is True
