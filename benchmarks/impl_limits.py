@@ -168,11 +168,11 @@ async def _minimal_loop(send: MemoryObjectSendStream[AgentEvent], deltas: int, t
         while True:
             await emit(AgentEvent("turn_start"))
             await emit(AgentEvent("message_start"))
-            async for event in _minimal_model(transcript, deltas, turns):
+            async for event in _minimal_model(transcript, deltas, turns):  # runs to its end: no finalizer
                 if type(event) is Done:
                     message = event.message
-                    break
-                await emit(AgentEvent("message_update", event))
+                else:
+                    await emit(AgentEvent("message_update", event))
             transcript.append(message)
             await emit(AgentEvent("message_end", message))
             for call_id, name in message.tool_calls:

@@ -34,7 +34,7 @@ def value(results: dict, key: str, impl: str, backend: str) -> float | None:
     return None if result is None else figure.value(result)
 
 
-def bars(ax: plt.Axes, results: dict, keys: list[tuple[str, str]], unit: str) -> None:
+def bars(ax: plt.Axes, results: dict, keys: list[tuple[str, str]], unit: str, ceiling: str) -> None:
     width = 0.8 / len(keys)
     labels = []
     present = [(i, b) for i, b in COLUMNS if any(value(results, k, i, b) for k, _ in keys)]
@@ -55,6 +55,18 @@ def bars(ax: plt.Axes, results: dict, keys: list[tuple[str, str]], unit: str) ->
             )
             ax.bar_label(bar, labels=[f"{v:,.0f}"], fontsize=7, rotation=90, padding=2)
     ax.set_xticks(range(len(present)), labels, rotation=20, ha="right", fontsize=8)
+    limit = value(results, ceiling, "limits", "asyncio")
+    if limit:
+        ax.axhline(limit, color="gray", linestyle=":", linewidth=1)
+        ax.annotate(
+            f"minimal loop (W5, asyncio): {limit:,.0f}",
+            (0.99, limit),
+            xycoords=("axes fraction", "data"),
+            fontsize=7,
+            color="gray",
+            va="bottom",
+            ha="right",
+        )
     ax.set_yscale("log")
     ax.set_ylabel(unit)
     ax.set_title(" / ".join(title for _, title in keys) + " (light bar: second)", fontsize=9)
@@ -98,8 +110,8 @@ def main() -> None:
     source, target = Path(sys.argv[1]), Path(sys.argv[2])
     machine, results = load(source)
     fig, axes = plt.subplots(1, 3, figsize=(16, 5.5))
-    bars(axes[0], results, [("W1", "W1 agent_loop consumer"), ("W1a", "Agent listener")], "deltas/s")
-    bars(axes[1], results, [("W2", "W2 turns/s (T=200)"), ("W2s", "W2s (T=20)")], "turns/s")
+    bars(axes[0], results, [("W1", "W1 agent_loop consumer"), ("W1a", "Agent listener")], "deltas/s", "W5m1")
+    bars(axes[1], results, [("W2", "W2 turns/s (T=200)"), ("W2s", "W2s (T=20)")], "turns/s", "W5m2")
     growth(axes[2], results)
     fig.suptitle(
         f"agentloop benchmarks - {machine['date']}, {machine['python']}, {machine['cpu']}, "

@@ -172,7 +172,7 @@ def render(results: ResultMap, imports: dict[str, float], info: dict[str, str], 
         f"- date: {info['date']}; mode: {info['mode']}, {info['reps']} repetition(s), medians; "
         f"backends: {info['backends']}",
         f"- machine: {info['cpu']}; {info['platform']}",
-        f"- python: {info['python']}",
+        f"- python: {info['python']}; agentloop commit {info['commit']}",
         f"- load average (1/5/15 min): {info['load_start']} at the start, {info['load_end']} at the end; "
         f"1-min load at the start of each repetition: {info['rep_loads']}",
         f"- peers: {info['peers']} (peers run on asyncio only)",

@@ -180,6 +180,19 @@ class Runner:
         return times
 
 
+def agentloop_commit() -> str:
+    """The commit of the measured agentloop, `+dirty` when its files differ from it."""
+    root = HERE.parent
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "agentloop"], cwd=root, capture_output=True, text=True)
+    except OSError:
+        return "unknown"
+    if commit.returncode != 0:
+        return "unknown"
+    return commit.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
 def machine(load_start: tuple[float, float, float], load_end: tuple[float, float, float]) -> dict[str, str]:
     cpu = platform.processor() or platform.machine()
     try:
@@ -208,6 +221,7 @@ def main() -> int:
     load_end = os.getloadavg()
     info = machine(load_start, load_end)
     info["mode"] = "quick" if args.quick else "full"
+    info["commit"] = agentloop_commit()
     info["reps"] = str(args.reps)
     info["backends"] = ", ".join(runner.backends)
     info["rep_loads"] = ", ".join(f"{x:.2f}" for x in runner.rep_loads)
