@@ -65,7 +65,13 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--base-url", help="base URL of an OpenAI-compatible server (vLLM, Ollama, ...)")
         sub.add_argument("--root", default=".", help="the folder the file tools may read (default: .)")
         sub.add_argument("--jsonl", action="store_true", help="write every event as one JSON line")
-        sub.add_argument("--thinking", choices=["show", "hide"], default="show", help="show reasoning dimmed")
+        sub.add_argument(
+            "--thinking",
+            choices=["show", "hide"],
+            default=None,
+            help="show reasoning dimmed (the default when the model reasons) or hide it; "
+            "with the embedded model, 'show' also turns its reasoning on",
+        )
         sub.add_argument("--max-turns", type=int, default=8, help="stop after this many turns (default 8)")
         sub.add_argument("--max-tokens", type=int, default=None, help="cap each response's tokens")
     return parser
@@ -215,7 +221,7 @@ async def open_model(
 
 
 async def run_cli(args: argparse.Namespace, stdin: TextIO, out: TextIO, err: TextIO) -> int:
-    printer = Printer(out, err, jsonl=args.jsonl, show_thinking=args.thinking == "show", color=out.isatty())
+    printer = Printer(out, err, jsonl=args.jsonl, show_thinking=args.thinking != "hide", color=out.isatty())
 
     def say(line: str) -> None:
         (err if args.jsonl else out).write(line + "\n")
@@ -234,6 +240,7 @@ async def run_cli(args: argparse.Namespace, stdin: TextIO, out: TextIO, err: Tex
             stream_fn=stream_fn,
             max_turns=args.max_turns,
             max_tokens=args.max_tokens or (160 if local else None),
+            # The tiny embedded model often stops after reasoning: it reasons only when asked to.
             thinking_level="low" if local and args.thinking == "show" else "off",
             thinking_budgets={"low": 24} if local else None,
         )
