@@ -406,16 +406,21 @@ class _Run:
                     if state.last is None:
                         continue  # no `start` yet: the reference drops block events too
                     state.last = event
-                    state.emitting = True
-                    try:
-                        if sink is None:
-                            await emit(MessageUpdate(None, event))
-                        else:
-                            pending = sink(MessageUpdate(None, event))
-                            if pending is not None:
+                    if sink is not None:
+                        # A plain sink delivers without awaiting, so no abort can land mid-event.
+                        pending = sink(MessageUpdate(None, event))
+                        if pending is not None:
+                            state.emitting = True
+                            try:
                                 await pending
-                    finally:
-                        state.emitting = False
+                            finally:
+                                state.emitting = False
+                    else:
+                        state.emitting = True
+                        try:
+                            await emit(MessageUpdate(None, event))
+                        finally:
+                            state.emitting = False
                 elif kind == "start":
                     state.last = event
                     state.emitting = True
