@@ -47,8 +47,14 @@ class AbortSignal:
             self._event.set()
         callbacks = list(self._callbacks.values())
         self._callbacks.clear()
+        failure: BaseException | None = None
         for callback in callbacks:
-            callback()
+            try:
+                callback()
+            except BaseException as exc:  # every callback runs; the first failure is raised after
+                failure = failure or exc
+        if failure is not None:
+            raise failure
 
     async def wait(self) -> None:
         """Return once the signal is aborted (for tools that wait on it)."""
@@ -63,6 +69,8 @@ class AbortSignal:
 
         Returns a function that removes the callback.
         """
+        if not callable(callback):
+            raise TypeError(f"on_abort expects a callable, got {callback!r}")
         if self._aborted:
             callback()
             return _noop

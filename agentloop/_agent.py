@@ -8,6 +8,7 @@ as finalized only once every listener has processed its `tool_execution_end`.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -231,9 +232,10 @@ class Agent:
         await agent.prompt("What is 2 + 3?")
 
     Every callback may be a plain or an async function. A run failure (an exception from the
-    stream function, a callback or a listener) never escapes `prompt()`: it becomes an error
+    stream function, a callback or a listener) does not escape `prompt()`: it becomes an error
     assistant message (`message_start`, `message_end`, `turn_end`, `agent_end`) and
-    `state.error_message`. Cancelling the caller of `prompt()` cancels the run.
+    `state.error_message` (only a listener that fails again on those events makes `prompt()`
+    raise, as in the reference). Cancelling the caller of `prompt()` cancels the run.
     """
 
     __slots__ = (
@@ -566,6 +568,10 @@ class Agent:
         for listener in listeners:
             result: Any = listener(event, signal)
             if result is not None:
+                if not inspect.isawaitable(result):
+                    raise TypeError(
+                        f"listener {listener!r} returned {type(result).__name__}: expected None or an awaitable"
+                    )
                 return self._finish_listeners(result, event, signal, listeners, listeners.index(listener) + 1)
         return None
 
@@ -581,6 +587,10 @@ class Agent:
         for listener in listeners[start:]:
             result: Any = listener(event, signal)
             if result is not None:
+                if not inspect.isawaitable(result):
+                    raise TypeError(
+                        f"listener {listener!r} returned {type(result).__name__}: expected None or an awaitable"
+                    )
                 await result
 
 

@@ -26,14 +26,23 @@ __all__ = ("builtin_tools", "calculate", "resolve_inside")
 
 MAX_READ_BYTES = 64 * 1024
 MAX_LIST_ENTRIES = 200
+MAX_DIGITS = 4000
+"""The calculator refuses integers longer than this (Python will not even print them past 4300
+digits, and computing a tower of powers would block the event loop for minutes)."""
+_MAX_BITS = int(MAX_DIGITS * math.log2(10))
 
 
 def resolve_inside(root: Path, path: str) -> Path:
-    """`path` (relative to `root`) resolved, or ToolError when it leaves `root`."""
+    """`path` (relative to `root`) resolved, or ToolError when it leaves `root` or cannot be resolved."""
     if "\x00" in path:
         raise ToolError("the path contains a NUL character")
     base = root.resolve()
-    target = (base / path).resolve()
+    try:
+        target = (base / path).resolve()
+    except RuntimeError:  # Python < 3.13 reports a symlink loop so
+        raise ToolError(f"{path!r} cannot be resolved: it goes through a symlink loop") from None
+    except (OSError, ValueError) as exc:  # a name too long, lone surrogates...
+        raise ToolError(f"{path!r} is not a usable path: {exc.__class__.__name__}") from None
     if target != base and base not in target.parents:
         raise ToolError(f"{path!r} is outside the root folder {str(base)!r}; use a path inside it")
     return target
@@ -54,6 +63,8 @@ def _binary(op: type[ast.operator]) -> Any:
 def _power(a: float, b: float) -> float:
     if abs(b) > 1000 or (abs(a) > 1e6 and b > 10):
         raise ToolError("the exponent is too large")
+    if isinstance(a, int) and isinstance(b, int) and b > 1 and abs(a) > 1 and b * math.log2(abs(a)) > _MAX_BITS:
+        raise ToolError(f"the result is too large (more than {MAX_DIGITS} digits)")
     result: Any = a**b
     if isinstance(result, complex):
         raise ToolError("the result is not a real number")
@@ -88,7 +99,7 @@ def calculate(expression: str) -> float | int:
         if isinstance(node, ast.BinOp) and (fn := _binary(type(node.op))) is not None:
             left, right = walk(node.left), walk(node.right)
             try:
-                return fn(left, right)
+                return _bounded(fn(left, right))
             except ZeroDivisionError:
                 raise ToolError("division by zero") from None
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
@@ -102,13 +113,19 @@ def calculate(expression: str) -> float | int:
             and node.func.id in _FUNCTIONS
             and not node.keywords
         ):
-            return _FUNCTIONS[node.func.id](*(walk(arg) for arg in node.args))
+            return _bounded(_FUNCTIONS[node.func.id](*(walk(arg) for arg in node.args)))
         raise ToolError(f"unsupported in an arithmetic expression: {ast.dump(node)[:60]}")
 
     try:
         return walk(tree)  # type: ignore[no-any-return]
     except (OverflowError, ValueError, TypeError) as exc:
         raise ToolError(f"cannot compute {expression!r}: {exc}") from None
+
+
+def _bounded(value: Any) -> Any:
+    if isinstance(value, int) and value.bit_length() > _MAX_BITS:
+        raise ToolError(f"the result is too large (more than {MAX_DIGITS} digits)")
+    return value
 
 
 def builtin_tools(root: Path) -> list[AgentTool]:
@@ -123,7 +140,7 @@ def builtin_tools(root: Path) -> list[AgentTool]:
             max_bytes: Read at most this many bytes (the rest is cut).
         """
         target = resolve_inside(root, path)
-        if not target.is_file():
+        if not _holds(target.is_file):
             raise ToolError(f"{path!r} is not a file")
         limit = max(1, min(max_bytes, MAX_READ_BYTES))
         data = await anyio.to_thread.run_sync(_read_head, target, limit + 1)
@@ -138,7 +155,7 @@ def builtin_tools(root: Path) -> list[AgentTool]:
             path: The folder's path, relative to the root folder.
         """
         target = resolve_inside(root, path)
-        if not target.is_dir():
+        if not _holds(target.is_dir):
             raise ToolError(f"{path!r} is not a folder")
         entries = await anyio.to_thread.run_sync(_list, target)
         shown = entries[:MAX_LIST_ENTRIES]
@@ -163,6 +180,14 @@ def builtin_tools(root: Path) -> list[AgentTool]:
         )
 
     return [read_file, list_folder, calculator, current_time]
+
+
+def _holds(check: Any) -> bool:
+    """`check()`, with a path the system refuses to look at (a name too long...) counting as False."""
+    try:
+        return bool(check())
+    except (OSError, ValueError):
+        return False
 
 
 def _read_head(path: Path, size: int) -> bytes:

@@ -401,20 +401,19 @@ class _Run:
         signal = self.signal
         try:
             async for event in events:
+                if signal._aborted:
+                    break  # aborted before this event was delivered: it is not (the scope may be cut)
                 kind = getattr(event, "type", None)
                 if kind in _UPDATE_TYPES:
                     if state.last is None:
                         continue  # no `start` yet: the reference drops block events too
                     state.last = event
                     if sink is not None:
-                        # A plain sink delivers without awaiting, so no abort can land mid-event.
+                        state.emitting = True  # an abort from a listener must not cut this event
                         pending = sink(MessageUpdate(None, event))
                         if pending is not None:
-                            state.emitting = True
-                            try:
-                                await pending
-                            finally:
-                                state.emitting = False
+                            await pending
+                        state.emitting = False
                     else:
                         state.emitting = True
                         try:

@@ -38,6 +38,7 @@ from ._common import (
     as_int,
     as_str,
     check_arguments,
+    check_llm_messages,
     compat,
     error_text,
     is_one_of,
@@ -104,6 +105,7 @@ def _adaptive(model: Model, url: str) -> bool:
 
 def build_anthropic_request(model: Model, context: Context, options: StreamOptions) -> Request:
     """The `Request` for one response."""
+    check_llm_messages(context)
     key = resolve_api_key(model, options)
     url = _base_url(model)
     cache = bool(compat(model, "cache_control", True))

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from .._config import StreamOptions
 from .._events import AssistantMessageEvent, DoneEvent, ErrorEvent
 from .._partial import AssistantMessageBuilder
-from .._types import AssistantMessage, Context, Cost, ImageContent, Model, Usage
+from .._types import AssistantMessage, Context, Cost, ImageContent, Model, ToolResultMessage, Usage, UserMessage
 
 __all__ = (
     "ABORTED_TEXT",
@@ -26,6 +26,7 @@ __all__ = (
     "as_int",
     "as_str",
     "check_arguments",
+    "check_llm_messages",
     "compat",
     "data_url",
     "env_api_key",
@@ -81,6 +82,18 @@ def check_arguments(model: object, context: object, options: object) -> None:
         raise TypeError(f"context must be an agentloop.Context, got {type(context).__name__}")
     if not isinstance(options, StreamOptions):
         raise TypeError(f"options must be an agentloop.StreamOptions, got {type(options).__name__}")
+
+
+def check_llm_messages(context: Context) -> None:
+    """ProviderError when the context holds a message no model understands (a custom message that
+    `convert_to_llm` left in), naming it, instead of failing somewhere in the conversion."""
+    for i, message in enumerate(context.messages):
+        if not isinstance(message, (UserMessage, AssistantMessage, ToolResultMessage)):
+            role = getattr(message, "role", None)
+            raise ProviderError(
+                f"context.messages[{i}] is a {type(message).__name__} (role {role!r}), which no model understands: "
+                "convert_to_llm must turn custom messages into user, assistant or toolResult messages, or drop them"
+            )
 
 
 # --- keys ----------------------------------------------------------------------------------

@@ -331,6 +331,10 @@ async def _attempt(
                     return
                 yield builder.error("error", redact(text, secret))
                 return
+            if not sse.data:
+                # httpx-sse dispatches a lone `id:`, `retry:` or `event:` followed by a blank line as an
+                # event with no data; the SSE spec does not, and none of the protocols sends one.
+                continue
             try:
                 events = parser.feed(sse.event, sse.data)
             except ProviderError as exc:

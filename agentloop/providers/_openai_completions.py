@@ -49,6 +49,7 @@ from ._common import (
     as_int,
     as_str,
     check_arguments,
+    check_llm_messages,
     compat,
     data_url,
     error_text,
@@ -141,6 +142,7 @@ def _flags(model: Model, url: str) -> dict[str, Any]:
 
 def build_completions_request(model: Model, context: Context, options: StreamOptions) -> Request:
     """The `Request` for one response (the key is resolved here, lazily)."""
+    check_llm_messages(context)
     key = resolve_api_key(model, options)
     url = base_url(model, OPENAI_BASE_URL, "OPENAI_BASE_URL")
     flags = _flags(model, url)

@@ -38,6 +38,7 @@ from ._common import (
     as_int,
     as_str,
     check_arguments,
+    check_llm_messages,
     compat,
     data_url,
     error_text,
@@ -89,6 +90,7 @@ def stream_openai_responses(
 
 def build_responses_request(model: Model, context: Context, options: StreamOptions) -> Request:
     """The `Request` for one response."""
+    check_llm_messages(context)
     key = resolve_api_key(model, options)
     url = base_url(model, OPENAI_BASE_URL, "OPENAI_BASE_URL")
     official = "api.openai.com" in url

@@ -15,14 +15,16 @@ import re
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import httpx
 
 from .._config import StreamOptions
-from .._events import AssistantMessageEvent
+from .._events import AssistantMessageEvent, ErrorEvent
 from .._types import Context, Model
+from ._common import redact
 from ._proxy_wire import PROXY_PATH, ProxyProtocolError, WireDecoder, encode_request
 
 if TYPE_CHECKING:
@@ -156,7 +158,17 @@ class _ProxyCall:
     closed in the task that used them however the iteration ends.
     """
 
-    __slots__ = ("_chunks", "_context", "_events", "_fn", "_model", "_options", "_own_client", "_response")
+    __slots__ = (
+        "_chunks",
+        "_context",
+        "_events",
+        "_fn",
+        "_model",
+        "_options",
+        "_own_client",
+        "_response",
+        "_token",
+    )
 
     def __init__(self, fn: _ProxyStreamFn, model: Model, context: Context, options: StreamOptions) -> None:
         self._fn = fn
@@ -167,6 +179,7 @@ class _ProxyCall:
         self._response: httpx.Response | None = None
         self._chunks: AsyncIterator[bytes] | None = None
         self._own_client: httpx.AsyncClient | None = None
+        self._token: str | None = None  # the token sent: never shown in an error message
 
     async def __aenter__(self) -> AsyncIterator[AssistantMessageEvent]:
         self._events = self._run()
@@ -201,7 +214,7 @@ class _ProxyCall:
         failure = await self._open()
         if failure is not None:
             await self._cleanup()
-            yield decoder.error(*failure)
+            yield decoder.error(failure[0], redact(failure[1], self._token))
             return
         assert self._chunks is not None
         reader = _LineReader(self._chunks, self._fn._max_line)
@@ -222,15 +235,22 @@ class _ProxyCall:
                     failure = ("error", str(exc))
             if failure is not None:
                 await self._cleanup()
-                yield decoder.error(*failure)
+                yield decoder.error(failure[0], redact(failure[1], self._token))
                 return
             if event is None:
                 continue
             if event.type in ("done", "error"):
                 await self._cleanup()
-                yield event
+                yield self._redacted(event)
                 return
             yield event
+
+    def _redacted(self, event: AssistantMessageEvent) -> AssistantMessageEvent:
+        """A terminal error event without the token in its message (a server may echo it)."""
+        if isinstance(event, ErrorEvent) and self._token and self._token in (event.error.error_message or ""):
+            error = replace(event.error, error_message=redact(event.error.error_message or "", self._token))
+            return ErrorEvent(event.reason, error)
+        return event
 
     async def _open(self) -> _Failure | None:
         """Send the request; on a 2xx answer keep its body stream, else describe the failure."""
@@ -245,7 +265,9 @@ class _ProxyCall:
                     if inspect.isawaitable(token):
                         token = await token
                     if not isinstance(token, str) or not token:
-                        return ("error", f"{stage}: auth_token() returned {token!r}, expected a non-empty str")
+                        got = "''" if token == "" else f"a {type(token).__name__}"  # never the value: a secret
+                        return ("error", f"{stage}: auth_token() returned {got}, expected a non-empty str")
+                self._token = str(token)
                 stage = "Could not encode the proxy request"
                 body = encode_request(self._model, self._context, self._options)
                 stage = "Proxy request failed"

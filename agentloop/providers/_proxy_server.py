@@ -20,6 +20,7 @@ from .._abort import AbortSignal
 from .._config import MaybeAwaitable, StreamFn, StreamOptions
 from .._events import AssistantMessageEvent
 from .._types import Context, Model
+from ._common import env_api_key, redact
 from ._proxy_wire import PROXY_PATH, ProxyProtocolError, WireEncoder, decode_request, dumps_bytes
 
 if TYPE_CHECKING:
@@ -205,9 +206,13 @@ class _ProxyApp:
             tg.cancel_scope.cancel()
 
     async def _pump(self, sender: _Sender, model: Model, context: Context, options: StreamOptions) -> None:
-        """Run the stream function and send its events; always end with one terminal event."""
+        """Run the stream function and send its events; always end with one terminal event.
+
+        The server's API key never reaches the client: error texts are sent with it redacted.
+        """
         signal = options.signal
         encoder = WireEncoder(model)
+        secret = options.api_key or env_api_key(model.provider)
         try:
             source = self._stream_fn(model, context, options)
             if inspect.isawaitable(source):
@@ -215,16 +220,18 @@ class _ProxyApp:
             async with _opened(source) as events:
                 async for event in events:
                     wire = encoder.encode(event)
+                    if wire["type"] == "error" and isinstance(wire.get("errorMessage"), str):
+                        wire["errorMessage"] = redact(wire["errorMessage"], secret)
                     await sender.event(wire)
                     if wire["type"] in ("done", "error"):
                         return
         except ProxyProtocolError as exc:
             text = f"The model stream broke the event protocol: {exc}"
-            await sender.event(encoder.failure("error", text))
+            await sender.event(encoder.failure("error", redact(text, secret)))
             return
         except Exception as exc:  # the stream function broke its contract (it must not raise)
             text = str(exc) or type(exc).__name__
-            await sender.event(encoder.failure("aborted" if signal.aborted else "error", text))
+            await sender.event(encoder.failure("aborted" if signal.aborted else "error", redact(text, secret)))
             return
         await sender.event(encoder.failure("error", "The model stream ended without a done or error event"))
 

@@ -517,7 +517,9 @@ class WireDecoder:
             self._terminal(data)
             return b.error(
                 reason if reason in _ERROR_REASONS else "error",
-                message if isinstance(message, str) and message else "The proxy server reported an error without a message",
+                message
+                if isinstance(message, str) and message
+                else "The proxy server reported an error without a message",
             )
         return None  # an event type this client does not know: ignored, as the reference does
 

@@ -41,7 +41,7 @@ from ._profile import BACKENDS, Tally, examples, settings_for
 
 KEY = "sk-fuzz-canary-0123456789"
 HTTP = HTTPOptions(max_retries=1, backoff=0.0005, max_backoff=0.001, total_timeout=20)
-N = examples(60, 1500)
+N = examples(100, 1500)
 TALLY = Tally("fuzz_providers")
 TERMINAL = ("done", "error")
 
@@ -116,23 +116,31 @@ class Case:
     failure: str | None  # "connect" before the answer, "read" after the first chunk
     abort_at: int | None
     mutated: bool
+    pristine: bool = False
+    """A well-formed response sent intact: it must end with `done`."""
 
 
 @st.composite
 def cases(draw: st.DrawFn, events: st.SearchStrategy[list[tuple[str, Any]]]) -> Case:
-    body = draw(_wire.sse_body(draw(events)))
-    mutate = draw(st.integers(0, 2)) == 0
+    drawn = draw(events)
+    if isinstance(drawn, _wire.Clean) and draw(st.booleans()):
+        body = draw(_wire.sse_body(drawn, legal=True))
+        return Case(draw(_wire.chunked(body)), 200, "text/event-stream", None, None, None, False, pristine=True)
+    body = draw(_wire.sse_body(drawn))
+    mutate = draw(st.integers(0, 3)) == 0
     if mutate:
         body = draw(_wire.mutated(body))
     return Case(
         body=draw(_wire.chunked(body)),
-        status=draw(st.sampled_from([200] * 12 + [204, 302, 400, 401, 408, 429, 500, 503, 529])),
+        status=draw(st.sampled_from([200] * 30 + [204, 302, 400, 401, 408, 429, 500, 503, 529])),
         content_type=draw(
-            st.sampled_from(["text/event-stream"] * 6 + ["text/event-stream; charset=utf-8", "application/json", ""])
+            st.sampled_from(["text/event-stream"] * 16 + ["text/event-stream; charset=utf-8", "application/json", ""])
         ),
-        retry_after=draw(st.sampled_from([None, None, None, "0", "0.001", "junk", "-3", "1e9", "Wed, 21 Oct 2015 07:28:00 GMT"])),
-        failure=draw(st.sampled_from([None] * 10 + ["connect", "read"])),
-        abort_at=draw(st.one_of(st.none(), st.none(), st.integers(0, 15))),
+        retry_after=draw(
+            st.sampled_from([None, None, None, "0", "0.001", "junk", "-3", "1e9", "Wed, 21 Oct 2015 07:28:00 GMT"])
+        ),
+        failure=draw(st.sampled_from([None] * 20 + ["connect", "read"])),
+        abort_at=draw(st.one_of(st.none(), st.none(), st.none(), st.integers(0, 15))),
         mutated=mutate,
     )
 
@@ -186,7 +194,14 @@ def check_assistant_events(events: list[Any]) -> Any:
         final = last.error
         assert last.reason == final.stop_reason and final.stop_reason in ("error", "aborted")
         assert isinstance(final.error_message, str) and final.error_message
+        # The catch-all for exceptions a parser did not expect: junk data must be handled, not crash it.
+        assert not final.error_message.startswith("Unexpected data from the provider"), final.error_message
     assert isinstance(final, al.AssistantMessage)
+    usage = final.usage
+    for count in (usage.input, usage.output, usage.cache_read, usage.cache_write, usage.total_tokens):
+        assert type(count) is int and count >= 0, usage
+    for cost in (usage.cost.input, usage.cost.output, usage.cost.cache_read, usage.cost.cache_write, usage.cost.total):
+        assert type(cost) in (int, float) and math.isfinite(cost), usage
     if body:
         assert len(final.content) >= len(state), (final.content, state)
     return final
@@ -199,7 +214,7 @@ def _same_json(a: Any, b: Any) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_same_json(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b, strict=True))
     return bool(a == b)
 
 
@@ -223,6 +238,9 @@ async def run_case(provider: Provider, case: Case) -> None:
             stream = provider.stream(model, context, options, http=HTTP, client=client)
             events = await _collect(stream, signal, case.abort_at)
     final = check_assistant_events(events)
+    if case.pristine:
+        assert events[-1].type == "done", f"a well-formed response failed: {final.error_message}"
+        TALLY.add("well-formed streams (must end with done)")
     TALLY.add("streams")
     TALLY.add("faults injected", bool(case.mutated or case.failure or case.status != 200 or case.content_type == ""))
     TALLY.add("aborts", signal.aborted)
@@ -236,6 +254,10 @@ async def run_case(provider: Provider, case: Case) -> None:
     await replay(provider, model, context, final)
 
 
+def _not_json(name: str) -> Any:
+    raise AssertionError(f"the request body is not standard JSON: it holds {name}")
+
+
 async def replay(provider: Provider, model: al.Model, context: al.Context, final: al.AssistantMessage) -> None:
     """Whatever the model sent, the conversation can go on: the next request is sent and answered."""
     results = tuple(
@@ -243,7 +265,8 @@ async def replay(provider: Provider, model: al.Model, context: al.Context, final
         for c in final.tool_calls
     )
     next_context = al.Context(
-        system_prompt=context.system_prompt, messages=(*context.messages, final, *results, al.UserMessage(content="and?"))
+        system_prompt=context.system_prompt,
+        messages=(*context.messages, final, *results, al.UserMessage(content="and?")),
     )
     sent: list[bytes] = []
 
@@ -254,13 +277,13 @@ async def replay(provider: Provider, model: al.Model, context: al.Context, final
     options = al.StreamOptions(signal=al.AbortSignal(), api_key=KEY)
     with anyio.fail_after(10):
         async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
-            events = await _collect(provider.stream(model, next_context, options, http=HTTP, client=client), options.signal, None)
+            events = await _collect(
+                provider.stream(model, next_context, options, http=HTTP, client=client), options.signal, None
+            )
     last = events[-1]
     assert last.type == "done", f"the next request failed: {getattr(last, 'error', last)!r}"
     assert len(sent) == 1
-    json.loads(sent[0])  # strict enough: the body is JSON (no lone surrogates: it is valid UTF-8)
-    sent[0].decode("utf-8")
-    assert b"NaN" not in sent[0] and b"Infinity" not in sent[0], "the request body is not standard JSON"
+    json.loads(sent[0].decode("utf-8"), parse_constant=_not_json)  # valid UTF-8 (no lone surrogate), standard JSON
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -274,7 +297,6 @@ def test_provider_streams_survive_random_and_mutated_bytes(backend: str, name: s
         anyio.run(run_case, provider, case, backend=backend)
 
     check()
-    TALLY.write()
 
 
 # --- the proxy wire ------------------------------------------------------------------------------
@@ -330,7 +352,7 @@ _wire_event = st.fixed_dictionaries(
     },
     optional={
         "contentIndex": _index,
-        "delta": _wire.maybe(st.one_of(_wire.text, st.sampled_from(['{"a":', "1}", "[" * 50, "}"]))),
+        "delta": _wire.maybe(st.one_of(_wire.text, _wire.arguments)),
         "contentSignature": _wire.maybe(_wire.text),
         "redacted": _wire.junk,
         "id": _wire.maybe(st.just("c1")),
@@ -417,16 +439,20 @@ _request_body = st.one_of(
                     optional={
                         "api": _wire.maybe(st.just("x")),
                         "input": _wire.maybe(st.just(["text"])),
-                        "cost": _wire.junk,
-                        "headers": _wire.junk,
-                        "maxTokens": _wire.junk,
-                        "reasoning": _wire.junk,
+                        "cost": _wire.maybe(st.fixed_dictionaries({"input": st.floats(0, 10)})),
+                        "headers": _wire.maybe(st.dictionaries(st.text(max_size=4), st.text(max_size=4), max_size=2)),
+                        "maxTokens": _wire.maybe(st.integers(0, 10**6)),
+                        "reasoning": _wire.maybe(st.booleans()),
                     },
                 )
             ),
             "context": _wire.maybe(
                 st.fixed_dictionaries(
-                    {"messages": _wire.maybe(st.lists(st.one_of(_wire.junk, st.just({"role": "user", "content": "hi"})), max_size=2))},
+                    {
+                        "messages": _wire.maybe(
+                            st.lists(st.one_of(_wire.junk, st.just({"role": "user", "content": "hi"})), max_size=2)
+                        )
+                    },
                     optional={"tools": _wire.junk, "systemPrompt": _wire.junk},
                 )
             ),
@@ -436,12 +462,14 @@ _request_body = st.one_of(
                 st.fixed_dictionaries(
                     {},
                     optional={
-                        "temperature": _wire.junk,
-                        "maxTokens": _wire.junk,
-                        "reasoning": _wire.junk,
-                        "thinkingBudgets": _wire.junk,
-                        "maxRetryDelayMs": _wire.junk,
-                        "headers": _wire.junk,
+                        "temperature": _wire.maybe(st.floats(0, 2)),
+                        "maxTokens": _wire.maybe(st.integers(-1, 10**6)),
+                        "reasoning": _wire.maybe(st.sampled_from(["off", "low", "high", "max", "extreme"])),
+                        "thinkingBudgets": _wire.maybe(
+                            st.dictionaries(st.sampled_from(["low", "high"]), st.integers())
+                        ),
+                        "maxRetryDelayMs": _wire.maybe(st.integers(-1, 10**6)),
+                        "headers": _wire.maybe(st.dictionaries(st.text(max_size=4), st.text(max_size=4), max_size=2)),
                     },
                 )
             )
@@ -463,3 +491,186 @@ def test_proxy_request_decoder_raises_only_value_errors(body: bytes) -> None:
     assert isinstance(model, al.Model) and isinstance(context, al.Context)
     al.StreamOptions(signal=al.AbortSignal(), **options)  # the server builds its options from them
     TALLY.add("proxy requests accepted")
+
+
+# --- regressions found by the fuzzing above --------------------------------------------------------
+
+
+def _tool_call_body(name: str, arguments: str) -> bytes:
+    if name == "completions":
+        call = {"index": 0, "id": "call_1", "function": {"name": "echo", "arguments": arguments}}
+        return _sse(
+            [
+                {"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]},
+                {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+            ],
+            named=False,
+        )
+    if name == "responses":
+        item = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "echo", "arguments": arguments}
+        return _sse(
+            [
+                {"type": "response.output_item.added", "item": {**item, "arguments": ""}},
+                {"type": "response.output_item.done", "item": item},
+                {"type": "response.completed", "response": {"status": "completed"}},
+            ],
+            named=True,
+        )
+    block = {"type": "tool_use", "id": "toolu_1", "name": "echo", "input": {}}
+    return _sse(
+        [
+            {"type": "message_start", "message": {"id": "m"}},
+            {"type": "content_block_start", "index": 0, "content_block": block},
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "input_json_delta", "partial_json": arguments},
+            },
+            {"type": "content_block_stop", "index": 0},
+            {"type": "message_delta", "delta": {"stop_reason": "tool_use"}},
+            {"type": "message_stop"},
+        ],
+        named=True,
+    )
+
+
+POISONS = ['{"a": "\\ud800"}', '{"\\udfff": [1]}', '{"n": 1e999}', '{"n": NaN}', "[" * 5000 + "]" * 5000]
+
+
+@pytest.mark.parametrize("arguments", POISONS)
+@pytest.mark.parametrize("name", sorted(PROVIDERS))
+async def test_tool_arguments_that_poisoned_the_conversation(anyio_backend: object, name: str, arguments: str) -> None:
+    """Arguments with a lone surrogate or an infinity once made every later request fail (the body
+    could not be encoded); NaN is not JSON (JavaScript refuses it) and too deep a nesting raised
+    RecursionError out of the parser. Each now ends in a response that can be sent back."""
+    case = Case([_tool_call_body(name, arguments)], 200, "text/event-stream", None, None, None, False)
+    await run_case(PROVIDERS[name], case)
+
+
+JUNK_FIELDS = {
+    # Junk where a parser expected a name or a list: once a TypeError ("unhashable type") that lost
+    # the whole response as "Unexpected data from the provider".
+    "completions": [
+        {"choices": [], "error": {"message": "busy", "code": [500], "type": {"x": 1}}},
+    ],
+    "responses": [
+        {"type": "response.output_item.added", "item": {"type": "reasoning", "id": "rs_1"}},
+        {
+            "type": "response.output_item.done",
+            "item": {"type": "reasoning", "id": "rs_1", "summary": True, "content": 5},
+        },
+        {"type": "response.output_item.added", "item": {"type": "message", "id": "m_1"}},
+        {"type": "response.output_item.done", "item": {"type": "message", "id": "m_1", "content": [{"text": 7}]}},
+        {"type": "response.completed", "response": {"status": "completed", "service_tier": ["flex"]}},
+    ],
+    "anthropic": [
+        {"type": "message_start", "message": {"id": "m"}},
+        {"type": "error", "error": {"type": ["overloaded_error"], "message": "busy"}},
+    ],
+}
+
+
+@pytest.mark.parametrize("name", sorted(PROVIDERS))
+async def test_junk_in_fields_the_parsers_look_up_by_name(anyio_backend: object, name: str) -> None:
+    case = Case(
+        [_sse(JUNK_FIELDS[name], named=name != "completions")], 200, "text/event-stream", None, None, None, False
+    )
+    await run_case(PROVIDERS[name], case)
+
+
+PROXY_BREACHES = {
+    "second start": ['{"type":"start"}', '{"type":"start"}', '{"type":"done","reason":"stop"}'],
+    "block before start": ['{"type":"text_start","contentIndex":0}', '{"type":"done","reason":"stop"}'],
+    "delta after end": [
+        '{"type":"start"}',
+        '{"type":"text_start","contentIndex":0}',
+        '{"type":"text_end","contentIndex":0}',
+        '{"type":"text_delta","contentIndex":0,"delta":"late"}',
+    ],
+    "end twice": [
+        '{"type":"start"}',
+        '{"type":"thinking_start","contentIndex":0}',
+        '{"type":"thinking_end","contentIndex":0}',
+        '{"type":"thinking_end","contentIndex":0}',
+    ],
+    "usage of the wrong types": ['{"type":"start"}', '{"type":"done","reason":"stop","usage":{"input":"lots"}}'],
+    "a NaN cost": ['{"type":"done","reason":"stop","usage":{"cost":{"total":NaN}}}'],
+    "an error without a message": ['{"type":"error","reason":"error","errorMessage":""}'],
+    "nesting too deep": ['{"type":"start"}', "[" * 5000 + "]" * 5000],
+    "tool arguments nesting too deep": [
+        '{"type":"start"}',
+        '{"type":"toolcall_start","contentIndex":0,"id":"c1","toolName":"echo"}',
+        '{"type":"toolcall_delta","contentIndex":0,"delta":"' + "[" * 5000 + '"}',
+        '{"type":"toolcall_end","contentIndex":0}',
+        '{"type":"done","reason":"toolUse"}',
+    ],
+}
+
+
+@pytest.mark.parametrize("breach", sorted(PROXY_BREACHES))
+async def test_a_proxy_stream_that_breaks_the_protocol_is_one_error_event(anyio_backend: object, breach: str) -> None:
+    body = "".join(f"data: {line}\n\n" for line in PROXY_BREACHES[breach]).encode()
+    await run_proxy_case(Case([body], 200, "text/event-stream", None, None, None, False))
+
+
+def teardown_module() -> None:
+    TALLY.write()
+
+
+LINE_BREAKERS = "a\u2028b\u2029c\x85d\x1ce\x0bf"
+"""Characters Python's `splitlines` (and httpx's own line reader) takes for line ends, which JSON
+carries unescaped (all but the last two here): an SSE reader must end lines only at CR, LF or CRLF."""
+
+
+def _text_body(name: str, text: str, newline: str) -> bytes:
+    if name == "completions":
+        items = [
+            {"choices": [{"index": 0, "delta": {"content": text}}]},
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+        ]
+    elif name == "responses":
+        items = [
+            {"type": "response.output_item.added", "item": {"type": "message", "id": "m_1"}},
+            {"type": "response.output_text.delta", "item_id": "m_1", "delta": text},
+            {"type": "response.output_item.done", "item": {"type": "message", "id": "m_1"}},
+            {"type": "response.completed", "response": {"status": "completed"}},
+        ]
+    else:
+        items = [
+            {"type": "message_start", "message": {"id": "m"}},
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}},
+            {"type": "content_block_stop", "index": 0},
+            {"type": "message_delta", "delta": {"stop_reason": "end_turn"}},
+            {"type": "message_stop"},
+        ]
+    # Events that carry no data (a lone id, retry or event name) are not events (the SSE spec); they
+    # were dispatched with empty data, which the parsers took for malformed JSON: the response was lost.
+    lines = [": comment", "retry: 3000", "", "id: 7", "", "event: ping", ""]
+    for item in items:
+        lines += [f"data: {json.dumps(item, ensure_ascii=False)}", ""]
+    if name == "completions":
+        lines += ["data: [DONE]", ""]
+    return (newline.join(lines) + newline).encode()
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"], ids=["lf", "crlf", "cr"])
+@pytest.mark.parametrize("name", sorted(PROVIDERS))
+async def test_text_with_unicode_line_separators_survives_any_chunking(
+    anyio_backend: object, name: str, newline: str
+) -> None:
+    provider = PROVIDERS[name]
+    body = _text_body(name, LINE_BREAKERS, newline)
+    model = al.Model(id="fuzz", api=provider.api, provider="fuzz", base_url="http://mock/v1")
+    for size in (1, 2, 3, 7, len(body)):  # every cut: inside CRLF, inside a UTF-8 sequence, ...
+        parts = [body[i : i + size] for i in range(0, len(body), size)]
+        case = Case(parts, 200, "text/event-stream", None, None, None, False)
+        signal = al.AbortSignal()
+        with anyio.fail_after(10):
+            async with httpx.AsyncClient(transport=_transport(case)) as client:
+                options = al.StreamOptions(signal=signal, api_key=KEY)
+                stream = provider.stream(model, al.Context(), options, http=HTTP, client=client)
+                events = await _collect(stream, signal, None)
+        final = check_assistant_events(events)
+        assert events[-1].type == "done", final.error_message
+        assert final.text == LINE_BREAKERS, (size, final.text)

@@ -20,10 +20,15 @@ from hypothesis import strategies as st
 import agentloop as al
 from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedThinking, ScriptedToolCall, check_events
 
+from ._profile import Tally
+
 LONG = os.environ.get("AGENTLOOP_PROFILE") == "long"
 EXAMPLES = 1500 if LONG else 40
 MODEL = al.Model(id="m", api="faux", provider="faux")
 TOOL_KINDS = ("fast", "slow", "raise", "progress", "stubborn", "barrier", "missing")
+END_BOUND = 2.0
+"""Seconds from an abort, or from the consumer leaving, to the end of the run (the tool grace is 0.01 s)."""
+TALLY = Tally("properties")
 
 
 @dataclass
@@ -71,9 +76,7 @@ def make_tools(ledger: Ledger) -> list[al.AgentTool]:
     return [make(kind) for kind in TOOL_KINDS if kind != "missing"]
 
 
-calls = st.lists(
-    st.tuples(st.sampled_from(TOOL_KINDS), st.sampled_from([None, 0, 1, "bad"])), min_size=0, max_size=5
-)
+calls = st.lists(st.tuples(st.sampled_from(TOOL_KINDS), st.sampled_from([None, 0, 1, "bad"])), min_size=0, max_size=5)
 responses = st.lists(
     st.tuples(
         st.booleans(),  # thinking
@@ -151,7 +154,9 @@ def check_results_answer_calls(messages: list[al.AgentMessage]) -> None:
     for i, message in enumerate(messages):
         if isinstance(message, al.AssistantMessage) and message.stop_reason not in ("error", "aborted"):
             ids = [c.id for c in message.tool_calls]
-            following = [m.tool_call_id for m in messages[i + 1 : i + 1 + len(ids)] if isinstance(m, al.ToolResultMessage)]
+            following = [
+                m.tool_call_id for m in messages[i + 1 : i + 1 + len(ids)] if isinstance(m, al.ToolResultMessage)
+            ]
             if i + len(ids) < len(messages) or ids == following:
                 assert following == ids, (ids, following)
 
@@ -171,10 +176,13 @@ async def run_plan(plan: Plan) -> None:
         **hooks(plan),
     )
 
+    aborted_at: list[float] = []
+
     def observe(event: al.AgentEvent) -> bool:
         """Record an event; True when the consumer leaves early here."""
         events.append(event)
         if plan.abort_at is not None and len(events) == plan.abort_at:
+            aborted_at.append(anyio.current_time())
             signal.abort()
         return plan.exit_at is not None and len(events) == plan.exit_at and plan.mode == "stream"
 
@@ -209,14 +217,24 @@ async def run_plan(plan: Plan) -> None:
             context = al.AgentContext(tools=tools)
             prompt = [al.UserMessage(content="go")]
             if plan.mode == "sink":
-                await al.run_agent_loop(prompt, context, cfg, lambda event: None if observe(event) else None, signal, model)
+
+                def sink(event: al.AgentEvent) -> None:
+                    observe(event)  # a sink cannot leave early: only the stream mode exits
+
+                await al.run_agent_loop(prompt, context, cfg, sink, signal, model)
             else:
                 async with al.agent_loop(prompt, context, cfg, signal, model) as stream:
                     async for event in stream:
                         if observe(event):
                             exited = True
+                            left_at = anyio.current_time()
                             break
+                if exited:
+                    assert anyio.current_time() - left_at < END_BOUND, "the block took too long to close"
     assert ledger.running == 0, "a tool is still running after the run ended"
+    if aborted_at:
+        assert anyio.current_time() - aborted_at[0] < END_BOUND, "the run took too long to end after its abort"
+    tally(plan, events, exited, bool(aborted_at))
     if exited:
         return
     check_events(events)
@@ -225,8 +243,24 @@ async def run_plan(plan: Plan) -> None:
     check_results_answer_calls(list(end.messages))
 
 
+def tally(plan: Plan, events: list[al.AgentEvent], exited: bool, aborted: bool) -> None:
+    TALLY.add("runs")
+    TALLY.add(f"runs ({plan.mode})")
+    TALLY.add("aborts", aborted)
+    TALLY.add("early exits", exited)
+    TALLY.add("turns", sum(isinstance(e, al.TurnStart) for e in events))
+    TALLY.add("tool calls", sum(isinstance(e, al.ToolExecutionStart) for e in events))
+    faults = sum(isinstance(e, al.ToolExecutionEnd) and e.is_error for e in events)
+    faults += sum(isinstance(e, al.TurnEnd) and e.message.stop_reason in ("error", "length") for e in events)
+    TALLY.add("faults injected (failed tool calls, model errors, cut responses)", faults)
+
+
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
 @given(plan=plans)
 def test_generated_runs_keep_every_invariant(backend: str, plan: Plan) -> None:
     anyio.run(run_plan, plan, backend=backend)
+
+
+def teardown_module() -> None:
+    TALLY.write()
