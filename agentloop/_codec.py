@@ -437,4 +437,8 @@ def dumps(value: Any) -> str:
 
 def loads(text: str | bytes) -> Any:
     """`from_json` of a JSON string."""
-    return from_json(json.loads(text))
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise ValueError("the JSON nests too deeply") from None
+    return from_json(data)

@@ -105,9 +105,12 @@ class AgentTool:
 
     def validate(self, arguments: Mapping[str, Any]) -> Any:
         """Coerce and validate raw arguments; raise `ValueError` naming every failing field."""
-        if self._model is not None:
-            return _validate_with_model(self, arguments)
-        return _validate_with_schema(self, arguments)
+        try:
+            if self._model is not None:
+                return _validate_with_model(self, arguments)
+            return _validate_with_schema(self, arguments)
+        except RecursionError:  # a schema whose $ref cycle consumes no data, or absurdly deep arguments
+            raise _failure(self.name, ["  - root: the schema or the arguments nest too deeply"], arguments) from None
 
     def __repr__(self) -> str:
         return f"AgentTool(name={self.name!r})"

@@ -327,6 +327,8 @@ class CustomMessage:
     def __post_init__(self) -> None:
         if not isinstance(self.role, str) or not self.role:
             raise ValueError(f"CustomMessage role must be a non-empty str, got {self.role!r}")
+        if not isinstance(self.data, Mapping):
+            raise TypeError(f"CustomMessage data must be a mapping, got {type(self.data).__name__}")
         if self.role in _STANDARD_ROLES:
             raise ValueError(
                 f"CustomMessage role {self.role!r} is a standard role; "

@@ -357,3 +357,10 @@ def test_terminal_events_tool_results_and_custom_key_clashes() -> None:
         CustomMessage(role="note", data={"timestamp": 5})
     note = CustomMessage(role="note", data={"type": "reminder", "text": "x"})
     assert from_json(to_json(note)) == note  # a `type` key beside `role` stays a message
+
+
+def test_deep_nesting_and_bad_custom_data_are_clear_errors() -> None:
+    with pytest.raises(ValueError, match="nests too deeply"):
+        loads("[" * 100_000)
+    with pytest.raises(TypeError, match="data must be a mapping"):
+        CustomMessage(role="memo", data=5)  # type: ignore[arg-type]

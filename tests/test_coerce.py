@@ -88,3 +88,10 @@ def test_draft_07_tuple_items() -> None:
 def test_values_that_do_not_convert_fail_validation(value: Any) -> None:
     with pytest.raises(ValueError, match="Validation failed"):
         coerce({"type": "number"}, value)
+
+
+def test_a_ref_cycle_that_consumes_no_data_is_a_validation_error() -> None:
+    schema = {"type": "object", "properties": {"a": {"$ref": "#/$defs/d"}}, "$defs": {"d": {"$ref": "#/$defs/d"}}}
+    tool = al.AgentTool(name="t", description="", parameters=schema, execute=_noop)
+    with pytest.raises(ValueError, match="nest too deeply"):
+        tool.validate({"a": 1})
