@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from ._config import (
 from ._events import MessageEnd, MessageStart, ToolExecutionEnd, ToolExecutionStart, ToolExecutionUpdate
 from ._tools import AgentTool, validate_tool_arguments
 from ._types import AgentToolResult, AssistantMessage, TextContent, ToolCall, ToolResultMessage, error_result
-from ._updates import Delivery, Flag, UpdatePump
+from ._updates import DELIVERED, Delivery, Flag, UpdatePump
 from ._util import single_exception
 
 if TYPE_CHECKING:
@@ -51,11 +50,6 @@ class _Finalized:
     tool_call: ToolCall
     result: AgentToolResult
     is_error: bool
-
-
-_DELIVERED = Delivery()
-_DELIVERED.begun.set()
-_DELIVERED.done.set()
 
 
 def _message(exc: BaseException) -> str:
@@ -288,45 +282,39 @@ async def _execute(run: _Run, prepared: _Prepared) -> tuple[AgentToolResult, boo
     pump: UpdatePump | None = None
     result, is_error = error_result(ABORTED), True
     grace = run.config.tool_abort_grace
-    # The call's task group: its scope is cut `grace` seconds after an abort, and its tasks
-    # deliver progress updates, all of which are delivered before the group (the call) ends.
+    scope = anyio.CancelScope()  # cut `grace` seconds after an abort
+
+    def on_update(partial_result: AgentToolResult) -> Delivery:
+        nonlocal pump
+        if finished:
+            return DELIVERED  # progress reported after the tool finished is ignored
+        if not isinstance(partial_result, AgentToolResult):
+            raise TypeError(f"on_update expects an AgentToolResult, got {type(partial_result).__name__}")
+        if pump is None:
+            pump = UpdatePump(run.emit, run.plain_sink, run.task_group)
+        return pump.push(ToolExecutionUpdate(tool_call.id, tool_call.name, tool_call.arguments, partial_result))
+
+    def cut_short() -> None:  # a running tool sees the abort at once, and is cut after the grace
+        if not finished:
+            scope.deadline = min(scope.deadline, anyio.current_time() + grace)
+
+    remove = signal.on_abort(cut_short)
     try:
-        async with anyio.create_task_group() as group:
-
-            def on_update(partial_result: AgentToolResult) -> Delivery:
-                nonlocal pump
-                if finished:
-                    return _DELIVERED  # progress reported after the tool finished is ignored
-                if not isinstance(partial_result, AgentToolResult):
-                    raise TypeError(f"on_update expects an AgentToolResult, got {type(partial_result).__name__}")
-                if pump is None:
-                    pump = UpdatePump(run.emit, group)
-                event = ToolExecutionUpdate(tool_call.id, tool_call.name, tool_call.arguments, partial_result)
-                return pump.push(event)
-
-            def cut_short() -> None:  # a running tool sees the abort at once, and is cut after the grace
-                if not finished:
-                    group.cancel_scope.deadline = min(group.cancel_scope.deadline, anyio.current_time() + grace)
-
-            remove = signal.on_abort(cut_short)
-            try:
-                try:
-                    tool = prepared.tool
-                    execute = tool.execute if tool._execute is None else tool._execute  # one frame less
-                    value = await execute(tool_call.id, prepared.args, signal, on_update)
-                    completed = True
-                    result = _check_result(prepared.tool, value)
-                    is_error = result.is_error is True
-                except Exception as exc:
-                    completed = True
-                    result, is_error = error_result(_message(exc)), True
-                finally:
-                    finished = True
-                    group.cancel_scope.deadline = math.inf  # the deliveries left are not cut short
-            finally:
-                remove()
-    except BaseExceptionGroup as exc_group:
-        raise single_exception(exc_group) from None
+        with scope:
+            tool = prepared.tool
+            execute = tool.execute if tool._execute is None else tool._execute  # one frame less
+            value = await execute(tool_call.id, prepared.args, signal, on_update)
+            completed = True
+            result = _check_result(tool, value)
+            is_error = result.is_error is True
+    except Exception as exc:
+        completed = True
+        result, is_error = error_result(_message(exc)), True
+    finally:
+        finished = True
+        remove()
+    if pump is not None:
+        await pump.drained()  # the call is finalized after its updates (never cut short)
     if not completed:  # cut short by the abort's grace period
         result, is_error = error_result(ABORTED), True
     return result, is_error

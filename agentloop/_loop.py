@@ -8,12 +8,14 @@ behaviour of `spec/PROFILE.md` (barriers, bounded abort, `should_stop_after_turn
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from types import AsyncGeneratorType, CoroutineType
 from typing import Any
 
 import anyio
+from anyio.abc import TaskGroup
 
 from ._abort import AbortSignal
 from ._config import (
@@ -48,6 +50,10 @@ from ._types import (
     UserMessage,
     now_ms,
 )
+from ._util import single_exception
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
 
 __all__ = ("check_continue", "run_agent_loop", "run_agent_loop_continue")
 
@@ -178,10 +184,12 @@ class _Run:
         "messages",
         "model",
         "new_messages",
+        "plain_sink",
         "reasoning",
         "signal",
         "stream_fn",
         "system_prompt",
+        "task_group",
         "tools",
     )
 
@@ -209,6 +217,9 @@ class _Run:
         self._sink = emit
         # An async sink is awaited directly; anything else goes through the checks of `_emit`.
         self.emit: Callable[[Any], Awaitable[None]] = emit if inspect.iscoroutinefunction(emit) else self._emit
+        # A plain sink may be called without a coroutine (it returns None or an awaitable).
+        self.plain_sink: Callable[[Any], Awaitable[None] | None] | None = None if self.emit is emit else emit
+        self.task_group: TaskGroup = None  # type: ignore[assignment]  # set by run(): delivers progress updates
         self._llm_source: list[AgentMessage] | None = None
         self._llm_seen = 0
         self._llm_messages: list[Message] = []
@@ -242,6 +253,14 @@ class _Run:
         return check_messages(messages or [], which + "()")
 
     async def run(self) -> None:
+        """Run the turns inside the run's task group (progress updates that must wait run there)."""
+        try:
+            async with anyio.create_task_group() as self.task_group:
+                await self.turns()
+        except BaseExceptionGroup as group:
+            raise single_exception(group) from None
+
+    async def turns(self) -> None:
         config = self.config
         pending = await self.poll("get_steering_messages")
         prepared: list[AgentMessage] = []
@@ -397,7 +416,7 @@ class _Run:
                 f"context manager yielding one, got {type(events).__name__}"
             )
         emit = self.emit
-        sink = None if self.emit is self._sink else self._sink  # a plain sink: no coroutine per delta
+        sink = self.plain_sink  # a plain sink: no coroutine per delta
         signal = self.signal
         try:
             async for event in events:

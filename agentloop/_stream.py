@@ -30,6 +30,7 @@ from ._loop import (
     run_agent_loop_continue,
 )
 from ._types import AgentMessage
+from ._updates import Flag
 from ._util import single_exception
 
 if sys.version_info < (3, 11):  # pragma: no cover
@@ -126,22 +127,37 @@ async def _open(body: Callable[[Emit], Awaitable[object]], buffer: int) -> Async
     start = anyio.Event()
     send_nowait = send.send_nowait
     run_scope = anyio.CancelScope()
+    last_waiting: Flag | None = None  # set when the last event that had to wait is sent
 
     def emit(event: AgentEvent) -> Awaitable[None] | None:
-        # A plain function: most events fit in the buffer and cost no coroutine at all.
-        try:
-            send_nowait(event)
-        except anyio.WouldBlock:
-            return send_waiting(event)
-        except anyio.BrokenResourceError:
-            return consumer_gone()
-        return None
+        # A plain function: most events fit in the buffer and cost no coroutine at all. Events
+        # keep the order of the calls, whichever task makes them (progress updates are not
+        # awaited): once one has to wait, the next ones line up behind it.
+        nonlocal last_waiting
+        if last_waiting is None:
+            try:
+                send_nowait(event)
+            except anyio.WouldBlock:
+                pass
+            except anyio.BrokenResourceError:
+                return consumer_gone()
+            else:
+                return None
+        previous, last_waiting = last_waiting, Flag()
+        return send_in_turn(event, previous, last_waiting)
 
-    async def send_waiting(event: AgentEvent) -> None:
+    async def send_in_turn(event: AgentEvent, previous: Flag | None, sent: Flag) -> None:
+        nonlocal last_waiting
         try:
+            if previous is not None:
+                await previous.wait()
             await send.send(event)
         except anyio.BrokenResourceError:
             await consumer_gone()
+        finally:
+            sent.set()
+            if last_waiting is sent:
+                last_waiting = None
 
     async def consumer_gone() -> None:
         # Nobody listens any more: stop the whole run as a cancellation (several parallel tools

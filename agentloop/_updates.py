@@ -1,21 +1,22 @@
 """Progress updates, and `Flag`: a one-shot event that costs nothing until someone waits.
 
 As in the reference, `on_update(partial)` hands the `tool_execution_update` event over and
-returns at once: the tool is not held up by the listeners. Each update is delivered by a task of
-the tool call's own task group, in the order reported, and the call is finalized only after every
-update it reported has been delivered. Awaiting what `on_update` returns waits for that delivery
-(backpressure for a tool that wants it).
+returns at once: the tool is not held up by the listeners. Updates are delivered in the order
+reported (through a task of the run's task group when a delivery has to wait), and the call is
+finalized only after every update it reported has been delivered. Awaiting what `on_update`
+returns waits for that delivery (backpressure for a tool that wants it).
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable, Generator
 from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
 
-__all__ = ("Delivery", "Flag", "UpdatePump")
+__all__ = ("DELIVERED", "Delivery", "Flag", "UpdatePump")
 
 
 class Flag:
@@ -67,31 +68,78 @@ class Delivery:
 
 
 class UpdatePump:
-    """Delivers update events as the reference does: each one begins at once, in the order reported.
+    """Delivers one tool call's updates as the reference does: each begins at once, in order.
 
-    Every update is emitted by a task of its own, so a slow listener delays neither the tool nor
-    the next update (as JavaScript's un-awaited `emit` promises); a task begins only after the
-    previous one has run up to its first `await`, whatever order the scheduler picks.
+    A plain sink is called at once (the un-awaited `emit` of JavaScript runs up to its first
+    `await` before `onUpdate` returns); what it returns to await, and every delivery through an
+    async sink, is driven by a task of the run's task group, so a slow listener delays neither
+    the tool nor the next update. A delivery begins only after the previous one has begun,
+    whatever order the scheduler picks. `drained()` returns once every update is delivered.
     """
 
-    __slots__ = ("_emit", "_previous", "_task_group")
+    __slots__ = ("_emit", "_idle", "_in_flight", "_previous", "_sink", "_task_group")
 
-    def __init__(self, emit: Callable[[Any], Awaitable[None]], task_group: TaskGroup) -> None:
+    def __init__(
+        self, emit: Callable[[Any], Awaitable[None]], sink: Callable[[Any], Any] | None, task_group: TaskGroup
+    ) -> None:
         self._emit = emit
+        self._sink = sink  # the plain sink behind `emit`, or None when `emit` is an async function
         self._task_group = task_group
         self._previous: Delivery | None = None
+        self._in_flight = 0
+        self._idle = Flag()  # set when no delivery is in flight
 
     def push(self, event: Any) -> Delivery:
-        delivery = Delivery()
-        self._task_group.start_soon(self._deliver, event, self._previous, delivery)
-        self._previous = delivery
+        previous = self._previous
+        if self._sink is not None and (previous is None or previous.begun.is_set()):
+            pending = self._sink(event)
+            if pending is None:
+                return DELIVERED
+            if not inspect.isawaitable(pending):
+                raise TypeError(f"emit must return None or an awaitable, got {type(pending).__name__}")
+            delivery = self._track()
+            delivery.begun.set()
+            self._task_group.start_soon(self._finish, pending, delivery)
+        else:
+            delivery = self._track()
+            self._task_group.start_soon(self._deliver, event, previous, delivery)
         return delivery
 
-    async def _deliver(self, event: Any, previous: Delivery | None, delivery: Delivery) -> None:
-        if previous is not None:
-            await previous.begun.wait()
+    def _track(self) -> Delivery:
+        delivery = self._previous = Delivery()
+        if not self._in_flight:
+            self._idle = Flag()
+        self._in_flight += 1
+        return delivery
+
+    def _done(self, delivery: Delivery) -> None:
         delivery.begun.set()
+        delivery.done.set()
+        self._in_flight -= 1
+        if not self._in_flight:
+            self._idle.set()
+
+    async def drained(self) -> None:
+        """Return once every update pushed so far has been delivered."""
+        if self._in_flight:
+            await self._idle.wait()
+
+    async def _deliver(self, event: Any, previous: Delivery | None, delivery: Delivery) -> None:
         try:
+            if previous is not None:
+                await previous.begun.wait()
+            delivery.begun.set()
             await self._emit(event)
         finally:
-            delivery.done.set()
+            self._done(delivery)
+
+    async def _finish(self, pending: Awaitable[None], delivery: Delivery) -> None:
+        try:
+            await pending
+        finally:
+            self._done(delivery)
+
+
+DELIVERED = Delivery()
+DELIVERED.begun.set()
+DELIVERED.done.set()

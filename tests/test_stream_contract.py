@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 import agentloop as al
@@ -309,3 +310,33 @@ async def test_agent_loop_continue_streams_only_new_messages(anyio_backend: obje
     check_events(seen)
     assert [m.role for m in seen[-1].messages] == ["assistant"]  # type: ignore[union-attr]
     assert not any(isinstance(e, al.MessageStart) and e.message.role == "user" for e in seen)
+
+
+@pytest.mark.parametrize("buffer", [0, 1, 3])
+async def test_updates_reported_without_waiting_arrive_in_the_order_reported(
+    anyio_backend: object, buffer: int
+) -> None:
+    # A full buffer makes every update wait; however the scheduler picks the waiting senders (trio
+    # shuffles them), the consumer sees the updates in the order the tool reported them.
+    async def execute(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> al.AgentToolResult:
+        for i in range(30):
+            on_update(al.AgentToolResult.from_text(str(i)))  # not awaited
+            if i % 7 == 0:
+                await anyio.lowlevel.checkpoint()
+        return al.AgentToolResult.from_text("done")
+
+    tool = al.AgentTool(name="t", description="", parameters={"type": "object"}, execute=execute)
+    context = al.AgentContext(tools=[tool])
+    config = al.AgentLoopConfig(model=MODEL)
+    with anyio.fail_after(5):
+        for _ in range(5):  # trio picks a different order each time
+            model = ScriptedModel([Response(content=[ScriptedToolCall("c1", "t", {})]), "ok"])
+            seen: list[str] = []
+            async with al.agent_loop(
+                [al.UserMessage(content="go")], context, config, None, model, max_buffer_size=buffer
+            ) as events:
+                async for event in events:
+                    await anyio.lowlevel.checkpoint()
+                    if isinstance(event, al.ToolExecutionUpdate):
+                        seen.append(event.partial_result.content[0].text)  # type: ignore[union-attr]
+            assert seen == [str(i) for i in range(30)]
