@@ -6,7 +6,7 @@ Every event is a frozen dataclass whose `type` is the TypeScript event name, so
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -90,6 +90,15 @@ class _StreamEvent:
         return (type(self), (*(getattr(self, f) for f in self._fields), self.partial))
 
 
+# The events are immutable (`__setattr__` raises), so their constructors store through the slot
+# descriptors: the same as `object.__setattr__`, without the lookup, on a path taken per delta.
+def _setter(cls: type, name: str) -> Callable[[Any, Any], None]:
+    return cls.__dict__[name].__set__  # type: ignore[no-any-return]
+
+
+_set_partial = _setter(_StreamEvent, "_partial")
+
+
 class StartEvent(_StreamEvent):
     """The response started streaming."""
 
@@ -98,7 +107,7 @@ class StartEvent(_StreamEvent):
     type: Literal["start"] = "start"
 
     def __init__(self, partial: AssistantMessage) -> None:
-        object.__setattr__(self, "_partial", partial)
+        _set_partial(self, partial)
 
 
 class _IndexEvent(_StreamEvent):
@@ -109,8 +118,11 @@ class _IndexEvent(_StreamEvent):
     """Which block of `partial.content` the event is about."""
 
     def __init__(self, content_index: int, partial: AssistantMessage) -> None:
-        object.__setattr__(self, "content_index", content_index)
-        object.__setattr__(self, "_partial", partial)
+        _set_index_index(self, content_index)
+        _set_partial(self, partial)
+
+
+_set_index_index = _setter(_IndexEvent, "content_index")
 
 
 class _DeltaEvent(_StreamEvent):
@@ -122,9 +134,13 @@ class _DeltaEvent(_StreamEvent):
     """The text (or raw JSON fragment) appended."""
 
     def __init__(self, content_index: int, delta: str, partial: AssistantMessage) -> None:
-        object.__setattr__(self, "content_index", content_index)
-        object.__setattr__(self, "delta", delta)
-        object.__setattr__(self, "_partial", partial)
+        _set_delta_index(self, content_index)
+        _set_delta(self, delta)
+        _set_partial(self, partial)
+
+
+_set_delta_index = _setter(_DeltaEvent, "content_index")
+_set_delta = _setter(_DeltaEvent, "delta")
 
 
 class _EndEvent(_StreamEvent):
@@ -136,9 +152,13 @@ class _EndEvent(_StreamEvent):
     """The full text of the block."""
 
     def __init__(self, content_index: int, content: str, partial: AssistantMessage) -> None:
-        object.__setattr__(self, "content_index", content_index)
-        object.__setattr__(self, "content", content)
-        object.__setattr__(self, "_partial", partial)
+        _set_end_index(self, content_index)
+        _set_end_content(self, content)
+        _set_partial(self, partial)
+
+
+_set_end_index = _setter(_EndEvent, "content_index")
+_set_end_content = _setter(_EndEvent, "content")
 
 
 class TextStartEvent(_IndexEvent):
@@ -208,9 +228,13 @@ class ToolCallEndEvent(_StreamEvent):
     tool_call: ToolCall
 
     def __init__(self, content_index: int, tool_call: ToolCall, partial: AssistantMessage) -> None:
-        object.__setattr__(self, "content_index", content_index)
-        object.__setattr__(self, "tool_call", tool_call)
-        object.__setattr__(self, "_partial", partial)
+        _set_call_index(self, content_index)
+        _set_tool_call(self, tool_call)
+        _set_partial(self, partial)
+
+
+_set_call_index = _setter(ToolCallEndEvent, "content_index")
+_set_tool_call = _setter(ToolCallEndEvent, "tool_call")
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,8 +335,8 @@ class MessageUpdate:
     _message: AssistantMessage | None
 
     def __init__(self, message: AssistantMessage | None, assistant_message_event: AssistantMessageEvent) -> None:
-        object.__setattr__(self, "_message", message)
-        object.__setattr__(self, "assistant_message_event", assistant_message_event)
+        _set_message(self, message)
+        _set_update_event(self, assistant_message_event)
 
     @property
     def message(self) -> AssistantMessage:
@@ -341,6 +365,10 @@ class MessageUpdate:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (MessageUpdate, (self.message, self.assistant_message_event))
+
+
+_set_message = _setter(MessageUpdate, "_message")
+_set_update_event = _setter(MessageUpdate, "assistant_message_event")
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from ._config import (
 from ._events import MessageEnd, MessageStart, ToolExecutionEnd, ToolExecutionStart, ToolExecutionUpdate
 from ._tools import AgentTool, validate_tool_arguments
 from ._types import AgentToolResult, AssistantMessage, TextContent, ToolCall, ToolResultMessage, error_result
-from ._updates import DELIVERED, Delivery, Flag, UpdatePump
+from ._updates import DELIVERED, Delivery, Flag, UpdatePump, settle
 from ._util import single_exception
 
 if TYPE_CHECKING:
@@ -57,7 +57,9 @@ def _message(exc: BaseException) -> str:
 
 
 async def _emit_end(run: _Run, fin: _Finalized) -> None:
-    await run.emit(ToolExecutionEnd(fin.tool_call.id, fin.tool_call.name, fin.result, fin.is_error))
+    tool_call = fin.tool_call
+    if (pending := run.deliver(ToolExecutionEnd(tool_call.id, tool_call.name, fin.result, fin.is_error))) is not None:
+        await settle(pending)
 
 
 async def _emit_result_message(run: _Run, fin: _Finalized) -> ToolResultMessage:
@@ -68,8 +70,10 @@ async def _emit_result_message(run: _Run, fin: _Finalized) -> ToolResultMessage:
         details=fin.result.details,
         is_error=fin.is_error,
     )
-    await run.emit(MessageStart(message))
-    await run.emit(MessageEnd(message))
+    if (pending := run.deliver(MessageStart(message))) is not None:
+        await settle(pending)
+    if (pending := run.deliver(MessageEnd(message))) is not None:
+        await settle(pending)
     return message
 
 
@@ -120,7 +124,8 @@ async def _parallel(run: _Run, assistant: AssistantMessage, tool_calls: Sequence
     finalized: list[_Finalized | None] = [None] * len(tool_calls)
     runnable: list[tuple[int, _Prepared]] = []
     for index, tool_call in enumerate(tool_calls):
-        await run.emit(ToolExecutionStart(tool_call.id, tool_call.name, tool_call.arguments))
+        if (pending := run.deliver(ToolExecutionStart(tool_call.id, tool_call.name, tool_call.arguments))) is not None:
+            await settle(pending)
         prepared = await _prepare(run, assistant, tool_call)
         if isinstance(prepared, _Finalized):
             await _emit_end(run, prepared)
@@ -280,9 +285,8 @@ async def _execute(run: _Run, prepared: _Prepared) -> tuple[AgentToolResult, boo
     finished = False
     completed = False
     pump: UpdatePump | None = None
-    result, is_error = error_result(ABORTED), True
     grace = run.config.tool_abort_grace
-    scope = anyio.CancelScope()  # cut `grace` seconds after an abort
+    scope = run.scope_class()  # cut `grace` seconds after an abort
 
     def on_update(partial_result: AgentToolResult) -> Delivery:
         nonlocal pump
@@ -316,7 +320,7 @@ async def _execute(run: _Run, prepared: _Prepared) -> tuple[AgentToolResult, boo
     if pump is not None:
         await pump.drained()  # the call is finalized after its updates (never cut short)
     if not completed:  # cut short by the abort's grace period
-        result, is_error = error_result(ABORTED), True
+        return error_result(ABORTED), True
     return result, is_error
 
 

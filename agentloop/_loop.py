@@ -11,7 +11,7 @@ import inspect
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
-from types import AsyncGeneratorType, CoroutineType
+from types import AsyncGeneratorType
 from typing import Any
 
 import anyio
@@ -50,6 +50,7 @@ from ._types import (
     UserMessage,
     now_ms,
 )
+from ._updates import settle
 from ._util import single_exception
 
 if sys.version_info < (3, 11):  # pragma: no cover
@@ -180,12 +181,14 @@ class _Run:
         "_options",
         "_sink",
         "config",
+        "deliver",
         "emit",
         "messages",
         "model",
         "new_messages",
         "plain_sink",
         "reasoning",
+        "scope_class",
         "signal",
         "stream_fn",
         "system_prompt",
@@ -219,6 +222,9 @@ class _Run:
         self.emit: Callable[[Any], Awaitable[None]] = emit if inspect.iscoroutinefunction(emit) else self._emit
         # A plain sink may be called without a coroutine (it returns None or an awaitable).
         self.plain_sink: Callable[[Any], Awaitable[None] | None] | None = None if self.emit is emit else emit
+        # `deliver(event)` hands an event over and returns what to `settle` (None: nothing to wait for).
+        self.deliver: Callable[[Any], Awaitable[None] | None] = emit
+        self.scope_class = type(anyio.CancelScope())  # the backend's class: cheaper than anyio's factory
         self.task_group: TaskGroup = None  # type: ignore[assignment]  # set by run(): delivers progress updates
         self._llm_source: list[AgentMessage] | None = None
         self._llm_seen = 0
@@ -227,11 +233,9 @@ class _Run:
 
     async def _emit(self, event: Any) -> None:
         """Deliver an event to a plain (or awaitable-returning) sink and wait for it."""
-        result = self._sink(event)
-        if result is not None:
-            if type(result) is not CoroutineType and not inspect.isawaitable(result):
-                raise TypeError(f"emit must return None or an awaitable, got {type(result).__name__}")
-            await result
+        pending = self._sink(event)
+        if pending is not None:
+            await settle(pending)
 
     def default_llm_messages(self) -> list[Message]:
         """The default conversion, kept up to date as the transcript grows: O(new messages) per call."""
@@ -272,7 +276,8 @@ class _Run:
                 if not first_turn:
                     if not pending:
                         pending = await self.poll("get_steering_messages")
-                    await self.emit(TurnStart())
+                    if (pending_delivery := self.deliver(TurnStart())) is not None:
+                        await settle(pending_delivery)
                 first_turn = False
                 for message in (*prepared, *pending):
                     await self.emit(MessageStart(message))
@@ -299,7 +304,8 @@ class _Run:
                     has_more_tool_calls = not terminate
                     self.messages.extend(tool_results)
                     self.new_messages.extend(tool_results)
-                await self.emit(TurnEnd(message, tuple(tool_results)))
+                if (pending_delivery := self.deliver(TurnEnd(message, tuple(tool_results)))) is not None:
+                    await settle(pending_delivery)
                 if config.prepare_next_turn is not None or config.should_stop_after_turn is not None:
                     turn = TurnContext(
                         message=message,
@@ -371,7 +377,7 @@ class _Run:
             )
         llm_context = Context(system_prompt=self.system_prompt, messages=tuple(llm_messages), tools=self.tools)
         state = _Streaming()
-        scope = anyio.CancelScope()
+        scope = self.scope_class()
 
         def on_abort() -> None:
             # Waits on the outside world are interrupted at once; an event being delivered is not.
@@ -393,8 +399,8 @@ class _Run:
             remove()
         last = state.last
         final = state.final
-        partial = None if last is None else last.partial
         if final is None:
+            partial = None if last is None else last.partial
             if signal.aborted:
                 final = self.ended(partial, "aborted", ABORTED_TEXT)
             else:
@@ -403,7 +409,8 @@ class _Run:
             raise TypeError(f"stream function finished with {type(final).__name__}, expected AssistantMessage")
         if last is None:
             await self.emit(MessageStart(final))
-        await self.emit(MessageEnd(final))
+        if (pending := self.deliver(MessageEnd(final))) is not None:
+            await settle(pending)
         self.messages.append(final)
         self.new_messages.append(final)
         return final
@@ -431,7 +438,7 @@ class _Run:
                         state.emitting = True  # an abort from a listener must not cut this event
                         pending = sink(MessageUpdate(None, event))
                         if pending is not None:
-                            await pending
+                            await settle(pending)
                         state.emitting = False
                     else:
                         state.emitting = True
@@ -443,7 +450,8 @@ class _Run:
                     state.last = event
                     state.emitting = True
                     try:
-                        await emit(MessageStart(event.partial))
+                        if (pending := self.deliver(MessageStart(event.partial))) is not None:
+                            await settle(pending)
                     finally:
                         state.emitting = False
                 elif kind == "done":

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Generator
+from types import CoroutineType
 from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
 
-__all__ = ("DELIVERED", "Delivery", "Flag", "UpdatePump")
+__all__ = ("DELIVERED", "Delivery", "Flag", "UpdatePump", "settle")
 
 
 class Flag:
@@ -67,6 +68,18 @@ class Delivery:
         return self.done.wait().__await__()
 
 
+async def settle(pending: Any) -> None:
+    """Wait for what a plain sink returned for an event (it must be None or an awaitable)."""
+    await check_pending(pending)
+
+
+def check_pending(pending: object) -> Awaitable[None]:
+    """What a plain sink returned for an event, checked: it must be None or an awaitable."""
+    if type(pending) is not CoroutineType and not inspect.isawaitable(pending):
+        raise TypeError(f"emit must return None or an awaitable, got {type(pending).__name__}")
+    return pending
+
+
 class UpdatePump:
     """Delivers one tool call's updates as the reference does: each begins at once, in order.
 
@@ -95,8 +108,7 @@ class UpdatePump:
             pending = self._sink(event)
             if pending is None:
                 return DELIVERED
-            if not inspect.isawaitable(pending):
-                raise TypeError(f"emit must return None or an awaitable, got {type(pending).__name__}")
+            check_pending(pending)
             delivery = self._track()
             delivery.begun.set()
             self._task_group.start_soon(self._finish, pending, delivery)
