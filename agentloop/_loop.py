@@ -422,38 +422,28 @@ class _Run:
                 "a stream function must return an async iterator of AssistantMessageEvent or an async "
                 f"context manager yielding one, got {type(events).__name__}"
             )
-        emit = self.emit
-        sink = self.plain_sink  # a plain sink: no coroutine per delta
+        deliver = self.deliver  # no coroutine per delta for a plain sink
         signal = self.signal
+        last = None  # the latest event that carries the partial message
         try:
             async for event in events:
                 if signal._aborted:
                     break  # aborted before this event was delivered: it is not (the scope may be cut)
                 kind = getattr(event, "type", None)
                 if kind in _UPDATE_TYPES:
-                    if state.last is None:
+                    if last is None:
                         continue  # no `start` yet: the reference drops block events too
-                    state.last = event
-                    if sink is not None:
-                        state.emitting = True  # an abort from a listener must not cut this event
-                        pending = sink(MessageUpdate(None, event))
-                        if pending is not None:
-                            await settle(pending)
-                        state.emitting = False
-                    else:
-                        state.emitting = True
-                        try:
-                            await emit(MessageUpdate(None, event))
-                        finally:
-                            state.emitting = False
+                    last = event
+                    state.emitting = True  # an abort from a listener must not cut this event
+                    if (pending := deliver(MessageUpdate(None, event))) is not None:
+                        await settle(pending)
+                    state.emitting = False
                 elif kind == "start":
-                    state.last = event
+                    last = event
                     state.emitting = True
-                    try:
-                        if (pending := self.deliver(MessageStart(event.partial))) is not None:
-                            await settle(pending)
-                    finally:
-                        state.emitting = False
+                    if (pending := deliver(MessageStart(event.partial))) is not None:
+                        await settle(pending)
+                    state.emitting = False
                 elif kind == "done":
                     state.final = event.message
                     break
@@ -465,9 +455,13 @@ class _Run:
                 if signal._aborted:
                     break
         except BaseException:
+            state.last = last
             await _close(events, shielded=True)
             raise
-        await _close(events, shielded=False)
+        state.last = last
+        # After its terminal event a source is let run to its end; after an abort it is closed,
+        # bounded like any cleanup (its scope may be cancelled already).
+        await _close(events, shielded=state.final is None)
 
     def ended(self, partial: AssistantMessage | None, reason: Any, text: str) -> AssistantMessage:
         if partial is None:
@@ -494,7 +488,7 @@ async def _close(events: Any, shielded: bool) -> None:
     aclose = getattr(events, "aclose", None)
     if aclose is None:
         return
-    if shielded:  # unwinding from a cancellation or an error: clean up anyway, bounded
+    if shielded:  # unwinding from a cancellation, an error or an abort: clean up anyway, bounded
         with anyio.move_on_after(_CLEANUP_TIMEOUT, shield=True):
             await aclose()
         return

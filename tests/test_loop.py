@@ -478,3 +478,44 @@ async def test_text_deltas_stream_in_order(anyio_backend: object) -> None:
     assert deltas == chunks
     snapshots = [e.message.text for e in events if isinstance(e, al.MessageUpdate)]
     assert snapshots[1] == "w0 " and snapshots[-1] == "".join(chunks)
+
+
+@pytest.mark.parametrize("sink_kind", ["plain", "async"])
+async def test_a_listener_aborting_mid_stream_does_not_wait_for_the_models_next_event(
+    anyio_backend: object, sink_kind: str
+) -> None:
+    # The model ignores the signal and stalls after its first delta; the abort comes from the
+    # sink while that delta is delivered. The run must end at once as aborted, not pull (and wait
+    # for) one more event from the model.
+    closed: list[str] = []
+
+    async def stalling(model: al.Model, context: al.Context, options: al.StreamOptions) -> Any:
+        builder = al.AssistantMessageBuilder(api=model.api, provider=model.provider, model=model.id)
+        try:
+            yield builder.start()
+            yield builder.text_start()
+            yield builder.text_delta("a")
+            await anyio.sleep(30)
+            yield builder.text_delta("b")
+        finally:
+            closed.append("closed")
+
+    signal = al.AbortSignal()
+    events: list[al.AgentEvent] = []
+
+    def plain(event: al.AgentEvent) -> None:
+        events.append(event)
+        if isinstance(event, al.MessageUpdate) and event.assistant_message_event.type == "text_delta":
+            signal.abort()
+
+    async def asynchronous(event: al.AgentEvent) -> None:
+        plain(event)
+
+    sink = plain if sink_kind == "plain" else asynchronous
+    context = al.AgentContext(messages=[user("go")])
+    with anyio.fail_after(2):
+        await al.run_agent_loop_continue(context, al.AgentLoopConfig(model=MODEL), sink, signal, stalling)
+    check_events(events)
+    final = events[-1].messages[-1]  # type: ignore[union-attr]
+    assert final.stop_reason == "aborted" and final.text == "a"
+    assert closed == ["closed"]
