@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator
 from contextlib import contextmanager
+from functools import partial
 
 import anyio
 
@@ -77,11 +78,7 @@ class AbortSignal:
         key = self._next_key
         self._next_key = key + 1
         self._callbacks[key] = callback
-
-        def remove() -> None:
-            self._callbacks.pop(key, None)
-
-        return remove
+        return partial(self._callbacks.pop, key, None)  # type: ignore[return-value]  # its value is unused
 
     @contextmanager
     def cancel_scope(self, grace: float = 0.0) -> Generator[anyio.CancelScope, None, None]:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -38,18 +38,26 @@ TRUNCATED = (
 )
 
 
-@dataclass(slots=True)
 class _Prepared:
-    tool_call: ToolCall
-    tool: AgentTool
-    args: Any
+    """A call that passed preflight: its tool and validated arguments."""
+
+    __slots__ = ("args", "tool", "tool_call")
+
+    def __init__(self, tool_call: ToolCall, tool: AgentTool, args: Any) -> None:
+        self.tool_call = tool_call
+        self.tool = tool
+        self.args = args
 
 
-@dataclass(slots=True)
 class _Finalized:
-    tool_call: ToolCall
-    result: AgentToolResult
-    is_error: bool
+    """A call's outcome, ready for `tool_execution_end` and its result message."""
+
+    __slots__ = ("is_error", "result", "tool_call")
+
+    def __init__(self, tool_call: ToolCall, result: AgentToolResult, is_error: bool) -> None:
+        self.tool_call = tool_call
+        self.result = result
+        self.is_error = is_error
 
 
 def _message(exc: BaseException) -> str:
@@ -88,22 +96,25 @@ async def fail_truncated_tool_calls(run: _Run, tool_calls: Sequence[ToolCall]) -
     return messages
 
 
-async def execute_tool_calls(
+def execute_tool_calls(
     run: _Run, assistant: AssistantMessage, tool_calls: Sequence[ToolCall]
-) -> tuple[list[ToolResultMessage], bool]:
-    """Run one batch; return its tool-result messages in source order and whether to terminate."""
+) -> Awaitable[tuple[list[ToolResultMessage], bool]]:
+    """Run one batch; return its tool-result messages in source order and whether to terminate.
+
+    (A plain function returning the coroutine: one frame less for every agent waiting on a tool.)
+    """
     if run.config.tool_execution == "sequential":
-        results, messages = await _sequential(run, assistant, tool_calls)
-    else:
-        results = await _parallel(run, assistant, tool_calls)
-        messages = [await _emit_result_message(run, fin) for fin in results]
-    terminate = bool(results) and all(fin.result.terminate is True for fin in results)
-    return messages, terminate
+        return _sequential(run, assistant, tool_calls)
+    return _parallel(run, assistant, tool_calls)
+
+
+def _terminate(results: list[_Finalized]) -> bool:
+    return bool(results) and all(fin.result.terminate is True for fin in results)
 
 
 async def _sequential(
     run: _Run, assistant: AssistantMessage, tool_calls: Sequence[ToolCall]
-) -> tuple[list[_Finalized], list[ToolResultMessage]]:
+) -> tuple[list[ToolResultMessage], bool]:
     results: list[_Finalized] = []
     messages: list[ToolResultMessage] = []
     for tool_call in tool_calls:
@@ -117,10 +128,12 @@ async def _sequential(
         await _emit_end(run, fin)
         results.append(fin)
         messages.append(await _emit_result_message(run, fin))
-    return results, messages
+    return messages, _terminate(results)
 
 
-async def _parallel(run: _Run, assistant: AssistantMessage, tool_calls: Sequence[ToolCall]) -> list[_Finalized]:
+async def _parallel(
+    run: _Run, assistant: AssistantMessage, tool_calls: Sequence[ToolCall]
+) -> tuple[list[ToolResultMessage], bool]:
     finalized: list[_Finalized | None] = [None] * len(tool_calls)
     runnable: list[tuple[int, _Prepared]] = []
     for index, tool_call in enumerate(tool_calls):
@@ -143,7 +156,9 @@ async def _parallel(run: _Run, assistant: AssistantMessage, tool_calls: Sequence
         finalized[index] = fin
     elif runnable:
         await _Batch(run, assistant, runnable, finalized).run()
-    return [fin for fin in finalized if fin is not None]
+    results = [fin for fin in finalized if fin is not None]
+    messages = [await _emit_result_message(run, fin) for fin in results]
+    return messages, _terminate(results)
 
 
 class _Batch:
@@ -176,6 +191,7 @@ class _Batch:
         self.finishing = [Flag() for _ in range(count)]
         self.go = [Flag() for _ in range(count)]
         self.ready: list[int] = []  # calls whose tools finished, waiting to be finalized
+        self.successor: list[int | None] = [None] * count  # who is let go after a call
         self.releasing = False
         self.task_group: Any = None
         # The last call of each run of calls that may execute together.
@@ -214,24 +230,38 @@ class _Batch:
                     self.releasing = True
                     self.task_group.start_soon(self.release)
                 await self.go[k].wait()
-                self.finishing[k].set()
+                self.pass_on(k)
                 fin = await _finalize(run, self.assistant, prepared, result, is_error)
             await _emit_end(run, fin)
             self.finalized[index] = fin
         finally:
             began[k].set()
-            self.finishing[k].set()
+            self.pass_on(k)
             self.done[k].set()
 
+    def pass_on(self, k: int) -> None:
+        """Call k begins its finalization (or ends): the next one in line may go after it."""
+        if not self.finishing[k].is_set():
+            self.finishing[k].set()
+            successor = self.successor[k]
+            if successor is not None:
+                self.go[successor].set()  # it runs in a later pass: k first runs up to its first await
+
     async def release(self) -> None:
-        """Let finished calls be finalized one at a time: the earliest in source order first."""
+        """Let finished calls be finalized one at a time, in the order their tools finished.
+
+        Calls whose tools finished in the same scheduler pass line up in source order; each is let
+        go by the one before it (one scheduler pass per call).
+        """
         try:
             while self.ready:
-                await anyio.lowlevel.checkpoint()  # calls that finished in this pass line up first
-                k = min(self.ready)
-                self.ready.remove(k)
-                self.go[k].set()
-                await self.finishing[k].wait()  # k runs its finalization up to its first await
+                await anyio.lowlevel.checkpoint()  # calls that finish in this pass line up too
+                batch = sorted(self.ready)
+                self.ready.clear()
+                for k, successor in itertools.pairwise(batch):
+                    self.successor[k] = successor
+                self.go[batch[0]].set()
+                await self.finishing[batch[-1]].wait()
         finally:
             self.releasing = False
 
@@ -279,35 +309,46 @@ async def _prepare(run: _Run, assistant: AssistantMessage, tool_call: ToolCall) 
         return _Finalized(tool_call, error_result(_message(exc)), True)
 
 
-async def _execute(run: _Run, prepared: _Prepared) -> tuple[AgentToolResult, bool]:
-    tool_call = prepared.tool_call
-    signal = run.signal
-    finished = False
-    completed = False
-    pump: UpdatePump | None = None
-    grace = run.config.tool_abort_grace
-    scope = run.scope_class()  # cut `grace` seconds after an abort
+class _Running:
+    """A running tool call: what its `on_update` and the abort's grace period act on."""
 
-    def on_update(partial_result: AgentToolResult) -> Delivery:
-        nonlocal pump
-        if finished:
+    __slots__ = ("finished", "pump", "run", "scope", "tool_call")
+
+    def __init__(self, run: _Run, tool_call: ToolCall) -> None:
+        self.run = run
+        self.tool_call = tool_call
+        self.scope = run.scope_class()  # cut `tool_abort_grace` seconds after an abort
+        self.finished = False
+        self.pump: UpdatePump | None = None
+
+    def on_update(self, partial_result: AgentToolResult) -> Delivery:
+        if self.finished:
             return DELIVERED  # progress reported after the tool finished is ignored
         if not isinstance(partial_result, AgentToolResult):
             raise TypeError(f"on_update expects an AgentToolResult, got {type(partial_result).__name__}")
-        if pump is None:
-            pump = UpdatePump(run.emit, run.plain_sink, run.task_group)
-        return pump.push(ToolExecutionUpdate(tool_call.id, tool_call.name, tool_call.arguments, partial_result))
+        run, tool_call = self.run, self.tool_call
+        if self.pump is None:
+            self.pump = UpdatePump(run.emit, run.plain_sink, run.task_group)
+        return self.pump.push(ToolExecutionUpdate(tool_call.id, tool_call.name, tool_call.arguments, partial_result))
 
-    def cut_short() -> None:  # a running tool sees the abort at once, and is cut after the grace
-        if not finished:
-            scope.deadline = min(scope.deadline, anyio.current_time() + grace)
+    def cut_short(self) -> None:
+        """The abort: a running tool sees it at once, and is cancelled after the grace period."""
+        if not self.finished:
+            scope = self.scope
+            scope.deadline = min(scope.deadline, anyio.current_time() + self.run.config.tool_abort_grace)
 
-    remove = signal.on_abort(cut_short)
+
+async def _execute(run: _Run, prepared: _Prepared) -> tuple[AgentToolResult, bool]:
+    tool_call = prepared.tool_call
+    signal = run.signal
+    running = _Running(run, tool_call)
+    completed = False
+    remove = signal.on_abort(running.cut_short)
     try:
-        with scope:
+        with running.scope:
             tool = prepared.tool
             execute = tool.execute if tool._execute is None else tool._execute  # one frame less
-            value = await execute(tool_call.id, prepared.args, signal, on_update)
+            value = await execute(tool_call.id, prepared.args, signal, running.on_update)
             completed = True
             result = _check_result(tool, value)
             is_error = result.is_error is True
@@ -315,10 +356,10 @@ async def _execute(run: _Run, prepared: _Prepared) -> tuple[AgentToolResult, boo
         completed = True
         result, is_error = error_result(_message(exc)), True
     finally:
-        finished = True
+        running.finished = True
         remove()
-    if pump is not None:
-        await pump.drained()  # the call is finalized after its updates (never cut short)
+    if running.pump is not None:
+        await running.pump.drained()  # the call is finalized after its updates (never cut short)
     if not completed:  # cut short by the abort's grace period
         return error_result(ABORTED), True
     return result, is_error

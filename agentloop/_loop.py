@@ -257,79 +257,78 @@ class _Run:
         return check_messages(messages or [], which + "()")
 
     async def run(self) -> None:
-        """Run the turns inside the run's task group (progress updates that must wait run there)."""
+        """Run the turns, in the run's task group (progress updates that must wait run there)."""
         try:
             async with anyio.create_task_group() as self.task_group:
-                await self.turns()
+                config = self.config
+                pending = await self.poll("get_steering_messages")
+                prepared: list[AgentMessage] = []
+                first_turn = True
+                turns = 0
+                while True:
+                    has_more_tool_calls = True
+                    while has_more_tool_calls or pending or prepared:
+                        if not first_turn:
+                            if not pending:
+                                pending = await self.poll("get_steering_messages")
+                            if (pending_delivery := self.deliver(TurnStart())) is not None:
+                                await settle(pending_delivery)
+                        first_turn = False
+                        for message in (*prepared, *pending):
+                            await self.emit(MessageStart(message))
+                            await self.emit(MessageEnd(message))
+                            self.messages.append(message)
+                            self.new_messages.append(message)
+                        pending = []
+                        prepared = []
+                        message = await self.stream_response()
+                        turns += 1
+                        if message.stop_reason == "error" or message.stop_reason == "aborted":
+                            await self.emit(TurnEnd(message, ()))
+                            await self.emit(AgentEnd(tuple(self.new_messages)))
+                            return
+                        tool_results: list[ToolResultMessage] = []
+                        has_more_tool_calls = False
+                        tool_calls = message.tool_calls
+                        if tool_calls:
+                            if message.stop_reason == "length":
+                                tool_results = await fail_truncated_tool_calls(self, tool_calls)
+                                terminate = False
+                            else:
+                                tool_results, terminate = await execute_tool_calls(self, message, tool_calls)
+                            has_more_tool_calls = not terminate
+                            self.messages.extend(tool_results)
+                            self.new_messages.extend(tool_results)
+                        if (pending_delivery := self.deliver(TurnEnd(message, tuple(tool_results)))) is not None:
+                            await settle(pending_delivery)
+                        if config.prepare_next_turn is not None or config.should_stop_after_turn is not None:
+                            turn = TurnContext(
+                                message=message,
+                                tool_results=tuple(tool_results),
+                                context=self.agent_context(),
+                                new_messages=tuple(self.new_messages),
+                            )
+                            if config.prepare_next_turn is not None:
+                                update = await call(config.prepare_next_turn, turn)
+                                if update is not None:
+                                    prepared = self.apply_next_turn(update)
+                            if config.should_stop_after_turn is not None and await call(
+                                config.should_stop_after_turn, turn
+                            ):
+                                await self.emit(AgentEnd(tuple(self.new_messages)))
+                                return
+                        if config.max_turns is not None and turns >= config.max_turns:
+                            await self.emit(AgentEnd(tuple(self.new_messages)))
+                            return
+                        pending = await self.poll("get_steering_messages")
+                    follow_ups = await self.poll("get_follow_up_messages")
+                    if follow_ups:
+                        pending = follow_ups
+                        continue
+                    break
+                await self.emit(AgentEnd(tuple(self.new_messages)))
         except BaseExceptionGroup as group:
             raise single_exception(group) from None
-
-    async def turns(self) -> None:
-        config = self.config
-        pending = await self.poll("get_steering_messages")
-        prepared: list[AgentMessage] = []
-        first_turn = True
-        turns = 0
-        while True:
-            has_more_tool_calls = True
-            while has_more_tool_calls or pending or prepared:
-                if not first_turn:
-                    if not pending:
-                        pending = await self.poll("get_steering_messages")
-                    if (pending_delivery := self.deliver(TurnStart())) is not None:
-                        await settle(pending_delivery)
-                first_turn = False
-                for message in (*prepared, *pending):
-                    await self.emit(MessageStart(message))
-                    await self.emit(MessageEnd(message))
-                    self.messages.append(message)
-                    self.new_messages.append(message)
-                pending = []
-                prepared = []
-                message = await self.stream_response()
-                turns += 1
-                if message.stop_reason == "error" or message.stop_reason == "aborted":
-                    await self.emit(TurnEnd(message, ()))
-                    await self.emit(AgentEnd(tuple(self.new_messages)))
-                    return
-                tool_results: list[ToolResultMessage] = []
-                has_more_tool_calls = False
-                tool_calls = message.tool_calls
-                if tool_calls:
-                    if message.stop_reason == "length":
-                        tool_results = await fail_truncated_tool_calls(self, tool_calls)
-                        terminate = False
-                    else:
-                        tool_results, terminate = await execute_tool_calls(self, message, tool_calls)
-                    has_more_tool_calls = not terminate
-                    self.messages.extend(tool_results)
-                    self.new_messages.extend(tool_results)
-                if (pending_delivery := self.deliver(TurnEnd(message, tuple(tool_results)))) is not None:
-                    await settle(pending_delivery)
-                if config.prepare_next_turn is not None or config.should_stop_after_turn is not None:
-                    turn = TurnContext(
-                        message=message,
-                        tool_results=tuple(tool_results),
-                        context=self.agent_context(),
-                        new_messages=tuple(self.new_messages),
-                    )
-                    if config.prepare_next_turn is not None:
-                        update = await call(config.prepare_next_turn, turn)
-                        if update is not None:
-                            prepared = self.apply_next_turn(update)
-                    if config.should_stop_after_turn is not None and await call(config.should_stop_after_turn, turn):
-                        await self.emit(AgentEnd(tuple(self.new_messages)))
-                        return
-                if config.max_turns is not None and turns >= config.max_turns:
-                    await self.emit(AgentEnd(tuple(self.new_messages)))
-                    return
-                pending = await self.poll("get_steering_messages")
-            follow_ups = await self.poll("get_follow_up_messages")
-            if follow_ups:
-                pending = follow_ups
-                continue
-            break
-        await self.emit(AgentEnd(tuple(self.new_messages)))
 
     def apply_next_turn(self, update: Any) -> list[AgentMessage]:
         from ._config import NextTurn

@@ -39,7 +39,7 @@ from ._types import (
 __all__ = ("AssistantMessageBuilder",)
 
 
-def _build(capture: tuple[Any, ...]) -> AssistantMessage:
+def _build(capture: tuple[Any, ...], stop_reason: Any = None, error_message: str | None = None) -> AssistantMessage:
     """The snapshot an event captured: (build, header, content, open index, parts, count, kind)."""
     _, header, content, index, parts, count, kind = capture
     if parts is not None:
@@ -55,7 +55,8 @@ def _build(capture: tuple[Any, ...]) -> AssistantMessage:
         provider=header.provider,
         model=header.model,
         usage=header.usage,
-        stop_reason=header.stop_reason,
+        stop_reason=header.stop_reason if stop_reason is None else stop_reason,
+        error_message=header.error_message if stop_reason is None else error_message,
         response_id=header.response_id,
         timestamp=header.timestamp,
     )
@@ -122,10 +123,7 @@ class AssistantMessageBuilder:
 
     def snapshot(self, stop_reason: Any = None, error_message: str | None = None) -> AssistantMessage:
         """The message so far, as an immutable value."""
-        message = _build(self._capture())
-        if stop_reason is None:
-            return message
-        return _replace_header(message, stop_reason=stop_reason, error_message=error_message)
+        return _build(self._capture(), stop_reason, error_message)
 
     # --- blocks ---------------------------------------------------------------------------
     def _index(self, index: int | None, kind: type) -> int:
