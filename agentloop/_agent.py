@@ -28,6 +28,7 @@ from ._config import (
     StreamFn,
     ToolExecution,
     TurnContext,
+    check_options,
     default_convert_to_llm,
 )
 from ._errors import AgentBusyError, InvalidContextError
@@ -85,9 +86,9 @@ class AgentState:
         "_model",
         "_pending_tool_calls",
         "_streaming_message",
+        "_system_prompt",
         "_thinking_level",
         "_tools",
-        "system_prompt",
     )
 
     def __init__(
@@ -108,6 +109,17 @@ class AgentState:
         self._streaming_message: AgentMessage | MessageUpdate | None = None
         self._pending_tool_calls: frozenset[str] = frozenset()
         self._error_message: str | None = None
+
+    @property
+    def system_prompt(self) -> str:
+        """The system prompt of the next run."""
+        return self._system_prompt
+
+    @system_prompt.setter
+    def system_prompt(self, system_prompt: str) -> None:
+        if not isinstance(system_prompt, str):
+            raise TypeError(f"system_prompt must be a str, got {type(system_prompt).__name__}")
+        self._system_prompt = system_prompt
 
     @property
     def model(self) -> Model:
@@ -322,7 +334,8 @@ class Agent:
         self._follow_up = _Queue(_check_mode(follow_up_mode, "follow_up_mode"))
         self._listeners: tuple[AgentListener, ...] = ()
         self._active: _ActiveRun | None = None
-        self._config()  # bad options fail here, not at the first prompt
+        check_options(self, "")  # bad options fail here, named as given, not at the first prompt
+        self._config()
 
     # --- state and listeners -------------------------------------------------------------
     @property

@@ -4,11 +4,16 @@
 (dicts, lists, strings, numbers) with the TypeScript keys, so a Python and a TypeScript service
 can share an event bus; `from_json` turns them back into the same values
 (`from_json(to_json(x)) == x`). Optional fields that are None are left out.
+
+`from_json` checks every field and names the one of the wrong type; `dumps` always writes strict
+JSON that encodes as UTF-8 (non-finite numbers as null, lone surrogates escaped, as JavaScript's
+`JSON.stringify` writes them).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -223,114 +228,272 @@ _ENCODERS: dict[type, Callable[[Any], dict[str, Any]]] = {
 }
 
 # --- decoding -------------------------------------------------------------------------------
+#
+# Every field is checked against its type; a failure is a `_Bad` (a ValueError) that knows the
+# path of the field inside the value being decoded, so the message reads
+# `cannot decode 'turn_end': message.usage.input must be an integer, got a string ('lots')`.
+# The path is built only when something fails: the checks of a valid value cost a type test each.
 
 
-def _need(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
-    if key not in data:
-        raise ValueError(f"{where}: missing key {key!r}")
-    value = data[key]
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise ValueError(f"{where}: {key!r} has the wrong type ({type(value).__name__})")
+class _Bad(ValueError):
+    """A decoding failure at a path; `str()` renders `path must be ..., got ...` or `path: problem`."""
+
+    def __init__(self, problem: str, key: str | int | None = None, *, field: bool = False) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.path: list[str | int] = [] if key is None else [key]
+        self.field = field  # the last part of the path is the field the problem is about
+
+    def inside(self, key: str | int) -> _Bad:
+        self.path.insert(0, key)
+        return self
+
+    def __str__(self) -> str:
+        path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in self.path).lstrip(".")
+        if not path:
+            return self.problem
+        return f"{path} {self.problem}" if self.field else f"{path}: {self.problem}"
+
+
+_MISSING: Any = object()
+
+_JSON_TYPES: dict[type, str] = {
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    bool: "a boolean",
+    dict: "an object",
+    list: "an array",
+    tuple: "an array",
+    type(None): "null",
+}
+
+
+def _described(value: Any) -> str:
+    name = _JSON_TYPES.get(type(value))
+    if name is None:
+        name = "an object" if isinstance(value, Mapping) else f"a {type(value).__name__}"
+    if isinstance(value, str):
+        text = repr(value[:41])
+    elif isinstance(value, float) or (
+        isinstance(value, int) and not isinstance(value, bool) and value.bit_length() < 64
+    ):
+        text = repr(value)
+    else:
+        return name
+    return f"{name} ({text[:40]}...)" if len(text) > 42 else f"{name} ({text})"
+
+
+def _wrong(key: str | int, expected: str, value: Any) -> _Bad:
+    return _Bad(f"must be {expected}, got {_described(value)}", key, field=True)
+
+
+def _missing(key: str) -> _Bad:
+    return _Bad(f"missing key {key!r}")
+
+
+def _str(data: Mapping[str, Any], key: str, default: Any = _MISSING) -> str:
+    value = data.get(key, default)
+    if type(value) is str or isinstance(value, str):
+        return value
+    raise _missing(key) if value is _MISSING else _wrong(key, "a string", value)
+
+
+def _opt_str(data: Mapping[str, Any], key: str) -> str | None:
+    value = data.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    raise _wrong(key, "a string (or absent)", value)
+
+
+def _int(data: Mapping[str, Any], key: str, default: Any = _MISSING) -> int:
+    value = data.get(key, default)
+    if type(value) is int or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    raise _missing(key) if value is _MISSING else _wrong(key, "an integer", value)
+
+
+def _cost_number(data: Mapping[str, Any], key: str) -> float:
+    value = data.get(key, 0.0)
+    if type(value) is float or type(value) is int:
+        return value
+    if value is None:  # `dumps` writes a non-finite number as null, as JSON.stringify does
+        return math.nan
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _wrong(key, "a number", value)
     return value
 
 
-def _block_from(data: Any) -> Any:
+def _bool(data: Mapping[str, Any], key: str, default: Any = _MISSING) -> bool:
+    value = data.get(key, default)
+    if type(value) is bool:
+        return value
+    raise _missing(key) if value is _MISSING else _wrong(key, "a boolean (true or false)", value)
+
+
+def _opt_bool(data: Mapping[str, Any], key: str) -> bool | None:
+    value = data.get(key)
+    if value is None or type(value) is bool:
+        return value
+    raise _wrong(key, "a boolean (or absent)", value)
+
+
+def _object(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = data.get(key, _MISSING)
+    if isinstance(value, Mapping):
+        return value
+    raise _missing(key) if value is _MISSING else _wrong(key, "an object", value)
+
+
+def _one_of(data: Mapping[str, Any], key: str, allowed: tuple[str, ...], default: Any = _MISSING) -> Any:
+    value = data.get(key, default)
+    if isinstance(value, str) and value in allowed:
+        return value
+    raise _missing(key) if value is _MISSING else _wrong(key, "one of " + ", ".join(map(repr, allowed)), value)
+
+
+def _each(data: Mapping[str, Any], key: str, decode: Callable[[Any], Any], default: Any = _MISSING) -> tuple[Any, ...]:
+    """The decoded items of the array at `key`; a failure names the item's index."""
+    items = data.get(key, default)
+    if type(items) is not list and not isinstance(items, (list, tuple)):
+        raise _missing(key) if items is _MISSING else _wrong(key, "an array", items)
+    out = []
+    for i, item in enumerate(items):
+        try:
+            out.append(decode(item))
+        except _Bad as exc:
+            raise exc.inside(i).inside(key) from None
+    return tuple(out)
+
+
+def _inside(key: str, decode: Callable[[Any], Any], value: Any) -> Any:
+    try:
+        return decode(value)
+    except _Bad as exc:
+        raise exc.inside(key) from None
+
+
+_STOP_REASONS = ("stop", "length", "toolUse", "error", "aborted", "pending")
+_DONE_REASONS = ("stop", "length", "toolUse")
+_ERROR_REASONS = ("error", "aborted")
+_USER_BLOCKS = ("text", "image")
+_ASSISTANT_BLOCKS = ("text", "thinking", "toolCall")
+
+
+def _block_from(data: Any, allowed: tuple[str, ...] | None = None) -> Any:
     if not isinstance(data, Mapping):
-        raise ValueError(f"content block must be an object, got {type(data).__name__}")
+        raise _Bad(f"a content block must be an object, got {_described(data)}")
     kind = data.get("type")
+    if allowed is not None and kind not in allowed and kind in ("text", "thinking", "image", "toolCall"):
+        raise _wrong("type", "one of " + ", ".join(repr(a) for a in allowed) + " here", kind)
     if kind == "text":
-        return TextContent(_need(data, "text", str, "text block"), text_signature=data.get("textSignature"))
+        return TextContent(_str(data, "text"), text_signature=_opt_str(data, "textSignature"))
     if kind == "thinking":
         return ThinkingContent(
-            _need(data, "thinking", str, "thinking block"),
-            thinking_signature=data.get("thinkingSignature"),
-            redacted=bool(data.get("redacted", False)),
+            _str(data, "thinking"),
+            thinking_signature=_opt_str(data, "thinkingSignature"),
+            redacted=_bool(data, "redacted", False),
         )
     if kind == "image":
-        return ImageContent(_need(data, "data", str, "image block"), _need(data, "mimeType", str, "image block"))
+        return ImageContent(_str(data, "data"), _str(data, "mimeType"))
     if kind == "toolCall":
         return ToolCall(
-            _need(data, "id", str, "toolCall block"),
-            _need(data, "name", str, "toolCall block"),
-            dict(_need(data, "arguments", Mapping, "toolCall block")),
-            thought_signature=data.get("thoughtSignature"),
-            arguments_error=data.get("argumentsError"),
+            _str(data, "id"),
+            _str(data, "name"),
+            dict(_object(data, "arguments")),
+            thought_signature=_opt_str(data, "thoughtSignature"),
+            arguments_error=_opt_str(data, "argumentsError"),
         )
-    raise ValueError(f"unknown content block type {kind!r}")
+    raise _Bad(f"unknown content block type {kind!r}")
 
 
-def _usage_from(data: Mapping[str, Any]) -> Usage:
-    cost = data.get("cost") or {}
+def _user_block(data: Any) -> Any:
+    return _block_from(data, _USER_BLOCKS)
+
+
+def _assistant_block(data: Any) -> Any:
+    return _block_from(data, _ASSISTANT_BLOCKS)
+
+
+def _cost_from(data: Any) -> Cost:
+    if not isinstance(data, Mapping):
+        raise _Bad(f"must be an object, got {_described(data)}", field=True)
+    return Cost(
+        input=_cost_number(data, "input"),
+        output=_cost_number(data, "output"),
+        cache_read=_cost_number(data, "cacheRead"),
+        cache_write=_cost_number(data, "cacheWrite"),
+        total=_cost_number(data, "total"),
+    )
+
+
+def _usage_from(data: Any) -> Usage:
+    if not isinstance(data, Mapping):
+        raise _Bad(f"must be an object, got {_described(data)}", field=True)
+    cost = data.get("cost")
     return Usage(
-        input=data.get("input", 0),
-        output=data.get("output", 0),
-        cache_read=data.get("cacheRead", 0),
-        cache_write=data.get("cacheWrite", 0),
-        total_tokens=data.get("totalTokens", 0),
-        cost=Cost(
-            input=cost.get("input", 0.0),
-            output=cost.get("output", 0.0),
-            cache_read=cost.get("cacheRead", 0.0),
-            cache_write=cost.get("cacheWrite", 0.0),
-            total=cost.get("total", 0.0),
-        ),
+        input=_int(data, "input", 0),
+        output=_int(data, "output", 0),
+        cache_read=_int(data, "cacheRead", 0),
+        cache_write=_int(data, "cacheWrite", 0),
+        total_tokens=_int(data, "totalTokens", 0),
+        cost=Cost() if cost is None else _inside("cost", _cost_from, cost),
     )
 
 
 def _message_from(data: Any) -> Any:
     if not isinstance(data, Mapping):
-        raise ValueError(f"message must be an object, got {type(data).__name__}")
+        raise _Bad(f"a message must be an object, got {_described(data)}")
     role = data.get("role")
-    timestamp = data.get("timestamp", 0)
     if role == "user":
         content = data.get("content", "")
         return UserMessage(
-            content=content if isinstance(content, str) else tuple(_block_from(b) for b in content),
-            timestamp=timestamp,
+            content=content if isinstance(content, str) else _each(data, "content", _user_block),
+            timestamp=_int(data, "timestamp", 0),
         )
     if role == "assistant":
-        content = data.get("content", ())
-        if not isinstance(content, (list, tuple)):
-            raise ValueError(f"assistant content must be a list, got {type(content).__name__}")
+        usage = data.get("usage")
         return AssistantMessage(
-            content=tuple(_block_from(b) for b in content),
-            api=data.get("api", ""),
-            provider=data.get("provider", ""),
-            model=data.get("model", ""),
-            usage=_usage_from(data.get("usage") or {}),
-            stop_reason=data.get("stopReason", "stop"),
-            error_message=data.get("errorMessage"),
-            response_id=data.get("responseId"),
-            timestamp=timestamp,
+            content=_each(data, "content", _assistant_block, ()),
+            api=_str(data, "api", ""),
+            provider=_str(data, "provider", ""),
+            model=_str(data, "model", ""),
+            usage=Usage() if usage is None else _inside("usage", _usage_from, usage),
+            stop_reason=_one_of(data, "stopReason", _STOP_REASONS, "stop"),
+            error_message=_opt_str(data, "errorMessage"),
+            response_id=_opt_str(data, "responseId"),
+            timestamp=_int(data, "timestamp", 0),
         )
     if role == "toolResult":
         content = data.get("content", ())
-        if isinstance(content, str):
-            content = [{"type": "text", "text": content}]
         return ToolResultMessage(
-            tool_call_id=_need(data, "toolCallId", str, "toolResult message"),
-            tool_name=_need(data, "toolName", str, "toolResult message"),
-            content=tuple(_block_from(b) for b in content),
+            tool_call_id=_str(data, "toolCallId"),
+            tool_name=_str(data, "toolName"),
+            content=(TextContent(content),) if isinstance(content, str) else _each(data, "content", _user_block, ()),
             details=data.get("details"),
-            is_error=bool(data.get("isError", False)),
-            timestamp=timestamp,
+            is_error=_bool(data, "isError", False),
+            timestamp=_int(data, "timestamp", 0),
         )
     if isinstance(role, str) and role:
         rest = {k: v for k, v in data.items() if k not in ("role", "timestamp")}
-        return CustomMessage(role=role, data=rest, timestamp=timestamp)
-    raise ValueError(f"message has no valid role: {role!r}")
+        return CustomMessage(role=role, data=rest, timestamp=_int(data, "timestamp", 0))
+    raise _Bad(f"message has no valid role: {role!r}")
+
+
+def _tool_result_from(data: Any) -> AgentToolResult:
+    if not isinstance(data, Mapping):
+        raise _Bad(f"a tool result must be an object, got {_described(data)}")
+    return AgentToolResult(
+        content=_each(data, "content", _user_block, ()),
+        details=data.get("details"),
+        is_error=_opt_bool(data, "isError"),
+        terminate=_opt_bool(data, "terminate"),
+    )
 
 
 def tool_result_from_json(data: Any) -> AgentToolResult:
-    """An `AgentToolResult` from its JSON form."""
-    if not isinstance(data, Mapping):
-        raise ValueError(f"tool result must be an object, got {type(data).__name__}")
-    return AgentToolResult(
-        content=tuple(_block_from(b) for b in data.get("content", ())),
-        details=data.get("details"),
-        is_error=data.get("isError"),
-        terminate=data.get("terminate"),
-    )
+    """An `AgentToolResult` from its JSON form (ValueError, naming the field, if it is not one)."""
+    return _tool_result_from(data)
 
 
 _ASSISTANT_EVENTS: dict[str, type] = {
@@ -347,27 +510,50 @@ _ASSISTANT_EVENTS: dict[str, type] = {
 }
 
 
+def _assistant_message(data: Any) -> AssistantMessage:
+    message = _message_from(data)
+    if type(message) is not AssistantMessage:
+        raise _Bad(f"must be an assistant message, got role {message.role!r}", field=True)
+    return message
+
+
+def _tool_result_message(data: Any) -> ToolResultMessage:
+    message = _message_from(data)
+    if type(message) is not ToolResultMessage:
+        raise _Bad(f"must be a toolResult message, got role {message.role!r}", field=True)
+    return message
+
+
+def _tool_call_block(data: Any) -> ToolCall:
+    block = _block_from(data)
+    if type(block) is not ToolCall:
+        raise _Bad(f"must be a toolCall block, got {block.type!r}", field=True)
+    return block
+
+
 def _assistant_event_from(data: Any) -> Any:
     if not isinstance(data, Mapping):
-        raise ValueError(f"an assistant message event must be an object, got {type(data).__name__}")
+        raise _Bad(f"an assistant message event must be an object, got {_described(data)}")
     kind = data.get("type")
-    if kind not in _ASSISTANT_EVENTS and kind not in ("done", "error"):
-        raise ValueError(f"unknown assistant message event type {kind!r}")
     if kind == "done":
-        return DoneEvent(data["reason"], _message_from(data["message"]))
+        reason = _one_of(data, "reason", _DONE_REASONS)
+        return DoneEvent(reason, _inside("message", _assistant_message, _object(data, "message")))
     if kind == "error":
-        return ErrorEvent(data["reason"], _message_from(data["error"]))
-    cls = _ASSISTANT_EVENTS[kind]
-    partial = _message_from(_need(data, "partial", Mapping, f"{kind} event"))
+        reason = _one_of(data, "reason", _ERROR_REASONS)
+        return ErrorEvent(reason, _inside("error", _assistant_message, _object(data, "error")))
+    cls = _ASSISTANT_EVENTS.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise _Bad(f"unknown assistant message event type {kind!r}")
+    partial = _inside("partial", _assistant_message, _object(data, "partial"))
     if cls is StartEvent:
         return StartEvent(partial)
-    index = _need(data, "contentIndex", int, f"{kind} event")
+    index = _int(data, "contentIndex")
     if cls in (TextDeltaEvent, ThinkingDeltaEvent, ToolCallDeltaEvent):
-        return cls(index, _need(data, "delta", str, f"{kind} event"), partial)
+        return cls(index, _str(data, "delta"), partial)
     if cls in (TextEndEvent, ThinkingEndEvent):
-        return cls(index, _need(data, "content", str, f"{kind} event"), partial)
+        return cls(index, _str(data, "content"), partial)
     if cls is ToolCallEndEvent:
-        return ToolCallEndEvent(index, _block_from(data["toolCall"]), partial)
+        return ToolCallEndEvent(index, _inside("toolCall", _tool_call_block, _object(data, "toolCall")), partial)
     return cls(index, partial)
 
 
@@ -375,18 +561,28 @@ def from_json(data: Any) -> Any:
     """The agentloop value of a JSON form made by `to_json`.
 
     That is an event, a message, a content block, or a tool result (an object with `content` and
-    neither `type` nor `role`). Raises ValueError, naming what is wrong, for anything else.
+    neither `type` nor `role`). Every field is checked: anything else raises ValueError naming the
+    value, the path of the field and what was expected, for example
+    `cannot decode 'assistant': usage.input must be an integer, got a string ('lots')`.
+    Optional fields may be absent or null; a null cost reads as NaN (`dumps` writes NaN as null).
     """
     if not isinstance(data, Mapping):
-        raise ValueError(f"from_json expects a JSON object, got {type(data).__name__}")
+        raise ValueError(f"from_json expects a JSON object, got {_described(data)}")
     try:
         return _decode(data)
+    except _Bad as exc:
+        raise ValueError(_cannot_decode(data, exc)) from None
     except ValueError:
         raise
-    except (KeyError, TypeError, AttributeError, IndexError) as exc:
-        what = data.get("type") or data.get("role") or "value"
-        detail = f"missing key {exc.args[0]!r}" if isinstance(exc, KeyError) else str(exc)
-        raise ValueError(f"cannot decode {what!r}: {detail}") from None
+    except RecursionError:
+        raise ValueError("the value nests too deeply") from None
+    except TypeError as exc:  # a constructor's own check (the ones above should leave none)
+        raise ValueError(_cannot_decode(data, exc)) from None
+
+
+def _cannot_decode(data: Mapping[str, Any], exc: Exception) -> str:
+    what = data.get("type") or data.get("role")
+    return f"cannot decode {what!r}: {exc}" if isinstance(what, str) and what else str(exc)
 
 
 def _decode(data: Mapping[str, Any]) -> Any:
@@ -395,10 +591,10 @@ def _decode(data: Mapping[str, Any]) -> Any:
     kind = data.get("type")
     if kind is None:
         if "content" in data:
-            return tool_result_from_json(data)
+            return _tool_result_from(data)
         raise ValueError("from_json expects an object with a 'type' (event, block) or a 'role' (message)")
     if not isinstance(kind, str):
-        raise ValueError(f"'type' must be a string, got {type(kind).__name__}")
+        raise ValueError(f"'type' must be a string, got {_described(kind)}")
     if kind in _ASSISTANT_EVENTS or kind in ("done", "error"):
         return _assistant_event_from(data)
     if kind in ("text", "thinking", "image", "toolCall"):
@@ -406,37 +602,104 @@ def _decode(data: Mapping[str, Any]) -> Any:
     if kind == "agent_start":
         return AgentStart()
     if kind == "agent_end":
-        return AgentEnd(tuple(_message_from(m) for m in data["messages"]))
+        return AgentEnd(_each(data, "messages", _message_from))
     if kind == "turn_start":
         return TurnStart()
     if kind == "turn_end":
-        return TurnEnd(_message_from(data["message"]), tuple(_message_from(m) for m in data["toolResults"]))
+        return TurnEnd(
+            _inside("message", _assistant_message, _object(data, "message")),
+            _each(data, "toolResults", _tool_result_message),
+        )
     if kind == "message_start":
-        return MessageStart(_message_from(data["message"]))
+        return MessageStart(_inside("message", _message_from, _object(data, "message")))
     if kind == "message_update":
-        return MessageUpdate(_message_from(data["message"]), _assistant_event_from(data["assistantMessageEvent"]))
+        return MessageUpdate(
+            _inside("message", _assistant_message, _object(data, "message")),
+            _inside("assistantMessageEvent", _assistant_event_from, _object(data, "assistantMessageEvent")),
+        )
     if kind == "message_end":
-        return MessageEnd(_message_from(data["message"]))
+        return MessageEnd(_inside("message", _message_from, _object(data, "message")))
     if kind == "tool_execution_start":
-        return ToolExecutionStart(data["toolCallId"], data["toolName"], data.get("args"))
+        return ToolExecutionStart(_str(data, "toolCallId"), _str(data, "toolName"), data.get("args"))
     if kind == "tool_execution_update":
         return ToolExecutionUpdate(
-            data["toolCallId"], data["toolName"], data.get("args"), tool_result_from_json(data["partialResult"])
+            _str(data, "toolCallId"),
+            _str(data, "toolName"),
+            data.get("args"),
+            _inside("partialResult", _tool_result_from, _object(data, "partialResult")),
         )
     if kind == "tool_execution_end":
         return ToolExecutionEnd(
-            data["toolCallId"], data["toolName"], tool_result_from_json(data["result"]), bool(data["isError"])
+            _str(data, "toolCallId"),
+            _str(data, "toolName"),
+            _inside("result", _tool_result_from, _object(data, "result")),
+            _bool(data, "isError"),
         )
     raise ValueError(f"unknown event type {kind!r}")
 
 
+# --- text -----------------------------------------------------------------------------------
+
+
 def dumps(value: Any) -> str:
-    """`to_json` as a compact JSON string (one line: ready for JSONL and event buses)."""
-    return json.dumps(to_json(value), ensure_ascii=False, separators=(",", ":"))
+    """`to_json` as one line of strict JSON that always encodes as UTF-8 (JSONL, event buses).
+
+    What JSON or UTF-8 cannot carry is written the way JavaScript's `JSON.stringify` writes it,
+    so that no event is ever lost to an odd value a model or a tool produced:
+
+    - NaN and the infinities (in tool arguments, details, a cost) are written as `null`;
+      `loads` reads a null cost back as NaN.
+    - A lone surrogate (`"\\ud800"`, which UTF-8 cannot encode) is written as the escape
+      `\\ud800`, which is valid JSON; `loads` gives back the same string.
+
+    Other non-ASCII text is written as is. Raises TypeError for a value `to_json` does not know
+    or details that are not JSON values, and ValueError for a circular or absurdly deep value.
+    """
+    return encode_json(to_json(value))
+
+
+def encode_json(data: Any, default: Callable[[Any], Any] | None = None) -> str:
+    """Compact, strict JSON text of JSON values, always encodable as UTF-8 (see `dumps`).
+
+    For the writers of JSON text (sessions, envelopes, the SSE app): `default` is `json.dumps`'s
+    hook for values JSON cannot hold.
+    """
+    try:
+        try:
+            text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=default)
+        except ValueError:  # NaN or an infinity somewhere (or a circular value, which _finite meets)
+            if default is not None:
+                data = json.loads(json.dumps(data, default=default))
+            text = json.dumps(_finite(data), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except RecursionError:
+        raise ValueError("the value is circular or nests too deeply to write as JSON") from None
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates, inside strings: escape them as \udXXX
+            text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def _finite(value: Any) -> Any:
+    """A copy of `value` with non-finite numbers as None (keys as JavaScript names them)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {_finite_key(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _finite_key(key: Any) -> Any:
+    if isinstance(key, float) and not math.isfinite(key):
+        return "NaN" if key != key else ("Infinity" if key > 0 else "-Infinity")
+    return key
 
 
 def loads(text: str | bytes) -> Any:
-    """`from_json` of a JSON string."""
+    """`from_json` of a JSON string (ValueError, saying why, for text that is not one)."""
     try:
         data = json.loads(text)
     except RecursionError:

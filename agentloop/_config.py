@@ -99,6 +99,19 @@ class AgentContext:
     messages: Sequence[AgentMessage] = ()
     tools: Sequence[AgentTool] = ()
 
+    def __post_init__(self) -> None:
+        # The items are checked where a run starts (`agent_loop`); here only the shape, cheaply.
+        if not isinstance(self.system_prompt, str):
+            raise TypeError(f"context.system_prompt must be a str, got {type(self.system_prompt).__name__}")
+        if type(self.messages) is not tuple and not _is_sequence(self.messages):
+            raise TypeError(f"context.messages must be a sequence of messages, got {type(self.messages).__name__}")
+        if type(self.tools) is not tuple and not _is_sequence(self.tools):
+            raise TypeError(f"context.tools must be a sequence of AgentTool, got {type(self.tools).__name__}")
+
+
+def _is_sequence(value: object) -> bool:
+    return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BeforeToolCallContext:
@@ -121,6 +134,12 @@ class BeforeToolCallResult:
     terminate: bool | None = None
     """A blocked call that terminates counts towards ending the run after the batch."""
 
+    def __post_init__(self) -> None:
+        _check_bool(self.block, "BeforeToolCallResult.block", optional=False)
+        if self.reason is not None and not isinstance(self.reason, str):
+            raise TypeError(f"BeforeToolCallResult.reason must be a str or None, got {type(self.reason).__name__}")
+        _check_bool(self.terminate, "BeforeToolCallResult.terminate")
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AfterToolCallContext:
@@ -142,6 +161,20 @@ class AfterToolCallResult:
     details: Any = None
     is_error: bool | None = None
     terminate: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.content is not None and not _is_sequence(self.content):
+            raise TypeError(
+                "AfterToolCallResult.content must be a sequence of TextContent/ImageContent blocks or None, "
+                f"got {type(self.content).__name__}"
+            )
+        _check_bool(self.is_error, "AfterToolCallResult.is_error")
+        _check_bool(self.terminate, "AfterToolCallResult.terminate")
+
+
+def _check_bool(value: object, name: str, optional: bool = True) -> None:
+    if type(value) is not bool and not (optional and value is None):
+        raise TypeError(f"{name} must be a bool{' or None' if optional else ''}, got {type(value).__name__}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -234,31 +267,90 @@ class AgentLoopConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.model, Model):
             raise TypeError(f"config.model must be an agentloop.Model, got {type(self.model).__name__}")
-        if self.tool_execution not in ("parallel", "sequential"):
-            raise ValueError(f"config.tool_execution must be 'parallel' or 'sequential', got {self.tool_execution!r}")
-        if self.max_turns is not None and (
-            isinstance(self.max_turns, bool) or not isinstance(self.max_turns, int) or self.max_turns < 1
-        ):
-            raise ValueError(f"config.max_turns must be a positive int or None, got {self.max_turns!r}")
-        grace = self.tool_abort_grace
-        if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not grace >= 0 or math.isnan(grace):
-            raise ValueError(f"config.tool_abort_grace must be a number of seconds >= 0, got {grace!r}")
         if self.reasoning is not None and self.reasoning not in _THINKING_LEVELS:
             raise ValueError(f"config.reasoning must be one of {_THINKING_LEVELS} or None, got {self.reasoning!r}")
-        for name in (
-            "convert_to_llm",
-            "transform_context",
-            "get_api_key",
-            "get_steering_messages",
-            "get_follow_up_messages",
-            "before_tool_call",
-            "after_tool_call",
-            "should_stop_after_turn",
-            "prepare_next_turn",
-        ):
-            value = getattr(self, name)
-            if value is not None and not callable(value):
-                raise TypeError(f"config.{name} must be callable or None, got {value!r}")
+        check_options(self, "config.")
+
+
+_CALLBACKS = (
+    "transform_context",
+    "get_api_key",
+    "get_steering_messages",
+    "get_follow_up_messages",
+    "before_tool_call",
+    "after_tool_call",
+    "should_stop_after_turn",
+    "prepare_next_turn",
+)
+
+
+def check_options(source: object, prefix: str) -> None:
+    """Check the run options `source` (an `AgentLoopConfig` or an `Agent`) has, naming the bad one.
+
+    Missing attributes count as None. Raises TypeError for a wrong type, ValueError for a value
+    out of range; the message is `{prefix}{name} must be ..., got ...`.
+    """
+    convert = getattr(source, "convert_to_llm", default_convert_to_llm)
+    if not callable(convert):
+        raise TypeError(f"{prefix}convert_to_llm must be callable, got {convert!r}")
+    for name in _CALLBACKS:
+        value = getattr(source, name, None)
+        if value is not None and not callable(value):
+            raise TypeError(f"{prefix}{name} must be callable or None, got {value!r}")
+    for name in ("api_key", "session_id"):
+        value = getattr(source, name, None)
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{prefix}{name} must be a str or None, got {type(value).__name__}")
+    execution = getattr(source, "tool_execution", "parallel")
+    if execution not in ("parallel", "sequential"):
+        raise ValueError(f"{prefix}tool_execution must be 'parallel' or 'sequential', got {execution!r}")
+    turns = getattr(source, "max_turns", None)
+    if turns is not None and (isinstance(turns, bool) or not isinstance(turns, int) or turns < 1):
+        raise ValueError(f"{prefix}max_turns must be a positive int or None, got {turns!r}")
+    grace = getattr(source, "tool_abort_grace", 0.0)
+    if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not grace >= 0 or math.isnan(grace):
+        raise ValueError(f"{prefix}tool_abort_grace must be a number of seconds >= 0, got {grace!r}")
+    temperature = getattr(source, "temperature", None)
+    if temperature is not None and not _is_finite_number(temperature):
+        raise TypeError(f"{prefix}temperature must be a finite number or None, got {temperature!r}")
+    max_tokens = getattr(source, "max_tokens", None)
+    if max_tokens is not None:
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
+            raise TypeError(f"{prefix}max_tokens must be a positive int or None, got {max_tokens!r}")
+        if max_tokens < 1:
+            raise ValueError(f"{prefix}max_tokens must be a positive int or None, got {max_tokens!r}")
+    delay = getattr(source, "max_retry_delay", None)
+    if delay is not None:
+        if not _is_finite_number(delay):
+            raise TypeError(f"{prefix}max_retry_delay must be a finite number of seconds >= 0 or None, got {delay!r}")
+        if delay < 0:
+            raise ValueError(f"{prefix}max_retry_delay must be a finite number of seconds >= 0 or None, got {delay!r}")
+    budgets = getattr(source, "thinking_budgets", None)
+    if budgets is not None:
+        if not isinstance(budgets, Mapping):
+            raise TypeError(
+                f"{prefix}thinking_budgets must be a mapping of thinking level to a token count, "
+                f"or None, got {type(budgets).__name__}"
+            )
+        for level, tokens in budgets.items():
+            if level not in _THINKING_LEVELS:
+                raise ValueError(f"{prefix}thinking_budgets keys must be in {_THINKING_LEVELS}, got {level!r}")
+            if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+                raise ValueError(f"{prefix}thinking_budgets[{level!r}] must be an int >= 0, got {tokens!r}")
+    headers = getattr(source, "headers", None)
+    if headers is not None:
+        if not isinstance(headers, Mapping):
+            raise TypeError(f"{prefix}headers must be a mapping of str to str or None, got {type(headers).__name__}")
+        for key, value in headers.items():
+            if not isinstance(key, str) or not isinstance(value, str):
+                raise TypeError(f"{prefix}headers must map str to str, got {key!r}: {value!r}")
+    metadata = getattr(source, "metadata", None)
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise TypeError(f"{prefix}metadata must be a mapping or None, got {type(metadata).__name__}")
+
+
+def _is_finite_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 async def call(fn: Callable[..., MaybeAwaitable[T]], *args: Any) -> T:

@@ -72,6 +72,10 @@ class AgentTool:
             raise TypeError(f"tool description must be a str, got {type(description).__name__}")
         if execution_mode not in (None, "sequential", "parallel"):
             raise ValueError(f"execution_mode must be 'sequential', 'parallel' or None, got {execution_mode!r}")
+        if label is not None and not isinstance(label, str):
+            raise TypeError(f"tool label must be a str or None, got {type(label).__name__}")
+        if prepare_arguments is not None and not callable(prepare_arguments):
+            raise TypeError(f"tool prepare_arguments must be callable or None, got {prepare_arguments!r}")
         self.name = name
         self.label = label if label is not None else name
         self.description = description

@@ -211,6 +211,7 @@ class ToolCall:
 
 
 UserContent: TypeAlias = TextContent | ImageContent
+_USER_BLOCKS = (TextContent, ImageContent)
 AssistantContent: TypeAlias = TextContent | ThinkingContent | ToolCall
 ContentBlock: TypeAlias = TextContent | ThinkingContent | ImageContent | ToolCall
 
@@ -241,9 +242,30 @@ class Usage:
 _ZERO_USAGE = Usage()
 
 
-def _as_tuple(owner: object, name: str, value: object) -> None:
-    if isinstance(value, list):
-        object.__setattr__(owner, name, tuple(value))
+def _blocks(owner: object, content: object, what: str, hint: str = "") -> None:
+    """Store `content` as a tuple of text and image blocks, or raise a TypeError naming the field.
+
+    Cheap on the hot path: one type check for the tuple and one per block (usually one or two).
+    """
+    if type(content) is not tuple:
+        if not isinstance(content, (list, tuple)):
+            raise TypeError(
+                f"{what} must be a list or tuple of TextContent/ImageContent, got {type(content).__name__}{hint}"
+            )
+        content = tuple(content)
+        object.__setattr__(owner, "content", content)
+    for block in content:
+        if type(block) is not TextContent and type(block) is not ImageContent and not isinstance(block, _USER_BLOCKS):
+            i = next(i for i, b in enumerate(content) if b is block)
+            raise TypeError(f"{what}[{i}] must be a TextContent or ImageContent, got {type(block).__name__}{hint}")
+
+
+def _check_timestamp(owner: object, timestamp: object) -> None:
+    if isinstance(timestamp, bool) or not isinstance(timestamp, int):
+        raise TypeError(
+            f"{type(owner).__name__} timestamp must be an int (milliseconds since the epoch), "
+            f"got {type(timestamp).__name__}"
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -256,11 +278,16 @@ class UserMessage:
     role: Literal["user"] = field(default="user", init=False)
 
     def __post_init__(self) -> None:
-        _as_tuple(self, "content", self.content)
-        if not isinstance(self.content, (str, tuple)):
-            raise TypeError(
-                f"UserMessage content must be a str or a sequence of content blocks, got {type(self.content).__name__}"
-            )
+        content = self.content
+        if type(content) is not str and not isinstance(content, str):
+            if not isinstance(content, (list, tuple)):
+                raise TypeError(
+                    "UserMessage content must be a str or a sequence of TextContent/ImageContent blocks, "
+                    f"got {type(content).__name__}"
+                )
+            _blocks(self, content, "UserMessage content")
+        if type(self.timestamp) is not int:
+            _check_timestamp(self, self.timestamp)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -305,7 +332,11 @@ class ToolResultMessage:
     role: Literal["toolResult"] = field(default="toolResult", init=False)
 
     def __post_init__(self) -> None:
-        _as_tuple(self, "content", self.content)
+        _blocks(self, self.content, "ToolResultMessage content")
+        if type(self.is_error) is not bool:
+            raise TypeError(f"ToolResultMessage is_error must be a bool, got {type(self.is_error).__name__}")
+        if type(self.timestamp) is not int:
+            _check_timestamp(self, self.timestamp)
 
 
 _STANDARD_ROLES = frozenset({"user", "assistant", "toolResult"})
@@ -337,6 +368,8 @@ class CustomMessage:
         clash = {"role", "timestamp"} & set(self.data)
         if clash:
             raise ValueError(f"CustomMessage data cannot use the keys {sorted(clash)}: they are the message's own")
+        if type(self.timestamp) is not int:
+            _check_timestamp(self, self.timestamp)
 
 
 Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage
@@ -408,12 +441,11 @@ class AgentToolResult:
     terminate: bool | None = None
 
     def __post_init__(self) -> None:
-        _as_tuple(self, "content", self.content)
-        if not isinstance(self.content, tuple):
-            raise TypeError(
-                "AgentToolResult content must be a sequence of TextContent/ImageContent blocks, "
-                f"got {type(self.content).__name__}"
-            )
+        _blocks(self, self.content, "AgentToolResult content", " (for plain text use AgentToolResult.from_text(text))")
+        if self.is_error is not None and type(self.is_error) is not bool:
+            raise TypeError(f"AgentToolResult is_error must be a bool or None, got {type(self.is_error).__name__}")
+        if self.terminate is not None and type(self.terminate) is not bool:
+            raise TypeError(f"AgentToolResult terminate must be a bool or None, got {type(self.terminate).__name__}")
 
     @classmethod
     def from_text(cls, text: str, details: Any = None) -> AgentToolResult:

@@ -148,6 +148,14 @@ def test_custom_initial_state() -> None:
         ({"tool_execution": "random"}, ValueError, "tool_execution"),
         ({"max_turns": 0}, ValueError, "max_turns"),
         ({"tool_abort_grace": -1.0}, ValueError, "tool_abort_grace"),
+        ({"system_prompt": 5}, TypeError, "^system_prompt must be a str, got int"),
+        ({"max_tokens": "x"}, TypeError, "^max_tokens must be a positive int or None, got 'x'"),
+        ({"max_tokens": 0}, ValueError, "^max_tokens must be a positive int"),
+        ({"session_id": 5}, TypeError, "^session_id must be a str or None"),
+        ({"thinking_budgets": [1]}, TypeError, "^thinking_budgets must be a mapping"),
+        ({"max_retry_delay": -0.5}, ValueError, "^max_retry_delay must be a finite number of seconds >= 0"),
+        ({"convert_to_llm": None}, TypeError, "^convert_to_llm must be callable"),
+        ({"before_tool_call": 1}, TypeError, "^before_tool_call must be callable or None"),
     ],
 )
 def test_constructor_argument_errors(kwargs: dict[str, Any], error: type[Exception], pattern: str) -> None:
@@ -178,6 +186,9 @@ def test_state_setters_copy_and_validate() -> None:
         agent.state.thinking_level = level  # type: ignore[assignment]
         assert agent.state.thinking_level == level
     agent.state.system_prompt = "New prompt"
+    assert agent.state.system_prompt == "New prompt"
+    with pytest.raises(TypeError, match="system_prompt must be a str, got NoneType"):
+        agent.state.system_prompt = None  # type: ignore[assignment]
     assert agent.state.system_prompt == "New prompt"
 
     with pytest.raises(TypeError, match="model must be an agentloop.Model"):

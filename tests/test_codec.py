@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import math
+import re
 from typing import Any
 
 import pytest
@@ -36,7 +39,7 @@ from agentloop import (
     loads,
     to_json,
 )
-from agentloop._codec import tool_result_from_json
+from agentloop._codec import encode_json, tool_result_from_json
 
 USAGE = Usage(input=10, output=20, cache_read=3, cache_write=4, total_tokens=37, cost=Cost(0.1, 0.2, 0.03, 0.04, 0.37))
 CALL = ToolCall("c1", "calc", {"n": [1, {"k": None}]}, thought_signature="ts", arguments_error="bad json")
@@ -247,7 +250,7 @@ def test_dumps_is_one_compact_line_keeping_unicode() -> None:
         ({"type": "text"}, "missing key 'text'"),
         ({"type": "image", "data": "x"}, "missing key 'mimeType'"),
         ({"type": "toolCall", "id": "1", "name": "n"}, "missing key 'arguments'"),
-        ({"type": "text", "text": 5}, "wrong type"),
+        ({"type": "text", "text": 5}, r"cannot decode 'text': text must be a string, got an integer \(5\)"),
         ({}, "with a 'type'"),
         ({"role": ""}, "no valid role"),
         ({"role": "toolResult", "toolName": "x"}, "missing key 'toolCallId'"),
@@ -258,7 +261,10 @@ def test_dumps_is_one_compact_line_keeping_unicode() -> None:
         ({"type": "tool_execution_end", "toolCallId": "a", "toolName": "b"}, "missing key 'result'"),
         ({"type": "text_delta", "partial": {"role": "assistant"}}, "missing key 'contentIndex'"),
         ({"type": "text_delta", "contentIndex": 0, "partial": {"role": "assistant"}}, "missing key 'delta'"),
-        ({"type": "text_start", "contentIndex": True, "partial": {"role": "assistant"}}, "wrong type"),
+        (
+            {"type": "text_start", "contentIndex": True, "partial": {"role": "assistant"}},
+            "contentIndex must be an integer, got a boolean",
+        ),
         ({"type": "start"}, "missing key 'partial'"),
         ({"type": "agent_end", "messages": [{"role": "user", "content": [{"type": None}]}]}, "unknown content block"),
     ],
@@ -364,3 +370,220 @@ def test_deep_nesting_and_bad_custom_data_are_clear_errors() -> None:
         loads("[" * 100_000)
     with pytest.raises(TypeError, match="data must be a mapping"):
         CustomMessage(role="memo", data=5)  # type: ignore[arg-type]
+
+
+# --- strict, UTF-8 encodable output -------------------------------------------------------------
+
+
+def _strict(text: str) -> Any:
+    """`text` parsed as strict JSON (no NaN or Infinity), after checking it encodes as UTF-8."""
+    text.encode("utf-8")
+
+    def refuse(name: str) -> Any:
+        raise AssertionError(f"dumps wrote {name}, which is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_dumps_writes_non_finite_numbers_as_null() -> None:
+    call = ToolCall("c", "n", {"x": float("nan"), "y": [float("inf"), -float("inf"), 1.5], "z": {"w": float("nan")}})
+    text = dumps(call)
+    assert _strict(text)["arguments"] == {"x": None, "y": [None, None, 1.5], "z": {"w": None}}
+    assert loads(text) == ToolCall("c", "n", {"x": None, "y": [None, None, 1.5], "z": {"w": None}})
+    result = ToolResultMessage(
+        tool_call_id="c", tool_name="n", details={float("nan"): 1, "n": float("nan")}, timestamp=1
+    )
+    assert _strict(dumps(result))["details"] == {"NaN": 1, "n": None}  # keys as JavaScript names them
+
+
+def test_a_non_finite_cost_is_written_as_null_and_read_back_as_nan() -> None:
+    message = AssistantMessage(usage=Usage(cost=Cost(input=float("nan"), total=float("inf"))), timestamp=1)
+    text = dumps(message)
+    assert _strict(text)["usage"]["cost"] == {
+        "input": None,
+        "output": 0.0,
+        "cacheRead": 0.0,
+        "cacheWrite": 0.0,
+        "total": None,
+    }
+    cost = loads(text).usage.cost
+    assert math.isnan(cost.input) and math.isnan(cost.total) and cost.output == 0.0
+
+
+def test_dumps_escapes_lone_surrogates_and_keeps_other_text() -> None:
+    message = UserMessage(content="a\ud800b \udfff é☃ 😀", timestamp=1)
+    text = dumps(message)
+    assert text == '{"role":"user","content":"a\\ud800b \\udfff é☃ 😀","timestamp":1}'
+    assert _strict(text)["content"] == message.content
+    assert loads(text) == message
+    keyed = ToolCall("c", "n", {"\udc00": ["\ud800"]})
+    assert loads(dumps(keyed)) == keyed
+
+
+def test_dumps_of_values_json_cannot_write_is_a_clear_error() -> None:
+    circular: dict[str, Any] = {}
+    circular["self"] = circular
+    with pytest.raises(ValueError, match="circular or nests too deeply"):
+        dumps(ToolCall("c", "n", circular))
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        dumps(AgentToolResult(details={"when": object()}))
+
+
+def test_encode_json_takes_a_default_for_other_values() -> None:
+    assert encode_json({"a": {1, 2}, "n": float("nan")}, default=sorted) == '{"a":[1,2],"n":null}'
+    assert encode_json({"o": object()}, default=lambda o: float("inf")) == '{"o":null}'
+    assert encode_json(["\ud800"]) == '["\\ud800"]'
+
+
+surrogate_text = st.text(st.characters(min_codepoint=0xD7F0, max_codepoint=0xE010), max_size=12).filter(
+    lambda t: not re.search("[\ud800-\udbff][\udc00-\udfff]", t)  # a pair reads back as one character
+)
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(surrogate_text, st.floats(), json_values)
+def test_dumps_output_is_always_strict_utf8_json(text: str, number: float, value: Any) -> None:
+    message = ToolResultMessage(
+        tool_call_id=text, tool_name="t", content=(TextContent(text),), details=[number, value], timestamp=1
+    )
+    written = dumps(message)
+    assert _strict(written)["toolCallId"] == text
+    back = loads(written)
+    assert back.content == message.content and back.tool_call_id == text
+    if math.isfinite(number):
+        assert back == message
+
+
+# --- every field is checked -------------------------------------------------------------------
+
+ASSISTANT_PARTIAL = {"role": "assistant"}
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        # content blocks
+        (
+            {"type": "text", "text": "a", "textSignature": 5},
+            r"'text': textSignature must be a string \(or absent\), got an",
+        ),
+        ({"type": "thinking", "thinking": 1}, "'thinking': thinking must be a string, got an integer"),
+        ({"type": "thinking", "thinking": "", "redacted": "yes"}, "redacted must be a boolean"),
+        ({"type": "thinking", "thinking": "", "thinkingSignature": []}, "thinkingSignature must be a string"),
+        ({"type": "image", "data": "x", "mimeType": None}, "mimeType must be a string, got null"),
+        ({"type": "toolCall", "id": 1, "name": "n", "arguments": {}}, "id must be a string, got an integer"),
+        ({"type": "toolCall", "id": "1", "name": "n", "arguments": []}, "arguments must be an object, got an array"),
+        ({"type": "toolCall", "id": "1", "name": "n", "arguments": {}, "thoughtSignature": 1}, "thoughtSignature"),
+        ({"type": "toolCall", "id": "1", "name": "n", "arguments": {}, "argumentsError": {}}, "argumentsError"),
+        # messages
+        ({"role": "user", "content": "x", "timestamp": "yesterday"}, "timestamp must be an integer, got a string"),
+        ({"role": "user", "content": "x", "timestamp": 1.5}, "timestamp must be an integer, got a number"),
+        ({"role": "user", "content": 5}, "'user': content must be an array, got an integer"),
+        (
+            {"role": "user", "content": [{"type": "thinking", "thinking": ""}]},
+            r"content\[0\].type must be one of 'text'",
+        ),
+        ({"role": "assistant", "content": {}}, "'assistant': content must be an array, got an object"),
+        (
+            {"role": "assistant", "content": [{"type": "text", "text": "a"}, {"type": "image"}]},
+            r"content\[1\].type must be one of 'text', 'thinking', 'toolCall' here, got a string \('image'\)",
+        ),
+        ({"role": "assistant", "api": 5}, "api must be a string"),
+        ({"role": "assistant", "provider": None}, "provider must be a string, got null"),
+        ({"role": "assistant", "model": True}, "model must be a string, got a boolean"),
+        ({"role": "assistant", "stopReason": "banana"}, "stopReason must be one of 'stop', 'length', 'toolUse'"),
+        ({"role": "assistant", "errorMessage": 5}, "errorMessage must be a string"),
+        ({"role": "assistant", "responseId": 5}, "responseId must be a string"),
+        ({"role": "assistant", "usage": 5}, "usage must be an object, got an integer"),
+        ({"role": "assistant", "usage": {"input": "lots"}}, r"usage.input must be an integer, got a string \('lots'\)"),
+        ({"role": "assistant", "usage": {"totalTokens": 1.0}}, "usage.totalTokens must be an integer, got a number"),
+        ({"role": "assistant", "usage": {"cacheRead": True}}, "usage.cacheRead must be an integer, got a boolean"),
+        ({"role": "assistant", "usage": {"cost": []}}, "usage.cost must be an object, got an array"),
+        ({"role": "assistant", "usage": {"cost": {"total": "1"}}}, "usage.cost.total must be a number, got a string"),
+        (
+            {"role": "assistant", "usage": {"cost": {"input": False}}},
+            "usage.cost.input must be a number, got a boolean",
+        ),
+        ({"role": "toolResult", "toolCallId": 5, "toolName": "t"}, "toolCallId must be a string, got an integer"),
+        ({"role": "toolResult", "toolCallId": "c", "toolName": "t", "isError": "no"}, "isError must be a boolean"),
+        ({"role": "toolResult", "toolCallId": "c", "toolName": "t", "content": [1]}, r"content\[0\]: a content block"),
+        ({"role": "memo", "timestamp": None}, "'memo': timestamp must be an integer, got null"),
+        # tool results
+        ({"content": [{"type": "text", "text": "a"}], "isError": 1}, "isError must be a boolean"),
+        ({"content": [], "terminate": "yes"}, "terminate must be a boolean"),
+        ({"content": "text"}, "content must be an array, got a string"),
+        # agent events
+        ({"type": "tool_execution_start", "toolCallId": 5, "toolName": [], "args": 1}, "toolCallId must be a string"),
+        (
+            {"type": "tool_execution_start", "toolCallId": "c", "toolName": []},
+            "toolName must be a string, got an array",
+        ),
+        (
+            {"type": "tool_execution_update", "toolCallId": "c", "toolName": "t", "partialResult": []},
+            "partialResult must be an object, got an array",
+        ),
+        (
+            {"type": "tool_execution_end", "toolCallId": "c", "toolName": "t", "result": {"content": []}, "isError": 0},
+            "isError must be a boolean",
+        ),
+        (
+            {"type": "tool_execution_end", "toolCallId": "c", "toolName": "t", "result": {"content": [5]}},
+            r"result.content\[0\]: a content block must be an object",
+        ),
+        ({"type": "agent_end", "messages": {}}, "messages must be an array, got an object"),
+        (
+            {"type": "agent_end", "messages": [{"role": "user", "content": "x"}, {"role": "assistant", "usage": []}]},
+            r"messages\[1\].usage must be an object",
+        ),
+        (
+            {"type": "turn_end", "message": {"role": "user", "content": ""}, "toolResults": []},
+            "message must be an assistant",
+        ),
+        (
+            {"type": "turn_end", "message": ASSISTANT_PARTIAL, "toolResults": [ASSISTANT_PARTIAL]},
+            r"toolResults\[0\] must be",
+        ),
+        ({"type": "message_start", "message": "hi"}, "message must be an object, got a string"),
+        ({"type": "message_update", "message": {"role": "memo"}}, "message must be an assistant message"),
+        (
+            {"type": "message_update", "message": ASSISTANT_PARTIAL, "assistantMessageEvent": {"type": "nope"}},
+            "assistantMessageEvent: unknown assistant message event type 'nope'",
+        ),
+        # assistant message events
+        ({"type": "text_delta", "contentIndex": 0, "delta": 5, "partial": ASSISTANT_PARTIAL}, "delta must be a string"),
+        ({"type": "text_end", "contentIndex": 0, "content": None, "partial": ASSISTANT_PARTIAL}, "content must be a"),
+        ({"type": "text_start", "contentIndex": "0", "partial": ASSISTANT_PARTIAL}, "contentIndex must be an integer"),
+        ({"type": "start", "partial": {"role": "user", "content": ""}}, "partial must be an assistant message"),
+        (
+            {"type": "toolcall_end", "contentIndex": 0, "toolCall": {"type": "text", "text": ""}, "partial": {}},
+            "partial: message has no valid role",
+        ),
+        (
+            {
+                "type": "toolcall_end",
+                "contentIndex": 0,
+                "toolCall": {"type": "text", "text": ""},
+                "partial": ASSISTANT_PARTIAL,
+            },
+            "toolCall must be a toolCall block, got 'text'",
+        ),
+        ({"type": "done", "reason": "error", "message": ASSISTANT_PARTIAL}, "reason must be one of 'stop', 'length'"),
+        ({"type": "error", "reason": "stop", "error": ASSISTANT_PARTIAL}, "reason must be one of 'error', 'aborted'"),
+        ({"type": "error", "reason": "error", "error": 5}, "error must be an object"),
+    ],
+)
+def test_loads_names_each_field_of_the_wrong_type(data: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        from_json(data)
+    with pytest.raises(ValueError, match=message):
+        loads(json.dumps(data))
+
+
+def test_absent_and_null_optional_fields_take_their_defaults() -> None:
+    assert from_json({"role": "assistant", "errorMessage": None, "usage": None}) == AssistantMessage(timestamp=0)
+    assert from_json({"role": "user"}) == UserMessage(content="", timestamp=0)
+    assert from_json({"role": "toolResult", "toolCallId": "c", "toolName": "t", "content": "x"}) == ToolResultMessage(
+        tool_call_id="c", tool_name="t", content=(TextContent("x"),), timestamp=0
+    )
+    assert from_json({"type": "text", "text": "a", "textSignature": None}) == TextContent("a")
+    assert from_json({"content": [], "isError": None, "terminate": None}) == AgentToolResult()

@@ -467,6 +467,96 @@ def test_config_rejects_bad_values() -> None:
         al.AgentLoopConfig(model=MODEL, before_tool_call="yes")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("options", "error", "pattern"),
+    [
+        ({"max_tokens": "many"}, TypeError, "config.max_tokens must be a positive int or None, got 'many'"),
+        ({"max_tokens": True}, TypeError, "config.max_tokens"),
+        ({"max_tokens": -5}, ValueError, "config.max_tokens must be a positive int"),
+        ({"max_tokens": 0}, ValueError, "config.max_tokens"),
+        ({"temperature": "hot"}, TypeError, "config.temperature must be a finite number or None"),
+        ({"temperature": float("nan")}, TypeError, "config.temperature"),
+        ({"api_key": 5}, TypeError, "config.api_key must be a str or None, got int"),
+        ({"session_id": 5}, TypeError, "config.session_id must be a str or None, got int"),
+        ({"thinking_budgets": 5}, TypeError, "config.thinking_budgets must be a mapping"),
+        ({"thinking_budgets": {"hgh": 100}}, ValueError, "config.thinking_budgets keys must be in"),
+        ({"thinking_budgets": {"low": "100"}}, ValueError, r"config.thinking_budgets\['low'\] must be an int >= 0"),
+        ({"headers": {"a": 1}}, TypeError, "config.headers must map str to str, got 'a': 1"),
+        ({"headers": ["a"]}, TypeError, "config.headers must be a mapping of str to str"),
+        ({"metadata": 5}, TypeError, "config.metadata must be a mapping or None, got int"),
+        ({"max_retry_delay": -1}, ValueError, "config.max_retry_delay must be a finite number of seconds >= 0"),
+        ({"max_retry_delay": float("inf")}, TypeError, "config.max_retry_delay"),
+        ({"max_retry_delay": "1"}, TypeError, "config.max_retry_delay"),
+        ({"tool_abort_grace": float("nan")}, ValueError, "config.tool_abort_grace"),
+        ({"max_turns": 1.5}, ValueError, "config.max_turns"),
+    ],
+)
+def test_config_names_each_bad_option(options: dict[str, Any], error: type[Exception], pattern: str) -> None:
+    with pytest.raises(error, match=pattern):
+        al.AgentLoopConfig(model=MODEL, **options)
+
+
+def test_config_accepts_every_option_at_its_edges() -> None:
+    config = al.AgentLoopConfig(
+        model=MODEL,
+        api_key="k",
+        session_id="s",
+        temperature=0,
+        max_tokens=1,
+        thinking_budgets={"low": 0, "high": 10_000},
+        headers={"x-a": "b"},
+        metadata={"user": 1},
+        max_retry_delay=0,
+        tool_abort_grace=0,
+    )
+    assert config.max_tokens == 1 and config.temperature == 0
+
+
+def test_context_names_a_field_of_the_wrong_shape() -> None:
+    with pytest.raises(TypeError, match=r"context.tools must be a sequence of AgentTool, got int"):
+        al.agent_loop([], al.AgentContext(tools=5), al.AgentLoopConfig(model=MODEL))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"context.system_prompt must be a str, got int"):
+        al.AgentContext(system_prompt=5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"context.messages must be a sequence of messages, got str"):
+        al.AgentContext(messages="hi")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"context.tools\[0\] must be an AgentTool"):
+        al.agent_loop([], al.AgentContext(tools=["echo"]), al.AgentLoopConfig(model=MODEL))  # type: ignore[list-item]
+
+
+def test_hook_results_name_a_field_of_the_wrong_type() -> None:
+    with pytest.raises(TypeError, match=r"BeforeToolCallResult.block must be a bool, got str"):
+        al.BeforeToolCallResult(block="yes")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"BeforeToolCallResult.reason must be a str or None"):
+        al.BeforeToolCallResult(block=True, reason=5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"BeforeToolCallResult.terminate must be a bool or None"):
+        al.BeforeToolCallResult(terminate=1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"AfterToolCallResult.content must be a sequence"):
+        al.AfterToolCallResult(content="text")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"AfterToolCallResult.is_error must be a bool or None, got str"):
+        al.AfterToolCallResult(is_error="no")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"AfterToolCallResult.terminate must be a bool or None"):
+        al.AfterToolCallResult(terminate=0)  # type: ignore[arg-type]
+
+
+async def test_a_hook_building_a_bad_result_fails_only_its_call(anyio_backend: object) -> None:
+    def before(ctx: al.BeforeToolCallContext, signal: al.AbortSignal) -> al.BeforeToolCallResult | None:
+        if ctx.tool_call.id == "c1":
+            return al.BeforeToolCallResult(block="yes")  # type: ignore[arg-type]
+        return None
+
+    def after(ctx: al.AfterToolCallContext, signal: al.AbortSignal) -> al.AfterToolCallResult:
+        return al.AfterToolCallResult(content=["plain"])  # type: ignore[list-item]
+
+    calls = Response(content=[ScriptedToolCall("c1", "echo", {"value": "a"}), ScriptedToolCall("c2", "echo", {})])
+    messages, _ = await run(
+        [user("go")], ScriptedModel([calls, "ok"]), [echo_tool()], before_tool_call=before, after_tool_call=after
+    )
+    results = {m.tool_call_id: m for m in messages if isinstance(m, al.ToolResultMessage)}
+    assert results["c1"].is_error and "BeforeToolCallResult.block" in results["c1"].content[0].text  # type: ignore[union-attr]
+    assert results["c2"].is_error and "AgentToolResult content[0]" in results["c2"].content[0].text  # type: ignore[union-attr]
+    assert messages[-1].role == "assistant"
+
+
 async def test_text_deltas_stream_in_order(anyio_backend: object) -> None:
     chunks = [f"w{i} " for i in range(50)]
     _, events = await run([user("go")], ScriptedModel([Response(content=[ScriptedText(chunks)])]))

@@ -60,6 +60,8 @@ def error_of(t: AgentTool, args: Any) -> str:
         ({"parameters": 5}, TypeError, "parameters"),
         ({"parameters": str}, TypeError, "parameters"),
         ({"parameters": [("a", "b")]}, TypeError, "parameters"),
+        ({"label": 5}, TypeError, "tool label must be a str or None, got int"),
+        ({"prepare_arguments": 5}, TypeError, "tool prepare_arguments must be callable or None, got 5"),
     ],
 )
 def test_construction_errors_name_the_argument(kwargs: dict[str, Any], exc: type, needle: str) -> None:

@@ -126,6 +126,49 @@ def test_lists_become_tuples() -> None:
         AgentToolResult(content="text")  # type: ignore[arg-type]
 
 
+FROM_TEXT = r"\(for plain text use AgentToolResult.from_text\(text\)\)"
+
+
+@pytest.mark.parametrize(
+    ("make", "pattern"),
+    [
+        (lambda: UserMessage(content=[5]), r"UserMessage content\[0\] must be a TextContent or ImageContent, got int"),
+        (lambda: UserMessage(content=[TextContent("a"), "b"]), r"UserMessage content\[1\] must be a TextContent"),
+        (lambda: UserMessage(content=[ThinkingContent("a")]), r"content\[0\] .* got ThinkingContent"),
+        (lambda: UserMessage(content={"a": 1}), "UserMessage content must be a str or a sequence"),
+        (lambda: UserMessage(content="x", timestamp="now"), "UserMessage timestamp must be an int .* got str"),
+        (lambda: UserMessage(content="x", timestamp=1.5), "UserMessage timestamp must be an int"),
+        (lambda: UserMessage(content="x", timestamp=True), "UserMessage timestamp must be an int"),
+        (lambda: AgentToolResult(content=["plain text"]), r"AgentToolResult content\[0\] .* got str " + FROM_TEXT),
+        (
+            lambda: AgentToolResult(content="plain text"),
+            "AgentToolResult content must be a list or tuple .*" + FROM_TEXT,
+        ),
+        (lambda: AgentToolResult(is_error="no"), "AgentToolResult is_error must be a bool or None, got str"),
+        (lambda: AgentToolResult(terminate=1), "AgentToolResult terminate must be a bool or None, got int"),
+        (lambda: ToolResultMessage(tool_call_id="i", tool_name="n", content=[None]), r"ToolResultMessage content\[0\]"),
+        (lambda: ToolResultMessage(tool_call_id="i", tool_name="n", is_error=None), "is_error must be a bool"),
+        (lambda: ToolResultMessage(tool_call_id="i", tool_name="n", timestamp="x"), "ToolResultMessage timestamp"),
+        (lambda: CustomMessage(role="memo", timestamp=None), "CustomMessage timestamp must be an int"),
+        (lambda: CustomMessage(role="memo", data=5), "CustomMessage data must be a mapping, got int"),
+    ],
+)
+def test_bad_fields_are_named_at_construction(make: Any, pattern: str) -> None:
+    with pytest.raises(TypeError, match=pattern):
+        make()
+
+
+def test_subclassed_blocks_and_int_subclass_timestamps_are_accepted() -> None:
+    class Note(TextContent):
+        __slots__ = ()
+
+    class Stamp(int):
+        pass
+
+    message = UserMessage(content=[Note("a")], timestamp=Stamp(5))
+    assert type(message.content[0]) is Note and message.timestamp == 5
+
+
 @pytest.mark.parametrize("role", ["user", "assistant", "toolResult", "", None])
 def test_custom_message_rejects_standard_and_empty_roles(role: Any) -> None:
     with pytest.raises(ValueError, match="CustomMessage role"):

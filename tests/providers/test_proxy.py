@@ -633,7 +633,7 @@ BAD_BODIES: list[tuple[str, Any, str]] = [
     (
         "bad-block",
         body(context={"messages": [{"role": "user", "content": [{"type": "video"}]}]}),
-        "context.messages[0]: unknown content block type 'video'",
+        "context.messages[0]: cannot decode 'user': content[0]: unknown content block type 'video'",
     ),
     ("tool-no-name", body(context={"messages": [], "tools": [{"description": "x"}]}), "context.tools[0].name"),
     ("tool-not-object", body(context={"messages": [], "tools": ["echo"]}), "context.tools[0] must be an object"),
