@@ -557,21 +557,22 @@ class Agent:
         the first listener that returns an awaitable, the rest are awaited in order.
         """
         state = self._state
+        # The loop emits exactly these classes: `type() is` is cheaper than `isinstance`.
         if type(event) is MessageUpdate:
             state._streaming_message = event  # its message is built only if someone reads it
-        elif isinstance(event, MessageStart):
+        elif type(event) is MessageStart:
             state._streaming_message = event.message
-        elif isinstance(event, MessageEnd):
+        elif type(event) is MessageEnd:
             state._streaming_message = None
             state._messages.append(event.message)
-        elif isinstance(event, ToolExecutionStart):
+        elif type(event) is ToolExecutionStart:
             state._pending_tool_calls = state._pending_tool_calls | {event.tool_call_id}
-        elif isinstance(event, ToolExecutionEnd):
+        elif type(event) is ToolExecutionEnd:
             state._pending_tool_calls = state._pending_tool_calls - {event.tool_call_id}
-        elif isinstance(event, TurnEnd):
+        elif type(event) is TurnEnd:
             if event.message.error_message:
                 state._error_message = event.message.error_message
-        elif isinstance(event, AgentEnd):
+        elif type(event) is AgentEnd:
             state._streaming_message = None
         active = self._active
         if active is None:

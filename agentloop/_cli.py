@@ -123,7 +123,8 @@ class Printer:
             self.status = ""
         elif isinstance(event, ToolExecutionStart):
             self.tools_used += 1
-            args = json.dumps(event.args, ensure_ascii=False)
+            # readable, and writable to a UTF-8 terminal whatever the model sent (lone surrogates)
+            args = json.dumps(event.args, ensure_ascii=False).encode("utf-8", "backslashreplace").decode()
             self._human(f"→ {event.tool_name}({_clip(args, 80)})", style="36")
             self.status = f"running {event.tool_name}"
         elif isinstance(event, ToolExecutionEnd):

@@ -12,7 +12,6 @@ JSON that encodes as UTF-8 (non-finite numbers as null, lone surrogates escaped,
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -664,6 +663,8 @@ def encode_json(data: Any, default: Callable[[Any], Any] | None = None) -> str:
     For the writers of JSON text (sessions, envelopes, the SSE app): `default` is `json.dumps`'s
     hook for values JSON cannot hold.
     """
+    import json  # here, not at the top: `import agentloop` stays light
+
     try:
         try:
             text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=default)
@@ -700,6 +701,8 @@ def _finite_key(key: Any) -> Any:
 
 def loads(text: str | bytes) -> Any:
     """`from_json` of a JSON string (ValueError, saying why, for text that is not one)."""
+    import json
+
     try:
         data = json.loads(text)
     except RecursionError:

@@ -353,9 +353,14 @@ def _is_finite_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+_PLAIN_RESULTS = frozenset({type(None), bool, int, float, str, list, tuple, dict})
+
+
 async def call(fn: Callable[..., MaybeAwaitable[T]], *args: Any) -> T:
     """Call a plain or async callback and return its result."""
     result = fn(*args)
+    if type(result) in _PLAIN_RESULTS:  # the common answers, without the awaitable check
+        return result  # type: ignore[return-value]
     if inspect.isawaitable(result):
         return await result
     return result

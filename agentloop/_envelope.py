@@ -13,14 +13,13 @@ and `enveloping(listener)` for an `Agent` listener.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ._abort import AbortSignal
-from ._codec import from_json, to_json
+from ._codec import encode_json, from_json, to_json
 from ._config import MaybeAwaitable
 from ._events import AgentEvent, AgentStart, TurnStart
 from ._types import now_ms
@@ -137,7 +136,7 @@ def with_envelopes(events: AsyncIterator[AgentEvent], enveloper: Enveloper | Non
     Example:
         async with agent_loop(prompts, context, config) as events:
             async for envelope in with_envelopes(events):
-                bus.publish(json.dumps(envelope_to_json(envelope)))
+                bus.publish(encode_json(envelope_to_json(envelope)))
     """
     if not hasattr(events, "__anext__"):
         raise TypeError(f"with_envelopes expects an async iterator of events, got {type(events).__name__}")
@@ -193,4 +192,4 @@ def envelope_from_json(data: Any) -> EventEnvelope:
 
 def dumps_envelope(envelope: EventEnvelope) -> str:
     """`envelope_to_json` as one compact line of JSON."""
-    return json.dumps(envelope_to_json(envelope), ensure_ascii=False, separators=(",", ":"))
+    return encode_json(envelope_to_json(envelope))

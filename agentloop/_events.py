@@ -1,13 +1,13 @@
 """The two event protocols: how a model response streams, and what an agent run reports.
 
-Every event is a frozen dataclass whose `type` is the TypeScript event name, so
+Every event is an immutable slotted record whose `type` is the TypeScript event name, so
 `match event: case MessageUpdate(...)` and `if event.type == "message_update"` both narrow.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import FrozenInstanceError
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ._types import AgentMessage, AgentToolResult, AssistantMessage, ToolCall, ToolResultMessage
@@ -237,22 +237,75 @@ _set_call_index = _setter(ToolCallEndEvent, "content_index")
 _set_tool_call = _setter(ToolCallEndEvent, "tool_call")
 
 
-@dataclass(frozen=True, slots=True)
-class DoneEvent:
+class _Record:
+    """Base of the other events: immutable, slotted, compared, hashed and shown by their fields.
+
+    Hand-written rather than `dataclass(frozen=True, slots=True)`: each dataclass costs about half
+    a millisecond of `import agentloop`, and these constructors run for every event.
+    """
+
+    __slots__ = ()
+    __match_args__: ClassVar[tuple[str, ...]] = ()
+    _fields: ClassVar[tuple[str, ...]] = ()
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(getattr(self, f) == getattr(other, f) for f in self._fields)
+
+    def __hash__(self) -> int:
+        return hash(tuple(getattr(self, f) for f in self._fields))
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._fields)
+        return f"{type(self).__name__}({fields})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), tuple(getattr(self, f) for f in self._fields))
+
+
+class DoneEvent(_Record):
     """The response finished: `message` is final."""
 
+    __slots__ = ("message", "reason")
+    _fields = ("reason", "message")
+    __match_args__ = ("reason", "message")
+    type: Literal["done"] = "done"
     reason: Literal["stop", "length", "toolUse"]
     message: AssistantMessage
-    type: Literal["done"] = field(default="done", init=False)
+
+    def __init__(self, reason: Literal["stop", "length", "toolUse"], message: AssistantMessage) -> None:
+        _set_DoneEvent_reason(self, reason)
+        _set_DoneEvent_message(self, message)
 
 
-@dataclass(frozen=True, slots=True)
-class ErrorEvent:
+_set_DoneEvent_reason = _setter(DoneEvent, "reason")
+_set_DoneEvent_message = _setter(DoneEvent, "message")
+
+
+class ErrorEvent(_Record):
     """The response failed or was aborted: `error` is the final message, partial content kept."""
 
+    __slots__ = ("error", "reason")
+    _fields = ("reason", "error")
+    __match_args__ = ("reason", "error")
+    type: Literal["error"] = "error"
     reason: Literal["error", "aborted"]
     error: AssistantMessage
-    type: Literal["error"] = field(default="error", init=False)
+
+    def __init__(self, reason: Literal["error", "aborted"], error: AssistantMessage) -> None:
+        _set_ErrorEvent_reason(self, reason)
+        _set_ErrorEvent_error(self, error)
+
+
+_set_ErrorEvent_reason = _setter(ErrorEvent, "reason")
+_set_ErrorEvent_error = _setter(ErrorEvent, "error")
 
 
 AssistantMessageEvent: TypeAlias = (
@@ -274,51 +327,69 @@ AssistantMessageEvent: TypeAlias = (
 # --- the agent events (pi-agent-core AgentEvent) ---------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class AgentStart:
+class AgentStart(_Record):
     """A run began. Always the first event."""
 
-    type: Literal["agent_start"] = field(default="agent_start", init=False)
+    __slots__ = ()
+    type: Literal["agent_start"] = "agent_start"
 
 
-@dataclass(frozen=True, slots=True)
-class AgentEnd:
+class AgentEnd(_Record):
     """A run ended. Always the last event; `messages` are the messages the run added."""
 
+    __slots__ = ("messages",)
+    _fields = ("messages",)
+    __match_args__ = ("messages",)
+    type: Literal["agent_end"] = "agent_end"
     messages: Sequence[AgentMessage]
-    type: Literal["agent_end"] = field(default="agent_end", init=False)
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.messages, tuple):
-            object.__setattr__(self, "messages", tuple(self.messages))
+    def __init__(self, messages: Sequence[AgentMessage]) -> None:
+        _set_AgentEnd_messages(self, messages if type(messages) is tuple else tuple(messages))
 
 
-@dataclass(frozen=True, slots=True)
-class TurnStart:
+_set_AgentEnd_messages = _setter(AgentEnd, "messages")
+
+
+class TurnStart(_Record):
     """A turn began: one model response and the tool calls it makes."""
 
-    type: Literal["turn_start"] = field(default="turn_start", init=False)
+    __slots__ = ()
+    type: Literal["turn_start"] = "turn_start"
 
 
-@dataclass(frozen=True, slots=True)
-class TurnEnd:
+class TurnEnd(_Record):
     """A turn ended: its assistant message and its tool results in source order."""
 
+    __slots__ = ("message", "tool_results")
+    _fields = ("message", "tool_results")
+    __match_args__ = ("message", "tool_results")
+    type: Literal["turn_end"] = "turn_end"
     message: AssistantMessage
     tool_results: Sequence[ToolResultMessage]
-    type: Literal["turn_end"] = field(default="turn_end", init=False)
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.tool_results, tuple):
-            object.__setattr__(self, "tool_results", tuple(self.tool_results))
+    def __init__(self, message: AssistantMessage, tool_results: Sequence[ToolResultMessage]) -> None:
+        _set_TurnEnd_message(self, message)
+        _set_TurnEnd_tool_results(self, tool_results if type(tool_results) is tuple else tuple(tool_results))
 
 
-@dataclass(frozen=True, slots=True)
-class MessageStart:
+_set_TurnEnd_message = _setter(TurnEnd, "message")
+_set_TurnEnd_tool_results = _setter(TurnEnd, "tool_results")
+
+
+class MessageStart(_Record):
     """A message began (prompts, queued messages, tool results, and each assistant response)."""
 
+    __slots__ = ("message",)
+    _fields = ("message",)
+    __match_args__ = ("message",)
+    type: Literal["message_start"] = "message_start"
     message: AgentMessage
-    type: Literal["message_start"] = field(default="message_start", init=False)
+
+    def __init__(self, message: AgentMessage) -> None:
+        _set_MessageStart_message(self, message)
+
+
+_set_MessageStart_message = _setter(MessageStart, "message")
 
 
 class MessageUpdate:
@@ -371,44 +442,92 @@ _set_message = _setter(MessageUpdate, "_message")
 _set_update_event = _setter(MessageUpdate, "assistant_message_event")
 
 
-@dataclass(frozen=True, slots=True)
-class MessageEnd:
+class MessageEnd(_Record):
     """A message is complete and part of the transcript."""
 
+    __slots__ = ("message",)
+    _fields = ("message",)
+    __match_args__ = ("message",)
+    type: Literal["message_end"] = "message_end"
     message: AgentMessage
-    type: Literal["message_end"] = field(default="message_end", init=False)
+
+    def __init__(self, message: AgentMessage) -> None:
+        _set_MessageEnd_message(self, message)
 
 
-@dataclass(frozen=True, slots=True)
-class ToolExecutionStart:
+_set_MessageEnd_message = _setter(MessageEnd, "message")
+
+
+class ToolExecutionStart(_Record):
     """A tool call is about to be prepared; `args` are the model's raw arguments."""
 
+    __slots__ = ("args", "tool_call_id", "tool_name")
+    _fields = ("tool_call_id", "tool_name", "args")
+    __match_args__ = ("tool_call_id", "tool_name", "args")
+    type: Literal["tool_execution_start"] = "tool_execution_start"
     tool_call_id: str
     tool_name: str
     args: Any
-    type: Literal["tool_execution_start"] = field(default="tool_execution_start", init=False)
+
+    def __init__(self, tool_call_id: str, tool_name: str, args: Any) -> None:
+        _set_ToolExecutionStart_tool_call_id(self, tool_call_id)
+        _set_ToolExecutionStart_tool_name(self, tool_name)
+        _set_ToolExecutionStart_args(self, args)
 
 
-@dataclass(frozen=True, slots=True)
-class ToolExecutionUpdate:
+_set_ToolExecutionStart_tool_call_id = _setter(ToolExecutionStart, "tool_call_id")
+_set_ToolExecutionStart_tool_name = _setter(ToolExecutionStart, "tool_name")
+_set_ToolExecutionStart_args = _setter(ToolExecutionStart, "args")
+
+
+class ToolExecutionUpdate(_Record):
     """A running tool reported progress."""
 
+    __slots__ = ("args", "partial_result", "tool_call_id", "tool_name")
+    _fields = ("tool_call_id", "tool_name", "args", "partial_result")
+    __match_args__ = ("tool_call_id", "tool_name", "args", "partial_result")
+    type: Literal["tool_execution_update"] = "tool_execution_update"
     tool_call_id: str
     tool_name: str
     args: Any
     partial_result: AgentToolResult
-    type: Literal["tool_execution_update"] = field(default="tool_execution_update", init=False)
+
+    def __init__(self, tool_call_id: str, tool_name: str, args: Any, partial_result: AgentToolResult) -> None:
+        _set_ToolExecutionUpdate_tool_call_id(self, tool_call_id)
+        _set_ToolExecutionUpdate_tool_name(self, tool_name)
+        _set_ToolExecutionUpdate_args(self, args)
+        _set_ToolExecutionUpdate_partial_result(self, partial_result)
 
 
-@dataclass(frozen=True, slots=True)
-class ToolExecutionEnd:
+_set_ToolExecutionUpdate_tool_call_id = _setter(ToolExecutionUpdate, "tool_call_id")
+_set_ToolExecutionUpdate_tool_name = _setter(ToolExecutionUpdate, "tool_name")
+_set_ToolExecutionUpdate_args = _setter(ToolExecutionUpdate, "args")
+_set_ToolExecutionUpdate_partial_result = _setter(ToolExecutionUpdate, "partial_result")
+
+
+class ToolExecutionEnd(_Record):
     """A tool call is finalized (after `after_tool_call`)."""
 
+    __slots__ = ("is_error", "result", "tool_call_id", "tool_name")
+    _fields = ("tool_call_id", "tool_name", "result", "is_error")
+    __match_args__ = ("tool_call_id", "tool_name", "result", "is_error")
+    type: Literal["tool_execution_end"] = "tool_execution_end"
     tool_call_id: str
     tool_name: str
     result: AgentToolResult
     is_error: bool
-    type: Literal["tool_execution_end"] = field(default="tool_execution_end", init=False)
+
+    def __init__(self, tool_call_id: str, tool_name: str, result: AgentToolResult, is_error: bool) -> None:
+        _set_ToolExecutionEnd_tool_call_id(self, tool_call_id)
+        _set_ToolExecutionEnd_tool_name(self, tool_name)
+        _set_ToolExecutionEnd_result(self, result)
+        _set_ToolExecutionEnd_is_error(self, is_error)
+
+
+_set_ToolExecutionEnd_tool_call_id = _setter(ToolExecutionEnd, "tool_call_id")
+_set_ToolExecutionEnd_tool_name = _setter(ToolExecutionEnd, "tool_name")
+_set_ToolExecutionEnd_result = _setter(ToolExecutionEnd, "result")
+_set_ToolExecutionEnd_is_error = _setter(ToolExecutionEnd, "is_error")
 
 
 AgentEvent: TypeAlias = (

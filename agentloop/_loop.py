@@ -253,8 +253,10 @@ class _Run:
         callback = getattr(self.config, which)
         if callback is None:
             return []
-        messages = await call(callback)
-        return check_messages(messages or [], which + "()")
+        messages = callback()
+        if type(messages) is not list and inspect.isawaitable(messages):
+            messages = await messages
+        return check_messages(messages, which + "()") if messages else []
 
     async def run(self) -> None:
         """Run the turns, in the run's task group (progress updates that must wait run there)."""

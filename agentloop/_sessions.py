@@ -37,7 +37,7 @@ import anyio.to_thread
 
 from ._abort import AbortSignal
 from ._agent import Agent
-from ._codec import from_json, to_json
+from ._codec import encode_json, from_json, to_json
 from ._errors import AgentBusyError, AgentLoopError
 from ._events import AgentEvent, AgentStart, MessageEnd
 from ._types import (
@@ -333,7 +333,7 @@ def encode_message(message: AgentMessage) -> str:
     of their own (pydantic models dumped, dataclasses as dicts, anything else as its `str()`), so
     an odd detail never stops a run from being recorded.
     """
-    return json.dumps(to_json(message), ensure_ascii=False, separators=(",", ":"), default=_jsonable)
+    return encode_json(to_json(message), default=_jsonable)
 
 
 def _jsonable(value: Any) -> Any:

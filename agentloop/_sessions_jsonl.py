@@ -25,6 +25,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from ._codec import encode_json
 from ._sessions import (
     Backend,
     JSONDict,
@@ -44,7 +45,7 @@ _MESSAGE_PREFIX = b'{"type":"message"'
 
 
 def _dumps(record: JSONDict) -> bytes:
-    return (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+    return (encode_json(record) + "\n").encode("utf-8")
 
 
 def _message_line(index: int, time: int, text: str) -> bytes:

@@ -20,6 +20,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from ._codec import encode_json
 from ._sessions import (
     Backend,
     JSONDict,
@@ -139,7 +140,7 @@ class SQLiteBackend(Backend):
                         meta.title,
                         meta.parent_id,
                         meta.fork_index,
-                        json.dumps(meta.settings, ensure_ascii=False),
+                        encode_json(meta.settings),
                         len(messages),
                     ),
                 )
@@ -305,7 +306,7 @@ class _SQLiteWriter(Writer):
             if "settings" in changes:
                 conn.execute(
                     "UPDATE sessions SET settings = ? WHERE id = ?",
-                    (json.dumps(changes["settings"], ensure_ascii=False), self._session_id),
+                    (encode_json(changes["settings"]), self._session_id),
                 )
             conn.execute("UPDATE sessions SET updated = ? WHERE id = ?", (time, self._session_id))
 

@@ -46,7 +46,7 @@ import anyio.abc
 
 from ._abort import AbortSignal
 from ._agent import Agent
-from ._codec import from_json, to_json
+from ._codec import encode_json, from_json, to_json
 from ._config import MaybeAwaitable
 from ._envelope import EventEnvelope, dumps_envelope, enveloping
 from ._sessions import Session, SessionLockedError, SessionNotFoundError, SessionStore, check_session_id
@@ -414,7 +414,7 @@ class AgentSSEApp:
         try:
             await run()
         except Exception as exc:  # what the Agent could not turn into events (a storage failure, ...)
-            live.publish("error", json.dumps({"error": str(exc) or type(exc).__name__}))
+            live.publish("error", encode_json({"error": str(exc) or type(exc).__name__}))
         finally:
             live.busy = False
             live.notify()
@@ -460,7 +460,7 @@ class AgentSSEApp:
             last = live.first_id - 1
         elif last < live.first_id - 1 or last > live.last_id:
             reset = {"lastEventId": live.last_id, "oldestEventId": live.first_id, "asked": last}
-            first += f"event: reset\ndata: {json.dumps(reset)}\n\n".encode()
+            first += f"event: reset\ndata: {encode_json(reset)}\n\n".encode()
             last = live.first_id - 1
         disconnected = False
         async with anyio.create_task_group() as tg:
@@ -580,7 +580,7 @@ def _last_event_id(scope: Scope) -> int | None:
 
 
 async def _send_json(send: Send, status: int, data: Any, headers: list[tuple[bytes, bytes]] | None = None) -> None:
-    body = json.dumps(data, ensure_ascii=False).encode()
+    body = encode_json(data).encode()
     await send(
         {
             "type": "http.response.start",

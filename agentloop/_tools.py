@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import copy
 import inspect
-import json
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, overload
 
 from ._abort import AbortSignal
-from ._coerce import coerce_arguments
 from ._types import AgentToolResult, TextContent, ToolCall
 
 if TYPE_CHECKING:
@@ -128,6 +126,8 @@ def validate_tool_arguments(tool: AgentTool, tool_call: ToolCall) -> Any:
 
 
 def _failure(name: str, lines: list[str], arguments: Any) -> ValueError:
+    import json
+
     received = json.dumps(arguments, indent=2, ensure_ascii=False, default=repr)
     body = "\n".join(lines) or "  - root: Unknown validation error"
     return ValueError(f'Validation failed for tool "{name}":\n{body}\n\nReceived arguments:\n{received}')
@@ -190,6 +190,8 @@ def _coerced(tool: AgentTool, arguments: Mapping[str, Any]) -> tuple[Any, bool]:
             return bool(sub.is_valid(value))
         except Exception:
             return None
+
+    from ._coerce import coerce_arguments  # only arguments that need converting pay for it
 
     return coerce_arguments(validator.schema, args, passes), False
 
@@ -395,6 +397,8 @@ def _as_result(value: Any) -> AgentToolResult:
         return value
     if isinstance(value, str):
         return AgentToolResult(content=(TextContent(value),))
+    import json
+
     try:
         text = json.dumps(value, ensure_ascii=False, default=_json_default)
     except (TypeError, ValueError) as exc:

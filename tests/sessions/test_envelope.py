@@ -210,3 +210,23 @@ def test_the_schema_rejects_what_the_codec_never_writes() -> None:
     validator("ToolCall").validate(al.to_json(call))
     result = al.AgentToolResult(content=(al.TextContent("r"),), details=None, is_error=True, terminate=True)
     validator("AgentToolResult").validate(al.to_json(result))
+
+
+async def test_envelopes_of_odd_text_and_numbers_are_strict_utf8_json(anyio_backend: object) -> None:
+    call = al.ToolCall("c1", "echo", {"n": float("nan"), "s": "\ud800"})
+    model = ScriptedModel([Response(content=[ScriptedText(["odd \udfff"])])])
+    async with al.agent_loop(
+        [al.UserMessage(content="go \ud800")], al.AgentContext(), al.AgentLoopConfig(model=MODEL), stream_fn=model
+    ) as events:
+        envelopes = [envelope async for envelope in with_envelopes(events)]
+    envelopes.append(
+        EventEnvelope(
+            run_id="r", seq=99, turn=1, timestamp=1, event=al.ToolExecutionStart("c1", "echo", call.arguments)
+        )
+    )
+    for envelope in envelopes:
+        text = dumps_envelope(envelope)
+        text.encode("utf-8")  # a UTF-8 writer (a socket, a file) takes it
+        data = json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} is not JSON"))
+        ENVELOPE.validate(data)
+    assert json.loads(dumps_envelope(envelopes[-1]))["event"]["args"] == {"n": None, "s": "\ud800"}

@@ -510,3 +510,27 @@ def test_importing_sessions_loads_no_database_or_lock_module() -> None:
 def test_reprs() -> None:
     assert repr(SQLiteSessionStore("x.db")) == "SQLiteSessionStore('x.db')"
     assert repr(JSONLSessionStore("d")) == "JSONLSessionStore('d')"
+
+
+async def test_lone_surrogates_and_non_finite_numbers_are_stored_and_read_back(
+    anyio_backend: object, kind: str, store_path: Path
+) -> None:
+    # Text that is not valid UTF-8 (a lone surrogate from a bad decoder) and arguments with NaN
+    # and infinities (a provider's `1e999`) must not stop a session from being written.
+    messages = [
+        al.UserMessage(content="broken \ud800 text", timestamp=1),
+        al.AssistantMessage(
+            content=(al.ToolCall("c1", "echo", {"n": float("nan"), "i": float("inf"), "s": "\udfff"}),),
+            stop_reason="toolUse",
+            model="scripted-1",
+        ),
+    ]
+    settings = SessionSettings(system_prompt="prompt \ud800", model=MODEL)
+    with anyio.fail_after(10):
+        async with store_at(kind, store_path) as store:
+            info = await store.create(settings=settings, messages=messages)
+        async with store_at(kind, store_path) as store:
+            data = await store.load(info.id)
+    assert data.messages[0].content == "broken \ud800 text"  # type: ignore[union-attr]
+    assert data.messages[1].tool_calls[0].arguments == {"n": None, "i": None, "s": "\udfff"}  # type: ignore[union-attr]
+    assert data.info.settings.system_prompt == "prompt \ud800"
