@@ -131,6 +131,9 @@ class TextContent(_LazyText):
         extra = f", text_signature={self.text_signature!r}" if self.text_signature is not None else ""
         return f"TextContent(text={self.text!r}{extra})"
 
+    def __reduce__(self) -> tuple[Any, ...]:  # copy and pickle (the slots cannot be set back)
+        return (_text_content, (self.text, self.text_signature))
+
 
 class ThinkingContent(_LazyText):
     """A block of model reasoning."""
@@ -182,6 +185,17 @@ class ThinkingContent(_LazyText):
         if self.redacted:
             extra += ", redacted=True"
         return f"ThinkingContent(thinking={self.thinking!r}{extra})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_thinking_content, (self.thinking, self.thinking_signature, self.redacted))
+
+
+def _text_content(text: str, text_signature: str | None) -> TextContent:
+    return TextContent(text, text_signature=text_signature)
+
+
+def _thinking_content(thinking: str, thinking_signature: str | None, redacted: bool) -> ThinkingContent:
+    return ThinkingContent(thinking, thinking_signature=thinking_signature, redacted=redacted)
 
 
 @dataclass(frozen=True, slots=True)

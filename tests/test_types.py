@@ -262,3 +262,49 @@ def test_builder_explicit_indexes_and_errors() -> None:
     with pytest.raises(IndexError):
         b.tool_call_text(5)
     assert dataclasses.replace(b.snapshot(), stop_reason="stop").stop_reason == "stop"
+
+
+def _every_value() -> list[Any]:
+    import agentloop as al
+
+    builder = AssistantMessageBuilder(api="a", provider="p", model="m", timestamp=1)
+    stream = [builder.start(), builder.thinking_start(), builder.thinking_delta("hm"), builder.thinking_end()]
+    stream += [builder.text_start(), builder.text_delta("Hel"), builder.text_delta("lo"), builder.text_end()]
+    stream += [builder.tool_call_start("c1", "t"), builder.tool_call_delta("{}", {})]
+    stream += [builder.tool_call_end(ToolCall("c1", "t", {})), builder.done("toolUse")]
+    message = stream[-1].message
+    result = ToolResultMessage(tool_call_id="c1", tool_name="t", content=(TextContent("r"),), timestamp=1)
+    tool_result = AgentToolResult.from_text("r", details={"k": [1]})
+    return [
+        *stream,
+        builder.error("aborted", "stopped"),
+        TextContent("x", text_signature="s"),
+        ThinkingContent("t", thinking_signature="sig", redacted=True),
+        ImageContent("aGk=", "image/png"),
+        UserMessage(content="u", timestamp=1),
+        message,
+        result,
+        CustomMessage(role="memo", data={"a": 1}, timestamp=1),
+        tool_result,
+        al.AgentStart(),
+        al.TurnStart(),
+        al.MessageStart(message),
+        al.MessageUpdate(None, stream[6]),
+        al.MessageEnd(result),
+        al.ToolExecutionStart("c1", "t", {"a": 1}),
+        al.ToolExecutionUpdate("c1", "t", {"a": 1}, tool_result),
+        al.ToolExecutionEnd("c1", "t", tool_result, False),
+        al.TurnEnd(message, [result]),
+        al.AgentEnd([message, result]),
+    ]
+
+
+@pytest.mark.parametrize("value", _every_value(), ids=lambda v: type(v).__name__)
+def test_every_value_survives_copy_deepcopy_and_pickle(value: Any) -> None:
+    import copy
+    import pickle
+
+    for again in (copy.copy(value), copy.deepcopy(value), pickle.loads(pickle.dumps(value))):
+        assert type(again) is type(value)
+        assert again == value
+        assert repr(again) == repr(value)
