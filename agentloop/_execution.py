@@ -186,6 +186,7 @@ class _Batch:
         self.finalized = finalized
         count = len(runnable)
         self.barrier = [p.tool.execution_mode == "sequential" for _, p in runnable]
+        self.barriers = [k for k in range(count) if self.barrier[k]]
         self.done = [Flag() for _ in range(count)]
         self.began = [Flag() for _ in range(count)]
         self.finishing = [Flag() for _ in range(count)]
@@ -213,9 +214,10 @@ class _Batch:
         run, barrier, began = self.run_, self.barrier, self.began
         index, prepared = self.runnable[k]
         try:
-            for j in range(k):
-                if barrier[k] or barrier[j]:
-                    await self.done[j].wait()
+            for j in range(k) if barrier[k] else self.barriers:  # not O(calls) per call
+                if j >= k:
+                    break
+                await self.done[j].wait()
             if k:
                 await began[k - 1].wait()
             began[k].set()
