@@ -17,7 +17,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
 BACKENDS = ("asyncio", "trio")
-BUFFER = 64
+BUFFER = 128  # agent_loop's default
 
 
 @dataclass(slots=True)
@@ -153,7 +153,20 @@ async def _ok_tool() -> str:
     return "ok"
 
 
-async def _minimal_loop(send: MemoryObjectSendStream[AgentEvent], deltas: int, turns: int) -> None:
+class _NoScope:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+
+async def _minimal_loop(
+    send: MemoryObjectSendStream[AgentEvent], deltas: int, turns: int, abortable: bool = False
+) -> None:
+    # `abortable`: the model call and each tool call run in a cancel scope of their own, the least
+    # an abort that interrupts them (and then goes on to emit events) needs.
+    scope = anyio.CancelScope if abortable else _NoScope
     tools = {"ok": _ok_tool}
     transcript = [Message("user", ["go"], [])]
 
@@ -168,16 +181,19 @@ async def _minimal_loop(send: MemoryObjectSendStream[AgentEvent], deltas: int, t
         while True:
             await emit(AgentEvent("turn_start"))
             await emit(AgentEvent("message_start"))
-            async for event in _minimal_model(transcript, deltas, turns):  # runs to its end: no finalizer
-                if type(event) is Done:
-                    message = event.message
-                else:
-                    await emit(AgentEvent("message_update", event))
+            with scope():
+                async for event in _minimal_model(transcript, deltas, turns):  # runs to its end: no finalizer
+                    if type(event) is Done:
+                        message = event.message
+                    else:
+                        await emit(AgentEvent("message_update", event))
             transcript.append(message)
             await emit(AgentEvent("message_end", message))
             for call_id, name in message.tool_calls:
                 await emit(AgentEvent("tool_execution_start", call_id))
-                result = Message("toolResult", [await tools[name]()], [], call_id)
+                with scope():
+                    output = await tools[name]()
+                result = Message("toolResult", [output], [], call_id)
                 await emit(AgentEvent("tool_execution_end", result))
                 await emit(AgentEvent("message_start", result))
                 await emit(AgentEvent("message_end", result))
@@ -188,11 +204,11 @@ async def _minimal_loop(send: MemoryObjectSendStream[AgentEvent], deltas: int, t
         await emit(AgentEvent("agent_end", transcript))
 
 
-async def _minimal_run(deltas: int, turns: int, kind: str) -> int:
+async def _minimal_run(deltas: int, turns: int, kind: str, abortable: bool = False) -> int:
     send, receive = anyio.create_memory_object_stream[AgentEvent](BUFFER)
     seen = 0
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_minimal_loop, send, deltas, turns)
+        tg.start_soon(_minimal_loop, send, deltas, turns, abortable)
         async with receive:
             while True:
                 try:
@@ -219,9 +235,25 @@ async def minimal_w2(turns: int) -> int:
     return await _minimal_run(1, turns, "turn_end") - 1
 
 
+async def minimal_w2_abortable(turns: int) -> int:
+    """W2 through the minimal loop with a cancel scope around the model call and the tool call."""
+    return await _minimal_run(1, turns, "turn_end", abortable=True) - 1
+
+
+async def cancel_scopes(n: int) -> int:
+    """`n` anyio cancel scopes created, entered and left (what one abortable step costs)."""
+    done = 0
+    for _ in range(n):
+        with anyio.CancelScope():
+            done += 1
+    return done
+
+
 WORKLOADS = {
     "minimal_w1": minimal_w1,
     "minimal_w2": minimal_w2,
+    "minimal_w2_abortable": minimal_w2_abortable,
+    "cancel_scopes": cancel_scopes,
     "async_generator": async_generator,
     "stream_buffer0": stream_buffer0,
     "stream_nowait": stream_nowait,
