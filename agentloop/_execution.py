@@ -70,14 +70,18 @@ async def _emit_end(run: _Run, fin: _Finalized) -> None:
         await settle(pending)
 
 
-async def _emit_result_message(run: _Run, fin: _Finalized) -> ToolResultMessage:
-    message = ToolResultMessage(
+def _result_message(fin: _Finalized) -> ToolResultMessage:
+    return ToolResultMessage(
         tool_call_id=fin.tool_call.id,
         tool_name=fin.tool_call.name,
         content=fin.result.content,
         details=fin.result.details,
         is_error=fin.is_error,
     )
+
+
+async def _emit_result_message(run: _Run, fin: _Finalized) -> ToolResultMessage:
+    message = _result_message(fin)
     if (pending := run.deliver(MessageStart(message))) is not None:
         await settle(pending)
     if (pending := run.deliver(MessageEnd(message))) is not None:
@@ -136,10 +140,16 @@ async def _parallel(
 ) -> tuple[list[ToolResultMessage], bool]:
     finalized: list[_Finalized | None] = [None] * len(tool_calls)
     runnable: list[tuple[int, _Prepared]] = []
+    # The common case (no hooks, one call) costs no coroutine beyond the tool's own.
+    plain = run.config.before_tool_call is None
     for index, tool_call in enumerate(tool_calls):
         if (pending := run.deliver(ToolExecutionStart(tool_call.id, tool_call.name, tool_call.arguments))) is not None:
             await settle(pending)
-        prepared = await _prepare(run, assistant, tool_call)
+        tool = _find_tool(run, tool_call) if plain and not run.signal.aborted else None
+        if tool is not None and tool.prepare_arguments is None:
+            prepared = _validate(tool_call, tool)
+        else:
+            prepared = await _prepare(run, assistant, tool_call)
         if isinstance(prepared, _Finalized):
             await _emit_end(run, prepared)
             finalized[index] = prepared
@@ -151,13 +161,27 @@ async def _parallel(
             fin = _Finalized(prepared.tool_call, error_result(ABORTED), True)
         else:
             result, is_error = await _execute(run, prepared)
-            fin = await _finalize(run, assistant, prepared, result, is_error)
-        await _emit_end(run, fin)
+            if run.config.after_tool_call is None:
+                fin = _Finalized(prepared.tool_call, result, is_error)
+            else:
+                fin = await _finalize(run, assistant, prepared, result, is_error)
+        tool_call = fin.tool_call
+        if (
+            pending := run.deliver(ToolExecutionEnd(tool_call.id, tool_call.name, fin.result, fin.is_error))
+        ) is not None:
+            await settle(pending)
         finalized[index] = fin
     elif runnable:
         await _Batch(run, assistant, runnable, finalized).run()
     results = [fin for fin in finalized if fin is not None]
-    messages = [await _emit_result_message(run, fin) for fin in results]
+    messages = []
+    for fin in results:
+        message = _result_message(fin)
+        if (pending := run.deliver(MessageStart(message))) is not None:
+            await settle(pending)
+        if (pending := run.deliver(MessageEnd(message))) is not None:
+            await settle(pending)
+        messages.append(message)
     return messages, _terminate(results)
 
 
@@ -268,11 +292,27 @@ class _Batch:
             self.releasing = False
 
 
+def _find_tool(run: _Run, tool_call: ToolCall) -> AgentTool | None:
+    name = tool_call.name
+    for tool in run.tools:
+        if tool.name == name:
+            return tool
+    return None
+
+
+def _validate(tool_call: ToolCall, tool: AgentTool) -> _Prepared | _Finalized:
+    """Preflight without hooks: validate the arguments."""
+    try:
+        return _Prepared(tool_call, tool, validate_tool_arguments(tool, tool_call))
+    except Exception as exc:
+        return _Finalized(tool_call, error_result(_message(exc)), True)
+
+
 async def _prepare(run: _Run, assistant: AssistantMessage, tool_call: ToolCall) -> _Prepared | _Finalized:
     signal = run.signal
     if signal.aborted:
         return _Finalized(tool_call, error_result(ABORTED), True)
-    tool = next((t for t in run.tools if t.name == tool_call.name), None)
+    tool = _find_tool(run, tool_call)
     if tool is None:
         return _Finalized(tool_call, error_result(f"Tool {tool_call.name} not found"), True)
     try:

@@ -250,9 +250,8 @@ class _Run:
         return AgentContext(system_prompt=self.system_prompt, messages=tuple(self.messages), tools=self.tools)
 
     async def poll(self, which: str) -> list[AgentMessage]:
+        """Ask a queue callback (`get_steering_messages`, `get_follow_up_messages`) for messages."""
         callback = getattr(self.config, which)
-        if callback is None:
-            return []
         messages = callback()
         if type(messages) is not list and inspect.isawaitable(messages):
             messages = await messages
@@ -263,7 +262,8 @@ class _Run:
         try:
             async with anyio.create_task_group() as self.task_group:
                 config = self.config
-                pending = await self.poll("get_steering_messages")
+                steering = config.get_steering_messages is not None
+                pending = await self.poll("get_steering_messages") if steering else []
                 prepared: list[AgentMessage] = []
                 first_turn = True
                 turns = 0
@@ -271,7 +271,7 @@ class _Run:
                     has_more_tool_calls = True
                     while has_more_tool_calls or pending or prepared:
                         if not first_turn:
-                            if not pending:
+                            if not pending and steering:
                                 pending = await self.poll("get_steering_messages")
                             if (pending_delivery := self.deliver(TurnStart())) is not None:
                                 await settle(pending_delivery)
@@ -322,7 +322,9 @@ class _Run:
                         if config.max_turns is not None and turns >= config.max_turns:
                             await self.emit(AgentEnd(tuple(self.new_messages)))
                             return
-                        pending = await self.poll("get_steering_messages")
+                        pending = await self.poll("get_steering_messages") if steering else []
+                    if config.get_follow_up_messages is None:
+                        break
                     follow_ups = await self.poll("get_follow_up_messages")
                     if follow_ups:
                         pending = follow_ups
@@ -389,13 +391,10 @@ class _Run:
         try:
             with scope:
                 source: Any = self.stream_fn(self.model, llm_context, options)
-                if inspect.isawaitable(source):
-                    source = await source
-                if hasattr(source, "__aenter__"):
-                    async with source as events:
-                        await self.consume(events, state)
-                else:
+                if type(source) is AsyncGeneratorType:  # the usual shape: no probing
                     await self.consume(source, state)
+                else:
+                    await self.consume_other(source, state)
         finally:
             remove()
         last = state.last
@@ -415,6 +414,16 @@ class _Run:
         self.messages.append(final)
         self.new_messages.append(final)
         return final
+
+    async def consume_other(self, source: Any, state: _Streaming) -> None:
+        """Consume what a stream function returned when it is not an async generator."""
+        if inspect.isawaitable(source):
+            source = await source
+        if hasattr(source, "__aenter__"):
+            async with source as events:
+                await self.consume(events, state)
+        else:
+            await self.consume(source, state)
 
     async def consume(self, events: Any, state: _Streaming) -> None:
         """Emit the events of one model response until its terminal event; always close the source."""
