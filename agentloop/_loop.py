@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import replace
 from types import AsyncGeneratorType
 from typing import Any
@@ -56,7 +56,7 @@ from ._util import single_exception
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
-__all__ = ("check_continue", "run_agent_loop", "run_agent_loop_continue")
+__all__ = ("check_continue", "run_agent_loop", "run_agent_loop_continue", "start_run")
 
 _MESSAGE_TYPES = (UserMessage, AssistantMessage, ToolResultMessage, CustomMessage)
 _UPDATE_TYPES = frozenset(
@@ -140,14 +140,11 @@ async def run_agent_loop(
     """
     prompts = check_messages(prompts, "prompts")
     run = _Run(check_context(context), check_config(config), emit, signal, resolve_stream_fn(stream_fn))
-    run.new_messages.extend(prompts)
-    await run.emit(AgentStart())
-    await run.emit(TurnStart())
-    for prompt in prompts:
-        await run.emit(MessageStart(prompt))
-        await run.emit(MessageEnd(prompt))
-        run.messages.append(prompt)
-    await run.run()
+    try:
+        async with anyio.create_task_group() as run.task_group:
+            await run.run(prompts)
+    except BaseExceptionGroup as group:
+        raise single_exception(group) from None
     return run.new_messages
 
 
@@ -165,10 +162,27 @@ async def run_agent_loop_continue(
     check_context(context)
     check_continue(context)
     run = _Run(context, check_config(config), emit, signal, resolve_stream_fn(stream_fn))
-    await run.emit(AgentStart())
-    await run.emit(TurnStart())
-    await run.run()
+    try:
+        async with anyio.create_task_group() as run.task_group:
+            await run.run(None)
+    except BaseExceptionGroup as group:
+        raise single_exception(group) from None
     return run.new_messages
+
+
+def start_run(
+    prompts: list[AgentMessage] | None,
+    context: AgentContext,
+    config: AgentLoopConfig,
+    emit: Emit,
+    signal: AbortSignal | None,
+    stream_fn: StreamFn,
+    task_group: TaskGroup,
+) -> Coroutine[Any, Any, None]:
+    """The run of `agent_loop`: checked arguments, and the stream's task group for the run's tasks."""
+    run = _Run(context, config, emit, signal, stream_fn)
+    run.task_group = task_group
+    return run.run(prompts)
 
 
 class _Run:
@@ -257,82 +271,84 @@ class _Run:
             messages = await messages
         return check_messages(messages, which + "()") if messages else []
 
-    async def run(self) -> None:
-        """Run the turns, in the run's task group (progress updates that must wait run there)."""
-        try:
-            async with anyio.create_task_group() as self.task_group:
-                config = self.config
-                steering = config.get_steering_messages is not None
+    async def run(self, prompts: list[AgentMessage] | None) -> None:
+        """Run from new prompts (or continue, with None); `task_group` must be set."""
+        if prompts is not None:
+            self.new_messages.extend(prompts)
+        await self.emit(AgentStart())
+        await self.emit(TurnStart())
+        for prompt in prompts or ():
+            await self.emit(MessageStart(prompt))
+            await self.emit(MessageEnd(prompt))
+            self.messages.append(prompt)
+        config = self.config
+        steering = config.get_steering_messages is not None
+        pending = await self.poll("get_steering_messages") if steering else []
+        prepared: list[AgentMessage] = []
+        first_turn = True
+        turns = 0
+        while True:
+            has_more_tool_calls = True
+            while has_more_tool_calls or pending or prepared:
+                if not first_turn:
+                    if not pending and steering:
+                        pending = await self.poll("get_steering_messages")
+                    if (pending_delivery := self.deliver(TurnStart())) is not None:
+                        await settle(pending_delivery)
+                first_turn = False
+                for message in (*prepared, *pending):
+                    await self.emit(MessageStart(message))
+                    await self.emit(MessageEnd(message))
+                    self.messages.append(message)
+                    self.new_messages.append(message)
+                pending = []
+                prepared = []
+                message = await self.stream_response()
+                turns += 1
+                if message.stop_reason == "error" or message.stop_reason == "aborted":
+                    await self.emit(TurnEnd(message, ()))
+                    await self.emit(AgentEnd(tuple(self.new_messages)))
+                    return
+                tool_results: list[ToolResultMessage] = []
+                has_more_tool_calls = False
+                tool_calls = message.tool_calls
+                if tool_calls:
+                    if message.stop_reason == "length":
+                        tool_results = await fail_truncated_tool_calls(self, tool_calls)
+                        terminate = False
+                    else:
+                        tool_results, terminate = await execute_tool_calls(self, message, tool_calls)
+                    has_more_tool_calls = not terminate
+                    self.messages.extend(tool_results)
+                    self.new_messages.extend(tool_results)
+                if (pending_delivery := self.deliver(TurnEnd(message, tuple(tool_results)))) is not None:
+                    await settle(pending_delivery)
+                if config.prepare_next_turn is not None or config.should_stop_after_turn is not None:
+                    turn = TurnContext(
+                        message=message,
+                        tool_results=tuple(tool_results),
+                        context=self.agent_context(),
+                        new_messages=tuple(self.new_messages),
+                    )
+                    if config.prepare_next_turn is not None:
+                        update = await call(config.prepare_next_turn, turn)
+                        if update is not None:
+                            prepared = self.apply_next_turn(update)
+                    if config.should_stop_after_turn is not None and await call(config.should_stop_after_turn, turn):
+                        await self.emit(AgentEnd(tuple(self.new_messages)))
+                        return
+                if config.max_turns is not None and turns >= config.max_turns:
+                    await self.emit(AgentEnd(tuple(self.new_messages)))
+                    return
                 pending = await self.poll("get_steering_messages") if steering else []
-                prepared: list[AgentMessage] = []
-                first_turn = True
-                turns = 0
-                while True:
-                    has_more_tool_calls = True
-                    while has_more_tool_calls or pending or prepared:
-                        if not first_turn:
-                            if not pending and steering:
-                                pending = await self.poll("get_steering_messages")
-                            if (pending_delivery := self.deliver(TurnStart())) is not None:
-                                await settle(pending_delivery)
-                        first_turn = False
-                        for message in (*prepared, *pending):
-                            await self.emit(MessageStart(message))
-                            await self.emit(MessageEnd(message))
-                            self.messages.append(message)
-                            self.new_messages.append(message)
-                        pending = []
-                        prepared = []
-                        message = await self.stream_response()
-                        turns += 1
-                        if message.stop_reason == "error" or message.stop_reason == "aborted":
-                            await self.emit(TurnEnd(message, ()))
-                            await self.emit(AgentEnd(tuple(self.new_messages)))
-                            return
-                        tool_results: list[ToolResultMessage] = []
-                        has_more_tool_calls = False
-                        tool_calls = message.tool_calls
-                        if tool_calls:
-                            if message.stop_reason == "length":
-                                tool_results = await fail_truncated_tool_calls(self, tool_calls)
-                                terminate = False
-                            else:
-                                tool_results, terminate = await execute_tool_calls(self, message, tool_calls)
-                            has_more_tool_calls = not terminate
-                            self.messages.extend(tool_results)
-                            self.new_messages.extend(tool_results)
-                        if (pending_delivery := self.deliver(TurnEnd(message, tuple(tool_results)))) is not None:
-                            await settle(pending_delivery)
-                        if config.prepare_next_turn is not None or config.should_stop_after_turn is not None:
-                            turn = TurnContext(
-                                message=message,
-                                tool_results=tuple(tool_results),
-                                context=self.agent_context(),
-                                new_messages=tuple(self.new_messages),
-                            )
-                            if config.prepare_next_turn is not None:
-                                update = await call(config.prepare_next_turn, turn)
-                                if update is not None:
-                                    prepared = self.apply_next_turn(update)
-                            if config.should_stop_after_turn is not None and await call(
-                                config.should_stop_after_turn, turn
-                            ):
-                                await self.emit(AgentEnd(tuple(self.new_messages)))
-                                return
-                        if config.max_turns is not None and turns >= config.max_turns:
-                            await self.emit(AgentEnd(tuple(self.new_messages)))
-                            return
-                        pending = await self.poll("get_steering_messages") if steering else []
-                    if config.get_follow_up_messages is None:
-                        break
-                    follow_ups = await self.poll("get_follow_up_messages")
-                    if follow_ups:
-                        pending = follow_ups
-                        continue
-                    break
-                await self.emit(AgentEnd(tuple(self.new_messages)))
-        except BaseExceptionGroup as group:
-            raise single_exception(group) from None
+            if config.get_follow_up_messages is None:
+                break
+            follow_ups = await self.poll("get_follow_up_messages")
+            if follow_ups:
+                pending = follow_ups
+                continue
+            break
+        await self.emit(AgentEnd(tuple(self.new_messages)))
 
     def apply_next_turn(self, update: Any) -> list[AgentMessage]:
         from ._config import NextTurn

@@ -15,6 +15,7 @@ from typing import NoReturn
 
 import anyio
 import anyio.lowlevel
+from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from ._abort import AbortSignal
@@ -26,8 +27,7 @@ from ._loop import (
     check_continue,
     check_messages,
     resolve_stream_fn,
-    run_agent_loop,
-    run_agent_loop_continue,
+    start_run,
 )
 from ._types import AgentMessage
 from ._updates import Flag
@@ -97,7 +97,7 @@ class AgentLoopStream:
 
     __slots__ = ("_body", "_buffer", "_cm")
 
-    def __init__(self, body: Callable[[Emit], Awaitable[object]], buffer: int) -> None:
+    def __init__(self, body: Callable[[Emit, TaskGroup], Awaitable[object]], buffer: int) -> None:
         self._body = body
         self._buffer = buffer
         self._cm: object = None
@@ -124,7 +124,9 @@ class AgentLoopStream:
 
 
 @asynccontextmanager
-async def _open(body: Callable[[Emit], Awaitable[object]], buffer: int) -> AsyncGenerator[AgentEventStream, None]:
+async def _open(
+    body: Callable[[Emit, TaskGroup], Awaitable[object]], buffer: int
+) -> AsyncGenerator[AgentEventStream, None]:
     send, receive = anyio.create_memory_object_stream[AgentEvent](buffer)
     start = anyio.Event()
     send_nowait = send.send_nowait
@@ -167,17 +169,24 @@ async def _open(body: Callable[[Emit], Awaitable[object]], buffer: int) -> Async
         run_scope.cancel()
         await anyio.lowlevel.checkpoint()
 
+    finished = False  # the run returned: leaving the block has nothing to cancel
+
     async def produce() -> None:
+        nonlocal finished
         with send, run_scope:
+            # Parked until the first pull (spawning the task then instead lets trio run the run
+            # before the consumer waits, and a run failing at once would cancel it unread).
             await start.wait()
-            await body(emit)
+            await body(emit, tg)  # the run's own tasks (progress updates that wait) go in this group
+            finished = True
 
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(produce)
             with receive:
                 yield AgentEventStream(receive, start)
-            tg.cancel_scope.cancel()
+            if not finished:
+                tg.cancel_scope.cancel()
     except BaseExceptionGroup as group:
         exc = single_exception(group)
         if exc is group:
@@ -223,7 +232,7 @@ def agent_loop(
     _check_signal(signal)
     fn = resolve_stream_fn(stream_fn)
     buffer = _check_buffer(max_buffer_size)
-    return AgentLoopStream(lambda emit: run_agent_loop(prompts, context, config, emit, signal, fn), buffer)
+    return AgentLoopStream(lambda emit, tg: start_run(prompts, context, config, emit, signal, fn, tg), buffer)
 
 
 def agent_loop_continue(
@@ -245,7 +254,7 @@ def agent_loop_continue(
     _check_signal(signal)
     fn = resolve_stream_fn(stream_fn)
     buffer = _check_buffer(max_buffer_size)
-    return AgentLoopStream(lambda emit: run_agent_loop_continue(context, config, emit, signal, fn), buffer)
+    return AgentLoopStream(lambda emit, tg: start_run(None, context, config, emit, signal, fn, tg), buffer)
 
 
 def _check_signal(signal: object) -> None:
