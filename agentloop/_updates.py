@@ -105,7 +105,10 @@ class UpdatePump:
     def push(self, event: Any) -> Delivery:
         previous = self._previous
         if self._sink is not None and (previous is None or previous.begun.is_set()):
-            pending = self._sink(event)
+            try:
+                pending = self._sink(event)
+            except Exception as exc:  # a listener's failure fails the run, not the tool reporting
+                pending = _raise(exc)
             if pending is None:
                 return DELIVERED
             check_pending(pending)
@@ -150,6 +153,10 @@ class UpdatePump:
             await pending
         finally:
             self._done(delivery)
+
+
+async def _raise(exc: Exception) -> None:
+    raise exc
 
 
 DELIVERED = Delivery()

@@ -43,8 +43,7 @@ from agentloop import (
 from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedToolCall, check_events
 
 PROMPT_BUSY = (
-    "Agent is already processing a prompt. Use steer() or followUp() to queue messages, "
-    "or wait for completion."
+    "Agent is already processing a prompt. Use steer() or followUp() to queue messages, or wait for completion."
 )
 CONTINUE_BUSY = "Agent is already processing. Wait for completion before continuing."
 RESET_BUSY = "Agent is already processing. Wait for completion before resetting."
@@ -445,7 +444,9 @@ async def test_reducer_state_at_listener_time(anyio_backend: object) -> None:
         agent = Agent(
             stream_fn=ScriptedModel(
                 [
-                    Response(content=[ScriptedText(["Let me ", "check"]), ScriptedToolCall("c1", "echo", {"text": "x"})]),
+                    Response(
+                        content=[ScriptedText(["Let me ", "check"]), ScriptedToolCall("c1", "echo", {"text": "x"})]
+                    ),
                     "done",
                 ]
             ),
@@ -663,7 +664,9 @@ async def test_reset_when_idle(anyio_backend: object) -> None:
 
 async def test_error_message_cleared_when_next_run_starts(anyio_backend: object) -> None:
     with anyio.fail_after(5):
-        agent = Agent(stream_fn=ScriptedModel([Response(content=["x"], stop_reason="error", error_message="bad"), "good"]))
+        agent = Agent(
+            stream_fn=ScriptedModel([Response(content=["x"], stop_reason="error", error_message="bad"), "good"])
+        )
         await agent.prompt("one")
         assert agent.state.error_message == "bad"
         assert agent.state.messages[-1].stop_reason == "error"  # type: ignore[union-attr]
@@ -792,9 +795,7 @@ async def test_continue_from_user_tail(anyio_backend: object) -> None:
 async def test_continue_from_tool_result_tail(anyio_backend: object) -> None:
     with anyio.fail_after(5):
         model = ScriptedModel(["after result"])
-        call_message = AssistantMessage(
-            content=(), api="a", provider="p", model="m", stop_reason="toolUse"
-        )
+        call_message = AssistantMessage(content=(), api="a", provider="p", model="m", stop_reason="toolUse")
         result = ToolResultMessage(tool_call_id="c1", tool_name="echo", content=(TextContent("r"),))
         agent = Agent(stream_fn=model, messages=[user("q"), call_message, result])
         await agent.continue_()
@@ -807,9 +808,7 @@ async def test_continue_from_tool_result_tail(anyio_backend: object) -> None:
 
 async def test_steer_and_follow_up_during_run(anyio_backend: object) -> None:
     with anyio.fail_after(5):
-        model = ScriptedModel(
-            [tool_call_response(("c1", "echo", {"text": "a"})), "after steer", "after follow-up"]
-        )
+        model = ScriptedModel([tool_call_response(("c1", "echo", {"text": "a"})), "after steer", "after follow-up"])
         agent = Agent(stream_fn=model, tools=[echo_tool()])
         steer, follow = user("steer now"), user("follow later")
 
@@ -1446,3 +1445,39 @@ async def test_check_events_full_run_with_tools(anyio_backend: object) -> None:
         turn_ends = [e for e in events if isinstance(e, TurnEnd)]
         assert len(turn_ends) == 3
         assert agent.state.error_message is None
+
+
+@pytest.mark.parametrize("listener_kind", ["plain", "async"])
+async def test_a_listener_failing_on_a_progress_update_fails_the_run_not_the_tool(
+    anyio_backend: object, listener_kind: str
+) -> None:
+    # As on every other event: the run fails (an error message, state.error_message), and the
+    # failure is not handed to the tool as if its own `on_update` call had raised.
+    seen_by_tool: list[str] = []
+
+    async def execute(tool_call_id: str, params: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        try:
+            on_update(AgentToolResult.from_text("half way"))
+        except Exception as exc:  # pragma: no cover - the failure this test guards against
+            seen_by_tool.append(repr(exc))
+            raise
+        await anyio.sleep(0.05)
+        return AgentToolResult.from_text("done")
+
+    tool = AgentTool(name="work", description="", parameters={"type": "object"}, execute=execute)
+
+    def plain(event: AgentEvent, signal: Any) -> None:
+        if event.type == "tool_execution_update":
+            raise RuntimeError("listener exploded")
+
+    async def asynchronous(event: AgentEvent, signal: Any) -> None:
+        plain(event, signal)
+
+    model = ScriptedModel([tool_call_response(("c1", "work", {})), "never reached"])
+    agent = Agent(tools=[tool], stream_fn=model)
+    agent.subscribe(plain if listener_kind == "plain" else asynchronous)
+    with anyio.fail_after(5):
+        await agent.prompt("go")
+    assert seen_by_tool == []
+    assert agent.state.error_message is not None and "listener exploded" in agent.state.error_message
+    assert len(model.calls) == 1
