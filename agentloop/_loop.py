@@ -239,7 +239,7 @@ class _Run:
         # `deliver(event)` hands an event over and returns what to `settle` (None: nothing to wait for).
         self.deliver: Callable[[Any], Awaitable[None] | None] = emit
         self.scope_class = type(anyio.CancelScope())  # the backend's class: cheaper than anyio's factory
-        self.task_group: TaskGroup = None  # type: ignore[assignment]  # set by run(): delivers progress updates
+        self.task_group: TaskGroup = None  # type: ignore[assignment]  # set by the caller: for progress updates
         self._llm_source: list[AgentMessage] | None = None
         self._llm_seen = 0
         self._llm_messages: list[Message] = []
