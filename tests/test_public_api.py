@@ -45,7 +45,8 @@ def test_type_hints_of_every_export_resolve(name: str) -> None:
 def test_importing_agentloop_loads_no_http_stack_nor_validators() -> None:
     code = (
         "import sys, agentloop\n"
-        "heavy = [m for m in ('httpx', 'httpx_sse', 'jsonschema', 'pydantic') if m in sys.modules]\n"
+        "heavy = [m for m in ('httpx', 'httpx_sse', 'jsonschema', 'pydantic', 'json', 'agentloop._coerce')"
+        " if m in sys.modules]\n"
         "print(','.join(heavy))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
