@@ -64,29 +64,32 @@ def _message(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+def _end_event(fin: _Finalized) -> ToolExecutionEnd:
+    return ToolExecutionEnd(fin.tool_call.id, fin.tool_call.name, fin.result, fin.is_error)
+
+
 async def _emit_end(run: _Run, fin: _Finalized) -> None:
-    tool_call = fin.tool_call
-    if (pending := run.deliver(ToolExecutionEnd(tool_call.id, tool_call.name, fin.result, fin.is_error))) is not None:
+    if (pending := run.deliver(_end_event(fin))) is not None:
         await settle(pending)
 
 
-def _result_message(fin: _Finalized) -> ToolResultMessage:
-    return ToolResultMessage(
-        tool_call_id=fin.tool_call.id,
-        tool_name=fin.tool_call.name,
-        content=fin.result.content,
-        details=fin.result.details,
-        is_error=fin.is_error,
-    )
-
-
-async def _emit_result_message(run: _Run, fin: _Finalized) -> ToolResultMessage:
-    message = _result_message(fin)
-    if (pending := run.deliver(MessageStart(message))) is not None:
-        await settle(pending)
-    if (pending := run.deliver(MessageEnd(message))) is not None:
-        await settle(pending)
-    return message
+async def _emit_results(run: _Run, results: list[_Finalized]) -> list[ToolResultMessage]:
+    """Emit the toolResult message (`message_start`, `message_end`) of each finalized call."""
+    messages = []
+    for fin in results:
+        message = ToolResultMessage(
+            tool_call_id=fin.tool_call.id,
+            tool_name=fin.tool_call.name,
+            content=fin.result.content,
+            details=fin.result.details,
+            is_error=fin.is_error,
+        )
+        if (pending := run.deliver(MessageStart(message))) is not None:
+            await settle(pending)
+        if (pending := run.deliver(MessageEnd(message))) is not None:
+            await settle(pending)
+        messages.append(message)
+    return messages
 
 
 async def fail_truncated_tool_calls(run: _Run, tool_calls: Sequence[ToolCall]) -> list[ToolResultMessage]:
@@ -96,7 +99,7 @@ async def fail_truncated_tool_calls(run: _Run, tool_calls: Sequence[ToolCall]) -
         await run.emit(ToolExecutionStart(tool_call.id, tool_call.name, tool_call.arguments))
         fin = _Finalized(tool_call, error_result(TRUNCATED.format(name=tool_call.name)), True)
         await _emit_end(run, fin)
-        messages.append(await _emit_result_message(run, fin))
+        messages += await _emit_results(run, [fin])
     return messages
 
 
@@ -131,7 +134,7 @@ async def _sequential(
             fin = await _finalize(run, assistant, prepared, result, is_error)
         await _emit_end(run, fin)
         results.append(fin)
-        messages.append(await _emit_result_message(run, fin))
+        messages += await _emit_results(run, [fin])
     return messages, _terminate(results)
 
 
@@ -165,24 +168,13 @@ async def _parallel(
                 fin = _Finalized(prepared.tool_call, result, is_error)
             else:
                 fin = await _finalize(run, assistant, prepared, result, is_error)
-        tool_call = fin.tool_call
-        if (
-            pending := run.deliver(ToolExecutionEnd(tool_call.id, tool_call.name, fin.result, fin.is_error))
-        ) is not None:
+        if (pending := run.deliver(_end_event(fin))) is not None:
             await settle(pending)
         finalized[index] = fin
     elif runnable:
         await _Batch(run, assistant, runnable, finalized).run()
     results = [fin for fin in finalized if fin is not None]
-    messages = []
-    for fin in results:
-        message = _result_message(fin)
-        if (pending := run.deliver(MessageStart(message))) is not None:
-            await settle(pending)
-        if (pending := run.deliver(MessageEnd(message))) is not None:
-            await settle(pending)
-        messages.append(message)
-    return messages, _terminate(results)
+    return await _emit_results(run, results), _terminate(results)
 
 
 class _Batch:
@@ -370,7 +362,7 @@ class _Running:
             raise TypeError(f"on_update expects an AgentToolResult, got {type(partial_result).__name__}")
         run, tool_call = self.run, self.tool_call
         if self.pump is None:
-            self.pump = UpdatePump(run.emit, run.plain_sink, run.task_group)
+            self.pump = UpdatePump(run.deliver, run.plain, run.task_group)
         return self.pump.push(ToolExecutionUpdate(tool_call.id, tool_call.name, tool_call.arguments, partial_result))
 
     def cut_short(self) -> None:

@@ -193,14 +193,13 @@ class _Run:
         "_llm_seen",
         "_llm_source",
         "_options",
-        "_sink",
         "config",
         "deliver",
         "emit",
         "messages",
         "model",
         "new_messages",
-        "plain_sink",
+        "plain",
         "reasoning",
         "scope_class",
         "signal",
@@ -231,13 +230,11 @@ class _Run:
         self.new_messages: list[AgentMessage] = []
         self.signal = signal if signal is not None else AbortSignal()
         self.stream_fn = stream_fn
-        self._sink = emit
-        # An async sink is awaited directly; anything else goes through the checks of `_emit`.
-        self.emit: Callable[[Any], Awaitable[None]] = emit if inspect.iscoroutinefunction(emit) else self._emit
-        # A plain sink may be called without a coroutine (it returns None or an awaitable).
-        self.plain_sink: Callable[[Any], Awaitable[None] | None] | None = None if self.emit is emit else emit
-        # `deliver(event)` hands an event over and returns what to `settle` (None: nothing to wait for).
+        # `deliver(event)` hands an event to the sink and returns what to `settle` (None: nothing to
+        # wait for): a plain sink costs no coroutine. `emit` is the awaitable form.
         self.deliver: Callable[[Any], Awaitable[None] | None] = emit
+        self.plain = not inspect.iscoroutinefunction(emit)
+        self.emit: Callable[[Any], Awaitable[None]] = self._emit if self.plain else emit  # type: ignore[assignment]
         self.scope_class = type(anyio.CancelScope())  # the backend's class: cheaper than anyio's factory
         self.task_group: TaskGroup = None  # type: ignore[assignment]  # set by the caller: for progress updates
         self._llm_source: list[AgentMessage] | None = None
@@ -247,7 +244,7 @@ class _Run:
 
     async def _emit(self, event: Any) -> None:
         """Deliver an event to a plain (or awaitable-returning) sink and wait for it."""
-        pending = self._sink(event)
+        pending = self.deliver(event)
         if pending is not None:
             await settle(pending)
 

@@ -90,13 +90,11 @@ class UpdatePump:
     whatever order the scheduler picks. `drained()` returns once every update is delivered.
     """
 
-    __slots__ = ("_emit", "_idle", "_in_flight", "_previous", "_sink", "_task_group")
+    __slots__ = ("_deliver", "_idle", "_in_flight", "_plain", "_previous", "_task_group")
 
-    def __init__(
-        self, emit: Callable[[Any], Awaitable[None]], sink: Callable[[Any], Any] | None, task_group: TaskGroup
-    ) -> None:
-        self._emit = emit
-        self._sink = sink  # the plain sink behind `emit`, or None when `emit` is an async function
+    def __init__(self, deliver: Callable[[Any], Any], plain: bool, task_group: TaskGroup) -> None:
+        self._deliver = deliver  # the run's sink: returns None or what to wait for
+        self._plain = plain  # a plain function (its synchronous part may run at once)
         self._task_group = task_group
         self._previous: Delivery | None = None
         self._in_flight = 0
@@ -104,9 +102,9 @@ class UpdatePump:
 
     def push(self, event: Any) -> Delivery:
         previous = self._previous
-        if self._sink is not None and (previous is None or previous.begun.is_set()):
+        if self._plain and (previous is None or previous.begun.is_set()):
             try:
-                pending = self._sink(event)
+                pending = self._deliver(event)
             except Exception as exc:  # a listener's failure fails the run, not the tool reporting
                 pending = _raise(exc)
             if pending is None:
@@ -117,7 +115,7 @@ class UpdatePump:
             self._task_group.start_soon(self._finish, pending, delivery)
         else:
             delivery = self._track()
-            self._task_group.start_soon(self._deliver, event, previous, delivery)
+            self._task_group.start_soon(self._deliver_later, event, previous, delivery)
         return delivery
 
     def _track(self) -> Delivery:
@@ -139,12 +137,14 @@ class UpdatePump:
         if self._in_flight:
             await self._idle.wait()
 
-    async def _deliver(self, event: Any, previous: Delivery | None, delivery: Delivery) -> None:
+    async def _deliver_later(self, event: Any, previous: Delivery | None, delivery: Delivery) -> None:
         try:
             if previous is not None:
                 await previous.begun.wait()
             delivery.begun.set()
-            await self._emit(event)
+            pending = self._deliver(event)
+            if pending is not None:
+                await settle(pending)
         finally:
             self._done(delivery)
 
