@@ -37,7 +37,6 @@ from ._common import (
     SSEParser,
     as_int,
     as_str,
-    check_arguments,
     check_llm_messages,
     compat,
     error_text,
@@ -75,17 +74,7 @@ def stream_anthropic(
     `thinking: {type: "enabled", budget_tokens}` (budgets from `options.thinking_budgets`, else
     1024/2048/8192/16384 for minimal/low/medium/high), with `max_tokens` raised by the budget.
     """
-    check_arguments(model, context, options)
-    return AssistantMessageEventStream(
-        run_stream(
-            model,
-            options,
-            lambda: build_anthropic_request(model, context, options),
-            AnthropicParser,
-            http=http,
-            client=client,
-        )
-    )
+    return run_stream(model, context, options, build_anthropic_request, AnthropicParser, http=http, client=client)
 
 
 def _base_url(model: Model) -> str:

@@ -30,8 +30,17 @@ from .._abort import AbortSignal
 from .._config import StreamOptions
 from .._events import AssistantMessageEvent
 from .._partial import AssistantMessageBuilder
-from .._types import Model, Usage
-from ._common import ABORTED_TEXT, ProviderError, SSEParser, error_text, json_text, redact
+from .._types import Context, Model, Usage
+from ._common import (
+    ABORTED_TEXT,
+    AssistantMessageEventStream,
+    ProviderError,
+    SSEParser,
+    check_arguments,
+    error_text,
+    json_text,
+    redact,
+)
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -161,22 +170,29 @@ async def _close(resource: Any) -> None:
 
 def run_stream(
     model: Model,
+    context: Context,
     options: StreamOptions,
-    prepare: Callable[[], Request],
+    build: Callable[[Model, Context, StreamOptions], Request],
     parser_factory: Callable[[Model, AssistantMessageBuilder], SSEParser],
     *,
     http: HTTPOptions | None = None,
     client: httpx.AsyncClient | None = None,
-) -> AsyncGenerator[AssistantMessageEvent, None]:
-    """The events of one response (see the module docstring). `prepare` builds the request
-    lazily, so that its failures (no API key, say) also become the terminal `error` event."""
+) -> AssistantMessageEventStream:
+    """The events of one response (see the module docstring), for a provider's stream function.
+
+    `build` makes the request lazily, so that its failures (no API key, say) also become the
+    terminal `error` event; bad arguments raise TypeError at once.
+    """
+    check_arguments(model, context, options)
     if http is None:
         http = HTTPOptions()
     elif not isinstance(http, HTTPOptions):
         raise TypeError(f"http must be an agentloop.providers.HTTPOptions, got {type(http).__name__}")
     if client is not None and not isinstance(client, httpx.AsyncClient):
         raise TypeError(f"client must be an httpx.AsyncClient, got {type(client).__name__}")
-    return _run(model, options, prepare, parser_factory, http, client)
+    return AssistantMessageEventStream(
+        _run(model, options, lambda: build(model, context, options), parser_factory, http, client)
+    )
 
 
 async def _run(

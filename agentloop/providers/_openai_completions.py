@@ -48,7 +48,6 @@ from ._common import (
     SSEParser,
     as_int,
     as_str,
-    check_arguments,
     check_llm_messages,
     compat,
     data_url,
@@ -98,17 +97,7 @@ def stream_openai_completions(
         The response's events (see `AssistantMessageEventStream`). Failures end it with one
         `error` event; it never raises once returned.
     """
-    check_arguments(model, context, options)
-    return AssistantMessageEventStream(
-        run_stream(
-            model,
-            options,
-            lambda: build_completions_request(model, context, options),
-            CompletionsParser,
-            http=http,
-            client=client,
-        )
-    )
+    return run_stream(model, context, options, build_completions_request, CompletionsParser, http=http, client=client)
 
 
 def base_url(model: Model, default: str, env: str) -> str:

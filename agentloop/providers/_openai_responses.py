@@ -37,7 +37,6 @@ from ._common import (
     SSEParser,
     as_int,
     as_str,
-    check_arguments,
     check_llm_messages,
     compat,
     data_url,
@@ -75,17 +74,7 @@ def stream_openai_responses(
     Arguments and result as `stream_openai_completions`. A thinking level asks for
     `reasoning.effort` with an automatic summary (reasoning models only).
     """
-    check_arguments(model, context, options)
-    return AssistantMessageEventStream(
-        run_stream(
-            model,
-            options,
-            lambda: build_responses_request(model, context, options),
-            ResponsesParser,
-            http=http,
-            client=client,
-        )
-    )
+    return run_stream(model, context, options, build_responses_request, ResponsesParser, http=http, client=client)
 
 
 def build_responses_request(model: Model, context: Context, options: StreamOptions) -> Request:
