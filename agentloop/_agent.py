@@ -12,8 +12,6 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
 from ._abort import AbortSignal
 from ._config import (
     AfterToolCallContext,
@@ -54,6 +52,7 @@ from ._types import (
     ThinkingLevel,
     UserMessage,
 )
+from ._updates import Flag
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -214,25 +213,14 @@ class _Queue:
         return taken
 
 
-class _ActiveRun:
-    __slots__ = ("_done", "_finished", "signal")
+class _ActiveRun(Flag):
+    """A run in progress: its abort signal; set (so `wait()` returns) once the run has finished."""
+
+    __slots__ = ("signal",)
 
     def __init__(self) -> None:
+        super().__init__()
         self.signal = AbortSignal()
-        self._finished = False
-        self._done: anyio.Event | None = None  # made only if someone waits (memory per agent)
-
-    def finish(self) -> None:
-        self._finished = True
-        if self._done is not None:
-            self._done.set()
-
-    async def wait(self) -> None:
-        if self._finished:
-            return
-        if self._done is None:
-            self._done = anyio.Event()
-        await self._done.wait()
 
 
 class Agent:
@@ -528,7 +516,7 @@ class Agent:
             state._streaming_message = None
             state._pending_tool_calls = frozenset()
             self._active = None
-            active.finish()
+            active.set()
 
     async def _fail(self, exc: Exception, aborted: bool) -> None:
         model = self._state.model

@@ -40,6 +40,7 @@ from ._agent import Agent
 from ._codec import encode_json, from_json, to_json
 from ._errors import AgentBusyError, AgentLoopError
 from ._events import AgentEvent, AgentStart, MessageEnd
+from ._loop import check_messages
 from ._types import (
     AgentMessage,
     AssistantMessage,
@@ -428,7 +429,7 @@ class SessionStore:
         settings = settings if settings is not None else SessionSettings()
         if not isinstance(settings, SessionSettings):
             raise TypeError(f"settings must be a SessionSettings, got {type(settings).__name__}")
-        messages = _check_messages(messages if messages is not None else (), "messages")
+        messages = check_messages(messages if messages is not None else (), "messages")
         _check_title(title)
         session_id = check_session_id(session_id) if session_id is not None else new_session_id()
         now = now_ms()
@@ -715,7 +716,7 @@ class Session:
 
     async def append(self, messages: Sequence[AgentMessage]) -> None:
         """Append messages to the transcript (one durable record each)."""
-        messages = _check_messages(messages, "messages")
+        messages = check_messages(messages, "messages")
         if not messages:
             return
 
@@ -730,7 +731,7 @@ class Session:
 
     async def replace(self, messages: Sequence[AgentMessage]) -> None:
         """Replace the whole transcript at once (after a compaction, or an agent's reset)."""
-        messages = _check_messages(messages, "messages")
+        messages = check_messages(messages, "messages")
 
         def fn() -> None:
             encoded = [encode_message(m) for m in messages]
@@ -914,18 +915,6 @@ def missing_tool_results(messages: Sequence[AgentMessage]) -> builtins.list[Tool
                 if call.id not in answered
             ]
     return []
-
-
-def _check_messages(messages: object, what: str) -> builtins.list[AgentMessage]:
-    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
-        raise TypeError(f"{what} must be a sequence of messages, got {type(messages).__name__}")
-    for i, message in enumerate(messages):
-        if not isinstance(message, _MESSAGE_TYPES):
-            raise TypeError(
-                f"{what}[{i}] must be a UserMessage, AssistantMessage, ToolResultMessage or "
-                f"CustomMessage, got {type(message).__name__}"
-            )
-    return builtins.list(messages)
 
 
 def _check_title(title: object) -> None:
