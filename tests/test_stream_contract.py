@@ -241,6 +241,45 @@ async def test_aclose_stops_the_run_while_the_block_goes_on(anyio_backend: objec
     assert len(model.calls) <= 1
 
 
+@pytest.mark.parametrize("buffer", [0, 4])
+async def test_aclose_while_a_tool_reports_progress_stops_the_tool_and_leaves_nothing_running(
+    anyio_backend: object, buffer: int
+) -> None:
+    # Updates that are waiting for room run in the stream's task group: closing the receive side
+    # must stop them and the tool, not leave a delivery parked when the block ends.
+    log: list[str] = []
+
+    async def execute(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> al.AgentToolResult:
+        try:
+            for i in range(1000):
+                on_update(al.AgentToolResult.from_text(str(i)))  # not awaited
+                await anyio.sleep(0.001)
+        except anyio.get_cancelled_exc_class():
+            log.append("cancelled")
+            raise
+        return al.AgentToolResult.from_text("done")
+
+    tool = al.AgentTool(name="t", description="", parameters={"type": "object"}, execute=execute)
+    model = ScriptedModel([Response(content=[ScriptedToolCall("c1", "t", {})]), "never"])
+    context = al.AgentContext(tools=[tool])
+    with anyio.fail_after(5):
+        async with al.agent_loop(
+            [al.UserMessage(content="go")],
+            context,
+            al.AgentLoopConfig(model=MODEL),
+            None,
+            model,
+            max_buffer_size=buffer,
+        ) as events:
+            async for event in events:
+                if event.type == "tool_execution_update":
+                    break
+            await events.aclose()
+            await anyio.sleep(0.05)  # the block goes on; the run has stopped
+            assert log == ["cancelled"]
+    assert len(model.calls) == 1
+
+
 async def test_rendezvous_buffer_is_pull_based(anyio_backend: object) -> None:
     produced: list[str] = []
     model = ScriptedModel(["a", "b"])
