@@ -32,6 +32,7 @@ if sys.version_info < (3, 11):  # pragma: no cover
 __all__ = ("execute_tool_calls", "fail_truncated_tool_calls")
 
 ABORTED = "Operation aborted"
+_OPEN = object()  # a call the releaser has not finalized
 TRUNCATED = (
     'Tool call "{name}" was not executed: the response hit the output token limit, so its arguments '
     "may be truncated. Re-issue the tool call with complete arguments."
@@ -207,7 +208,13 @@ class _Batch:
         self.began = [Flag() for _ in range(count)]
         self.finishing = [Flag() for _ in range(count)]
         self.go = [Flag() for _ in range(count)]
+        self.next_to_begin = 0
+        self.waiting: list[tuple[int, anyio.Event]] = []  # calls waiting for their turn to begin
         self.ready: list[int] = []  # calls whose tools finished, waiting to be finalized
+        self.outcome: list[tuple[AgentToolResult, bool] | None] = [None] * count  # what each tool returned
+        # What the releaser did with a call: _OPEN (nothing: its task finalizes it), None (finalized
+        # it), or the pending delivery of its `tool_execution_end` (its task waits for it).
+        self.settling: list[Any] = [_OPEN] * count
         self.successor: list[int | None] = [None] * count  # who is let go after a call
         self.releasing = False
         self.task_group: Any = None
@@ -234,28 +241,51 @@ class _Batch:
                 if j >= k:
                     break
                 await self.done[j].wait()
-            if k:
-                await began[k - 1].wait()
-            began[k].set()
+            while self.next_to_begin < k:
+                # Calls begin in source order. Trio runs the tasks of a pass forwards or backwards:
+                # every begin wakes all the calls waiting, in source order, so that a backward pass
+                # costs one more pass, not one pass per call.
+                turn = anyio.Event()
+                self.waiting.append((k, turn))
+                await turn.wait()
+            self.begin(k)
             if run.signal.aborted:
                 fin = _Finalized(prepared.tool_call, error_result(ABORTED), True)
+                await _emit_end(run, fin)
+                self.finalized[index] = fin
             else:
                 result, is_error = await _execute(run, prepared)
                 last = self.group_end[k]
                 await began[last].wait()
+                self.outcome[k] = (result, is_error)
                 self.ready.append(k)
                 if not self.releasing:
                     self.releasing = True
                     self.task_group.start_soon(self.release)
                 await self.go[k].wait()
                 self.pass_on(k)
-                fin = await _finalize(run, self.assistant, prepared, result, is_error)
-            await _emit_end(run, fin)
-            self.finalized[index] = fin
+                pending = self.settling[k]
+                if pending is _OPEN:
+                    fin = await _finalize(run, self.assistant, prepared, result, is_error)
+                    await _emit_end(run, fin)
+                    self.finalized[index] = fin
+                elif pending is not None:
+                    await settle(pending)  # the releaser delivered the end event
         finally:
-            began[k].set()
+            self.begin(k)
             self.pass_on(k)
             self.done[k].set()
+
+    def begin(self, k: int) -> None:
+        """Call k begins (or ends without beginning): the next one may begin."""
+        self.began[k].set()
+        if self.next_to_begin == k:
+            self.next_to_begin = k + 1
+            if self.waiting:
+                waiting = sorted(self.waiting, key=_first)
+                self.waiting = []
+                for _, turn in waiting:
+                    turn.set()
 
     def pass_on(self, k: int) -> None:
         """Call k begins its finalization (or ends): the next one in line may go after it."""
@@ -276,12 +306,42 @@ class _Batch:
                 await anyio.lowlevel.checkpoint()  # calls that finish in this pass line up too
                 batch = sorted(self.ready)
                 self.ready.clear()
+                if self.run_.config.after_tool_call is None:
+                    batch = self.finalize_at_once(batch)
+                    if not batch:
+                        continue
                 for k, successor in itertools.pairwise(batch):
                     self.successor[k] = successor
                 self.go[batch[0]].set()
                 await self.finishing[batch[-1]].wait()
         finally:
             self.releasing = False
+
+    def finalize_at_once(self, batch: list[int]) -> list[int]:
+        """Finalize calls in line without a scheduler pass each, while nothing has to be awaited.
+
+        Without `after_tool_call`, finalizing is delivering `tool_execution_end`. While deliveries
+        complete at once, nothing could interleave with them, and the releaser does them in order.
+        A delivery that must be waited for is left to its call's task; the calls after it are
+        released one by one (returned), as when each call finalizes itself.
+        """
+        deliver = self.run_.deliver
+        for position, k in enumerate(batch):
+            index, prepared = self.runnable[k]
+            fin = _Finalized(prepared.tool_call, *self.outcome[k])  # type: ignore[misc]
+            self.finalized[index] = fin
+            pending = deliver(_end_event(fin))
+            self.settling[k] = pending
+            if pending is not None:
+                return batch[position:]  # its task waits for the delivery, then lets the next go
+            self.finishing[k].set()
+            self.done[k].set()
+            self.go[k].set()  # its task just ends
+        return []
+
+
+def _first(item: tuple[int, Any]) -> int:
+    return item[0]
 
 
 def _find_tool(run: _Run, tool_call: ToolCall) -> AgentTool | None:

@@ -234,6 +234,75 @@ async def test_parallel_calls_overlap_and_results_keep_source_order(anyio_backen
     assert [m.tool_call_id for m in messages if isinstance(m, al.ToolResultMessage)] == ["c1", "c2", "c3"]
 
 
+def same_time_tool(log: list[str]) -> al.AgentTool:
+    """Every call starts its 10 ms sleep in its first step, so the calls finish (nearly) together."""
+
+    async def execute(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> al.AgentToolResult:
+        log.append(f"+{tool_call_id}")
+        await anyio.sleep(0.01)
+        return al.AgentToolResult.from_text(tool_call_id)
+
+    return al.AgentTool(name="t", description="", parameters={"type": "object"}, execute=execute)
+
+
+def many_calls(count: int) -> ScriptedModel:
+    return ScriptedModel([Response(content=[ScriptedToolCall(f"c{i:02}", "t", {}) for i in range(count)]), "ok"])
+
+
+async def test_many_parallel_calls_begin_in_source_order(anyio_backend: object) -> None:
+    # Trio runs the tasks of a scheduler pass forwards or backwards (shuffled, once Hypothesis is
+    # imported): several runs make every case happen. Calls begin in source order whatever the
+    # scheduler does; each call is finalized once, and the results keep the source order.
+    ids = [f"c{i:02}" for i in range(40)]
+    for _ in range(6):
+        log: list[str] = []
+        messages, events = await run([user("go")], many_calls(40), [same_time_tool(log)])
+        assert log == [f"+{i}" for i in ids]
+        assert sorted(e.tool_call_id for e in events if isinstance(e, al.ToolExecutionEnd)) == ids
+        assert [m.tool_call_id for m in messages if isinstance(m, al.ToolResultMessage)] == ids
+
+
+async def test_parallel_ends_reach_a_consumer_that_makes_the_loop_wait(anyio_backend: object) -> None:
+    # With a rendezvous stream every `tool_execution_end` waits for the consumer: the calls are
+    # finalized one after the other, and the slow consumer sees every event once, ends before results.
+    ids = [f"c{i:02}" for i in range(20)]
+    context = al.AgentContext(tools=[same_time_tool([])])
+    config = al.AgentLoopConfig(model=MODEL)
+    seen: list[al.AgentEvent] = []
+    with anyio.fail_after(5):
+        async with al.agent_loop([user("go")], context, config, None, many_calls(20), max_buffer_size=0) as events:
+            async for event in events:
+                seen.append(event)
+                if isinstance(event, al.ToolExecutionEnd):
+                    await anyio.sleep(0.001)
+    check_events(seen)
+    assert sorted(e.tool_call_id for e in seen if isinstance(e, al.ToolExecutionEnd)) == ids
+    results = [(i, e.message) for i, e in enumerate(seen) if isinstance(e, al.MessageEnd)]
+    results = [(i, m) for i, m in results if isinstance(m, al.ToolResultMessage)]
+    assert [m.tool_call_id for _, m in results] == ids  # type: ignore[union-attr]
+    assert max(i for i, e in enumerate(seen) if isinstance(e, al.ToolExecutionEnd)) < results[0][0]
+
+
+async def test_parallel_ends_reach_a_slow_listener(anyio_backend: object) -> None:
+    ids = [f"c{i:02}" for i in range(20)]
+    agent = al.Agent(model=MODEL, tools=[same_time_tool([])], stream_fn=many_calls(20))
+    received: list[str] = []
+    processed: list[str] = []
+
+    async def listener(event: al.AgentEvent, signal: al.AbortSignal) -> None:
+        if isinstance(event, al.ToolExecutionEnd):
+            received.append(event.tool_call_id)
+            await anyio.sleep(0.001)
+            processed.append(event.tool_call_id)
+
+    agent.subscribe(listener)
+    with anyio.fail_after(5):
+        await agent.prompt("go")
+    assert sorted(received) == ids
+    assert sorted(processed) == ids
+    assert [m.tool_call_id for m in agent.state.messages if isinstance(m, al.ToolResultMessage)] == ids
+
+
 async def test_barrier_tool_runs_alone_between_parallel_calls(anyio_backend: object) -> None:
     log: list[str] = []
 
