@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.lowlevel
+from anyio.abc import TaskStatus
 
 from ._config import (
     AfterToolCallContext,
@@ -32,7 +33,6 @@ if sys.version_info < (3, 11):  # pragma: no cover
 __all__ = ("execute_tool_calls", "fail_truncated_tool_calls")
 
 ABORTED = "Operation aborted"
-_OPEN = object()  # a call the releaser has not finalized
 TRUNCATED = (
     'Tool call "{name}" was not executed: the response hit the output token limit, so its arguments '
     "may be truncated. Re-issue the tool call with complete arguments."
@@ -212,9 +212,7 @@ class _Batch:
         self.waiting: list[tuple[int, anyio.Event]] = []  # calls waiting for their turn to begin
         self.ready: list[int] = []  # calls whose tools finished, waiting to be finalized
         self.outcome: list[tuple[AgentToolResult, bool] | None] = [None] * count  # what each tool returned
-        # What the releaser did with a call: _OPEN (nothing: its task finalizes it), None (finalized
-        # it), or the pending delivery of its `tool_execution_end` (its task waits for it).
-        self.settling: list[Any] = [_OPEN] * count
+        self.in_line = run.config.after_tool_call is None  # the releaser finalizes the calls
         self.successor: list[int | None] = [None] * count  # who is let go after a call
         self.releasing = False
         self.task_group: Any = None
@@ -236,6 +234,7 @@ class _Batch:
     async def one(self, k: int) -> None:
         run, barrier, began = self.run_, self.barrier, self.began
         index, prepared = self.runnable[k]
+        handed_over = False  # to the releaser, which finalizes the call
         try:
             for j in range(k) if barrier[k] else self.barriers:  # not O(calls) per call
                 if j >= k:
@@ -262,19 +261,19 @@ class _Batch:
                 if not self.releasing:
                     self.releasing = True
                     self.task_group.start_soon(self.release)
+                if self.in_line:
+                    handed_over = True
+                    return
                 await self.go[k].wait()
                 self.pass_on(k)
-                pending = self.settling[k]
-                if pending is _OPEN:
-                    fin = await _finalize(run, self.assistant, prepared, result, is_error)
-                    await _emit_end(run, fin)
-                    self.finalized[index] = fin
-                elif pending is not None:
-                    await settle(pending)  # the releaser delivered the end event
+                fin = await _finalize(run, self.assistant, prepared, result, is_error)
+                await _emit_end(run, fin)
+                self.finalized[index] = fin
         finally:
             self.begin(k)
-            self.pass_on(k)
-            self.done[k].set()
+            if not handed_over:
+                self.pass_on(k)
+                self.done[k].set()
 
     def begin(self, k: int) -> None:
         """Call k begins (or ends without beginning): the next one may begin."""
@@ -296,20 +295,20 @@ class _Batch:
                 self.go[successor].set()  # it runs in a later pass: k first runs up to its first await
 
     async def release(self) -> None:
-        """Let finished calls be finalized one at a time, in the order their tools finished.
+        """Finalize finished calls in the order their tools finished.
 
-        Calls whose tools finished in the same scheduler pass line up in source order; each is let
-        go by the one before it (one scheduler pass per call).
+        Calls whose tools finished in the same scheduler pass line up in source order. With
+        `after_tool_call`, each call finalizes itself in its task, let go by the one before it (one
+        scheduler pass per call); without it, the releaser finalizes them in line.
         """
         try:
             while self.ready:
                 await anyio.lowlevel.checkpoint()  # calls that finish in this pass line up too
                 batch = sorted(self.ready)
                 self.ready.clear()
-                if self.run_.config.after_tool_call is None:
-                    batch = self.finalize_at_once(batch)
-                    if not batch:
-                        continue
+                if self.in_line:
+                    await self.finalize_in_line(batch)
+                    continue
                 for k, successor in itertools.pairwise(batch):
                     self.successor[k] = successor
                 self.go[batch[0]].set()
@@ -317,27 +316,30 @@ class _Batch:
         finally:
             self.releasing = False
 
-    def finalize_at_once(self, batch: list[int]) -> list[int]:
-        """Finalize calls in line without a scheduler pass each, while nothing has to be awaited.
+    async def finalize_in_line(self, batch: list[int]) -> None:
+        """Finalize calls without `after_tool_call`: deliver their `tool_execution_end`s in order.
 
-        Without `after_tool_call`, finalizing is delivering `tool_execution_end`. While deliveries
-        complete at once, nothing could interleave with them, and the releaser does them in order.
-        A delivery that must be waited for is left to its call's task; the calls after it are
-        released one by one (returned), as when each call finalizes itself.
+        A delivery that has to be waited for goes on in a task of its own, begun before the next
+        call's delivery (as a JavaScript finalization runs up to its first await before the next
+        one starts); the call is finalized when its delivery is done.
         """
         deliver = self.run_.deliver
-        for position, k in enumerate(batch):
+        for k in batch:
             index, prepared = self.runnable[k]
             fin = _Finalized(prepared.tool_call, *self.outcome[k])  # type: ignore[misc]
             self.finalized[index] = fin
             pending = deliver(_end_event(fin))
-            self.settling[k] = pending
-            if pending is not None:
-                return batch[position:]  # its task waits for the delivery, then lets the next go
-            self.finishing[k].set()
+            if pending is None:
+                self.done[k].set()
+            else:
+                await self.task_group.start(self.settle_end, k, pending)
+
+    async def settle_end(self, k: int, pending: Any, *, task_status: TaskStatus[None]) -> None:
+        task_status.started()  # the delivery runs up to its first wait before the releaser goes on
+        try:
+            await settle(pending)
+        finally:
             self.done[k].set()
-            self.go[k].set()  # its task just ends
-        return []
 
 
 def _first(item: tuple[int, Any]) -> int:

@@ -288,10 +288,13 @@ async def test_parallel_ends_reach_a_slow_listener(anyio_backend: object) -> Non
     agent = al.Agent(model=MODEL, tools=[same_time_tool([])], stream_fn=many_calls(20))
     received: list[str] = []
     processed: list[str] = []
+    committed: list[bool] = []
 
     async def listener(event: al.AgentEvent, signal: al.AbortSignal) -> None:
         if isinstance(event, al.ToolExecutionEnd):
             received.append(event.tool_call_id)
+            # The listener sees the state this event made, not one a later end already changed.
+            committed.append(agent.state.pending_tool_calls == set(ids) - set(received))
             await anyio.sleep(0.001)
             processed.append(event.tool_call_id)
 
@@ -300,6 +303,7 @@ async def test_parallel_ends_reach_a_slow_listener(anyio_backend: object) -> Non
         await agent.prompt("go")
     assert sorted(received) == ids
     assert sorted(processed) == ids
+    assert committed == [True] * len(ids)
     assert [m.tool_call_id for m in agent.state.messages if isinstance(m, al.ToolResultMessage)] == ids
 
 
