@@ -8,7 +8,7 @@ snake_case; the JSON codec (`_codec.py`) maps them to the TypeScript camelCase k
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -51,6 +51,18 @@ ThinkingLevel: TypeAlias = Literal["off", "minimal", "low", "medium", "high", "x
 def now_ms() -> int:
     """The current time as integer milliseconds since the epoch (JavaScript's `Date.now()`)."""
     return int(time.time() * 1000)
+
+
+_UNSET: Any = object()  # an argument not given (None may be a value)
+
+
+def _slot_setter(cls: type, name: str) -> Callable[[Any, Any], None]:
+    """Set a field of a frozen slotted class from its own `__init__`.
+
+    The hot message classes (built per tool call and per turn) write their `__init__` by hand with
+    these: about half the cost of the `object.__setattr__` calls a frozen dataclass makes.
+    """
+    return cls.__dict__[name].__set__  # type: ignore[no-any-return]
 
 
 class _LazyText:
@@ -209,7 +221,7 @@ class ImageContent:
     type: Literal["image"] = field(default="image", init=False)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class ToolCall:
     """A tool call requested by the model."""
 
@@ -222,6 +234,31 @@ class ToolCall:
     arguments_error: str | None = field(default=None, kw_only=True)
     """Set by a provider when the argument text was not a JSON object (`arguments` is then `{}`)."""
     type: Literal["toolCall"] = field(default="toolCall", init=False)
+
+    def __init__(
+        self,
+        id: str,
+        name: str,
+        arguments: Mapping[str, Any] = _UNSET,
+        *,
+        thought_signature: str | None = None,
+        arguments_error: str | None = None,
+    ) -> None:
+        # Hand-written (see `_slot_setter`): a streamed response builds several per call.
+        _set_call_id(self, id)
+        _set_call_name(self, name)
+        _set_call_arguments(self, {} if arguments is _UNSET else arguments)
+        _set_call_thought_signature(self, thought_signature)
+        _set_call_arguments_error(self, arguments_error)
+        _set_call_type(self, "toolCall")
+
+
+_set_call_id = _slot_setter(ToolCall, "id")
+_set_call_name = _slot_setter(ToolCall, "name")
+_set_call_arguments = _slot_setter(ToolCall, "arguments")
+_set_call_thought_signature = _slot_setter(ToolCall, "thought_signature")
+_set_call_arguments_error = _slot_setter(ToolCall, "arguments_error")
+_set_call_type = _slot_setter(ToolCall, "type")
 
 
 UserContent: TypeAlias = TextContent | ImageContent
@@ -304,7 +341,7 @@ class UserMessage:
             _check_timestamp(self, self.timestamp)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class AssistantMessage:
     """A response from the model."""
 
@@ -321,6 +358,30 @@ class AssistantMessage:
     timestamp: int = field(default_factory=now_ms)
     role: Literal["assistant"] = field(default="assistant", init=False)
 
+    def __init__(
+        self,
+        *,
+        content: tuple[AssistantContent, ...] = (),
+        api: str = "",
+        provider: str = "",
+        model: str = "",
+        usage: Usage = _ZERO_USAGE,
+        stop_reason: StopReason = "stop",
+        error_message: str | None = None,
+        response_id: str | None = None,
+        timestamp: int = _UNSET,
+    ) -> None:
+        _set_assistant_content(self, content)
+        _set_assistant_api(self, api)
+        _set_assistant_provider(self, provider)
+        _set_assistant_model(self, model)
+        _set_assistant_usage(self, usage)
+        _set_assistant_stop_reason(self, stop_reason)
+        _set_assistant_error_message(self, error_message)
+        _set_assistant_response_id(self, response_id)
+        _set_assistant_timestamp(self, now_ms() if timestamp is _UNSET else timestamp)
+        _set_assistant_role(self, "assistant")
+
     @property
     def text(self) -> str:
         """The concatenated text blocks (thinking and tool calls left out)."""
@@ -332,7 +393,19 @@ class AssistantMessage:
         return tuple(b for b in self.content if type(b) is ToolCall)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+_set_assistant_content = _slot_setter(AssistantMessage, "content")
+_set_assistant_api = _slot_setter(AssistantMessage, "api")
+_set_assistant_provider = _slot_setter(AssistantMessage, "provider")
+_set_assistant_model = _slot_setter(AssistantMessage, "model")
+_set_assistant_usage = _slot_setter(AssistantMessage, "usage")
+_set_assistant_stop_reason = _slot_setter(AssistantMessage, "stop_reason")
+_set_assistant_error_message = _slot_setter(AssistantMessage, "error_message")
+_set_assistant_response_id = _slot_setter(AssistantMessage, "response_id")
+_set_assistant_timestamp = _slot_setter(AssistantMessage, "timestamp")
+_set_assistant_role = _slot_setter(AssistantMessage, "role")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class ToolResultMessage:
     """The result of one tool call, sent back to the model."""
 
@@ -345,12 +418,37 @@ class ToolResultMessage:
     timestamp: int = field(default_factory=now_ms)
     role: Literal["toolResult"] = field(default="toolResult", init=False)
 
-    def __post_init__(self) -> None:
-        _blocks(self, self.content, "ToolResultMessage content")
-        if type(self.is_error) is not bool:
-            raise TypeError(f"ToolResultMessage is_error must be a bool, got {type(self.is_error).__name__}")
-        if type(self.timestamp) is not int:
-            _check_timestamp(self, self.timestamp)
+    def __init__(
+        self,
+        *,
+        tool_call_id: str,
+        tool_name: str,
+        content: tuple[UserContent, ...] = (),
+        details: Any = None,
+        is_error: bool = False,
+        timestamp: int = _UNSET,
+    ) -> None:
+        _set_result_tool_call_id(self, tool_call_id)
+        _set_result_tool_name(self, tool_name)
+        _set_result_content(self, content)
+        _set_result_details(self, details)
+        _set_result_is_error(self, is_error)
+        _set_result_timestamp(self, now_ms() if timestamp is _UNSET else timestamp)
+        _set_result_role(self, "toolResult")
+        _blocks(self, content, "ToolResultMessage content")
+        if type(is_error) is not bool:
+            raise TypeError(f"ToolResultMessage is_error must be a bool, got {type(is_error).__name__}")
+        if timestamp is not _UNSET and type(timestamp) is not int:
+            _check_timestamp(self, timestamp)
+
+
+_set_result_tool_call_id = _slot_setter(ToolResultMessage, "tool_call_id")
+_set_result_tool_name = _slot_setter(ToolResultMessage, "tool_name")
+_set_result_content = _slot_setter(ToolResultMessage, "content")
+_set_result_details = _slot_setter(ToolResultMessage, "details")
+_set_result_is_error = _slot_setter(ToolResultMessage, "is_error")
+_set_result_timestamp = _slot_setter(ToolResultMessage, "timestamp")
+_set_result_role = _slot_setter(ToolResultMessage, "role")
 
 
 _STANDARD_ROLES = frozenset({"user", "assistant", "toolResult"})
@@ -441,7 +539,7 @@ class Context:
     """Tools (`AgentTool` or anything with `name`, `description` and `parameters`)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class AgentToolResult:
     """What a tool returns: content for the model, details for the application.
 
@@ -454,17 +552,34 @@ class AgentToolResult:
     is_error: bool | None = None
     terminate: bool | None = None
 
-    def __post_init__(self) -> None:
-        _blocks(self, self.content, "AgentToolResult content", " (for plain text use AgentToolResult.from_text(text))")
-        if self.is_error is not None and type(self.is_error) is not bool:
-            raise TypeError(f"AgentToolResult is_error must be a bool or None, got {type(self.is_error).__name__}")
-        if self.terminate is not None and type(self.terminate) is not bool:
-            raise TypeError(f"AgentToolResult terminate must be a bool or None, got {type(self.terminate).__name__}")
+    def __init__(
+        self,
+        *,
+        content: tuple[UserContent, ...] = (),
+        details: Any = None,
+        is_error: bool | None = None,
+        terminate: bool | None = None,
+    ) -> None:
+        _set_tool_result_content(self, content)
+        _set_tool_result_details(self, details)
+        _set_tool_result_is_error(self, is_error)
+        _set_tool_result_terminate(self, terminate)
+        _blocks(self, content, "AgentToolResult content", " (for plain text use AgentToolResult.from_text(text))")
+        if is_error is not None and type(is_error) is not bool:
+            raise TypeError(f"AgentToolResult is_error must be a bool or None, got {type(is_error).__name__}")
+        if terminate is not None and type(terminate) is not bool:
+            raise TypeError(f"AgentToolResult terminate must be a bool or None, got {type(terminate).__name__}")
 
     @classmethod
     def from_text(cls, text: str, details: Any = None) -> AgentToolResult:
         """A result with one text block."""
         return cls(content=(TextContent(text),), details=details)
+
+
+_set_tool_result_content = _slot_setter(AgentToolResult, "content")
+_set_tool_result_details = _slot_setter(AgentToolResult, "details")
+_set_tool_result_is_error = _slot_setter(AgentToolResult, "is_error")
+_set_tool_result_terminate = _slot_setter(AgentToolResult, "terminate")
 
 
 def error_result(message: str) -> AgentToolResult:

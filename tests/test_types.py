@@ -308,3 +308,37 @@ def test_every_value_survives_copy_deepcopy_and_pickle(value: Any) -> None:
         assert type(again) is type(value)
         assert again == value
         assert repr(again) == repr(value)
+
+
+@pytest.mark.parametrize("cls", [AssistantMessage, ToolCall, ToolResultMessage, AgentToolResult])
+def test_hand_written_initializers_keep_the_dataclass_contract(cls: Any) -> None:
+    # These classes write `__init__` by hand for speed: its parameters must be the dataclass's own.
+    import inspect
+
+    parameters = inspect.signature(cls.__init__).parameters
+    declared = [f for f in dataclasses.fields(cls) if f.init]
+    assert list(parameters)[1:] == [f.name for f in declared]
+    for f in declared:
+        parameter = parameters[f.name]
+        assert (parameter.kind is inspect.Parameter.KEYWORD_ONLY) == f.kw_only, f.name
+        if f.default is not dataclasses.MISSING:
+            assert parameter.default == f.default, f.name
+        elif f.default_factory is dataclasses.MISSING:
+            assert parameter.default is inspect.Parameter.empty, f.name
+    fixed = {AssistantMessage: ["role"], ToolResultMessage: ["role"], ToolCall: ["type"], AgentToolResult: []}
+    assert [f.name for f in dataclasses.fields(cls) if not f.init] == fixed[cls]
+
+
+def test_hand_written_initializers_fill_defaults_and_replace() -> None:
+    call = ToolCall("i", "n")
+    assert call.arguments == {} and call.arguments is not ToolCall("i", "n").arguments  # a fresh dict each
+    assert call.type == "toolCall" and dataclasses.replace(call, name="m") == ToolCall("i", "m")
+    message = AssistantMessage(model="m")
+    assert message.role == "assistant" and message.timestamp > 10**12
+    assert dataclasses.replace(message, stop_reason="length").stop_reason == "length"
+    result = ToolResultMessage(tool_call_id="i", tool_name="n", timestamp=7)
+    assert (result.role, result.timestamp, result.is_error) == ("toolResult", 7, False)
+    with pytest.raises(TypeError):
+        AssistantMessage(())  # type: ignore[call-arg]  # keyword-only, as the dataclass
+    with pytest.raises(TypeError):
+        ToolCall("i")  # type: ignore[call-arg]
