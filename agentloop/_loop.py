@@ -185,6 +185,20 @@ def start_run(
     return run.run(prompts)
 
 
+def _cancel_scope_class() -> Callable[[], anyio.CancelScope]:
+    """The cheapest cancel scope of the running backend (a run enters two per turn).
+
+    anyio's factory looks the backend up on every call: its backend class does not. On trio,
+    anyio's scope wraps trio's own, which is one object less and about 0.7 us cheaper.
+    """
+    backend_class = type(anyio.CancelScope())
+    if backend_class.__module__ == "anyio._backends._trio":
+        import trio
+
+        return trio.CancelScope  # type: ignore[return-value]  # same API: cancel(), deadline, `with`
+    return backend_class
+
+
 class _Run:
     """The state of one run: the working transcript, the config in force, the sink."""
 
@@ -235,7 +249,7 @@ class _Run:
         self.deliver: Callable[[Any], Awaitable[None] | None] = emit
         self.plain = not inspect.iscoroutinefunction(emit)
         self.emit: Callable[[Any], Awaitable[None]] = self._emit if self.plain else emit  # type: ignore[assignment]
-        self.scope_class = type(anyio.CancelScope())  # the backend's class: cheaper than anyio's factory
+        self.scope_class = _cancel_scope_class()
         self.task_group: TaskGroup = None  # type: ignore[assignment]  # set by the caller: for progress updates
         self._llm_source: list[AgentMessage] | None = None
         self._llm_seen = 0
