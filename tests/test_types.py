@@ -264,6 +264,28 @@ def test_builder_explicit_indexes_and_errors() -> None:
     assert dataclasses.replace(b.snapshot(), stop_reason="stop").stop_reason == "stop"
 
 
+def test_builder_tool_calls_by_position() -> None:
+    b = AssistantMessageBuilder()
+    with pytest.raises(IndexError, match="no content block -1"):
+        b.tool_call_delta("{")
+    b.tool_call_start("c1", "one")
+    b.tool_call_start("c2", "two")
+    b.tool_call_delta('{"a"', index=0)  # an earlier call, by index
+    b.tool_call_delta(": 1}", {"a": 1}, index=0)
+    b.tool_call_delta("{}", {})  # the last block by default
+    assert (b.tool_call_text(0), b.tool_call_text()) == ('{"a": 1}', "{}")
+    b.tool_call_end(ToolCall("c1", "one", {"a": 1}), index=0)
+    b.text_start()
+    with pytest.raises(ValueError, match="content block 2 is a TextContent, not a ToolCall"):
+        b.tool_call_delta("{}")
+    with pytest.raises(ValueError, match="not a ToolCall"):
+        b.tool_call_end(ToolCall("c2", "two", {}))
+    b.tool_call_end(ToolCall("c2", "two", {"b": 2}), index=1)
+    content = b.snapshot().content
+    assert content[:2] == (ToolCall("c1", "one", {"a": 1}), ToolCall("c2", "two", {"b": 2}))
+    assert content[2] == TextContent("")
+
+
 def _every_value() -> list[Any]:
     import agentloop as al
 
