@@ -173,12 +173,16 @@ async def _open(
 
     async def produce() -> None:
         nonlocal finished
-        with send, run_scope:
+        with run_scope:
             # Parked until the first pull (spawning the task then instead lets trio run the run
             # before the consumer waits, and a run failing at once would cancel it unread).
             await start.wait()
             await body(emit, tg)  # the run's own tasks (progress updates that wait) go in this group
             finished = True
+        if finished:
+            send.close()  # every event is sent (the last one waited for those before): the iteration ends
+        # Otherwise the sending side closes after the whole group: a delivery still waiting when
+        # the run is cancelled must see a consumer that left, not a stream closed under it.
 
     try:
         async with anyio.create_task_group() as tg:
@@ -192,6 +196,8 @@ async def _open(
         if exc is group:
             raise
         raise exc from None
+    finally:
+        send.close()
 
 
 def _check_buffer(max_buffer_size: object) -> int:

@@ -280,6 +280,30 @@ async def test_aclose_while_a_tool_reports_progress_stops_the_tool_and_leaves_no
     assert len(model.calls) == 1
 
 
+async def test_leaving_while_a_progress_update_waits_for_the_consumer_is_quiet(anyio_backend: object) -> None:
+    # The update waits for the consumer (rendezvous stream) while the tool sleeps; the consumer
+    # leaves. Trio may unwind the cancelled run, which closes the sending side, before the waiting
+    # update resumes: the update must see a consumer that left (not a closed stream) and the block
+    # end quietly. Twenty runs make both orders happen.
+    async def execute(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> al.AgentToolResult:
+        on_update(al.AgentToolResult.from_text("half way"))  # not awaited: waits in a task of its own
+        await anyio.sleep(10)
+        return al.AgentToolResult.from_text("done")
+
+    tool = al.AgentTool(name="t", description="", parameters={"type": "object"}, execute=execute)
+    for _ in range(20):
+        model = ScriptedModel([Response(content=[ScriptedToolCall("c1", "t", {})]), "never"])
+        context = al.AgentContext(tools=[tool])
+        config = al.AgentLoopConfig(model=MODEL)
+        with anyio.fail_after(5):
+            prompt = [al.UserMessage(content="go")]
+            async with al.agent_loop(prompt, context, config, None, model, max_buffer_size=0) as events:
+                async for event in events:
+                    if event.type == "tool_execution_start":
+                        await anyio.sleep(0.001)  # the update is now waiting for this consumer
+                        break
+
+
 async def test_rendezvous_buffer_is_pull_based(anyio_backend: object) -> None:
     produced: list[str] = []
     model = ScriptedModel(["a", "b"])
