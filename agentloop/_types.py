@@ -53,7 +53,16 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-_UNSET: Any = object()  # an argument not given (None may be a value)
+class _Default:
+    """An argument not given (None may be a value): shown as `<default>` in signatures."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<default>"
+
+
+_UNSET: Any = _Default()
 
 
 def _slot_setter(cls: type, name: str) -> Callable[[Any, Any], None]:
