@@ -6,11 +6,12 @@ Every event is an immutable slotted record whose `type` is the TypeScript event 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import FrozenInstanceError
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ._types import AgentMessage, AgentToolResult, AssistantMessage, ToolCall, ToolResultMessage
+from ._types import _slot_setter as _setter
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -91,11 +92,7 @@ class _StreamEvent:
 
 
 # The events are immutable (`__setattr__` raises), so their constructors store through the slot
-# descriptors: the same as `object.__setattr__`, without the lookup, on a path taken per delta.
-def _setter(cls: type, name: str) -> Callable[[Any, Any], None]:
-    return cls.__dict__[name].__set__  # type: ignore[no-any-return]
-
-
+# descriptors (`_setter`): the same as `object.__setattr__`, without the lookup, on a path taken per delta.
 _set_partial = _setter(_StreamEvent, "_partial")
 
 

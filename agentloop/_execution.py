@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import sys
 from collections.abc import Awaitable, Sequence
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -281,7 +282,7 @@ class _Batch:
         if self.next_to_begin == k:
             self.next_to_begin = k + 1
             if self.waiting:
-                waiting = sorted(self.waiting, key=_first)
+                waiting = sorted(self.waiting, key=itemgetter(0))
                 self.waiting = []
                 for _, turn in waiting:
                     turn.set()
@@ -340,10 +341,6 @@ class _Batch:
             await settle(pending)
         finally:
             self.done[k].set()
-
-
-def _first(item: tuple[int, Any]) -> int:
-    return item[0]
 
 
 def _find_tool(run: _Run, tool_call: ToolCall) -> AgentTool | None:

@@ -140,12 +140,7 @@ async def run_agent_loop(
     """
     prompts = check_messages(prompts, "prompts")
     run = _Run(check_context(context), check_config(config), emit, signal, resolve_stream_fn(stream_fn))
-    try:
-        async with anyio.create_task_group() as run.task_group:
-            await run.run(prompts)
-    except BaseExceptionGroup as group:
-        raise single_exception(group) from None
-    return run.new_messages
+    return await _run_in_task_group(run, prompts)
 
 
 async def run_agent_loop_continue(
@@ -162,9 +157,14 @@ async def run_agent_loop_continue(
     check_context(context)
     check_continue(context)
     run = _Run(context, check_config(config), emit, signal, resolve_stream_fn(stream_fn))
+    return await _run_in_task_group(run, None)
+
+
+async def _run_in_task_group(run: _Run, prompts: list[AgentMessage] | None) -> list[AgentMessage]:
+    """Run in a task group of the run's own (progress updates that must wait are delivered there)."""
     try:
         async with anyio.create_task_group() as run.task_group:
-            await run.run(None)
+            await run.run(prompts)
     except BaseExceptionGroup as group:
         raise single_exception(group) from None
     return run.new_messages
@@ -183,20 +183,6 @@ def start_run(
     run = _Run(context, config, emit, signal, stream_fn)
     run.task_group = task_group
     return run.run(prompts)
-
-
-def _cancel_scope_class() -> Callable[[], anyio.CancelScope]:
-    """The cheapest cancel scope of the running backend (a run enters two per turn).
-
-    anyio's factory looks the backend up on every call: its backend class does not. On trio,
-    anyio's scope wraps trio's own, which is one object less and about 0.7 us cheaper.
-    """
-    backend_class = type(anyio.CancelScope())
-    if backend_class.__module__ == "anyio._backends._trio":
-        import trio
-
-        return trio.CancelScope  # type: ignore[return-value]  # same API: cancel(), deadline, `with`
-    return backend_class
 
 
 class _Run:
@@ -249,7 +235,7 @@ class _Run:
         self.deliver: Callable[[Any], Awaitable[None] | None] = emit
         self.plain = not inspect.iscoroutinefunction(emit)
         self.emit: Callable[[Any], Awaitable[None]] = self._emit if self.plain else emit  # type: ignore[assignment]
-        self.scope_class = _cancel_scope_class()
+        self.scope_class = type(anyio.CancelScope())  # the backend's class: cheaper than anyio's factory
         self.task_group: TaskGroup = None  # type: ignore[assignment]  # set by the caller: for progress updates
         self._llm_source: list[AgentMessage] | None = None
         self._llm_seen = 0

@@ -154,10 +154,7 @@ class AssistantMessageBuilder:
 
     def _set(self, index: int, block: AssistantContent) -> None:
         content = self._content
-        if index == len(content) - 1:  # the usual case: the last block
-            self._content = (*content[:index], block)
-        else:
-            self._content = (*content[:index], block, *content[index + 1 :])
+        self._content = (*content[:index], block, *content[index + 1 :])
 
     def start(self) -> StartEvent:
         """The `start` event."""
@@ -245,31 +242,20 @@ class AssistantMessageBuilder:
 
     def tool_call_start(self, id: str, name: str) -> ToolCallStartEvent:
         """Open a tool call at the end (arguments `{}` until deltas give better)."""
-        if self._parts is not None:
-            self._close_open()
-        content = self._content
-        index = len(content)
-        self._content = content = (*content, ToolCall(id, name, {}))
+        self._close_open()
+        index = len(self._content)
+        self._content = (*self._content, ToolCall(id, name, {}))
         self._tool_text[index] = []
-        # No text block is open: the capture of `_capture()`, written out (a call per tool call less).
-        return ToolCallStartEvent(index, (_build, self._header, content, -1, None, 0, ""))  # type: ignore[arg-type]
+        return ToolCallStartEvent(index, self._capture())  # type: ignore[arg-type]
 
     def tool_call_delta(
         self, delta: str, arguments: Mapping[str, Any] | None = None, index: int | None = None
     ) -> ToolCallDeltaEvent:
         """Record a raw argument fragment; `arguments` (if given) become the partial arguments."""
-        content = self._content
-        if index is None and content and type(content[-1]) is ToolCall:
-            index = len(content) - 1  # the usual case: the last block
-        else:
-            index = self._index(index, ToolCall)
-        text = self._tool_text.get(index)
-        if text is None:
-            self._tool_text[index] = [delta]
-        else:
-            text.append(delta)
+        index = self._index(index, ToolCall)
+        self._tool_text.setdefault(index, []).append(delta)
         if arguments is not None:
-            old = content[index]
+            old = self._content[index]
             assert isinstance(old, ToolCall)
             self._set(index, ToolCall(old.id, old.name, arguments, thought_signature=old.thought_signature))
         return ToolCallDeltaEvent(index, delta, self._capture())  # type: ignore[arg-type]
@@ -280,11 +266,7 @@ class AssistantMessageBuilder:
 
     def tool_call_end(self, tool_call: ToolCall, index: int | None = None) -> ToolCallEndEvent:
         """Close a tool call with its final block."""
-        content = self._content
-        if index is None and content and type(content[-1]) is ToolCall:
-            index = len(content) - 1  # the usual case: the last block
-        else:
-            index = self._index(index, ToolCall)
+        index = self._index(index, ToolCall)
         self._tool_text.pop(index, None)
         self._set(index, tool_call)
         return ToolCallEndEvent(index, tool_call, self._capture())  # type: ignore[arg-type]
