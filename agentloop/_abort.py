@@ -5,10 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from contextlib import contextmanager
 from functools import partial
+from typing import Any
 
 import anyio
 
-__all__ = ("AbortSignal",)
+__all__ = ("GRACE", "IDLE", "NOW", "AbortScope", "AbortSignal")
+
+IDLE, NOW, GRACE = 0, 1, 2
+"""What an abort does to an `AbortScope` in each phase: nothing, cancel it at once, or later."""
 
 
 class AbortSignal:
@@ -107,3 +111,67 @@ class AbortSignal:
 
 def _noop() -> None:
     pass
+
+
+class AbortScope:
+    """The cancel scope an abort cuts: a model stream at once, a tool `grace` seconds later.
+
+    A run keeps one open from one model or tool call to the next, in its own task (a cancel scope
+    costs more than the rest of a short turn's bookkeeping), and enters a fresh one only after an
+    abort has touched it. Between the calls (`phase` IDLE: events being delivered, hooks) an abort
+    does nothing to it. With `reuse=False` (a tool call in a task of its own) `leave` always
+    closes it.
+
+    Each call is `enter(phase)`, then `leave()` when it returns, or `leave(exc)` when it raises:
+    True means `exc` was the abort's cut, swallowed. `close(exc)` at the end of the run.
+    """
+
+    __slots__ = ("_armed", "_factory", "_grace", "_remove", "_reuse", "_scope", "_signal", "phase")
+
+    def __init__(self, signal: AbortSignal, grace: float, factory: Callable[[], Any], *, reuse: bool) -> None:
+        self._signal = signal
+        self._grace = grace
+        self._factory = factory  # the backend's CancelScope class: cheaper than anyio's factory
+        self._reuse = reuse
+        self._scope: Any = None
+        self._armed = False  # an abort cancelled the scope or set its deadline
+        self.phase = IDLE
+        self._remove = signal.on_abort(self._on_abort)
+
+    def enter(self, phase: int) -> None:
+        scope = self._scope
+        if scope is None:
+            scope = self._scope = self._factory()
+            scope.__enter__()
+        self.phase = phase
+        if self._signal._aborted:
+            self._on_abort()
+
+    def leave(self, exc: BaseException | None = None) -> bool:
+        self.phase = IDLE
+        if self._reuse and not self._armed:
+            return False  # stays open for the next call
+        return self.close(exc)
+
+    def close(self, exc: BaseException | None = None) -> bool:
+        """Exit the scope, if open, and stop listening to the signal (armed: it has aborted)."""
+        self.phase = IDLE
+        self._remove()
+        scope, self._scope, self._armed = self._scope, None, False
+        if scope is None:
+            return False
+        if exc is None:
+            scope.__exit__(None, None, None)
+            return False
+        return bool(scope.__exit__(type(exc), exc, exc.__traceback__))
+
+    def _on_abort(self) -> None:
+        phase = self.phase
+        if phase == IDLE:
+            return
+        self._armed = True
+        scope = self._scope
+        if phase == NOW:
+            scope.cancel()
+        else:
+            scope.deadline = min(scope.deadline, anyio.current_time() + self._grace)

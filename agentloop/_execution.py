@@ -12,6 +12,7 @@ import anyio
 import anyio.lowlevel
 from anyio.abc import TaskStatus
 
+from ._abort import GRACE, AbortScope
 from ._config import (
     AfterToolCallContext,
     AfterToolCallResult,
@@ -34,6 +35,7 @@ if sys.version_info < (3, 11):  # pragma: no cover
 __all__ = ("execute_tool_calls", "fail_truncated_tool_calls")
 
 ABORTED = "Operation aborted"
+_CUT = object()
 TRUNCATED = (
     'Tool call "{name}" was not executed: the response hit the output token limit, so its arguments '
     "may be truncated. Re-issue the tool call with complete arguments."
@@ -132,7 +134,7 @@ async def _sequential(
         if isinstance(prepared, _Finalized):
             fin = prepared
         else:
-            result, is_error = await _execute(run, prepared)
+            result, is_error = await _execute(run, prepared, run.abort_scope)
             fin = await _finalize(run, assistant, prepared, result, is_error)
         await _emit_end(run, fin)
         results.append(fin)
@@ -165,7 +167,7 @@ async def _parallel(
         if run.signal.aborted:
             fin = _Finalized(prepared.tool_call, error_result(ABORTED), True)
         else:
-            result, is_error = await _execute(run, prepared)
+            result, is_error = await _execute(run, prepared, run.abort_scope)
             if run.config.after_tool_call is None:
                 fin = _Finalized(prepared.tool_call, result, is_error)
             else:
@@ -403,14 +405,13 @@ async def _prepare(run: _Run, assistant: AssistantMessage, tool_call: ToolCall) 
 
 
 class _Running:
-    """A running tool call: what its `on_update` and the abort's grace period act on."""
+    """A running tool call: what its `on_update` acts on."""
 
-    __slots__ = ("finished", "pump", "run", "scope", "tool_call")
+    __slots__ = ("finished", "pump", "run", "tool_call")
 
     def __init__(self, run: _Run, tool_call: ToolCall) -> None:
         self.run = run
         self.tool_call = tool_call
-        self.scope = run.scope_class()  # cut `tool_abort_grace` seconds after an abort
         self.finished = False
         self.pump: UpdatePump | None = None
 
@@ -424,38 +425,47 @@ class _Running:
             self.pump = UpdatePump(run.deliver, run.plain, run.task_group)
         return self.pump.push(ToolExecutionUpdate(tool_call.id, tool_call.name, tool_call.arguments, partial_result))
 
-    def cut_short(self) -> None:
-        """The abort: a running tool sees it at once, and is cancelled after the grace period."""
-        if not self.finished:
-            scope = self.scope
-            scope.deadline = min(scope.deadline, anyio.current_time() + self.run.config.tool_abort_grace)
 
+async def _execute(
+    run: _Run, prepared: _Prepared, abort_scope: AbortScope | None = None
+) -> tuple[AgentToolResult, bool]:
+    """Run the tool: a running tool sees an abort at once and is cancelled after the grace period.
 
-async def _execute(run: _Run, prepared: _Prepared) -> tuple[AgentToolResult, bool]:
+    In the run's task it runs in the run's abort scope; in a task of its own (`abort_scope` None)
+    in a scope of its own.
+    """
     tool_call = prepared.tool_call
     signal = run.signal
+    if abort_scope is None:
+        abort_scope = AbortScope(signal, run.config.tool_abort_grace, run.scope_class, reuse=False)
     running = _Running(run, tool_call)
-    completed = False
-    remove = signal.on_abort(running.cut_short)
+    value: Any = None
+    failure: Exception | None = None
+    abort_scope.enter(GRACE)
     try:
-        with running.scope:
-            tool = prepared.tool
-            execute = tool.execute if tool._execute is None else tool._execute  # one frame less
-            value = await execute(tool_call.id, prepared.args, signal, running.on_update)
-            completed = True
-            result = _check_result(tool, value)
-            is_error = result.is_error is True
+        tool = prepared.tool
+        execute = tool.execute if tool._execute is None else tool._execute  # one frame less
+        value = await execute(tool_call.id, prepared.args, signal, running.on_update)
     except Exception as exc:
-        completed = True
-        result, is_error = error_result(_message(exc)), True
-    finally:
+        failure = exc
+    except BaseException as exc:
         running.finished = True
-        remove()
+        if not abort_scope.leave(exc):
+            raise
+        value = _CUT  # cut short by the abort's grace period
+    running.finished = True
+    abort_scope.leave()
     if running.pump is not None:
         await running.pump.drained()  # the call is finalized after its updates (never cut short)
-    if not completed:  # cut short by the abort's grace period
+    if value is _CUT:
         return error_result(ABORTED), True
-    return result, is_error
+    if failure is not None:
+        return error_result(_message(failure)), True
+    try:
+        result = _check_result(prepared.tool, value)
+    except Exception as exc:
+        return error_result(_message(exc)), True
+    return result, result.is_error is True
 
 
 async def _finalize(

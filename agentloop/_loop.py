@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from ._abort import AbortSignal
+from ._abort import IDLE, NOW, AbortScope, AbortSignal
 from ._config import (
     AgentContext,
     AgentLoopConfig,
@@ -193,6 +193,7 @@ class _Run:
         "_llm_seen",
         "_llm_source",
         "_options",
+        "abort_scope",
         "config",
         "deliver",
         "emit",
@@ -241,6 +242,7 @@ class _Run:
         self._llm_seen = 0
         self._llm_messages: list[Message] = []
         self._options: StreamOptions | None = None
+        self.abort_scope: AbortScope = None  # type: ignore[assignment]  # for the model and tool calls of the run's task
 
     async def _emit(self, event: Any) -> None:
         """Deliver an event to a plain (or awaitable-returning) sink and wait for it."""
@@ -270,6 +272,17 @@ class _Run:
 
     async def run(self, prompts: list[AgentMessage] | None) -> None:
         """Run from new prompts (or continue, with None); `task_group` must be set."""
+        abort_scope = self.abort_scope = AbortScope(
+            self.signal, self.config.tool_abort_grace, self.scope_class, reuse=True
+        )
+        try:
+            await self.turns(prompts)
+        except BaseException as exc:
+            abort_scope.close(exc)
+            raise
+        abort_scope.close()
+
+    async def turns(self, prompts: list[AgentMessage] | None) -> None:
         if prompts is not None:
             self.new_messages.extend(prompts)
         await self.emit(AgentStart())
@@ -393,23 +406,19 @@ class _Run:
             )
         llm_context = Context(system_prompt=self.system_prompt, messages=tuple(llm_messages), tools=self.tools)
         state = _Streaming()
-        scope = self.scope_class()
-
-        def on_abort() -> None:
-            # Waits on the outside world are interrupted at once; an event being delivered is not.
-            if not state.emitting:
-                scope.cancel()
-
-        remove = signal.on_abort(on_abort)
+        abort_scope = self.abort_scope
+        abort_scope.enter(NOW)  # waits on the outside world are cut at once (`consume` pauses it)
         try:
-            with scope:
-                source: Any = self.stream_fn(self.model, llm_context, options)
-                if type(source) is AsyncGeneratorType:  # the usual shape: no probing
-                    await self.consume(source, state)
-                else:
-                    await self.consume_other(source, state)
-        finally:
-            remove()
+            source: Any = self.stream_fn(self.model, llm_context, options)
+            if type(source) is AsyncGeneratorType:  # the usual shape: no probing
+                await self.consume(source, state)
+            else:
+                await self.consume_other(source, state)
+        except BaseException as exc:
+            if not abort_scope.leave(exc):
+                raise
+        else:
+            abort_scope.leave()
         last = state.last
         final = state.final
         if final is None:
@@ -447,6 +456,7 @@ class _Run:
             )
         deliver = self.deliver  # no coroutine per delta for a plain sink
         signal = self.signal
+        abort_scope = self.abort_scope
         last = None  # the latest event that carries the partial message
         try:
             async for event in events:
@@ -457,16 +467,16 @@ class _Run:
                     if last is None:
                         continue  # no `start` yet: the reference drops block events too
                     last = event
-                    state.emitting = True  # an abort from a listener must not cut this event
+                    abort_scope.phase = IDLE  # an abort from a listener must not cut this event
                     if (pending := deliver(MessageUpdate(None, event))) is not None:
                         await settle(pending)
-                    state.emitting = False
+                    abort_scope.phase = NOW
                 elif kind == "start":
                     last = event
-                    state.emitting = True
+                    abort_scope.phase = IDLE
                     if (pending := deliver(MessageStart(event.partial))) is not None:
                         await settle(pending)
-                    state.emitting = False
+                    abort_scope.phase = NOW
                 elif kind == "done":
                     state.final = event.message
                     break
@@ -496,14 +506,13 @@ class _Run:
 
 
 class _Streaming:
-    """The state of one model response being consumed (shared with the abort callback)."""
+    """What `consume` saw of one model response, kept when it is cut."""
 
-    __slots__ = ("emitting", "final", "last")
+    __slots__ = ("final", "last")
 
     def __init__(self) -> None:
         self.last: Any = None  # the latest event that carries the partial message
         self.final: Any = None
-        self.emitting = False
 
 
 async def _close(events: Any, shielded: bool) -> None:

@@ -203,6 +203,40 @@ async def test_abort_cancels_a_tool_that_ignores_it_after_the_grace_period(anyio
     check_events(seen)
 
 
+@pytest.mark.parametrize(("mode", "calls"), [("parallel", 1), ("sequential", 1), ("parallel", 2)])
+async def test_a_tool_that_honours_the_abort_in_time_leaves_no_deadline_behind(
+    anyio_backend: object, mode: str, calls: int
+) -> None:
+    # The grace period ends while the run waits for a slow consumer (buffer 0): it must cut nothing.
+    signal = al.AbortSignal()
+
+    async def execute(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> al.AgentToolResult:
+        if tool_call_id == ids[-1]:
+            signal.abort()  # while the tools run: the grace period starts
+        await anyio.sleep(0.01)
+        return al.AgentToolResult.from_text("stopped in time")
+
+    tool = al.AgentTool(name="sleep", description="", parameters={"type": "object", "properties": {}}, execute=execute)
+    ids = [f"c{k}" for k in range(1, calls + 1)]
+    model = ScriptedModel([tool_response(*ids), "never"])
+    config = al.AgentLoopConfig(model=MODEL, tool_abort_grace=0.05, tool_execution=mode)  # type: ignore[arg-type]
+    context = al.AgentContext(tools=[tool])
+    seen: list[al.AgentEvent] = []
+    with anyio.fail_after(5):
+        async with al.agent_loop(
+            [al.UserMessage(content="go")], context, config, signal, model, max_buffer_size=0
+        ) as events:
+            async for event in events:
+                seen.append(event)
+                if isinstance(event, (al.ToolExecutionEnd, al.TurnEnd)):
+                    await anyio.sleep(0.1)  # past the grace period, with the run waiting to send
+    check_events(seen)
+    ends = [e for e in seen if isinstance(e, al.ToolExecutionEnd)]
+    assert [(e.is_error, e.result.content[0].text) for e in ends] == [(False, "stopped in time")] * calls  # type: ignore[union-attr]
+    assert isinstance(seen[-1], al.AgentEnd)
+    assert seen[-1].messages[-1].stop_reason == "aborted"  # type: ignore[union-attr]
+
+
 async def _collect(stream: al.AgentLoopStream) -> list[al.AgentEvent]:
     async with stream as events:
         return [event async for event in events]
