@@ -276,89 +276,97 @@ class _Run:
             self.signal, self.config.tool_abort_grace, self.scope_class, reuse=True
         )
         try:
-            await self.turns(prompts)
+            if prompts is not None:
+                self.new_messages.extend(prompts)
+            await self.emit(AgentStart())
+            await self.emit(TurnStart())
+            for prompt in prompts or ():
+                await self.emit(MessageStart(prompt))
+                await self.emit(MessageEnd(prompt))
+                self.messages.append(prompt)
+            config = self.config
+            steering = config.get_steering_messages is not None
+            pending = await self.poll("get_steering_messages") if steering else []
+            prepared: list[AgentMessage] = []
+            first_turn = True
+            turns = 0
+            while True:
+                has_more_tool_calls = True
+                while has_more_tool_calls or pending or prepared:
+                    if not first_turn:
+                        if not pending and steering:
+                            pending = await self.poll("get_steering_messages")
+                        if (pending_delivery := self.deliver(TurnStart())) is not None:
+                            await settle(pending_delivery)
+                    first_turn = False
+                    for message in (*prepared, *pending):
+                        await self.emit(MessageStart(message))
+                        await self.emit(MessageEnd(message))
+                        self.messages.append(message)
+                        self.new_messages.append(message)
+                    pending = []
+                    prepared = []
+                    message = await self.stream_response()
+                    turns += 1
+                    if message.stop_reason == "error" or message.stop_reason == "aborted":
+                        await self.emit(TurnEnd(message, ()))
+                        await self.emit(AgentEnd(tuple(self.new_messages)))
+                        return
+                    tool_results: list[ToolResultMessage] = []
+                    has_more_tool_calls = False
+                    tool_calls = message.tool_calls
+                    if tool_calls:
+                        if message.stop_reason == "length":
+                            tool_results = await fail_truncated_tool_calls(self, tool_calls)
+                            terminate = False
+                        else:
+                            tool_results, terminate = await execute_tool_calls(self, message, tool_calls)
+                        has_more_tool_calls = not terminate
+                        self.messages.extend(tool_results)
+                        self.new_messages.extend(tool_results)
+                    if (pending_delivery := self.deliver(TurnEnd(message, tuple(tool_results)))) is not None:
+                        await settle(pending_delivery)
+                    if config.prepare_next_turn is not None or config.should_stop_after_turn is not None:
+                        prepared, stop = await self.after_turn(message, tool_results)
+                        if stop:
+                            await self.emit(AgentEnd(tuple(self.new_messages)))
+                            return
+                    if config.max_turns is not None and turns >= config.max_turns:
+                        await self.emit(AgentEnd(tuple(self.new_messages)))
+                        return
+                    pending = await self.poll("get_steering_messages") if steering else []
+                if config.get_follow_up_messages is None:
+                    break
+                follow_ups = await self.poll("get_follow_up_messages")
+                if follow_ups:
+                    pending = follow_ups
+                    continue
+                break
+            await self.emit(AgentEnd(tuple(self.new_messages)))
         except BaseException as exc:
             abort_scope.close(exc)
             raise
-        abort_scope.close()
+        finally:
+            abort_scope.close()  # returned (after the `except` there is nothing left to close)
 
-    async def turns(self, prompts: list[AgentMessage] | None) -> None:
-        if prompts is not None:
-            self.new_messages.extend(prompts)
-        await self.emit(AgentStart())
-        await self.emit(TurnStart())
-        for prompt in prompts or ():
-            await self.emit(MessageStart(prompt))
-            await self.emit(MessageEnd(prompt))
-            self.messages.append(prompt)
+    async def after_turn(
+        self, message: AssistantMessage, tool_results: list[ToolResultMessage]
+    ) -> tuple[list[AgentMessage], bool]:
+        """Call `prepare_next_turn` and `should_stop_after_turn`: the next turn's messages, and whether to stop."""
         config = self.config
-        steering = config.get_steering_messages is not None
-        pending = await self.poll("get_steering_messages") if steering else []
+        turn = TurnContext(
+            message=message,
+            tool_results=tuple(tool_results),
+            context=self.agent_context(),
+            new_messages=tuple(self.new_messages),
+        )
         prepared: list[AgentMessage] = []
-        first_turn = True
-        turns = 0
-        while True:
-            has_more_tool_calls = True
-            while has_more_tool_calls or pending or prepared:
-                if not first_turn:
-                    if not pending and steering:
-                        pending = await self.poll("get_steering_messages")
-                    if (pending_delivery := self.deliver(TurnStart())) is not None:
-                        await settle(pending_delivery)
-                first_turn = False
-                for message in (*prepared, *pending):
-                    await self.emit(MessageStart(message))
-                    await self.emit(MessageEnd(message))
-                    self.messages.append(message)
-                    self.new_messages.append(message)
-                pending = []
-                prepared = []
-                message = await self.stream_response()
-                turns += 1
-                if message.stop_reason == "error" or message.stop_reason == "aborted":
-                    await self.emit(TurnEnd(message, ()))
-                    await self.emit(AgentEnd(tuple(self.new_messages)))
-                    return
-                tool_results: list[ToolResultMessage] = []
-                has_more_tool_calls = False
-                tool_calls = message.tool_calls
-                if tool_calls:
-                    if message.stop_reason == "length":
-                        tool_results = await fail_truncated_tool_calls(self, tool_calls)
-                        terminate = False
-                    else:
-                        tool_results, terminate = await execute_tool_calls(self, message, tool_calls)
-                    has_more_tool_calls = not terminate
-                    self.messages.extend(tool_results)
-                    self.new_messages.extend(tool_results)
-                if (pending_delivery := self.deliver(TurnEnd(message, tuple(tool_results)))) is not None:
-                    await settle(pending_delivery)
-                if config.prepare_next_turn is not None or config.should_stop_after_turn is not None:
-                    turn = TurnContext(
-                        message=message,
-                        tool_results=tuple(tool_results),
-                        context=self.agent_context(),
-                        new_messages=tuple(self.new_messages),
-                    )
-                    if config.prepare_next_turn is not None:
-                        update = await call(config.prepare_next_turn, turn)
-                        if update is not None:
-                            prepared = self.apply_next_turn(update)
-                    if config.should_stop_after_turn is not None and await call(config.should_stop_after_turn, turn):
-                        await self.emit(AgentEnd(tuple(self.new_messages)))
-                        return
-                if config.max_turns is not None and turns >= config.max_turns:
-                    await self.emit(AgentEnd(tuple(self.new_messages)))
-                    return
-                pending = await self.poll("get_steering_messages") if steering else []
-            if config.get_follow_up_messages is None:
-                break
-            follow_ups = await self.poll("get_follow_up_messages")
-            if follow_ups:
-                pending = follow_ups
-                continue
-            break
-        await self.emit(AgentEnd(tuple(self.new_messages)))
+        if config.prepare_next_turn is not None:
+            update = await call(config.prepare_next_turn, turn)
+            if update is not None:
+                prepared = self.apply_next_turn(update)
+        stop = config.should_stop_after_turn is not None and bool(await call(config.should_stop_after_turn, turn))
+        return prepared, stop
 
     def apply_next_turn(self, update: Any) -> list[AgentMessage]:
         from ._config import NextTurn
