@@ -89,11 +89,11 @@ class _LazyText:
     _n: int
 
     def _init_text(self, value: str) -> None:
-        if not isinstance(value, str):
+        if type(value) is not str and not isinstance(value, str):
             raise TypeError(f"{type(self).__name__} text must be a str, got {type(value).__name__}")
-        object.__setattr__(self, "_value", value)
-        object.__setattr__(self, "_parts", None)
-        object.__setattr__(self, "_n", 0)
+        _set_value(self, value)
+        _set_parts(self, None)
+        _set_n(self, 0)
 
     def _text(self) -> str:
         value = self._value
@@ -113,6 +113,11 @@ class _LazyText:
         raise AttributeError(f"{type(self).__name__} is immutable")
 
 
+_set_value = _slot_setter(_LazyText, "_value")
+_set_parts = _slot_setter(_LazyText, "_parts")
+_set_n = _slot_setter(_LazyText, "_n")
+
+
 class TextContent(_LazyText):
     """A block of text in a message."""
 
@@ -124,7 +129,7 @@ class TextContent(_LazyText):
 
     def __init__(self, text: str = "", *, text_signature: str | None = None) -> None:
         self._init_text(text)
-        object.__setattr__(self, "text_signature", text_signature)
+        _set_text_signature(self, text_signature)
 
     @classmethod
     def _streaming(cls, parts: list[str], n: int, text_signature: str | None = None) -> TextContent:
@@ -156,6 +161,9 @@ class TextContent(_LazyText):
         return (_text_content, (self.text, self.text_signature))
 
 
+_set_text_signature = _slot_setter(TextContent, "text_signature")
+
+
 class ThinkingContent(_LazyText):
     """A block of model reasoning."""
 
@@ -169,8 +177,8 @@ class ThinkingContent(_LazyText):
 
     def __init__(self, thinking: str = "", *, thinking_signature: str | None = None, redacted: bool = False) -> None:
         self._init_text(thinking)
-        object.__setattr__(self, "thinking_signature", thinking_signature)
-        object.__setattr__(self, "redacted", redacted)
+        _set_thinking_signature(self, thinking_signature)
+        _set_redacted(self, redacted)
 
     @classmethod
     def _streaming(cls, parts: list[str], n: int, thinking_signature: str | None = None) -> ThinkingContent:
@@ -209,6 +217,10 @@ class ThinkingContent(_LazyText):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_thinking_content, (self.thinking, self.thinking_signature, self.redacted))
+
+
+_set_thinking_signature = _slot_setter(ThinkingContent, "thinking_signature")
+_set_redacted = _slot_setter(ThinkingContent, "redacted")
 
 
 def _text_content(text: str, text_signature: str | None) -> TextContent:
