@@ -10,11 +10,12 @@ shows what the design can reach before validation, hooks, queues, abort and orde
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 import anyio
-from anyio.streams.memory import MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 BACKENDS = ("asyncio", "trio")
 BUFFER = 128  # agent_loop's default
@@ -153,20 +154,7 @@ async def _ok_tool() -> str:
     return "ok"
 
 
-class _NoScope:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc_info: object) -> None:
-        return None
-
-
-async def _minimal_loop(
-    send: MemoryObjectSendStream[AgentEvent], deltas: int, turns: int, abortable: bool = False
-) -> None:
-    # `abortable`: the model call and each tool call run in a cancel scope of their own, the least
-    # an abort that interrupts them (and then goes on to emit events) needs.
-    scope = anyio.CancelScope if abortable else _NoScope
+async def _minimal_loop(send: MemoryObjectSendStream[AgentEvent], deltas: int, turns: int) -> None:
     tools = {"ok": _ok_tool}
     transcript = [Message("user", ["go"], [])]
 
@@ -181,18 +169,16 @@ async def _minimal_loop(
         while True:
             await emit(AgentEvent("turn_start"))
             await emit(AgentEvent("message_start"))
-            with scope():
-                async for event in _minimal_model(transcript, deltas, turns):  # runs to its end: no finalizer
-                    if type(event) is Done:
-                        message = event.message
-                    else:
-                        await emit(AgentEvent("message_update", event))
+            async for event in _minimal_model(transcript, deltas, turns):  # runs to its end: no finalizer
+                if type(event) is Done:
+                    message = event.message
+                else:
+                    await emit(AgentEvent("message_update", event))
             transcript.append(message)
             await emit(AgentEvent("message_end", message))
             for call_id, name in message.tool_calls:
                 await emit(AgentEvent("tool_execution_start", call_id))
-                with scope():
-                    output = await tools[name]()
+                output = await tools[name]()
                 result = Message("toolResult", [output], [], call_id)
                 await emit(AgentEvent("tool_execution_end", result))
                 await emit(AgentEvent("message_start", result))
@@ -204,11 +190,18 @@ async def _minimal_loop(
         await emit(AgentEvent("agent_end", transcript))
 
 
-async def _minimal_run(deltas: int, turns: int, kind: str, abortable: bool = False) -> int:
+async def _minimal_run(deltas: int, turns: int, kind: str) -> int:
     send, receive = anyio.create_memory_object_stream[AgentEvent](BUFFER)
+    return await _consume_minimal(receive, functools.partial(_minimal_loop, send, deltas, turns), kind)
+
+
+async def _consume_minimal(
+    receive: MemoryObjectReceiveStream[AgentEvent], loop: Callable[[], Awaitable[None]], kind: str
+) -> int:
+    """Run `loop` as the producer and count the events of `kind` (the consumer's trivial work)."""
     seen = 0
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_minimal_loop, send, deltas, turns, abortable)
+        tg.start_soon(loop)
         async with receive:
             while True:
                 try:
@@ -235,9 +228,50 @@ async def minimal_w2(turns: int) -> int:
     return await _minimal_run(1, turns, "turn_end") - 1
 
 
-async def minimal_w2_abortable(turns: int) -> int:
-    """W2 through the minimal loop with a cancel scope around the model call and the tool call."""
-    return await _minimal_run(1, turns, "turn_end", abortable=True) - 1
+async def minimal_w3(calls: int) -> int:
+    """W3 through the minimal loop: one turn of `calls` tools that sleep 10 ms, each in a task and
+    in a cancel scope of its own (the least a tool that an abort cuts on its own needs)."""
+    send, receive = anyio.create_memory_object_stream[AgentEvent](BUFFER)
+
+    async def emit(event: AgentEvent) -> None:
+        try:
+            send.send_nowait(event)
+        except anyio.WouldBlock:
+            await send.send(event)
+
+    async def call(call_id: str) -> None:
+        with anyio.CancelScope():
+            await anyio.sleep(0.01)
+        await emit(AgentEvent("tool_execution_end", Message("toolResult", ["ok"], [], call_id)))
+
+    async def loop() -> None:
+        async with send:
+            await emit(AgentEvent("agent_start"))
+            await emit(AgentEvent("turn_start"))
+            partial = Message("assistant", [], [])
+            for j in range(calls):  # the calls stream in: toolcall_start, toolcall_delta, toolcall_end
+                partial.tool_calls.append((f"c0_{j}", "sleep"))
+                for _ in range(3):
+                    await emit(AgentEvent("message_update", Delta("{}", partial)))
+            await emit(AgentEvent("message_end", partial))
+            for call_id, _ in partial.tool_calls:
+                await emit(AgentEvent("tool_execution_start", call_id))
+            async with anyio.create_task_group() as tg:
+                for call_id, _ in partial.tool_calls:
+                    tg.start_soon(call, call_id)
+            for call_id, _ in partial.tool_calls:
+                result = Message("toolResult", ["ok"], [], call_id)
+                await emit(AgentEvent("message_start", result))
+                await emit(AgentEvent("message_end", result))
+            await emit(AgentEvent("turn_end"))
+            await emit(AgentEvent("turn_start"))
+            async for event in _minimal_model([Message("toolResult", ["ok"], [], "c0")], 1, 0):
+                if type(event) is Delta:
+                    await emit(AgentEvent("message_update", event))
+            await emit(AgentEvent("turn_end"))
+            await emit(AgentEvent("agent_end"))
+
+    return await _consume_minimal(receive, loop, "tool_execution_end")
 
 
 async def cancel_scopes(n: int) -> int:
@@ -252,7 +286,7 @@ async def cancel_scopes(n: int) -> int:
 WORKLOADS = {
     "minimal_w1": minimal_w1,
     "minimal_w2": minimal_w2,
-    "minimal_w2_abortable": minimal_w2_abortable,
+    "minimal_w3": minimal_w3,
     "cancel_scopes": cancel_scopes,
     "async_generator": async_generator,
     "stream_buffer0": stream_buffer0,

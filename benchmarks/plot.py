@@ -59,7 +59,7 @@ def bars(ax: plt.Axes, results: dict, keys: list[tuple[str, str]], unit: str, ce
     if limit:
         ax.axhline(limit, color="gray", linestyle=":", linewidth=1)
         ax.annotate(
-            f"minimal loop{' with abort scopes' if ceiling == 'W5m2a' else ''} (W5, asyncio): {limit:,.0f}",
+            f"minimal loop (W5, asyncio): {limit:,.0f}",
             (0.99, limit),
             xycoords=("axes fraction", "data"),
             fontsize=7,
@@ -111,7 +111,7 @@ def main() -> None:
     machine, results = load(source)
     fig, axes = plt.subplots(1, 3, figsize=(16, 5.5))
     bars(axes[0], results, [("W1", "W1 agent_loop consumer"), ("W1a", "Agent listener")], "deltas/s", "W5m1")
-    bars(axes[1], results, [("W2", "W2 turns/s (T=200)"), ("W2s", "W2s (T=20)")], "turns/s", "W5m2a")
+    bars(axes[1], results, [("W2", "W2 turns/s (T=200)"), ("W2s", "W2s (T=20)")], "turns/s", "W5m2")
     growth(axes[2], results)
     fig.suptitle(
         f"agentloop benchmarks - {machine['date']}, {machine['python']}, {machine['cpu']}, "

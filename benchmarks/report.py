@@ -43,7 +43,7 @@ def advantage(figure: Figure, ours: float | None, theirs: float | None) -> float
     return ours / theirs if figure.higher_is_better else theirs / ours
 
 
-LIMIT_OF = {"W1": "W5m1", "W1a": "W5m1", "W2": "W5m2a", "W2s": "W5m2a", "W3": "W5g"}
+LIMIT_OF = {"W1": "W5m1", "W1a": "W5m1", "W2": "W5m2", "W2s": "W5m2", "W3": "W5g"}
 
 
 def vs_limit(results: ResultMap, figure: Figure, backend: str) -> str:
@@ -181,9 +181,8 @@ def render(results: ResultMap, imports: dict[str, float], info: dict[str, str], 
         "",
         "`vs pi`: how many times better agentloop is than pi-ai-python (rates: ours/theirs, times and "
         "memory: theirs/ours; the trio column compares agentloop on trio with pi-ai-python on asyncio). "
-        "`vs limit`: agentloop's rate as a share of the minimal loop's (W5; for W2, the minimal loop "
-        "with the two cancel scopes per turn that abort needs), and W3's wall time over the task-group "
-        "floor.",
+        "`vs limit`: agentloop's rate as a share of the minimal loop's (W5), and W3's wall time over "
+        "the task-group floor (the minimal loop's W3, W5m3, is in the W5 rows).",
         "",
         *figures_table(results, backends, peers, info["mode"] == "quick"),
         "",

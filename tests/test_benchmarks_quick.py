@@ -28,7 +28,7 @@ FIGURE_ROWS = (
     "W5 limit: memory stream, send_nowait/receive_nowait",
     "W5 limit: minimal loop, W1 streaming",
     "W5 limit: minimal loop, W2 tool turns",
-    "W5 limit: minimal loop, W2, a cancel scope per model call and per tool call",
+    "W5 limit: minimal loop, W3, a cancel scope per tool call",
     "W5 limit: one anyio cancel scope (create, enter, leave)",
     "W5 limit: task group of sleeps of 10 ms (W3 floor)",
     "W6 cost per delta, short answer",
