@@ -374,19 +374,37 @@ _set_TurnEnd_tool_results = _setter(TurnEnd, "tool_results")
 
 
 class MessageStart(_Record):
-    """A message began (prompts, queued messages, tool results, and each assistant response)."""
+    """A message began (prompts, queued messages, tool results, and each assistant response).
 
-    __slots__ = ("message",)
+    For a streaming response `message` is the `start` event's snapshot, built on first access.
+    """
+
+    __slots__ = ("_message",)
     _fields = ("message",)
     __match_args__ = ("message",)
     type: Literal["message_start"] = "message_start"
-    message: AgentMessage
+    _message: AgentMessage | StartEvent
 
     def __init__(self, message: AgentMessage) -> None:
         _set_MessageStart_message(self, message)
 
+    @classmethod
+    def _streaming(cls, start: StartEvent) -> MessageStart:
+        event = object.__new__(cls)
+        _set_MessageStart_message(event, start)
+        return event
 
-_set_MessageStart_message = _setter(MessageStart, "message")
+    @property
+    def message(self) -> AgentMessage:
+        """The message."""
+        message = self._message
+        if type(message) is StartEvent:
+            message = message.partial
+            _set_MessageStart_message(self, message)
+        return message  # type: ignore[return-value]
+
+
+_set_MessageStart_message = _setter(MessageStart, "_message")
 
 
 class MessageUpdate:

@@ -482,7 +482,7 @@ class _Run:
                 elif kind == "start":
                     last = event
                     abort_scope.phase = IDLE
-                    if (pending := deliver(MessageStart(event.partial))) is not None:
+                    if (pending := deliver(MessageStart._streaming(event))) is not None:
                         await settle(pending)
                     abort_scope.phase = NOW
                 elif kind == "done":
