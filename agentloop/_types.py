@@ -594,7 +594,14 @@ class AgentToolResult:
     @classmethod
     def from_text(cls, text: str, details: Any = None) -> AgentToolResult:
         """A result with one text block."""
-        return cls(content=(TextContent(text),), details=details)
+        if cls is not AgentToolResult:
+            return cls(content=(TextContent(text),), details=details)
+        result = object.__new__(cls)  # the block is known to be valid: the checks of __init__ are skipped
+        _set_tool_result_content(result, (TextContent(text),))
+        _set_tool_result_details(result, details)
+        _set_tool_result_is_error(result, None)
+        _set_tool_result_terminate(result, None)
+        return result
 
 
 _set_tool_result_content = _slot_setter(AgentToolResult, "content")
