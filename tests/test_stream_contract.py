@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -234,6 +235,57 @@ async def test_a_tool_that_honours_the_abort_in_time_leaves_no_deadline_behind(
     ends = [e for e in seen if isinstance(e, al.ToolExecutionEnd)]
     assert [(e.is_error, e.result.content[0].text) for e in ends] == [(False, "stopped in time")] * calls  # type: ignore[union-attr]
     assert isinstance(seen[-1], al.AgentEnd)
+    assert seen[-1].messages[-1].stop_reason == "aborted"  # type: ignore[union-attr]
+
+
+async def test_a_tool_running_an_agent_loop_on_the_same_signal_sees_it_cut_at_once(anyio_backend: object) -> None:
+    # Two runs' abort scopes in one task, one inside the other: the inner model stream (which
+    # ignores the signal) is cut at once, the outer tool is not cut (its grace is 10 s).
+    signal = al.AbortSignal()
+
+    async def stuck_model(
+        model: al.Model, context: al.Context, options: al.StreamOptions
+    ) -> AsyncIterator[al.AssistantMessageEvent]:
+        builder = al.AssistantMessageBuilder(api=model.api, provider=model.provider, model=model.id)
+        yield builder.start()
+        await anyio.sleep(30)
+        yield builder.done("stop")
+
+    inner: list[al.AgentMessage] = []
+
+    async def execute(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> al.AgentToolResult:
+        config = al.AgentLoopConfig(model=MODEL)
+        context = al.AgentContext()
+        inner.extend(
+            await al.run_agent_loop(
+                [al.UserMessage(content="inner")], context, config, lambda e: None, signal, stuck_model
+            )
+        )
+        return al.AgentToolResult.from_text("inner run ended")
+
+    tool = al.AgentTool(name="sleep", description="", parameters={"type": "object", "properties": {}}, execute=execute)
+    model = ScriptedModel([tool_response("c1"), "never"])
+
+    async def abort_soon() -> None:
+        await anyio.sleep(0.05)
+        signal.abort()
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(abort_soon)
+            seen = await _collect(
+                al.agent_loop(
+                    [al.UserMessage(content="go")],
+                    al.AgentContext(tools=[tool]),
+                    al.AgentLoopConfig(model=MODEL, tool_abort_grace=10),
+                    signal,
+                    model,
+                )
+            )
+    assert inner[-1].stop_reason == "aborted"  # type: ignore[union-attr]
+    end = next(e for e in seen if isinstance(e, al.ToolExecutionEnd))
+    assert (end.is_error, end.result.content[0].text) == (False, "inner run ended")  # type: ignore[union-attr]
+    check_events(seen)
     assert seen[-1].messages[-1].stop_reason == "aborted"  # type: ignore[union-attr]
 
 
