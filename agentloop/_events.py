@@ -390,7 +390,7 @@ class MessageStart(_Record):
 
     @classmethod
     def _streaming(cls, start: StartEvent) -> MessageStart:
-        """The `message_start` of a streaming response: nobody may read its snapshot."""
+        """The `message_start` of a streaming response: the snapshot is built if someone reads it."""
         event = object.__new__(cls)
         _set_MessageStart_message(event, start)
         return event

@@ -35,7 +35,6 @@ if sys.version_info < (3, 11):  # pragma: no cover
 __all__ = ("execute_tool_calls", "fail_truncated_tool_calls")
 
 ABORTED = "Operation aborted"
-_CUT = object()
 TRUNCATED = (
     'Tool call "{name}" was not executed: the response hit the output token limit, so its arguments '
     "may be truncated. Re-issue the tool call with complete arguments."
@@ -439,30 +438,27 @@ async def _execute(
     if abort_scope is None:
         abort_scope = AbortScope(signal, run.config.tool_abort_grace, run.scope_class, reuse=False)
     running = _Running(run, tool_call)
-    value: Any = None
-    failure: Exception | None = None
+    outcome: tuple[AgentToolResult, bool] | None = None
     abort_scope.enter(GRACE)
     try:
         tool = prepared.tool
         execute = tool.execute if tool._execute is None else tool._execute  # one frame less
         value = await execute(tool_call.id, prepared.args, signal, running.on_update)
     except Exception as exc:
-        failure = exc
+        outcome = error_result(_message(exc)), True
     except BaseException as exc:
-        running.finished = True
         if not abort_scope.leave(exc):
             raise
-        value = _CUT  # cut short by the abort's grace period
-    running.finished = True
-    abort_scope.leave()
+        outcome = error_result(ABORTED), True  # cut short by the abort's grace period
+    finally:
+        running.finished = True
+    abort_scope.leave()  # (after a cut: nothing left to leave)
     if running.pump is not None:
         await running.pump.drained()  # the call is finalized after its updates (never cut short)
-    if value is _CUT:
-        return error_result(ABORTED), True
-    if failure is not None:
-        return error_result(_message(failure)), True
+    if outcome is not None:
+        return outcome
     try:
-        result = _check_result(prepared.tool, value)
+        result = _check_result(tool, value)
     except Exception as exc:
         return error_result(_message(exc)), True
     return result, result.is_error is True

@@ -32,6 +32,11 @@ def make_sleeper(log: list[str], seconds: float = 10.0, honour_abort: bool = Fal
         log.append(f"end {tool_call_id}")
         return al.AgentToolResult.from_text("slept")
 
+    return sleep_tool(execute)
+
+
+def sleep_tool(execute: Any) -> al.AgentTool:
+    """The tool that `tool_response` calls, doing what `execute` does."""
     return al.AgentTool(
         name="sleep", description="Sleep", parameters={"type": "object", "properties": {}}, execute=execute
     )
@@ -151,16 +156,11 @@ async def test_abort_during_a_tool_answers_every_call_and_ends(anyio_backend: ob
     model = ScriptedModel([tool_response("c1", "c2"), "never"])
     context = al.AgentContext(tools=[make_sleeper(log, honour_abort=True)])
 
-    async def abort_soon() -> None:
-        await anyio.sleep(0.05)
-        signal.abort()
-
     with anyio.fail_after(2):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(abort_soon)
-            seen = await _collect(
-                al.agent_loop([al.UserMessage(content="go")], context, al.AgentLoopConfig(model=MODEL), signal, model)
-            )
+        seen = await _collect_aborting(
+            al.agent_loop([al.UserMessage(content="go")], context, al.AgentLoopConfig(model=MODEL), signal, model),
+            signal,
+        )
     check_events(seen)
     ends = [e for e in seen if isinstance(e, al.ToolExecutionEnd)]
     # both tools wake on the same abort: their completion order is the scheduler's
@@ -180,24 +180,18 @@ async def test_abort_cancels_a_tool_that_ignores_it_after_the_grace_period(anyio
     signal = al.AbortSignal()
     model = ScriptedModel([tool_response("c1"), "never"])
     context = al.AgentContext(tools=[make_sleeper(log, seconds=30)])
-    seen: list[al.AgentEvent] = []
-
-    async def abort_soon() -> None:
-        await anyio.sleep(0.05)
-        signal.abort()
 
     with anyio.fail_after(2):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(abort_soon)
-            seen = await _collect(
-                al.agent_loop(
-                    [al.UserMessage(content="go")],
-                    context,
-                    al.AgentLoopConfig(model=MODEL, tool_abort_grace=0.1),
-                    signal,
-                    model,
-                )
-            )
+        seen = await _collect_aborting(
+            al.agent_loop(
+                [al.UserMessage(content="go")],
+                context,
+                al.AgentLoopConfig(model=MODEL, tool_abort_grace=0.1),
+                signal,
+                model,
+            ),
+            signal,
+        )
     end = next(e for e in seen if isinstance(e, al.ToolExecutionEnd))
     assert end.is_error and end.result.content[0].text == "Operation aborted"  # type: ignore[union-attr]
     assert log == ["start c1", "cancelled c1"]
@@ -217,7 +211,7 @@ async def test_a_tool_that_honours_the_abort_in_time_leaves_no_deadline_behind(
         await anyio.sleep(0.01)
         return al.AgentToolResult.from_text("stopped in time")
 
-    tool = al.AgentTool(name="sleep", description="", parameters={"type": "object", "properties": {}}, execute=execute)
+    tool = sleep_tool(execute)
     ids = [f"c{k}" for k in range(1, calls + 1)]
     model = ScriptedModel([tool_response(*ids), "never"])
     config = al.AgentLoopConfig(model=MODEL, tool_abort_grace=0.05, tool_execution=mode)  # type: ignore[arg-type]
@@ -263,25 +257,20 @@ async def test_a_tool_running_an_agent_loop_on_the_same_signal_sees_it_cut_at_on
         )
         return al.AgentToolResult.from_text("inner run ended")
 
-    tool = al.AgentTool(name="sleep", description="", parameters={"type": "object", "properties": {}}, execute=execute)
+    tool = sleep_tool(execute)
     model = ScriptedModel([tool_response("c1"), "never"])
 
-    async def abort_soon() -> None:
-        await anyio.sleep(0.05)
-        signal.abort()
-
     with anyio.fail_after(5):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(abort_soon)
-            seen = await _collect(
-                al.agent_loop(
-                    [al.UserMessage(content="go")],
-                    al.AgentContext(tools=[tool]),
-                    al.AgentLoopConfig(model=MODEL, tool_abort_grace=10),
-                    signal,
-                    model,
-                )
-            )
+        seen = await _collect_aborting(
+            al.agent_loop(
+                [al.UserMessage(content="go")],
+                al.AgentContext(tools=[tool]),
+                al.AgentLoopConfig(model=MODEL, tool_abort_grace=10),
+                signal,
+                model,
+            ),
+            signal,
+        )
     assert inner[-1].stop_reason == "aborted"  # type: ignore[union-attr]
     end = next(e for e in seen if isinstance(e, al.ToolExecutionEnd))
     assert (end.is_error, end.result.content[0].text) == (False, "inner run ended")  # type: ignore[union-attr]
@@ -292,6 +281,18 @@ async def test_a_tool_running_an_agent_loop_on_the_same_signal_sees_it_cut_at_on
 async def _collect(stream: al.AgentLoopStream) -> list[al.AgentEvent]:
     async with stream as events:
         return [event async for event in events]
+
+
+async def _collect_aborting(stream: al.AgentLoopStream, signal: al.AbortSignal) -> list[al.AgentEvent]:
+    """Collect a run's events; `signal` aborts 0.05 s into the run."""
+
+    async def abort_soon() -> None:
+        await anyio.sleep(0.05)
+        signal.abort()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(abort_soon)
+        return await _collect(stream)
 
 
 async def test_outer_timeout_stays_a_plain_cancellation(anyio_backend: object) -> None:
