@@ -27,6 +27,7 @@ from ._events import (
     ToolCallStartEvent,
 )
 from ._types import (
+    _ZERO_USAGE,
     AssistantContent,
     AssistantMessage,
     TextContent,
@@ -39,7 +40,9 @@ from ._types import (
 __all__ = ("AssistantMessageBuilder",)
 
 
-def _build(capture: tuple[Any, ...], stop_reason: Any = None, error_message: str | None = None) -> AssistantMessage:
+def _build(
+    capture: tuple[Any, ...], stop_reason: Any = "pending", error_message: str | None = None
+) -> AssistantMessage:
     """The snapshot an event captured: (build, header, content, open index, parts, count, kind)."""
     _, header, content, index, parts, count, kind = capture
     if parts is not None:
@@ -49,16 +52,23 @@ def _build(capture: tuple[Any, ...], stop_reason: Any = None, error_message: str
         else:
             block = ThinkingContent._streaming(parts, count, old.thinking_signature)
         content = (*content[:index], block, *content[index + 1 :])
+    return _message(header, content, stop_reason, error_message)
+
+
+def _message(
+    header: tuple[Any, ...], content: tuple[AssistantContent, ...], stop_reason: Any, error_message: str | None
+) -> AssistantMessage:
+    api, provider, model, usage, response_id, timestamp = header
     return AssistantMessage(
         content=content,
-        api=header.api,
-        provider=header.provider,
-        model=header.model,
-        usage=header.usage,
-        stop_reason=header.stop_reason if stop_reason is None else stop_reason,
-        error_message=header.error_message if stop_reason is None else error_message,
-        response_id=header.response_id,
-        timestamp=header.timestamp,
+        api=api,
+        provider=provider,
+        model=model,
+        usage=usage,
+        stop_reason=stop_reason,
+        error_message=error_message,
+        response_id=response_id,
+        timestamp=timestamp,
     )
 
 
@@ -80,12 +90,14 @@ class AssistantMessageBuilder:
     __slots__ = ("_content", "_header", "_kind", "_open", "_parts", "_tool_text")
 
     def __init__(self, *, api: str = "", provider: str = "", model: str = "", timestamp: int | None = None) -> None:
-        self._header = AssistantMessage(
-            api=api,
-            provider=provider,
-            model=model,
-            stop_reason="pending",
-            timestamp=timestamp if timestamp is not None else now_ms(),
+        # (api, provider, model, usage, response_id, timestamp): what every snapshot shares
+        self._header: tuple[Any, ...] = (
+            api,
+            provider,
+            model,
+            _ZERO_USAGE,
+            None,
+            timestamp if timestamp is not None else now_ms(),
         )
         self._content: tuple[AssistantContent, ...] = ()
         self._open = -1  # the text/thinking block whose chunks are in `_parts`
@@ -97,20 +109,22 @@ class AssistantMessageBuilder:
     @property
     def usage(self) -> Usage:
         """Token usage so far; the final message carries it."""
-        return self._header.usage
+        return self._header[3]  # type: ignore[no-any-return]
 
     @usage.setter
     def usage(self, usage: Usage) -> None:
-        self._header = _replace_header(self._header, usage=usage)
+        header = self._header
+        self._header = (*header[:3], usage, *header[4:])
 
     @property
     def response_id(self) -> str | None:
         """The provider's id for the response."""
-        return self._header.response_id
+        return self._header[4]  # type: ignore[no-any-return]
 
     @response_id.setter
     def response_id(self, response_id: str | None) -> None:
-        self._header = _replace_header(self._header, response_id=response_id)
+        header = self._header
+        self._header = (*header[:4], response_id, header[5])
 
     @property
     def content(self) -> tuple[AssistantContent, ...]:
@@ -119,9 +133,11 @@ class AssistantMessageBuilder:
 
     def _capture(self) -> tuple[Any, ...]:
         parts = self._parts
-        return (_build, self._header, self._content, self._open, parts, 0 if parts is None else len(parts), self._kind)
+        if parts is None:
+            return (_build, self._header, self._content, -1, None, 0, "")
+        return (_build, self._header, self._content, self._open, parts, len(parts), self._kind)
 
-    def snapshot(self, stop_reason: Any = None, error_message: str | None = None) -> AssistantMessage:
+    def snapshot(self, stop_reason: Any = "pending", error_message: str | None = None) -> AssistantMessage:
         """The message so far, as an immutable value."""
         return _build(self._capture(), stop_reason, error_message)
 
@@ -154,7 +170,10 @@ class AssistantMessageBuilder:
 
     def _set(self, index: int, block: AssistantContent) -> None:
         content = self._content
-        self._content = (*content[:index], block, *content[index + 1 :])
+        if index == len(content) - 1:
+            self._content = (*content[:index], block)
+        else:
+            self._content = (*content[:index], block, *content[index + 1 :])
 
     def start(self) -> StartEvent:
         """The `start` event."""
@@ -242,18 +261,32 @@ class AssistantMessageBuilder:
 
     def tool_call_start(self, id: str, name: str) -> ToolCallStartEvent:
         """Open a tool call at the end (arguments `{}` until deltas give better)."""
-        self._close_open()
-        index = len(self._content)
-        self._content = (*self._content, ToolCall(id, name, {}))
+        if self._parts is not None:
+            self._close_open()
+        content = self._content
+        index = len(content)
+        self._content = content = (*content, ToolCall(id, name, {}))
         self._tool_text[index] = []
-        return ToolCallStartEvent(index, self._capture())  # type: ignore[arg-type]
+        return ToolCallStartEvent(index, (_build, self._header, content, -1, None, 0, ""))  # type: ignore[arg-type]
+
+    def _last_call(self, index: int | None) -> int:
+        """The index of the tool call a call event is about: by default the last block."""
+        content = self._content
+        last = len(content) - 1
+        if index is None and last >= 0 and type(content[last]) is ToolCall:
+            return last  # the usual case (nothing is open: a block opened after a call is the last)
+        return self._index(index, ToolCall)
 
     def tool_call_delta(
         self, delta: str, arguments: Mapping[str, Any] | None = None, index: int | None = None
     ) -> ToolCallDeltaEvent:
         """Record a raw argument fragment; `arguments` (if given) become the partial arguments."""
-        index = self._index(index, ToolCall)
-        self._tool_text.setdefault(index, []).append(delta)
+        index = self._last_call(index)
+        text = self._tool_text.get(index)
+        if text is None:
+            self._tool_text[index] = [delta]
+        else:
+            text.append(delta)
         if arguments is not None:
             old = self._content[index]
             assert isinstance(old, ToolCall)
@@ -266,7 +299,7 @@ class AssistantMessageBuilder:
 
     def tool_call_end(self, tool_call: ToolCall, index: int | None = None) -> ToolCallEndEvent:
         """Close a tool call with its final block."""
-        index = self._index(index, ToolCall)
+        index = self._last_call(index)
         self._tool_text.pop(index, None)
         self._set(index, tool_call)
         return ToolCallEndEvent(index, tool_call, self._capture())  # type: ignore[arg-type]
@@ -280,26 +313,11 @@ class AssistantMessageBuilder:
 
     def done(self, reason: Literal["stop", "length", "toolUse"] = "stop") -> DoneEvent:
         """The terminal `done` event with the final message."""
-        self._close_open()
-        return DoneEvent(reason, self.snapshot(reason))
+        if self._parts is not None:
+            self._close_open()
+        return DoneEvent(reason, _message(self._header, self._content, reason, None))
 
     def error(self, reason: Literal["error", "aborted"], message: str) -> ErrorEvent:
         """The terminal `error` event: the partial content kept, `stop_reason` and text set."""
         self._close_open()
         return ErrorEvent(reason, self.snapshot(reason, message))
-
-
-def _replace_header(message: AssistantMessage, **changes: Any) -> AssistantMessage:
-    fields: dict[str, Any] = {
-        "content": message.content,
-        "api": message.api,
-        "provider": message.provider,
-        "model": message.model,
-        "usage": message.usage,
-        "stop_reason": message.stop_reason,
-        "error_message": message.error_message,
-        "response_id": message.response_id,
-        "timestamp": message.timestamp,
-    }
-    fields.update(changes)
-    return AssistantMessage(**fields)

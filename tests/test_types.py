@@ -276,6 +276,9 @@ def test_builder_tool_calls_by_position() -> None:
     assert (b.tool_call_text(0), b.tool_call_text()) == ('{"a": 1}', "{}")
     b.tool_call_end(ToolCall("c1", "one", {"a": 1}), index=0)
     b.text_start()
+    b.text_delta("so far")
+    earlier = b.tool_call_delta("", {"b": 1}, index=1)  # a text block is open after it
+    assert earlier.partial.content[1:] == (ToolCall("c2", "two", {"b": 1}), TextContent("so far"))
     with pytest.raises(ValueError, match="content block 2 is a TextContent, not a ToolCall"):
         b.tool_call_delta("{}")
     with pytest.raises(ValueError, match="not a ToolCall"):
@@ -283,7 +286,7 @@ def test_builder_tool_calls_by_position() -> None:
     b.tool_call_end(ToolCall("c2", "two", {"b": 2}), index=1)
     content = b.snapshot().content
     assert content[:2] == (ToolCall("c1", "one", {"a": 1}), ToolCall("c2", "two", {"b": 2}))
-    assert content[2] == TextContent("")
+    assert content[2] == TextContent("so far")
 
 
 def _every_value() -> list[Any]:
