@@ -22,7 +22,15 @@ from ._config import (
 )
 from ._events import MessageEnd, MessageStart, ToolExecutionEnd, ToolExecutionStart, ToolExecutionUpdate
 from ._tools import AgentTool, validate_tool_arguments
-from ._types import AgentToolResult, AssistantMessage, TextContent, ToolCall, ToolResultMessage, error_result
+from ._types import (
+    AgentToolResult,
+    AssistantMessage,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
+    error_result,
+    tool_result_message,
+)
 from ._updates import DELIVERED, Delivery, Flag, UpdatePump, settle
 from ._util import single_exception
 
@@ -80,13 +88,7 @@ async def _emit_results(run: _Run, results: list[_Finalized]) -> list[ToolResult
     """Emit the toolResult message (`message_start`, `message_end`) of each finalized call."""
     messages = []
     for fin in results:
-        message = ToolResultMessage(
-            tool_call_id=fin.tool_call.id,
-            tool_name=fin.tool_call.name,
-            content=fin.result.content,
-            details=fin.result.details,
-            is_error=fin.is_error,
-        )
+        message = tool_result_message(fin.tool_call.id, fin.tool_call.name, fin.result, fin.is_error)
         if (pending := run.deliver(MessageStart(message))) is not None:
             await settle(pending)
         if (pending := run.deliver(MessageEnd(message))) is not None:
@@ -119,6 +121,8 @@ def execute_tool_calls(
 
 
 def _terminate(results: list[_Finalized]) -> bool:
+    if len(results) == 1:
+        return results[0].result.terminate is True
     return bool(results) and all(fin.result.terminate is True for fin in results)
 
 

@@ -411,7 +411,7 @@ class AssistantMessage:
     @property
     def tool_calls(self) -> tuple[ToolCall, ...]:
         """The tool calls of the message, in source order."""
-        return tuple(b for b in self.content if type(b) is ToolCall)
+        return tuple([b for b in self.content if type(b) is ToolCall])
 
 
 _set_assistant_content = _slot_setter(AssistantMessage, "content")
@@ -470,6 +470,21 @@ _set_result_details = _slot_setter(ToolResultMessage, "details")
 _set_result_is_error = _slot_setter(ToolResultMessage, "is_error")
 _set_result_timestamp = _slot_setter(ToolResultMessage, "timestamp")
 _set_result_role = _slot_setter(ToolResultMessage, "role")
+
+
+def tool_result_message(
+    tool_call_id: str, tool_name: str, result: AgentToolResult, is_error: bool
+) -> ToolResultMessage:
+    """The loop's message for a finished call: the result's content is checked already, `is_error` a bool."""
+    message = object.__new__(ToolResultMessage)
+    _set_result_tool_call_id(message, tool_call_id)
+    _set_result_tool_name(message, tool_name)
+    _set_result_content(message, result.content)
+    _set_result_details(message, result.details)
+    _set_result_is_error(message, is_error)
+    _set_result_timestamp(message, now_ms())
+    _set_result_role(message, "toolResult")
+    return message
 
 
 _STANDARD_ROLES = frozenset({"user", "assistant", "toolResult"})
@@ -550,7 +565,7 @@ class ToolSpec:
     parameters: Mapping[str, Any]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class Context:
     """What one LLM call sees: the system prompt, the messages and the tools."""
 
@@ -558,6 +573,17 @@ class Context:
     messages: Sequence[Message] = ()
     tools: Sequence[Any] = ()
     """Tools (`AgentTool` or anything with `name`, `description` and `parameters`)."""
+
+    def __init__(self, *, system_prompt: str = "", messages: Sequence[Message] = (), tools: Sequence[Any] = ()) -> None:
+        # Hand-written (see `_slot_setter`): one per model call.
+        _set_context_system_prompt(self, system_prompt)
+        _set_context_messages(self, messages)
+        _set_context_tools(self, tools)
+
+
+_set_context_system_prompt = _slot_setter(Context, "system_prompt")
+_set_context_messages = _slot_setter(Context, "messages")
+_set_context_tools = _slot_setter(Context, "tools")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)

@@ -11,6 +11,7 @@ from agentloop import (
     AgentToolResult,
     AssistantMessage,
     AssistantMessageBuilder,
+    Context,
     Cost,
     CustomMessage,
     ImageContent,
@@ -335,7 +336,7 @@ def test_every_value_survives_copy_deepcopy_and_pickle(value: Any) -> None:
         assert repr(again) == repr(value)
 
 
-@pytest.mark.parametrize("cls", [AssistantMessage, ToolCall, ToolResultMessage, AgentToolResult])
+@pytest.mark.parametrize("cls", [AssistantMessage, ToolCall, ToolResultMessage, AgentToolResult, Context])
 def test_hand_written_initializers_keep_the_dataclass_contract(cls: Any) -> None:
     # These classes write `__init__` by hand for speed: its parameters must be the dataclass's own.
     import inspect
@@ -350,7 +351,7 @@ def test_hand_written_initializers_keep_the_dataclass_contract(cls: Any) -> None
             assert parameter.default == f.default, f.name
         elif f.default_factory is dataclasses.MISSING:
             assert parameter.default is inspect.Parameter.empty, f.name
-    fixed = {AssistantMessage: ["role"], ToolResultMessage: ["role"], ToolCall: ["type"], AgentToolResult: []}
+    fixed = {AssistantMessage: ["role"], ToolResultMessage: ["role"], ToolCall: ["type"], AgentToolResult: [], Context: []}
     assert [f.name for f in dataclasses.fields(cls) if not f.init] == fixed[cls]
 
 
