@@ -500,8 +500,15 @@ class _Run:
             await _close(events, shielded=True)
             raise
         state.last = last
-        # After its terminal event a source is let run to its end; after an abort it is closed,
-        # bounded like any cleanup (its scope may be cancelled already).
+        if state.final is not None and type(events) is AsyncGeneratorType:
+            # After its terminal event a source is let run to its end: a generator normally just
+            # ends, which costs less than throwing GeneratorExit into it.
+            try:
+                await events.__anext__()
+            except StopAsyncIteration:
+                return
+        # What is left is closed; after an abort, bounded like any cleanup (its scope may be
+        # cancelled already).
         await _close(events, shielded=state.final is None)
 
     def ended(self, partial: AssistantMessage | None, reason: Any, text: str) -> AssistantMessage:
@@ -532,11 +539,4 @@ async def _close(events: Any, shielded: bool) -> None:
         with anyio.move_on_after(_CLEANUP_TIMEOUT, shield=True):
             await aclose()
         return
-    if type(events) is AsyncGeneratorType:
-        # After its terminal event a generator normally just ends: letting it end is cheaper than
-        # throwing GeneratorExit into it.
-        try:
-            await events.__anext__()
-        except StopAsyncIteration:
-            return
     await aclose()
