@@ -115,34 +115,56 @@ def execute_tool_calls(
 
     (A plain function returning the coroutine: one frame less for every agent waiting on a tool.)
     """
-    if run.config.tool_execution == "sequential":
+    sequential = run.config.tool_execution == "sequential"
+    if len(tool_calls) == 1:
+        return _single(run, assistant, tool_calls[0], recheck=not sequential)  # the usual batch
+    if sequential:
         return _sequential(run, assistant, tool_calls)
     return _parallel(run, assistant, tool_calls)
 
 
-def _terminate(results: list[_Finalized]) -> bool:
-    if len(results) == 1:
-        return results[0].result.terminate is True
-    return bool(results) and all(fin.result.terminate is True for fin in results)
+async def _single(
+    run: _Run, assistant: AssistantMessage, tool_call: ToolCall, *, recheck: bool
+) -> tuple[list[ToolResultMessage], bool]:
+    """One call from start to result: a batch of one, or a call of a sequential batch.
+
+    With `recheck` (a parallel batch) an abort during an awaited preflight step answers the call
+    "Operation aborted"; a sequential call goes on to execute with the aborted signal, as in the
+    reference.
+    """
+    if (pending := run.deliver(ToolExecutionStart(tool_call.id, tool_call.name, tool_call.arguments))) is not None:
+        await settle(pending)
+    prepared = _preflight(run, tool_call)
+    if prepared is None:
+        prepared = await _prepare(run, assistant, tool_call)
+    if isinstance(prepared, _Finalized):
+        fin = prepared
+    elif recheck and run.signal._aborted:
+        fin = _Finalized(tool_call, error_result(ABORTED), True)
+    else:
+        fin = await _execute(run, prepared, run.abort_scope)
+        if run.config.after_tool_call is not None:
+            fin = await _finalize(run, assistant, prepared, fin)
+    if (pending := run.deliver(_end_event(fin))) is not None:
+        await settle(pending)
+    message = tool_result_message(tool_call.id, tool_call.name, fin.result, fin.is_error)
+    if (pending := run.deliver(MessageStart(message))) is not None:
+        await settle(pending)
+    if (pending := run.deliver(MessageEnd(message))) is not None:
+        await settle(pending)
+    return [message], fin.result.terminate is True
 
 
 async def _sequential(
     run: _Run, assistant: AssistantMessage, tool_calls: Sequence[ToolCall]
 ) -> tuple[list[ToolResultMessage], bool]:
-    results: list[_Finalized] = []
     messages: list[ToolResultMessage] = []
+    terminate = True
     for tool_call in tool_calls:
-        await run.emit(ToolExecutionStart(tool_call.id, tool_call.name, tool_call.arguments))
-        prepared = await _prepare(run, assistant, tool_call)
-        if isinstance(prepared, _Finalized):
-            fin = prepared
-        else:
-            result, is_error = await _execute(run, prepared, run.abort_scope)
-            fin = await _finalize(run, assistant, prepared, result, is_error)
-        await _emit_end(run, fin)
-        results.append(fin)
-        messages += await _emit_results(run, [fin])
-    return messages, _terminate(results)
+        message, stop = await _single(run, assistant, tool_call, recheck=False)
+        messages += message
+        terminate = terminate and stop
+    return messages, terminate
 
 
 async def _parallel(
@@ -150,38 +172,22 @@ async def _parallel(
 ) -> tuple[list[ToolResultMessage], bool]:
     finalized: list[_Finalized | None] = [None] * len(tool_calls)
     runnable: list[tuple[int, _Prepared]] = []
-    # The common case (no hooks, one call) costs no coroutine beyond the tool's own.
-    plain = run.config.before_tool_call is None
     for index, tool_call in enumerate(tool_calls):
         if (pending := run.deliver(ToolExecutionStart(tool_call.id, tool_call.name, tool_call.arguments))) is not None:
             await settle(pending)
-        tool = _find_tool(run, tool_call) if plain and not run.signal.aborted else None
-        if tool is not None and tool.prepare_arguments is None:
-            prepared = _validate(tool_call, tool)
-        else:
+        prepared = _preflight(run, tool_call)
+        if prepared is None:
             prepared = await _prepare(run, assistant, tool_call)
         if isinstance(prepared, _Finalized):
             await _emit_end(run, prepared)
             finalized[index] = prepared
         else:
             runnable.append((index, prepared))
-    if len(runnable) == 1:
-        index, prepared = runnable[0]
-        if run.signal.aborted:
-            fin = _Finalized(prepared.tool_call, error_result(ABORTED), True)
-        else:
-            result, is_error = await _execute(run, prepared, run.abort_scope)
-            if run.config.after_tool_call is None:
-                fin = _Finalized(prepared.tool_call, result, is_error)
-            else:
-                fin = await _finalize(run, assistant, prepared, result, is_error)
-        if (pending := run.deliver(_end_event(fin))) is not None:
-            await settle(pending)
-        finalized[index] = fin
-    elif runnable:
+    if runnable:
         await _Batch(run, assistant, runnable, finalized).run()
     results = [fin for fin in finalized if fin is not None]
-    return await _emit_results(run, results), _terminate(results)
+    messages = await _emit_results(run, results)
+    return messages, bool(results) and all(fin.result.terminate is True for fin in results)
 
 
 class _Batch:
@@ -217,7 +223,7 @@ class _Batch:
         self.next_to_begin = 0
         self.waiting: list[tuple[int, anyio.Event]] = []  # calls waiting for their turn to begin
         self.ready: list[int] = []  # calls whose tools finished, waiting to be finalized
-        self.outcome: list[tuple[AgentToolResult, bool] | None] = [None] * count  # what each tool returned
+        self.executed: list[_Finalized | None] = [None] * count  # what each tool returned
         self.in_line = run.config.after_tool_call is None  # the releaser finalizes the calls
         self.successor: list[int | None] = [None] * count  # who is let go after a call
         self.releasing = False
@@ -259,10 +265,10 @@ class _Batch:
                 await _emit_end(run, fin)
                 self.finalized[index] = fin
             else:
-                result, is_error = await _execute(run, prepared)
+                fin = await _execute(run, prepared)
                 last = self.group_end[k]
                 await began[last].wait()
-                self.outcome[k] = (result, is_error)
+                self.executed[k] = fin
                 self.ready.append(k)
                 if not self.releasing:
                     self.releasing = True
@@ -272,7 +278,7 @@ class _Batch:
                     return
                 await self.go[k].wait()
                 self.pass_on(k)
-                fin = await _finalize(run, self.assistant, prepared, result, is_error)
+                fin = await _finalize(run, self.assistant, prepared, fin)
                 await _emit_end(run, fin)
                 self.finalized[index] = fin
         finally:
@@ -331,8 +337,9 @@ class _Batch:
         """
         deliver = self.run_.deliver
         for k in batch:
-            index, prepared = self.runnable[k]
-            fin = _Finalized(prepared.tool_call, *self.outcome[k])  # type: ignore[misc]
+            index = self.runnable[k][0]
+            fin = self.executed[k]
+            assert fin is not None
             self.finalized[index] = fin
             pending = deliver(_end_event(fin))
             if pending is None:
@@ -362,6 +369,16 @@ def _validate(tool_call: ToolCall, tool: AgentTool) -> _Prepared | _Finalized:
         return _Prepared(tool_call, tool, validate_tool_arguments(tool, tool_call))
     except Exception as exc:
         return _Finalized(tool_call, error_result(_message(exc)), True)
+
+
+def _preflight(run: _Run, tool_call: ToolCall) -> _Prepared | _Finalized | None:
+    """Preflight without a coroutine when nothing is awaited (no hook, no `prepare_arguments`); else None."""
+    if run.config.before_tool_call is not None or run.signal._aborted:
+        return None
+    tool = _find_tool(run, tool_call)
+    if tool is None or tool.prepare_arguments is not None:
+        return None
+    return _validate(tool_call, tool)
 
 
 async def _prepare(run: _Run, assistant: AssistantMessage, tool_call: ToolCall) -> _Prepared | _Finalized:
@@ -429,9 +446,7 @@ class _Running:
         return self.pump.push(ToolExecutionUpdate(tool_call.id, tool_call.name, tool_call.arguments, partial_result))
 
 
-async def _execute(
-    run: _Run, prepared: _Prepared, abort_scope: AbortScope | None = None
-) -> tuple[AgentToolResult, bool]:
+async def _execute(run: _Run, prepared: _Prepared, abort_scope: AbortScope | None = None) -> _Finalized:
     """Run the tool: a running tool sees an abort at once and is cancelled after the grace period.
 
     In the run's task it runs in the run's abort scope; in a task of its own (`abort_scope` None)
@@ -442,64 +457,66 @@ async def _execute(
     if abort_scope is None:
         abort_scope = AbortScope(signal, run.config.tool_abort_grace, run.scope_class, reuse=False)
     running = _Running(run, tool_call)
-    outcome: tuple[AgentToolResult, bool] | None = None
+    failure: AgentToolResult | None = None
     abort_scope.enter(GRACE)
     try:
         tool = prepared.tool
         execute = tool.execute if tool._execute is None else tool._execute  # one frame less
         value = await execute(tool_call.id, prepared.args, signal, running.on_update)
     except Exception as exc:
-        outcome = error_result(_message(exc)), True
+        failure = error_result(_message(exc))
     except BaseException as exc:
         if not abort_scope.leave(exc):
             raise
-        outcome = error_result(ABORTED), True  # cut short by the abort's grace period
+        failure = error_result(ABORTED)  # cut short by the abort's grace period
     finally:
         running.finished = True
     abort_scope.leave()  # (after a cut: nothing left to leave)
     if running.pump is not None:
         await running.pump.drained()  # the call is finalized after its updates (never cut short)
-    if outcome is not None:
-        return outcome
-    try:
-        result = _check_result(tool, value)
-    except Exception as exc:
-        return error_result(_message(exc)), True
-    return result, result.is_error is True
+    if failure is not None:
+        return _Finalized(tool_call, failure, True)
+    if type(value) is not AgentToolResult:
+        try:
+            value = _check_result(tool, value)
+        except Exception as exc:
+            return _Finalized(tool_call, error_result(_message(exc)), True)
+    return _Finalized(tool_call, value, value.is_error is True)
 
 
-async def _finalize(
-    run: _Run, assistant: AssistantMessage, prepared: _Prepared, result: AgentToolResult, is_error: bool
-) -> _Finalized:
+async def _finalize(run: _Run, assistant: AssistantMessage, prepared: _Prepared, fin: _Finalized) -> _Finalized:
+    """Run `after_tool_call` (there is one) on an executed call."""
     tool_call = prepared.tool_call
     signal = run.signal
     hook = run.config.after_tool_call
-    if hook is not None:
-        try:
-            context = AfterToolCallContext(
-                assistant_message=assistant,
-                tool_call=tool_call,
-                args=prepared.args,
-                result=result,
-                is_error=is_error,
-                context=run.agent_context(),
+    assert hook is not None
+    result, is_error = fin.result, fin.is_error
+    try:
+        context = AfterToolCallContext(
+            assistant_message=assistant,
+            tool_call=tool_call,
+            args=prepared.args,
+            result=result,
+            is_error=is_error,
+            context=run.agent_context(),
+        )
+        override = await call(hook, context, signal)
+        if override is None:
+            return fin
+        if not isinstance(override, AfterToolCallResult):
+            raise TypeError(
+                f"after_tool_call must return an AfterToolCallResult or None, got {type(override).__name__}"
             )
-            override = await call(hook, context, signal)
-            if override is not None:
-                if not isinstance(override, AfterToolCallResult):
-                    raise TypeError(
-                        f"after_tool_call must return an AfterToolCallResult or None, got {type(override).__name__}"
-                    )
-                result = AgentToolResult(
-                    content=tuple(override.content) if override.content is not None else result.content,
-                    details=override.details if override.details is not None else result.details,
-                    is_error=result.is_error,
-                    terminate=override.terminate if override.terminate is not None else result.terminate,
-                )
-                if override.is_error is not None:
-                    is_error = override.is_error
-        except Exception as exc:
-            result, is_error = error_result(_message(exc)), True
+        result = AgentToolResult(
+            content=tuple(override.content) if override.content is not None else result.content,
+            details=override.details if override.details is not None else result.details,
+            is_error=result.is_error,
+            terminate=override.terminate if override.terminate is not None else result.terminate,
+        )
+        if override.is_error is not None:
+            is_error = override.is_error
+    except Exception as exc:
+        result, is_error = error_result(_message(exc)), True
     return _Finalized(tool_call, result, is_error)
 
 

@@ -214,6 +214,52 @@ async def test_sequential_execution_runs_one_call_at_a_time(anyio_backend: objec
     ]
 
 
+@pytest.mark.parametrize("mode", ["parallel", "sequential"])
+@pytest.mark.parametrize("calls", [1, 2])
+@pytest.mark.parametrize("abort", [False, True])
+async def test_prepare_arguments_runs_before_validation_and_an_abort_during_it_stops_the_call(
+    anyio_backend: object, mode: str, calls: int, abort: bool
+) -> None:
+    signal = al.AbortSignal()
+    executed: list[Any] = []
+
+    async def prepare(arguments: Any) -> Any:
+        await anyio.lowlevel.checkpoint()
+        if arguments["value"] == "abort":
+            signal.abort()  # as another task could, while the preparation waits
+        return {"value": str(arguments["value"])}
+
+    async def execute(tool_call_id: str, params: Any, sig: al.AbortSignal, on_update: Any) -> al.AgentToolResult:
+        executed.append(params)
+        return al.AgentToolResult.from_text(f"got {params['value']}")
+
+    schema = {"type": "object", "properties": {"value": {"type": "string"}}, "required": ["value"]}
+    tool = al.AgentTool(name="t", description="", parameters=schema, execute=execute, prepare_arguments=prepare)
+    values: list[Any] = [5] * calls
+    if abort:
+        values[-1] = "abort"
+    model = ScriptedModel(
+        [Response(content=[ScriptedToolCall(f"c{i}", "t", {"value": v}) for i, v in enumerate(values)]), "done"]
+    )
+    events: list[al.AgentEvent] = []
+    config = al.AgentLoopConfig(model=MODEL, tool_execution=mode)  # type: ignore[arg-type]
+    with anyio.fail_after(5):
+        messages = await al.run_agent_loop(
+            [user("go")], al.AgentContext(tools=[tool]), config, events.append, signal, model
+        )
+    check_events(events)
+    texts = [m.content[0].text for m in messages if isinstance(m, al.ToolResultMessage)]  # type: ignore[union-attr]
+    if not abort:
+        assert executed == [{"value": "5"}] * calls  # the integer, made a string before validation
+        assert texts == ["got 5"] * calls
+    elif mode == "parallel":  # the batch re-checks before executing: answered like a call never started
+        assert {"value": "abort"} not in executed
+        assert texts[-1] == "Operation aborted"
+    else:  # the reference checks before preparing and after before_tool_call only: it executes, aborted
+        assert executed[-1] == {"value": "abort"}
+        assert texts[-1] == "got abort"
+
+
 async def test_parallel_calls_overlap_and_results_keep_source_order(anyio_backend: object) -> None:
     active = [0]
     peak = [0]
