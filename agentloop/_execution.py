@@ -50,14 +50,28 @@ TRUNCATED = (
 
 
 class _Prepared:
-    """A call that passed preflight: its tool and validated arguments."""
+    """A call that passed preflight: its tool and validated arguments; while it runs, what its `on_update` acts on."""
 
-    __slots__ = ("args", "tool", "tool_call")
+    __slots__ = ("args", "finished", "pump", "run", "tool", "tool_call")
 
     def __init__(self, tool_call: ToolCall, tool: AgentTool, args: Any) -> None:
         self.tool_call = tool_call
         self.tool = tool
         self.args = args
+        self.finished = False
+        self.pump: UpdatePump | None = None
+        self.run: _Run | None = None  # set when it executes
+
+    def on_update(self, partial_result: AgentToolResult) -> Delivery:
+        if self.finished:
+            return DELIVERED  # progress reported after the tool finished is ignored
+        if not isinstance(partial_result, AgentToolResult):
+            raise TypeError(f"on_update expects an AgentToolResult, got {type(partial_result).__name__}")
+        run, tool_call = self.run, self.tool_call
+        assert run is not None, "on_update before the call executes"
+        if self.pump is None:
+            self.pump = UpdatePump(run.deliver, run.plain, run.task_group)
+        return self.pump.push(ToolExecutionUpdate(tool_call.id, tool_call.name, tool_call.arguments, partial_result))
 
 
 class _Finalized:
@@ -424,28 +438,6 @@ async def _prepare(run: _Run, assistant: AssistantMessage, tool_call: ToolCall) 
         return _Finalized(tool_call, error_result(_message(exc)), True)
 
 
-class _Running:
-    """A running tool call: what its `on_update` acts on."""
-
-    __slots__ = ("finished", "pump", "run", "tool_call")
-
-    def __init__(self, run: _Run, tool_call: ToolCall) -> None:
-        self.run = run
-        self.tool_call = tool_call
-        self.finished = False
-        self.pump: UpdatePump | None = None
-
-    def on_update(self, partial_result: AgentToolResult) -> Delivery:
-        if self.finished:
-            return DELIVERED  # progress reported after the tool finished is ignored
-        if not isinstance(partial_result, AgentToolResult):
-            raise TypeError(f"on_update expects an AgentToolResult, got {type(partial_result).__name__}")
-        run, tool_call = self.run, self.tool_call
-        if self.pump is None:
-            self.pump = UpdatePump(run.deliver, run.plain, run.task_group)
-        return self.pump.push(ToolExecutionUpdate(tool_call.id, tool_call.name, tool_call.arguments, partial_result))
-
-
 async def _execute(run: _Run, prepared: _Prepared, abort_scope: AbortScope | None = None) -> _Finalized:
     """Run the tool: a running tool sees an abort at once and is cancelled after the grace period.
 
@@ -456,13 +448,13 @@ async def _execute(run: _Run, prepared: _Prepared, abort_scope: AbortScope | Non
     signal = run.signal
     if abort_scope is None:
         abort_scope = AbortScope(signal, run.config.tool_abort_grace, run.scope_class, reuse=False)
-    running = _Running(run, tool_call)
+    prepared.run = run
     failure: AgentToolResult | None = None
     abort_scope.enter(GRACE)
     try:
         tool = prepared.tool
         execute = tool.execute if tool._execute is None else tool._execute  # one frame less
-        value = await execute(tool_call.id, prepared.args, signal, running.on_update)
+        value = await execute(tool_call.id, prepared.args, signal, prepared.on_update)
     except Exception as exc:
         failure = error_result(_message(exc))
     except BaseException as exc:
@@ -470,10 +462,10 @@ async def _execute(run: _Run, prepared: _Prepared, abort_scope: AbortScope | Non
             raise
         failure = error_result(ABORTED)  # cut short by the abort's grace period
     finally:
-        running.finished = True
+        prepared.finished = True
     abort_scope.leave()  # (after a cut: nothing left to leave)
-    if running.pump is not None:
-        await running.pump.drained()  # the call is finalized after its updates (never cut short)
+    if prepared.pump is not None:
+        await prepared.pump.drained()  # the call is finalized after its updates (never cut short)
     if failure is not None:
         return _Finalized(tool_call, failure, True)
     if type(value) is not AgentToolResult:

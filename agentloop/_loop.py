@@ -286,8 +286,8 @@ class _Run:
                 self.messages.append(prompt)
             config = self.config
             steering = config.get_steering_messages is not None
-            pending = await self.poll("get_steering_messages") if steering else []
-            prepared: list[AgentMessage] = []
+            pending: Sequence[AgentMessage] = await self.poll("get_steering_messages") if steering else ()
+            prepared: Sequence[AgentMessage] = ()
             first_turn = True
             turns = 0
             while True:
@@ -299,13 +299,13 @@ class _Run:
                         if (pending_delivery := self.deliver(TurnStart())) is not None:
                             await settle(pending_delivery)
                     first_turn = False
-                    for message in (*prepared, *pending):
-                        await self.emit(MessageStart(message))
-                        await self.emit(MessageEnd(message))
-                        self.messages.append(message)
-                        self.new_messages.append(message)
-                    pending = []
-                    prepared = []
+                    if pending or prepared:
+                        for message in (*prepared, *pending):
+                            await self.emit(MessageStart(message))
+                            await self.emit(MessageEnd(message))
+                            self.messages.append(message)
+                            self.new_messages.append(message)
+                        pending = prepared = ()
                     message = await self.stream_response()
                     turns += 1
                     if message.stop_reason == "error" or message.stop_reason == "aborted":
@@ -334,7 +334,8 @@ class _Run:
                     if config.max_turns is not None and turns >= config.max_turns:
                         await self.emit(AgentEnd(tuple(self.new_messages)))
                         return
-                    pending = await self.poll("get_steering_messages") if steering else []
+                    if steering:
+                        pending = await self.poll("get_steering_messages")
                 if config.get_follow_up_messages is None:
                     break
                 follow_ups = await self.poll("get_follow_up_messages")
