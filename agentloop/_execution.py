@@ -234,6 +234,7 @@ class _Batch:
         self.began = [Flag() for _ in range(count)]
         self.finishing = [Flag() for _ in range(count)]
         self.go = [Flag() for _ in range(count)]
+        self.next_to_take = 0  # the next call a task takes
         self.next_to_begin = 0
         self.waiting: list[tuple[int, anyio.Event]] = []  # calls waiting for their turn to begin
         self.ready: list[int] = []  # calls whose tools finished, waiting to be finalized
@@ -252,12 +253,17 @@ class _Batch:
         try:
             async with anyio.create_task_group() as tg:
                 self.task_group = tg
-                for k in range(len(self.runnable)):
-                    tg.start_soon(self.one, k)
+                for _ in range(len(self.runnable)):
+                    tg.start_soon(self.one)
         except BaseExceptionGroup as group:
             raise single_exception(group) from None
 
-    async def one(self, k: int) -> None:
+    async def one(self) -> None:
+        # A task takes the next call when it first runs, whatever order the scheduler runs the
+        # tasks in (trio runs a pass forwards or backwards): without barriers, calls begin in
+        # source order with no waiting.
+        k = self.next_to_take
+        self.next_to_take = k + 1
         run, barrier, began = self.run_, self.barrier, self.began
         index, prepared = self.runnable[k]
         handed_over = False  # to the releaser, which finalizes the call
@@ -267,9 +273,10 @@ class _Batch:
                     break
                 await self.done[j].wait()
             while self.next_to_begin < k:
-                # Calls begin in source order. Trio runs the tasks of a pass forwards or backwards:
-                # every begin wakes all the calls waiting, in source order, so that a backward pass
-                # costs one more pass, not one pass per call.
+                # After a barrier, calls begin in source order too: every begin wakes all the
+                # calls waiting, in source order (an event each: trio wakes the waiters of one
+                # event in no set order), so that a pass run backwards costs one more pass, not
+                # one pass per call.
                 turn = anyio.Event()
                 self.waiting.append((k, turn))
                 await turn.wait()
