@@ -232,14 +232,15 @@ class _Batch:
         self.barriers = [k for k in range(count) if self.barrier[k]]
         self.done = [Flag() for _ in range(count)]
         self.began = [Flag() for _ in range(count)]
-        self.finishing = [Flag() for _ in range(count)]
-        self.go = [Flag() for _ in range(count)]
+        self.in_line = run.config.after_tool_call is None  # the releaser finalizes the calls
+        # With `after_tool_call` each call finalizes itself, let go by the one before it.
+        self.finishing = [] if self.in_line else [Flag() for _ in range(count)]
+        self.go = [] if self.in_line else [Flag() for _ in range(count)]
         self.next_to_take = 0  # the next call a task takes
         self.next_to_begin = 0
         self.waiting: list[tuple[int, anyio.Event]] = []  # calls waiting for their turn to begin
         self.ready: list[int] = []  # calls whose tools finished, waiting to be finalized
         self.executed: list[_Finalized | None] = [None] * count  # what each tool returned
-        self.in_line = run.config.after_tool_call is None  # the releaser finalizes the calls
         self.successor: list[int | None] = [None] * count  # who is let go after a call
         self.releasing = False
         self.task_group: Any = None
@@ -321,6 +322,8 @@ class _Batch:
 
     def pass_on(self, k: int) -> None:
         """Call k begins its finalization (or ends): the next one in line may go after it."""
+        if self.in_line:
+            return
         if not self.finishing[k].is_set():
             self.finishing[k].set()
             successor = self.successor[k]

@@ -118,11 +118,17 @@ class AgentTool:
         return f"AgentTool(name={self.name!r})"
 
 
+_BASE_VALIDATE = AgentTool.validate
+
+
 def validate_tool_arguments(tool: AgentTool, tool_call: ToolCall) -> Any:
     """The validated arguments of `tool_call` for `tool`, or `ValueError` with the model-facing text."""
     if tool_call.arguments_error:
         raise ValueError(f'Invalid arguments for tool "{tool_call.name}": {tool_call.arguments_error}')
-    return tool.validate(tool_call.arguments)
+    arguments = tool_call.arguments
+    if not arguments and tool._empty_ok and type(tool).validate is _BASE_VALIDATE:
+        return {}  # a call without arguments, to a tool known to accept none
+    return tool.validate(arguments)
 
 
 def _failure(name: str, lines: list[str], arguments: Any) -> ValueError:

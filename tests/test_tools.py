@@ -198,6 +198,28 @@ def test_validate_tool_arguments() -> None:
         validate_tool_arguments(t, ToolCall("c1", "x", {"i": "many"}))
 
 
+def test_calls_without_arguments_are_validated_once_per_tool_and_a_validate_override_still_runs() -> None:
+    empty = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    t = make(empty)
+    first, second = (validate_tool_arguments(t, ToolCall(f"c{i}", "x", {})) for i in (1, 2))
+    assert first == second == {} and first is not second  # a fresh dict each call
+    strict = make({**empty, "required": ["n"]})
+    for _ in range(2):  # the answer is remembered, including "not valid"
+        with pytest.raises(ValueError, match="must have required property 'n'"):
+            validate_tool_arguments(strict, ToolCall("c1", "x", {}))
+    seen: list[Any] = []
+
+    class Audited(AgentTool):
+        def validate(self, arguments: Any) -> Any:
+            seen.append(arguments)
+            return super().validate(arguments)
+
+    audited = Audited(name="x", description="", parameters=empty, execute=_noop)
+    for i in range(3):
+        assert validate_tool_arguments(audited, ToolCall(f"c{i}", "x", {})) == {}
+    assert seen == [{}, {}, {}]
+
+
 # --- pydantic models --------------------------------------------------------------------------
 
 
