@@ -43,16 +43,17 @@ __all__ = ("AssistantMessageBuilder",)
 def _build(
     capture: tuple[Any, ...], stop_reason: Any = "pending", error_message: str | None = None
 ) -> AssistantMessage:
-    """The snapshot an event captured: (build, header, content, open index, parts, count, kind)."""
-    _, header, content, index, parts, count, kind = capture
+    """The snapshot an event captured: (build, header, earlier blocks, their count, last block,
+    parts, part count, kind); parts are the chunks of the last block while it is open."""
+    _, header, head, count, last, parts, part_count, kind = capture
+    if last is None:
+        return _message(header, (), stop_reason, error_message)
     if parts is not None:
-        old = content[index]
         if kind == "text":
-            block: AssistantContent = TextContent._streaming(parts, count, old.text_signature)
+            last = TextContent._streaming(parts, part_count, last.text_signature)
         else:
-            block = ThinkingContent._streaming(parts, count, old.thinking_signature)
-        content = (*content[:index], block, *content[index + 1 :])
-    return _message(header, content, stop_reason, error_message)
+            last = ThinkingContent._streaming(parts, part_count, last.thinking_signature)
+    return _message(header, (*head[:count], last), stop_reason, error_message)
 
 
 def _message(
@@ -87,7 +88,7 @@ class AssistantMessageBuilder:
         yield b.done("stop")
     """
 
-    __slots__ = ("_content", "_header", "_kind", "_open", "_parts", "_tool_text")
+    __slots__ = ("_head", "_header", "_kind", "_last", "_parts", "_tool_text")
 
     def __init__(self, *, api: str = "", provider: str = "", model: str = "", timestamp: int | None = None) -> None:
         # (api, provider, model, usage, response_id, timestamp): what every snapshot shares
@@ -99,10 +100,13 @@ class AssistantMessageBuilder:
             None,
             timestamp if timestamp is not None else now_ms(),
         )
-        self._content: tuple[AssistantContent, ...] = ()
-        self._open = -1  # the text/thinking block whose chunks are in `_parts`
-        self._parts: list[str] | None = None
-        self._kind = ""
+        # The blocks: `_head` then `_last`. Events capture `_head` with its length, so it only
+        # grows (a change to an earlier block copies it first): a new or changed last block costs
+        # O(1), not a copy of every block.
+        self._head: list[AssistantContent] = []
+        self._last: AssistantContent | None = None
+        self._parts: list[str] | None = None  # the chunks of the last block while it is open
+        self._kind = ""  # "text" or "thinking": what the open block is
         self._tool_text: dict[int, list[str]] = {}
 
     # --- metadata that the final message carries ------------------------------------------
@@ -133,23 +137,32 @@ class AssistantMessageBuilder:
 
     def _capture(self) -> tuple[Any, ...]:
         parts = self._parts
+        head = self._head
         if parts is None:
-            return (_build, self._header, self._content, -1, None, 0, "")
-        return (_build, self._header, self._content, self._open, parts, len(parts), self._kind)
+            return (_build, self._header, head, len(head), self._last, None, 0, "")
+        return (_build, self._header, head, len(head), self._last, parts, len(parts), self._kind)
 
     def snapshot(self, stop_reason: Any = "pending", error_message: str | None = None) -> AssistantMessage:
         """The message so far, as an immutable value."""
         return _build(self._capture(), stop_reason, error_message)
 
     # --- blocks ---------------------------------------------------------------------------
+    def _count(self) -> int:
+        return len(self._head) + (self._last is not None)
+
+    def _block(self, index: int) -> AssistantContent:
+        head = self._head
+        return head[index] if index < len(head) else self._last  # type: ignore[return-value]
+
     def _index(self, index: int | None, kind: type) -> int:
-        last = len(self._content) - 1
+        last = self._count() - 1
         if index is None:
             index = last
         if not 0 <= index <= last:
             raise IndexError(f"no content block {index} (the message has {last + 1})")
-        if type(self._content[index]) is not kind:
-            raise ValueError(f"content block {index} is a {type(self._content[index]).__name__}, not a {kind.__name__}")
+        block = self._block(index)
+        if type(block) is not kind:
+            raise ValueError(f"content block {index} is a {type(block).__name__}, not a {kind.__name__}")
         return index
 
     def _close_open(self) -> None:
@@ -157,23 +170,31 @@ class AssistantMessageBuilder:
         parts = self._parts
         if parts is None:
             return
-        index = self._open
-        old = self._content[index]
+        old = self._last
         text = "".join(parts)
         if self._kind == "text":
-            block: AssistantContent = TextContent(text, text_signature=old.text_signature)  # type: ignore[union-attr]
+            self._last = TextContent(text, text_signature=old.text_signature)  # type: ignore[union-attr]
         else:
-            block = ThinkingContent(text, thinking_signature=old.thinking_signature)  # type: ignore[union-attr]
-        self._set(index, block)
+            self._last = ThinkingContent(text, thinking_signature=old.thinking_signature)  # type: ignore[union-attr]
         self._parts = None
-        self._open = -1
+
+    def _append(self, block: AssistantContent) -> int:
+        """Add a block at the end (closing the open one); return its index."""
+        if self._parts is not None:
+            self._close_open()
+        last = self._last
+        if last is not None:
+            self._head.append(last)
+        self._last = block
+        return len(self._head)
 
     def _set(self, index: int, block: AssistantContent) -> None:
-        content = self._content
-        if index == len(content) - 1:
-            self._content = (*content[:index], block)
-        else:
-            self._content = (*content[:index], block, *content[index + 1 :])
+        head = self._head
+        if index == len(head):
+            self._last = block
+        else:  # an earlier block: events captured the list, so change a copy
+            head = self._head = list(head)
+            head[index] = block
 
     def start(self) -> StartEvent:
         """The `start` event."""
@@ -181,25 +202,23 @@ class AssistantMessageBuilder:
 
     def text_start(self) -> TextStartEvent:
         """Open a text block at the end."""
-        self._close_open()
-        index = len(self._content)
-        self._content = (*self._content, TextContent(""))
-        self._open, self._parts, self._kind = index, [], "text"
+        index = self._append(TextContent(""))
+        self._parts, self._kind = [], "text"
         return TextStartEvent(index, self._capture())  # type: ignore[arg-type]
 
     def text_delta(self, delta: str, index: int | None = None) -> TextDeltaEvent:
         """Append text to a text block."""
-        if index is None or index == self._open:
-            parts = self._parts
-            if parts is not None and self._kind == "text":
-                parts.append(delta)
-                return TextDeltaEvent(
-                    self._open,
-                    delta,
-                    (_build, self._header, self._content, self._open, parts, len(parts), "text"),  # type: ignore[arg-type]
-                )
+        parts = self._parts
+        if parts is not None and self._kind == "text" and (index is None or index == len(self._head)):
+            parts.append(delta)
+            head = self._head
+            return TextDeltaEvent(
+                len(head),
+                delta,
+                (_build, self._header, head, len(head), self._last, parts, len(parts), "text"),  # type: ignore[arg-type]
+            )
         index = self._index(index, TextContent)  # not the open block: the rare, O(text) path
-        old = self._content[index]
+        old = self._block(index)
         assert isinstance(old, TextContent)
         self._set(index, TextContent(old.text + delta, text_signature=old.text_signature))
         return TextDeltaEvent(index, delta, self._capture())  # type: ignore[arg-type]
@@ -207,9 +226,9 @@ class AssistantMessageBuilder:
     def text_end(self, index: int | None = None, *, signature: str | None = None) -> TextEndEvent:
         """Close a text block."""
         index = self._index(index, TextContent)
-        if index == self._open:
+        if index == len(self._head):
             self._close_open()
-        block = self._content[index]
+        block = self._block(index)
         assert isinstance(block, TextContent)
         if signature is not None:
             block = TextContent(block.text, text_signature=signature)
@@ -218,25 +237,23 @@ class AssistantMessageBuilder:
 
     def thinking_start(self) -> ThinkingStartEvent:
         """Open a thinking block at the end."""
-        self._close_open()
-        index = len(self._content)
-        self._content = (*self._content, ThinkingContent(""))
-        self._open, self._parts, self._kind = index, [], "thinking"
+        index = self._append(ThinkingContent(""))
+        self._parts, self._kind = [], "thinking"
         return ThinkingStartEvent(index, self._capture())  # type: ignore[arg-type]
 
     def thinking_delta(self, delta: str, index: int | None = None) -> ThinkingDeltaEvent:
         """Append reasoning to a thinking block."""
-        if index is None or index == self._open:
-            parts = self._parts
-            if parts is not None and self._kind == "thinking":
-                parts.append(delta)
-                return ThinkingDeltaEvent(
-                    self._open,
-                    delta,
-                    (_build, self._header, self._content, self._open, parts, len(parts), "thinking"),  # type: ignore[arg-type]
-                )
+        parts = self._parts
+        if parts is not None and self._kind == "thinking" and (index is None or index == len(self._head)):
+            parts.append(delta)
+            head = self._head
+            return ThinkingDeltaEvent(
+                len(head),
+                delta,
+                (_build, self._header, head, len(head), self._last, parts, len(parts), "thinking"),  # type: ignore[arg-type]
+            )
         index = self._index(index, ThinkingContent)  # not the open block: the rare, O(text) path
-        old = self._content[index]
+        old = self._block(index)
         assert isinstance(old, ThinkingContent)
         self._set(index, ThinkingContent(old.thinking + delta, thinking_signature=old.thinking_signature))
         return ThinkingDeltaEvent(index, delta, self._capture())  # type: ignore[arg-type]
@@ -246,9 +263,9 @@ class AssistantMessageBuilder:
     ) -> ThinkingEndEvent:
         """Close a thinking block."""
         index = self._index(index, ThinkingContent)
-        if index == self._open:
+        if index == len(self._head):
             self._close_open()
-        block = self._content[index]
+        block = self._block(index)
         assert isinstance(block, ThinkingContent)
         if signature is not None or redacted:
             block = ThinkingContent(
@@ -261,34 +278,29 @@ class AssistantMessageBuilder:
 
     def tool_call_start(self, id: str, name: str) -> ToolCallStartEvent:
         """Open a tool call at the end (arguments `{}` until deltas give better)."""
-        if self._parts is not None:
-            self._close_open()
-        content = self._content
-        index = len(content)
-        self._content = content = (*content, ToolCall(id, name, {}))
+        block = ToolCall(id, name, {})
+        index = self._append(block)
         self._tool_text[index] = []
-        return ToolCallStartEvent(index, (_build, self._header, content, -1, None, 0, ""))  # type: ignore[arg-type]
+        return ToolCallStartEvent(index, (_build, self._header, self._head, index, block, None, 0, ""))  # type: ignore[arg-type]
 
-    def _last_call(self, index: int | None) -> int:
+    def _call_index(self, index: int | None) -> int:
         """The index of the tool call a call event is about: by default the last block."""
-        content = self._content
-        last = len(content) - 1
-        if index is None and last >= 0 and type(content[last]) is ToolCall:
-            return last  # the usual case (nothing is open: a block opened after a call is the last)
+        if index is None and type(self._last) is ToolCall:
+            return len(self._head)  # the usual case (nothing is open: a block opened after a call is the last)
         return self._index(index, ToolCall)
 
     def tool_call_delta(
         self, delta: str, arguments: Mapping[str, Any] | None = None, index: int | None = None
     ) -> ToolCallDeltaEvent:
         """Record a raw argument fragment; `arguments` (if given) become the partial arguments."""
-        index = self._last_call(index)
+        index = self._call_index(index)
         text = self._tool_text.get(index)
         if text is None:
             self._tool_text[index] = [delta]
         else:
             text.append(delta)
         if arguments is not None:
-            old = self._content[index]
+            old = self._block(index)
             assert isinstance(old, ToolCall)
             self._set(index, ToolCall(old.id, old.name, arguments, thought_signature=old.thought_signature))
         return ToolCallDeltaEvent(index, delta, self._capture())  # type: ignore[arg-type]
@@ -299,7 +311,7 @@ class AssistantMessageBuilder:
 
     def tool_call_end(self, tool_call: ToolCall, index: int | None = None) -> ToolCallEndEvent:
         """Close a tool call with its final block."""
-        index = self._last_call(index)
+        index = self._call_index(index)
         self._tool_text.pop(index, None)
         self._set(index, tool_call)
         return ToolCallEndEvent(index, tool_call, self._capture())  # type: ignore[arg-type]
@@ -307,15 +319,18 @@ class AssistantMessageBuilder:
     # --- the end --------------------------------------------------------------------------
     def set_content(self, content: tuple[AssistantContent, ...]) -> None:
         """Replace every block (a provider that knows the final blocks better than the deltas)."""
+        content = tuple(content)
         self._parts = None
-        self._open = -1
-        self._content = tuple(content)
+        self._head = list(content[:-1])
+        self._last = content[-1] if content else None
 
     def done(self, reason: Literal["stop", "length", "toolUse"] = "stop") -> DoneEvent:
         """The terminal `done` event with the final message."""
         if self._parts is not None:
             self._close_open()
-        return DoneEvent(reason, _message(self._header, self._content, reason, None))
+        last = self._last
+        content = () if last is None else (*self._head, last)
+        return DoneEvent(reason, _message(self._header, content, reason, None))
 
     def error(self, reason: Literal["error", "aborted"], message: str) -> ErrorEvent:
         """The terminal `error` event: the partial content kept, `stop_reason` and text set."""

@@ -269,8 +269,8 @@ def test_builder_tool_calls_by_position() -> None:
     b = AssistantMessageBuilder()
     with pytest.raises(IndexError, match="no content block -1"):
         b.tool_call_delta("{")
-    b.tool_call_start("c1", "one")
-    b.tool_call_start("c2", "two")
+    first = b.tool_call_start("c1", "one")
+    second = b.tool_call_start("c2", "two")
     b.tool_call_delta('{"a"', index=0)  # an earlier call, by index
     b.tool_call_delta(": 1}", {"a": 1}, index=0)
     b.tool_call_delta("{}", {})  # the last block by default
@@ -288,6 +288,10 @@ def test_builder_tool_calls_by_position() -> None:
     content = b.snapshot().content
     assert content[:2] == (ToolCall("c1", "one", {"a": 1}), ToolCall("c2", "two", {"b": 2}))
     assert content[2] == TextContent("so far")
+    # Every event kept the message as it was, whatever changed after it (earlier blocks included).
+    assert first.partial.content == (ToolCall("c1", "one", {}),)
+    assert second.partial.content == (ToolCall("c1", "one", {}), ToolCall("c2", "two", {}))
+    assert earlier.partial.content[0] == ToolCall("c1", "one", {"a": 1})
 
 
 def _every_value() -> list[Any]:
