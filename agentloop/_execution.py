@@ -204,6 +204,9 @@ async def _parallel(
     return messages, bool(results) and all(fin.result.terminate is True for fin in results)
 
 
+_CALL_TASK = "agentloop: a parallel tool call"
+
+
 class _Batch:
     """Runs prepared calls concurrently, with exclusive barriers, in the reference's order.
 
@@ -255,7 +258,7 @@ class _Batch:
             async with anyio.create_task_group() as tg:
                 self.task_group = tg
                 for _ in range(len(self.runnable)):
-                    tg.start_soon(self.one)
+                    tg.start_soon(self.one, name=_CALL_TASK)  # named: anyio's default name costs more
         except BaseExceptionGroup as group:
             raise single_exception(group) from None
 
@@ -288,8 +291,9 @@ class _Batch:
                 self.finalized[index] = fin
             else:
                 fin = await _execute(run, prepared)
-                last = self.group_end[k]
-                await began[last].wait()
+                last = began[self.group_end[k]]
+                if not last.is_set():
+                    await last.wait()
                 self.executed[k] = fin
                 self.ready.append(k)
                 if not self.releasing:
@@ -304,7 +308,8 @@ class _Batch:
                 await _emit_end(run, fin)
                 self.finalized[index] = fin
         finally:
-            self.begin(k)
+            if not began[k].is_set():
+                self.begin(k)
             if not handed_over:
                 self.pass_on(k)
                 self.done[k].set()
