@@ -392,22 +392,23 @@ def _find_tool(run: _Run, tool_call: ToolCall) -> AgentTool | None:
     return None
 
 
-def _validate(tool_call: ToolCall, tool: AgentTool) -> _Prepared | _Finalized:
-    """Preflight without hooks: validate the arguments."""
+def _preflight(run: _Run, tool_call: ToolCall) -> _Prepared | _Finalized | None:
+    """Preflight without a coroutine when nothing is awaited; None leaves it to `_prepare` (hooks,
+    `prepare_arguments`, an unknown tool, an abort)."""
+    if run.config.before_tool_call is not None or run.signal._aborted:
+        return None
+    name = tool_call.name
+    for tool in run.tools:
+        if tool.name == name:
+            break
+    else:
+        return None
+    if tool.prepare_arguments is not None:
+        return None
     try:
         return _Prepared(tool_call, tool, validate_tool_arguments(tool, tool_call))
     except Exception as exc:
         return _Finalized(tool_call, error_result(_message(exc)), True)
-
-
-def _preflight(run: _Run, tool_call: ToolCall) -> _Prepared | _Finalized | None:
-    """Preflight without a coroutine when nothing is awaited (no hook, no `prepare_arguments`); else None."""
-    if run.config.before_tool_call is not None or run.signal._aborted:
-        return None
-    tool = _find_tool(run, tool_call)
-    if tool is None or tool.prepare_arguments is not None:
-        return None
-    return _validate(tool_call, tool)
 
 
 async def _prepare(run: _Run, assistant: AssistantMessage, tool_call: ToolCall) -> _Prepared | _Finalized:
