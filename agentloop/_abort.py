@@ -84,6 +84,13 @@ class AbortSignal:
         self._callbacks[key] = callback
         return partial(self._callbacks.pop, key, None)  # type: ignore[return-value]  # its value is unused
 
+    def _listen(self, callback: Callable[[], None]) -> int:
+        """`on_abort` for the loop's own callbacks (never aborted yet): the key that removes it."""
+        key = self._next_key
+        self._next_key = key + 1
+        self._callbacks[key] = callback
+        return key
+
     @contextmanager
     def cancel_scope(self, grace: float = 0.0) -> Generator[anyio.CancelScope, None, None]:
         """A cancel scope that the abort cancels, at once or `grace` seconds after it.
@@ -126,7 +133,7 @@ class AbortScope:
     True means `exc` was the abort's cut, swallowed. `close(exc)` at the end of the run.
     """
 
-    __slots__ = ("_armed", "_factory", "_grace", "_remove", "_reuse", "_scope", "_signal", "phase")
+    __slots__ = ("_armed", "_factory", "_grace", "_key", "_reuse", "_scope", "_signal", "phase")
 
     def __init__(self, signal: AbortSignal, grace: float, factory: Callable[[], Any], *, reuse: bool) -> None:
         self._signal = signal
@@ -136,7 +143,8 @@ class AbortScope:
         self._scope: Any = None
         self._armed = False  # an abort cancelled the scope or set its deadline
         self.phase = IDLE
-        self._remove = signal.on_abort(self._on_abort)
+        # The scope itself is the callback (`__call__`): no bound method or remover to make.
+        self._key = -1 if signal._aborted else signal._listen(self)
 
     def enter(self, phase: int) -> None:
         scope = self._scope
@@ -156,7 +164,7 @@ class AbortScope:
     def close(self, exc: BaseException | None = None) -> bool:
         """Exit the scope, if open, and stop listening to the signal (armed: it has aborted)."""
         self.phase = IDLE
-        self._remove()
+        self._signal._callbacks.pop(self._key, None)
         scope, self._scope, self._armed = self._scope, None, False
         if scope is None:
             return False
@@ -175,3 +183,5 @@ class AbortScope:
             scope.cancel()
         else:
             scope.deadline = min(scope.deadline, anyio.current_time() + self._grace)
+
+    __call__ = _on_abort  # what the signal calls

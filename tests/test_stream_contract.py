@@ -278,6 +278,26 @@ async def test_a_tool_running_an_agent_loop_on_the_same_signal_sees_it_cut_at_on
     assert seen[-1].messages[-1].stop_reason == "aborted"  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize("mode", ["parallel", "sequential"])
+async def test_runs_sharing_a_signal_leave_nothing_registered_on_it(anyio_backend: object, mode: str) -> None:
+    # One signal for many runs (a service's shutdown signal): every abort scope a run made, for
+    # the model, a tool in the run's task or a tool task of a batch, is gone when the run ends.
+    signal = al.AbortSignal()
+
+    async def execute(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> al.AgentToolResult:
+        await anyio.sleep(0)
+        return al.AgentToolResult.from_text("ok")
+
+    for _ in range(3):
+        model = ScriptedModel([tool_response("a"), tool_response("b", "c", "d"), "done"])
+        context = al.AgentContext(tools=[sleep_tool(execute)])
+        config = al.AgentLoopConfig(model=MODEL, tool_execution=mode)  # type: ignore[arg-type]
+        with anyio.fail_after(5):
+            events = await _collect(al.agent_loop([al.UserMessage(content="go")], context, config, signal, model))
+        assert sum(isinstance(e, al.ToolExecutionEnd) for e in events) == 4
+        assert signal._callbacks == {}
+
+
 async def _collect(stream: al.AgentLoopStream) -> list[al.AgentEvent]:
     async with stream as events:
         return [event async for event in events]
