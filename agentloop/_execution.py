@@ -31,7 +31,7 @@ from ._types import (
     error_result,
     tool_result_message,
 )
-from ._updates import DELIVERED, Delivery, Flag, UpdatePump, settle
+from ._updates import DELIVERED, Delivery, Flags, UpdatePump, settle
 from ._util import single_exception
 
 if TYPE_CHECKING:
@@ -233,12 +233,12 @@ class _Batch:
         count = len(runnable)
         self.barrier = [p.tool.execution_mode == "sequential" for _, p in runnable]
         self.barriers = [k for k in range(count) if self.barrier[k]]
-        self.done = [Flag() for _ in range(count)]
-        self.began = [Flag() for _ in range(count)]
+        self.done = Flags(count)  # finalized
+        self.began = Flags(count)  # begun (or ended without beginning)
         self.in_line = run.config.after_tool_call is None  # the releaser finalizes the calls
         # With `after_tool_call` each call finalizes itself, let go by the one before it.
-        self.finishing = [] if self.in_line else [Flag() for _ in range(count)]
-        self.go = [] if self.in_line else [Flag() for _ in range(count)]
+        self.finishing = Flags(0 if self.in_line else count)
+        self.go = Flags(0 if self.in_line else count)
         self.next_to_take = 0  # the next call a task takes
         self.next_to_begin = 0
         self.waiting: list[tuple[int, anyio.Event]] = []  # calls waiting for their turn to begin
@@ -275,7 +275,7 @@ class _Batch:
             for j in range(k) if barrier[k] else self.barriers:  # not O(calls) per call
                 if j >= k:
                     break
-                await self.done[j].wait()
+                await self.done.wait(j)
             while self.next_to_begin < k:
                 # After a barrier, calls begin in source order too: every begin wakes all the
                 # calls waiting, in source order (an event each: trio wakes the waiters of one
@@ -291,9 +291,9 @@ class _Batch:
                 self.finalized[index] = fin
             else:
                 fin = await _execute(run, prepared)
-                last = began[self.group_end[k]]
-                if not last.is_set():
-                    await last.wait()
+                last = self.group_end[k]
+                if not began.is_set(last):
+                    await began.wait(last)
                 self.executed[k] = fin
                 self.ready.append(k)
                 if not self.releasing:
@@ -302,21 +302,21 @@ class _Batch:
                 if self.in_line:
                     handed_over = True
                     return
-                await self.go[k].wait()
+                await self.go.wait(k)
                 self.pass_on(k)
                 fin = await _finalize(run, self.assistant, prepared, fin)
                 await _emit_end(run, fin)
                 self.finalized[index] = fin
         finally:
-            if not began[k].is_set():
+            if not began.is_set(k):
                 self.begin(k)
             if not handed_over:
                 self.pass_on(k)
-                self.done[k].set()
+                self.done.set(k)
 
     def begin(self, k: int) -> None:
         """Call k begins (or ends without beginning): the next one may begin."""
-        self.began[k].set()
+        self.began.set(k)
         if self.next_to_begin == k:
             self.next_to_begin = k + 1
             if self.waiting:
@@ -329,11 +329,11 @@ class _Batch:
         """Call k begins its finalization (or ends): the next one in line may go after it."""
         if self.in_line:
             return
-        if not self.finishing[k].is_set():
-            self.finishing[k].set()
+        if not self.finishing.is_set(k):
+            self.finishing.set(k)
             successor = self.successor[k]
             if successor is not None:
-                self.go[successor].set()  # it runs in a later pass: k first runs up to its first await
+                self.go.set(successor)  # it runs in a later pass: k first runs up to its first await
 
     async def release(self) -> None:
         """Finalize finished calls in the order their tools finished.
@@ -352,8 +352,8 @@ class _Batch:
                     continue
                 for k, successor in itertools.pairwise(batch):
                     self.successor[k] = successor
-                self.go[batch[0]].set()
-                await self.finishing[batch[-1]].wait()
+                self.go.set(batch[0])
+                await self.finishing.wait(batch[-1])
         finally:
             self.releasing = False
 
@@ -372,7 +372,7 @@ class _Batch:
             self.finalized[index] = fin
             pending = deliver(_end_event(fin))
             if pending is None:
-                self.done[k].set()
+                self.done.set(k)
             else:
                 await self.task_group.start(self.settle_end, k, pending)
 
@@ -381,7 +381,7 @@ class _Batch:
         try:
             await settle(pending)
         finally:
-            self.done[k].set()
+            self.done.set(k)
 
 
 def _find_tool(run: _Run, tool_call: ToolCall) -> AgentTool | None:
