@@ -285,7 +285,7 @@ class _Batch:
                 self.waiting.append((k, turn))
                 await turn.wait()
             self.begin(k)
-            if run.signal.aborted:
+            if run.signal._aborted:
                 fin = _Finalized(prepared.tool_call, error_result(ABORTED), True)
                 await _emit_end(run, fin)
                 self.finalized[index] = fin
