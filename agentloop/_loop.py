@@ -471,7 +471,10 @@ class _Run:
             async for event in events:
                 if signal._aborted:
                     break  # aborted before this event was delivered: it is not (the scope may be cut)
-                kind = getattr(event, "type", None)
+                try:
+                    kind = event.type
+                except AttributeError:
+                    kind = None  # not an event: the TypeError below says so
                 if kind in _UPDATE_TYPES:
                     if last is None:
                         continue  # no `start` yet: the reference drops block events too
