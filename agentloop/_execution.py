@@ -175,8 +175,8 @@ async def _sequential(
     messages: list[ToolResultMessage] = []
     terminate = True
     for tool_call in tool_calls:
-        message, stop = await _single(run, assistant, tool_call, recheck=False)
-        messages += message
+        result, stop = await _single(run, assistant, tool_call, recheck=False)
+        messages += result
         terminate = terminate and stop
     return messages, terminate
 

@@ -285,7 +285,7 @@ async def test_runs_sharing_a_signal_leave_nothing_registered_on_it(anyio_backen
     signal = al.AbortSignal()
 
     async def execute(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> al.AgentToolResult:
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         return al.AgentToolResult.from_text("ok")
 
     for _ in range(3):

@@ -355,7 +355,13 @@ def test_hand_written_initializers_keep_the_dataclass_contract(cls: Any) -> None
             assert parameter.default == f.default, f.name
         elif f.default_factory is dataclasses.MISSING:
             assert parameter.default is inspect.Parameter.empty, f.name
-    fixed = {AssistantMessage: ["role"], ToolResultMessage: ["role"], ToolCall: ["type"], AgentToolResult: [], Context: []}
+    fixed = {
+        AssistantMessage: ["role"],
+        ToolResultMessage: ["role"],
+        ToolCall: ["type"],
+        AgentToolResult: [],
+        Context: [],
+    }
     assert [f.name for f in dataclasses.fields(cls) if not f.init] == fixed[cls]
 
 
