@@ -79,10 +79,7 @@ class AbortSignal:
         if self._aborted:
             callback()
             return _noop
-        key = self._next_key
-        self._next_key = key + 1
-        self._callbacks[key] = callback
-        return partial(self._callbacks.pop, key, None)  # type: ignore[return-value]  # its value is unused
+        return partial(self._callbacks.pop, self._listen(callback), None)  # type: ignore[return-value]  # its value is unused
 
     def _listen(self, callback: Callable[[], None]) -> int:
         """`on_abort` for the loop's own callbacks (never aborted yet): the key that removes it."""

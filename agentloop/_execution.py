@@ -54,13 +54,13 @@ class _Prepared:
 
     __slots__ = ("args", "finished", "pump", "run", "tool", "tool_call")
 
-    def __init__(self, tool_call: ToolCall, tool: AgentTool, args: Any) -> None:
+    def __init__(self, run: _Run, tool_call: ToolCall, tool: AgentTool, args: Any) -> None:
+        self.run = run
         self.tool_call = tool_call
         self.tool = tool
         self.args = args
         self.finished = False
         self.pump: UpdatePump | None = None
-        self.run: _Run | None = None  # set when it executes
 
     def on_update(self, partial_result: AgentToolResult) -> Delivery:
         if self.finished:
@@ -68,7 +68,6 @@ class _Prepared:
         if not isinstance(partial_result, AgentToolResult):
             raise TypeError(f"on_update expects an AgentToolResult, got {type(partial_result).__name__}")
         run, tool_call = self.run, self.tool_call
-        assert run is not None, "on_update before the call executes"
         if self.pump is None:
             self.pump = UpdatePump(run.deliver, run.plain, run.task_group)
         return self.pump.push(ToolExecutionUpdate(tool_call.id, tool_call.name, tool_call.arguments, partial_result))
@@ -397,16 +396,11 @@ def _preflight(run: _Run, tool_call: ToolCall) -> _Prepared | _Finalized | None:
     `prepare_arguments`, an unknown tool, an abort)."""
     if run.config.before_tool_call is not None or run.signal._aborted:
         return None
-    name = tool_call.name
-    for tool in run.tools:
-        if tool.name == name:
-            break
-    else:
-        return None
-    if tool.prepare_arguments is not None:
+    tool = _find_tool(run, tool_call)
+    if tool is None or tool.prepare_arguments is not None:
         return None
     try:
-        return _Prepared(tool_call, tool, validate_tool_arguments(tool, tool_call))
+        return _Prepared(run, tool_call, tool, validate_tool_arguments(tool, tool_call))
     except Exception as exc:
         return _Finalized(tool_call, error_result(_message(exc)), True)
 
@@ -449,7 +443,7 @@ async def _prepare(run: _Run, assistant: AssistantMessage, tool_call: ToolCall) 
                     if decision.terminate is True:
                         result = AgentToolResult(content=result.content, details=result.details, terminate=True)
                     return _Finalized(tool_call, result, True)
-        return _Prepared(tool_call, tool, args)
+        return _Prepared(run, tool_call, tool, args)
     except Exception as exc:
         return _Finalized(tool_call, error_result(_message(exc)), True)
 
@@ -464,7 +458,6 @@ async def _execute(run: _Run, prepared: _Prepared, abort_scope: AbortScope | Non
     signal = run.signal
     if abort_scope is None:
         abort_scope = AbortScope(signal, run.config.tool_abort_grace, run.scope_class, reuse=False)
-    prepared.run = run
     failure: AgentToolResult | None = None
     abort_scope.enter(GRACE)
     try:

@@ -300,13 +300,7 @@ class AssistantMessageBuilder:
         else:
             text.append(delta)
         if arguments is not None:
-            head = self._head
-            if index == len(head):  # the last block: nothing is open
-                old = self._last
-                assert isinstance(old, ToolCall)
-                block = self._last = ToolCall(old.id, old.name, arguments, thought_signature=old.thought_signature)
-                return ToolCallDeltaEvent(index, delta, (_build, self._header, head, index, block, None, 0, ""))  # type: ignore[arg-type]
-            old = head[index]
+            old = self._block(index)
             assert isinstance(old, ToolCall)
             self._set(index, ToolCall(old.id, old.name, arguments, thought_signature=old.thought_signature))
         return ToolCallDeltaEvent(index, delta, self._capture())  # type: ignore[arg-type]
@@ -319,10 +313,6 @@ class AssistantMessageBuilder:
         """Close a tool call with its final block."""
         index = self._call_index(index)
         self._tool_text.pop(index, None)
-        head = self._head
-        if index == len(head):  # the last block: nothing is open
-            self._last = tool_call
-            return ToolCallEndEvent(index, tool_call, (_build, self._header, head, index, tool_call, None, 0, ""))  # type: ignore[arg-type]
         self._set(index, tool_call)
         return ToolCallEndEvent(index, tool_call, self._capture())  # type: ignore[arg-type]
 
