@@ -123,20 +123,19 @@ class AbortScope:
     A run keeps one open from one model or tool call to the next, in its own task (a cancel scope
     costs 2-7 us to enter and leave, a short tool turn ~35 us in all), and enters a fresh one only
     after an abort has touched it. Between the calls (`phase` IDLE: events being delivered, hooks) an abort
-    does nothing to it. With `reuse=False` (a tool call in a task of its own) `leave` always
-    closes it.
+    does nothing to it. (A tool call in a task of its own is cut through the task's own cancel
+    scope instead: see `_Batch` in `_execution.py`.)
 
     Each call is `enter(phase)`, then `leave()` when it returns, or `leave(exc)` when it raises:
     True means `exc` was the abort's cut, swallowed. `close(exc)` at the end of the run.
     """
 
-    __slots__ = ("_armed", "_factory", "_grace", "_key", "_reuse", "_scope", "_signal", "phase")
+    __slots__ = ("_armed", "_factory", "_grace", "_key", "_scope", "_signal", "phase")
 
-    def __init__(self, signal: AbortSignal, grace: float, factory: Callable[[], Any], *, reuse: bool) -> None:
+    def __init__(self, signal: AbortSignal, grace: float, factory: Callable[[], Any]) -> None:
         self._signal = signal
         self._grace = grace
         self._factory = factory  # the backend's CancelScope class: cheaper than anyio's factory
-        self._reuse = reuse
         self._scope: Any = None
         self._armed = False  # an abort cancelled the scope or set its deadline
         self.phase = IDLE
@@ -154,7 +153,7 @@ class AbortScope:
 
     def leave(self, exc: BaseException | None = None) -> bool:
         self.phase = IDLE
-        if self._reuse and not self._armed:
+        if not self._armed:
             return False  # stays open for the next call
         return self.close(exc)
 

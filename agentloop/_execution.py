@@ -12,7 +12,7 @@ import anyio
 import anyio.lowlevel
 from anyio.abc import TaskStatus
 
-from ._abort import GRACE, AbortScope
+from ._abort import GRACE, AbortSignal
 from ._config import (
     AfterToolCallContext,
     AfterToolCallResult,
@@ -31,7 +31,7 @@ from ._types import (
     error_result,
     tool_result_message,
 )
-from ._updates import DELIVERED, Delivery, Flags, UpdatePump, settle
+from ._updates import DELIVERED, Delivery, Flag, Flags, UpdatePump, settle
 from ._util import single_exception
 
 if TYPE_CHECKING:
@@ -155,7 +155,7 @@ async def _single(
     elif recheck and run.signal._aborted:
         fin = _Finalized(tool_call, error_result(ABORTED), True)
     else:
-        fin = await _execute(run, prepared, run.abort_scope)
+        fin = await _execute(run, prepared)
         if run.config.after_tool_call is not None:
             fin = await _finalize(run, assistant, prepared, fin)
     if (pending := run.deliver(_end_event(fin))) is not None:
@@ -204,6 +204,7 @@ async def _parallel(
 
 
 _CALL_TASK = "agentloop: a parallel tool call"
+_CUT_TASK = "agentloop: the abort's grace period"
 
 
 class _Batch:
@@ -216,6 +217,11 @@ class _Batch:
     finalized; calls whose tools finished are finalized in the order they finished, and calls
     whose tools finished in the same scheduler pass in source order (as equal JavaScript timers
     fire in the order they were set).
+
+    The abort's grace cut needs no cancel scope per call: each call runs in a task, and a task's
+    own scope (its `TaskHandle`) is cancelled if its tool still runs when the grace period ends.
+    What is left of a call after its tool (updates, `after_tool_call`, `tool_execution_end`) then
+    goes on in a fresh task (`finish`), since every wait of the cut task would be cancelled.
     """
 
     def __init__(
@@ -246,6 +252,11 @@ class _Batch:
         self.successor: list[int | None] = [None] * count  # who is let go after a call
         self.releasing = False
         self.task_group: Any = None
+        self.handles: list[anyio.TaskHandle[None]] = []  # by task: the abort's cut cancels a task
+        self.executing = [False] * count  # by task: its tool is running
+        self.cut = [False] * count  # by task: the abort's grace period ended while its tool ran
+        self.running = 0  # tools running
+        self.idle: Flag | None = None  # set when no tool runs (made by `cut_after_grace`)
         # The last call of each run of calls that may execute together.
         self.group_end = list(range(count))
         for k in range(count - 2, -1, -1):
@@ -253,15 +264,21 @@ class _Batch:
                 self.group_end[k] = self.group_end[k + 1]
 
     async def run(self) -> None:
+        signal = self.run_.signal
+        key = -1 if signal._aborted else signal._listen(self.on_abort)
         try:
             async with anyio.create_task_group() as tg:
                 self.task_group = tg
-                for _ in range(len(self.runnable)):
-                    tg.start_soon(self.one, name=_CALL_TASK)  # named: anyio's default name costs more
+                handles = self.handles
+                for j in range(len(self.runnable)):
+                    handles.append(tg.start_soon(self.one, j, name=_CALL_TASK))  # named: anyio's default costs more
         except BaseExceptionGroup as group:
             raise single_exception(group) from None
+        finally:
+            signal._callbacks.pop(key, None)
 
-    async def one(self) -> None:
+    async def one(self, j: int) -> None:
+        """Task `j`: a call from its turn to begin to its hand-over to `finish`."""
         # A task takes the next call when it first runs, whatever order the scheduler runs the
         # tasks in (trio runs a pass forwards or backwards): without barriers, calls begin in
         # source order with no waiting.
@@ -269,12 +286,12 @@ class _Batch:
         self.next_to_take = k + 1
         run, barrier, began = self.run_, self.barrier, self.began
         index, prepared = self.runnable[k]
-        handed_over = False  # to the releaser, which finalizes the call
+        handed_over = False  # to `finish`, which finalizes the call
         try:
-            for j in range(k) if barrier[k] else self.barriers:  # not O(calls) per call
-                if j >= k:
+            for b in range(k) if barrier[k] else self.barriers:  # not O(calls) per call
+                if b >= k:
                     break
-                await self.done.wait(j)
+                await self.done.wait(b)
             while self.next_to_begin < k:
                 # After a barrier, calls begin in source order too: every begin wakes all the
                 # calls waiting, in source order (an event each: trio wakes the waiters of one
@@ -288,27 +305,85 @@ class _Batch:
                 fin = _Finalized(prepared.tool_call, error_result(ABORTED), True)
                 await _emit_end(run, fin)
                 self.finalized[index] = fin
-            else:
-                fin = await _execute(run, prepared)
-                last = self.group_end[k]
-                if not began.is_set(last):
-                    await began.wait(last)
-                self.executed[k] = fin
-                self.ready.append(k)
-                if not self.releasing:
-                    self.releasing = True
-                    self.task_group.start_soon(self.release)
-                if self.in_line:
+                return
+            try:
+                fin = await self.execute(j, prepared)
+            except BaseException:
+                if self.cut[j]:  # the abort's cut (this task's own cancel scope): answered by `finish`
                     handed_over = True
-                    return
-                await self.go.wait(k)
-                self.pass_on(k)
-                fin = await _finalize(run, self.assistant, prepared, fin)
-                await _emit_end(run, fin)
-                self.finalized[index] = fin
+                    self.task_group.start_soon(
+                        self.finish, k, _Finalized(prepared.tool_call, error_result(ABORTED), True)
+                    )
+                raise
+            handed_over = True
+            if self.cut[j]:  # cut as the tool returned: this task's waits would be cancelled
+                self.task_group.start_soon(self.finish, k, fin)
+            else:
+                await self.finish(k, fin)
         finally:
             if not began.is_set(k):
                 self.begin(k)
+            if not handed_over:
+                self.pass_on(k)
+                self.done.set(k)
+
+    async def execute(self, j: int, prepared: _Prepared) -> _Finalized:
+        """Run call j's tool; while it runs, an abort's grace period may cut it (`cut_after_grace`)."""
+        self.executing[j] = True
+        self.running += 1
+        value: object = None
+        failure: AgentToolResult | None = None
+        try:
+            value = await _start(prepared, self.run_.signal)
+        except Exception as exc:
+            failure = error_result(_message(exc))
+        finally:
+            prepared.finished = True
+            self.executing[j] = False
+            self.running -= 1
+            if not self.running and self.idle is not None:
+                self.idle.set()
+        return _outcome(prepared, value, failure)
+
+    def on_abort(self) -> None:
+        """The signal aborted: tools still running after the grace period are cut."""
+        if self.running:
+            self.task_group.start_soon(self.cut_after_grace, name=_CUT_TASK)
+
+    async def cut_after_grace(self) -> None:
+        if self.running:
+            self.idle = Flag()
+            with anyio.move_on_after(self.run_.config.tool_abort_grace):
+                await self.idle.wait()  # every tool returned in time: nothing to cut
+        for j, handle in enumerate(self.handles):
+            if self.executing[j]:
+                self.cut[j] = True
+                handle.cancel()  # the task's own cancel scope: its tool sees a cancellation
+
+    async def finish(self, k: int, fin: _Finalized) -> None:
+        """Call k after its tool: its updates delivered, then finalized in the batch's order."""
+        index, prepared = self.runnable[k]
+        handed_over = False  # to the releaser, which finalizes the call
+        try:
+            if prepared.pump is not None:
+                await prepared.pump.drained()  # the call is finalized after its updates (never cut short)
+            last = self.group_end[k]
+            if not self.began.is_set(last):
+                await self.began.wait(last)
+            self.executed[k] = fin
+            self.ready.append(k)
+            if not self.releasing:
+                self.releasing = True
+                self.task_group.start_soon(self.release)
+            if self.in_line:
+                handed_over = True
+                return
+            await self.go.wait(k)
+            self.pass_on(k)
+            fin = await _finalize(self.run_, self.assistant, prepared, fin)
+            await _emit_end(self.run_, fin)
+            self.finalized[index] = fin
+        finally:
             if not handed_over:
                 self.pass_on(k)
                 self.done.set(k)
@@ -448,22 +523,34 @@ async def _prepare(run: _Run, assistant: AssistantMessage, tool_call: ToolCall) 
         return _Finalized(tool_call, error_result(_message(exc)), True)
 
 
-async def _execute(run: _Run, prepared: _Prepared, abort_scope: AbortScope | None = None) -> _Finalized:
-    """Run the tool: a running tool sees an abort at once and is cancelled after the grace period.
+def _start(prepared: _Prepared, signal: AbortSignal) -> Awaitable[object]:
+    """The tool's execution (a coroutine to await)."""
+    tool = prepared.tool
+    execute = tool.execute if tool._execute is None else tool._execute  # one frame less
+    return execute(prepared.tool_call.id, prepared.args, signal, prepared.on_update)
 
-    In the run's task it runs in the run's abort scope; in a task of its own (`abort_scope` None)
-    in a scope of its own.
-    """
+
+def _outcome(prepared: _Prepared, value: object, failure: AgentToolResult | None) -> _Finalized:
+    """What the tool gave: its result (a str becomes one), or the failure it raised."""
     tool_call = prepared.tool_call
-    signal = run.signal
-    if abort_scope is None:
-        abort_scope = AbortScope(signal, run.config.tool_abort_grace, run.scope_class, reuse=False)
+    if failure is not None:
+        return _Finalized(tool_call, failure, True)
+    if type(value) is not AgentToolResult:
+        try:
+            value = _check_result(prepared.tool, value)
+        except Exception as exc:
+            return _Finalized(tool_call, error_result(_message(exc)), True)
+    return _Finalized(tool_call, value, value.is_error is True)
+
+
+async def _execute(run: _Run, prepared: _Prepared) -> _Finalized:
+    """Run the tool in the run's abort scope: it sees an abort at once and is cut after the grace period."""
+    abort_scope = run.abort_scope
+    value: object = None
     failure: AgentToolResult | None = None
     abort_scope.enter(GRACE)
     try:
-        tool = prepared.tool
-        execute = tool.execute if tool._execute is None else tool._execute  # one frame less
-        value = await execute(tool_call.id, prepared.args, signal, prepared.on_update)
+        value = await _start(prepared, run.signal)
     except Exception as exc:
         failure = error_result(_message(exc))
     except BaseException as exc:
@@ -475,14 +562,7 @@ async def _execute(run: _Run, prepared: _Prepared, abort_scope: AbortScope | Non
     abort_scope.leave()  # (after a cut: nothing left to leave)
     if prepared.pump is not None:
         await prepared.pump.drained()  # the call is finalized after its updates (never cut short)
-    if failure is not None:
-        return _Finalized(tool_call, failure, True)
-    if type(value) is not AgentToolResult:
-        try:
-            value = _check_result(tool, value)
-        except Exception as exc:
-            return _Finalized(tool_call, error_result(_message(exc)), True)
-    return _Finalized(tool_call, value, value.is_error is True)
+    return _outcome(prepared, value, failure)
 
 
 async def _finalize(run: _Run, assistant: AssistantMessage, prepared: _Prepared, fin: _Finalized) -> _Finalized:

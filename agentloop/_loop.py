@@ -272,9 +272,7 @@ class _Run:
 
     async def run(self, prompts: list[AgentMessage] | None) -> None:
         """Run from new prompts (or continue, with None); `task_group` must be set."""
-        abort_scope = self.abort_scope = AbortScope(
-            self.signal, self.config.tool_abort_grace, self.scope_class, reuse=True
-        )
+        abort_scope = self.abort_scope = AbortScope(self.signal, self.config.tool_abort_grace, self.scope_class)
         try:
             if prompts is not None:
                 self.new_messages.extend(prompts)

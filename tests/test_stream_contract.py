@@ -298,6 +298,90 @@ async def test_runs_sharing_a_signal_leave_nothing_registered_on_it(anyio_backen
         assert signal._callbacks == {}
 
 
+@pytest.mark.parametrize("after_hook", [False, True])
+async def test_the_grace_cut_of_a_parallel_batch_answers_each_call_as_its_tool_ended(
+    anyio_backend: object, after_hook: bool
+) -> None:
+    # One batch, three tools, an abort while they run (grace 0.1 s): "ignore" sleeps on and is
+    # cut; "swallow" catches the cut, reports progress and returns a result of its own, which is
+    # kept; "honour" returns on the abort. What is left of a cut call (its update, the
+    # after_tool_call hook, which awaits) still runs in full.
+    log: list[str] = []
+
+    async def execute(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> al.AgentToolResult:
+        if tool_call_id == "honour":
+            await signal.wait()
+            return al.AgentToolResult.from_text("stopped in time")
+        try:
+            await anyio.sleep(30)
+        except anyio.get_cancelled_exc_class():
+            log.append(f"cut {tool_call_id}")
+            if tool_call_id == "ignore":
+                raise
+        on_update(al.AgentToolResult.from_text("after the cut"))
+        return al.AgentToolResult.from_text("swallowed the cut")
+
+    async def after(context: al.AfterToolCallContext, signal: al.AbortSignal) -> al.AfterToolCallResult:
+        await anyio.sleep(0.01)  # a cut task would be cancelled here
+        log.append(f"after {context.tool_call.id}")
+        return al.AfterToolCallResult(details={"hooked": True})
+
+    signal = al.AbortSignal()
+    model = ScriptedModel([tool_response("ignore", "swallow", "honour"), "never"])
+    context = al.AgentContext(tools=[sleep_tool(execute)])
+    config = al.AgentLoopConfig(model=MODEL, tool_abort_grace=0.1, after_tool_call=after if after_hook else None)
+    with anyio.fail_after(3):
+        start = anyio.current_time()
+        seen = await _collect_aborting(
+            al.agent_loop([al.UserMessage(content="go")], context, config, signal, model), signal
+        )
+        elapsed = anyio.current_time() - start
+    check_events(seen)
+    assert 0.15 <= elapsed < 2  # the abort at 0.05 s, the cut 0.1 s later, and no longer
+    assert sorted(entry for entry in log if entry.startswith("cut")) == ["cut ignore", "cut swallow"]
+    ends = {e.tool_call_id: e for e in seen if isinstance(e, al.ToolExecutionEnd)}
+    assert {i: (e.is_error, e.result.content[0].text) for i, e in ends.items()} == {  # type: ignore[union-attr]
+        "ignore": (True, "Operation aborted"),
+        "swallow": (False, "swallowed the cut"),
+        "honour": (False, "stopped in time"),
+    }
+    if after_hook:
+        assert sorted(entry for entry in log if entry.startswith("after")) == [
+            "after honour",
+            "after ignore",
+            "after swallow",
+        ]
+        assert all(e.result.details == {"hooked": True} for e in ends.values())
+    updates = [e for e in seen if isinstance(e, al.ToolExecutionUpdate)]
+    assert [(e.tool_call_id, e.partial_result.content[0].text) for e in updates] == [("swallow", "after the cut")]  # type: ignore[union-attr]
+    assert seen.index(updates[0]) < seen.index(ends["swallow"])  # finalized after its update
+    results = [m.tool_call_id for m in seen[-1].messages if isinstance(m, al.ToolResultMessage)]  # type: ignore[union-attr]
+    assert results == ["ignore", "swallow", "honour"]
+    assert signal._callbacks == {}
+
+
+async def test_a_parallel_batch_that_stops_in_time_does_not_wait_for_the_grace_period(anyio_backend: object) -> None:
+    # Grace 30 s: every tool stops soon after the abort, so nothing may wait for the period to end.
+    async def execute(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> al.AgentToolResult:
+        await signal.wait()
+        await anyio.sleep(0.02)  # still running when the grace period begins
+        return al.AgentToolResult.from_text("stopped in time")
+
+    signal = al.AbortSignal()
+    model = ScriptedModel([tool_response("c1", "c2", "c3"), "never"])
+    context = al.AgentContext(tools=[sleep_tool(execute)])
+    config = al.AgentLoopConfig(model=MODEL, tool_abort_grace=30)
+    with anyio.fail_after(2):
+        seen = await _collect_aborting(
+            al.agent_loop([al.UserMessage(content="go")], context, config, signal, model), signal
+        )
+    check_events(seen)
+    ends = [e for e in seen if isinstance(e, al.ToolExecutionEnd)]
+    assert sorted((e.tool_call_id, e.result.content[0].text) for e in ends) == [  # type: ignore[union-attr]
+        (f"c{k}", "stopped in time") for k in (1, 2, 3)
+    ]
+
+
 async def _collect(stream: al.AgentLoopStream) -> list[al.AgentEvent]:
     async with stream as events:
         return [event async for event in events]
