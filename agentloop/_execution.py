@@ -306,8 +306,15 @@ class _Batch:
                 await _emit_end(run, fin)
                 self.finalized[index] = fin
                 return
+            # The tool runs; while it does, an abort's grace period may cut it (`cut_after_grace`).
+            self.executing[j] = True
+            self.running += 1
+            value: object = None
+            failure: AgentToolResult | None = None
             try:
-                fin = await self.execute(j, prepared)
+                value = await _start(prepared, run.signal)
+            except Exception as exc:
+                failure = error_result(_message(exc))
             except BaseException:
                 if self.cut[j]:  # the abort's cut (this task's own cancel scope): answered by `finish`
                     handed_over = True
@@ -315,6 +322,13 @@ class _Batch:
                         self.finish, k, _Finalized(prepared.tool_call, error_result(ABORTED), True)
                     )
                 raise
+            finally:
+                prepared.finished = True
+                self.executing[j] = False
+                self.running -= 1
+                if not self.running and self.idle is not None:
+                    self.idle.set()
+            fin = _outcome(prepared, value, failure)
             handed_over = True
             if self.cut[j]:  # cut as the tool returned: this task's waits would be cancelled
                 self.task_group.start_soon(self.finish, k, fin)
@@ -326,24 +340,6 @@ class _Batch:
             if not handed_over:
                 self.pass_on(k)
                 self.done.set(k)
-
-    async def execute(self, j: int, prepared: _Prepared) -> _Finalized:
-        """Run call j's tool; while it runs, an abort's grace period may cut it (`cut_after_grace`)."""
-        self.executing[j] = True
-        self.running += 1
-        value: object = None
-        failure: AgentToolResult | None = None
-        try:
-            value = await _start(prepared, self.run_.signal)
-        except Exception as exc:
-            failure = error_result(_message(exc))
-        finally:
-            prepared.finished = True
-            self.executing[j] = False
-            self.running -= 1
-            if not self.running and self.idle is not None:
-                self.idle.set()
-        return _outcome(prepared, value, failure)
 
     def on_abort(self) -> None:
         """The signal aborted: tools still running after the grace period are cut."""
