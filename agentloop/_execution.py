@@ -12,7 +12,7 @@ import anyio
 import anyio.lowlevel
 from anyio.abc import TaskStatus
 
-from ._abort import GRACE, AbortSignal
+from ._abort import GRACE
 from ._config import (
     AfterToolCallContext,
     AfterToolCallResult,
@@ -52,13 +52,14 @@ TRUNCATED = (
 class _Prepared:
     """A call that passed preflight: its tool and validated arguments; while it runs, what its `on_update` acts on."""
 
-    __slots__ = ("args", "finished", "pump", "run", "tool", "tool_call")
+    __slots__ = ("args", "execute", "finished", "pump", "run", "tool", "tool_call")
 
     def __init__(self, run: _Run, tool_call: ToolCall, tool: AgentTool, args: Any) -> None:
         self.run = run
         self.tool_call = tool_call
         self.tool = tool
         self.args = args
+        self.execute = tool.execute if tool._execute is None else tool._execute  # one frame less
         self.finished = False
         self.pump: UpdatePump | None = None
 
@@ -312,7 +313,7 @@ class _Batch:
             value: object = None
             failure: AgentToolResult | None = None
             try:
-                value = await _start(prepared, run.signal)
+                value = await prepared.execute(prepared.tool_call.id, prepared.args, run.signal, prepared.on_update)
             except Exception as exc:
                 failure = error_result(_message(exc))
             except BaseException:
@@ -347,6 +348,7 @@ class _Batch:
             self.task_group.start_soon(self.cut_after_grace, name=_CUT_TASK)
 
     async def cut_after_grace(self) -> None:
+        """Cancel the tasks whose tools still run when the grace period ends (or none, once all return)."""
         if self.running:
             self.idle = Flag()
             with anyio.move_on_after(self.run_.config.tool_abort_grace):
@@ -519,13 +521,6 @@ async def _prepare(run: _Run, assistant: AssistantMessage, tool_call: ToolCall) 
         return _Finalized(tool_call, error_result(_message(exc)), True)
 
 
-def _start(prepared: _Prepared, signal: AbortSignal) -> Awaitable[object]:
-    """The tool's execution (a coroutine to await)."""
-    tool = prepared.tool
-    execute = tool.execute if tool._execute is None else tool._execute  # one frame less
-    return execute(prepared.tool_call.id, prepared.args, signal, prepared.on_update)
-
-
 def _outcome(prepared: _Prepared, value: object, failure: AgentToolResult | None) -> _Finalized:
     """What the tool gave: its result (a str becomes one), or the failure it raised."""
     tool_call = prepared.tool_call
@@ -546,7 +541,7 @@ async def _execute(run: _Run, prepared: _Prepared) -> _Finalized:
     failure: AgentToolResult | None = None
     abort_scope.enter(GRACE)
     try:
-        value = await _start(prepared, run.signal)
+        value = await prepared.execute(prepared.tool_call.id, prepared.args, run.signal, prepared.on_update)
     except Exception as exc:
         failure = error_result(_message(exc))
     except BaseException as exc:
