@@ -357,7 +357,28 @@ async def test_the_grace_cut_of_a_parallel_batch_answers_each_call_as_its_tool_e
     assert seen.index(updates[0]) < seen.index(ends["swallow"])  # finalized after its update
     results = [m.tool_call_id for m in seen[-1].messages if isinstance(m, al.ToolResultMessage)]  # type: ignore[union-attr]
     assert results == ["ignore", "swallow", "honour"]
-    assert signal._callbacks == {}
+
+
+@pytest.mark.parametrize("leave_after", [0.02, 0.2])  # during the grace period, or after the cut
+async def test_leaving_the_block_after_an_abort_of_parallel_tools_cancels_everything_quietly(
+    anyio_backend: object, leave_after: float
+) -> None:
+    log: list[str] = []
+    signal = al.AbortSignal()
+    model = ScriptedModel([tool_response("c1", "c2", "c3"), "never"])
+    context = al.AgentContext(tools=[make_sleeper(log, seconds=30)])
+    config = al.AgentLoopConfig(model=MODEL, tool_abort_grace=0.1)
+    seen: list[str] = []
+    with anyio.fail_after(2):
+        async with al.agent_loop([al.UserMessage(content="go")], context, config, signal, model) as events:
+            async for event in events:
+                seen.append(event.type)
+                if seen.count("tool_execution_start") == 3:
+                    await anyio.sleep(0.01)  # the tools are running
+                    signal.abort()
+                    await anyio.sleep(leave_after)
+                    break
+    assert sorted(log) == ["cancelled c1", "cancelled c2", "cancelled c3", "start c1", "start c2", "start c3"]
 
 
 async def test_a_parallel_batch_that_stops_in_time_does_not_wait_for_the_grace_period(anyio_backend: object) -> None:
