@@ -44,15 +44,18 @@ def _build(
     capture: tuple[Any, ...], stop_reason: Any = "pending", error_message: str | None = None
 ) -> AssistantMessage:
     """The snapshot an event captured: (build, header, earlier blocks, their count, last block,
-    parts, part count, kind); parts are the chunks of the last block while it is open."""
+    parts, part count, kind); parts are the chunks of the last block while it is open (text,
+    thinking), or its partial arguments (a tool call)."""
     _, header, head, count, last, parts, part_count, kind = capture
     if last is None:
         return _message(header, (), stop_reason, error_message)
     if parts is not None:
         if kind == "text":
             last = TextContent._streaming(parts, part_count, last.text_signature)
-        else:
+        elif kind == "thinking":
             last = ThinkingContent._streaming(parts, part_count, last.thinking_signature)
+        else:
+            last = ToolCall(last.id, last.name, parts, thought_signature=last.thought_signature)
     return _message(header, (*head[:count], last), stop_reason, error_message)
 
 
@@ -105,8 +108,11 @@ class AssistantMessageBuilder:
         # O(1), not a copy of every block.
         self._head: list[AssistantContent] = []
         self._last: AssistantContent | None = None
-        self._parts: list[str] | None = None  # the chunks of the last block while it is open
-        self._kind = ""  # "text" or "thinking": what the open block is
+        # The last block while it is open: the chunks of a text or thinking block, or the partial
+        # arguments of a tool call (built into its `ToolCall` when a snapshot or the next block
+        # needs them, not at every delta).
+        self._parts: Any = None
+        self._kind = ""  # "text", "thinking" or "toolCall": what the open block is
         self._tool_text: dict[int, list[str]] = {}
 
     # --- metadata that the final message carries ------------------------------------------
@@ -171,11 +177,13 @@ class AssistantMessageBuilder:
         if parts is None:
             return
         old = self._last
-        text = "".join(parts)
-        if self._kind == "text":
-            self._last = TextContent(text, text_signature=old.text_signature)  # type: ignore[union-attr]
+        kind = self._kind
+        if kind == "toolCall":
+            self._last = ToolCall(old.id, old.name, parts, thought_signature=old.thought_signature)  # type: ignore[union-attr]
+        elif kind == "text":
+            self._last = TextContent("".join(parts), text_signature=old.text_signature)  # type: ignore[union-attr]
         else:
-            self._last = ThinkingContent(text, thinking_signature=old.thinking_signature)  # type: ignore[union-attr]
+            self._last = ThinkingContent("".join(parts), thinking_signature=old.thinking_signature)  # type: ignore[union-attr]
         self._parts = None
 
     def _append(self, block: AssistantContent) -> int:
@@ -192,6 +200,7 @@ class AssistantMessageBuilder:
         head = self._head
         if index == len(head):
             self._last = block
+            self._parts = None  # (a tool call's partial arguments: replaced too)
         else:  # an earlier block: events captured the list, so change a copy
             head = self._head = list(head)
             head[index] = block
@@ -300,9 +309,12 @@ class AssistantMessageBuilder:
         else:
             text.append(delta)
         if arguments is not None:
-            old = self._block(index)
-            assert isinstance(old, ToolCall)
-            self._set(index, ToolCall(old.id, old.name, arguments, thought_signature=old.thought_signature))
+            if index == len(self._head):  # the last block: its `ToolCall` is built when needed
+                self._parts, self._kind = arguments, "toolCall"
+            else:
+                old = self._block(index)
+                assert isinstance(old, ToolCall)
+                self._set(index, ToolCall(old.id, old.name, arguments, thought_signature=old.thought_signature))
         return ToolCallDeltaEvent(index, delta, self._capture())  # type: ignore[arg-type]
 
     def tool_call_text(self, index: int | None = None) -> str:

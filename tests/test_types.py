@@ -294,6 +294,40 @@ def test_builder_tool_calls_by_position() -> None:
     assert earlier.partial.content[0] == ToolCall("c1", "one", {"a": 1})
 
 
+def test_builder_partial_arguments_of_the_last_tool_call() -> None:
+    # The last call's partial arguments go into its ToolCall only when needed: every event, the
+    # snapshot and the block after it still see the arguments of their moment.
+    b = AssistantMessageBuilder(timestamp=1)
+    b.tool_call_start("c1", "f")
+    one = b.tool_call_delta('{"a": 1', {"a": 1})
+    two = b.tool_call_delta(', "b": 2', {"a": 1, "b": 2})
+    raw = b.tool_call_delta("}")  # a fragment without parsed arguments keeps the last ones
+    assert b.snapshot().content == (ToolCall("c1", "f", {"a": 1, "b": 2}),)
+    opened = b.text_start()  # the next block closes the call with its arguments so far
+    done = b.done("toolUse")
+    assert [e.partial.content[0].arguments for e in (one, two, raw)] == [{"a": 1}, {"a": 1, "b": 2}, {"a": 1, "b": 2}]  # type: ignore[union-attr]
+    assert opened.partial.content == (ToolCall("c1", "f", {"a": 1, "b": 2}), TextContent(""))
+    assert done.message.content[0] == ToolCall("c1", "f", {"a": 1, "b": 2})
+
+    b = AssistantMessageBuilder(timestamp=1)
+    b.tool_call_start("c1", "f")
+    pending = b.tool_call_delta('{"a": 1}', {"a": 1})
+    b.tool_call_end(ToolCall("c1", "f", {"a": 9}))  # the final block replaces the partial arguments
+    assert b.done("toolUse").message.content == (ToolCall("c1", "f", {"a": 9}),)
+    assert pending.partial.content == (ToolCall("c1", "f", {"a": 1}),)
+
+    b = AssistantMessageBuilder(timestamp=1)
+    b.tool_call_start("c1", "f")
+    b.tool_call_delta('{"a": 1', {"a": 1})
+    assert b.done("toolUse").message.content == (ToolCall("c1", "f", {"a": 1}),)  # never ended
+    b = AssistantMessageBuilder(timestamp=1)
+    b.tool_call_start("c1", "f")
+    b.tool_call_delta('{"a": 1', {"a": 1})
+    assert b.error("aborted", "stopped").error.content == (ToolCall("c1", "f", {"a": 1}),)
+    with pytest.raises(ValueError, match="content block 0 is a ToolCall, not a TextContent"):
+        b.text_delta("x")
+
+
 def _every_value() -> list[Any]:
     import agentloop as al
 
