@@ -272,7 +272,7 @@ class _Batch:
                 self.task_group = tg
                 handles = self.handles
                 for j in range(len(self.runnable)):
-                    handles.append(tg.start_soon(self.one, j, name=_CALL_TASK))  # named: anyio's default costs more
+                    handles.append(tg.create_task(self.one(j), name=_CALL_TASK))  # named: anyio's default costs more
         except BaseExceptionGroup as group:
             raise single_exception(group) from None
         finally:
