@@ -40,6 +40,11 @@ from ._types import (
 __all__ = ("AssistantMessageBuilder",)
 
 
+def _with_arguments(call: ToolCall, arguments: Mapping[str, Any]) -> ToolCall:
+    """The tool call with its partial arguments so far."""
+    return ToolCall(call.id, call.name, arguments, thought_signature=call.thought_signature)
+
+
 def _build(
     capture: tuple[Any, ...], stop_reason: Any = "pending", error_message: str | None = None
 ) -> AssistantMessage:
@@ -55,7 +60,7 @@ def _build(
         elif kind == "thinking":
             last = ThinkingContent._streaming(parts, part_count, last.thinking_signature)
         else:
-            last = ToolCall(last.id, last.name, parts, thought_signature=last.thought_signature)
+            last = _with_arguments(last, parts)
     return _message(header, (*head[:count], last), stop_reason, error_message)
 
 
@@ -179,7 +184,7 @@ class AssistantMessageBuilder:
         old = self._last
         kind = self._kind
         if kind == "toolCall":
-            self._last = ToolCall(old.id, old.name, parts, thought_signature=old.thought_signature)  # type: ignore[union-attr]
+            self._last = _with_arguments(old, parts)  # type: ignore[arg-type]
         elif kind == "text":
             self._last = TextContent("".join(parts), text_signature=old.text_signature)  # type: ignore[union-attr]
         else:
@@ -314,7 +319,7 @@ class AssistantMessageBuilder:
             else:
                 old = self._block(index)
                 assert isinstance(old, ToolCall)
-                self._set(index, ToolCall(old.id, old.name, arguments, thought_signature=old.thought_signature))
+                self._set(index, _with_arguments(old, arguments))
         return ToolCallDeltaEvent(index, delta, self._capture())  # type: ignore[arg-type]
 
     def tool_call_text(self, index: int | None = None) -> str:

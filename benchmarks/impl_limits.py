@@ -230,7 +230,8 @@ async def minimal_w2(turns: int) -> int:
 
 async def minimal_w3(calls: int) -> int:
     """W3 through the minimal loop: one turn of `calls` tools that sleep 10 ms, each in a task and
-    in a cancel scope of its own (the least a tool that an abort cuts on its own needs)."""
+    in a cancel scope of its own (what agentloop paid per parallel call before it cut a call
+    through its task's own scope)."""
     send, receive = anyio.create_memory_object_stream[AgentEvent](BUFFER)
 
     async def emit(event: AgentEvent) -> None:
