@@ -468,7 +468,11 @@ class _Run:
         try:
             async for event in events:
                 if signal._aborted:
-                    break  # aborted before this event was delivered: it is not (the scope may be cut)
+                    # Aborted before this event was delivered: it is not, unless it is the
+                    # stream's own aborted ending, which is kept (as in the reference).
+                    if getattr(event, "type", None) == "error" and event.error.stop_reason == "aborted":
+                        state.final = event.error
+                    break
                 try:
                     kind = event.type
                 except AttributeError:
@@ -496,7 +500,9 @@ class _Run:
                 else:
                     raise TypeError(f"stream function yielded an unknown event: {event!r}")
                 if signal._aborted:
-                    break
+                    # Aborted while this event was delivered: the next read is cut at its first
+                    # wait, so only an ending the stream gives at once is still taken.
+                    abort_scope()
         except BaseException:
             state.last = last
             await _close(events, shielded=True)

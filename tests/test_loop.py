@@ -728,3 +728,33 @@ async def test_a_listener_aborting_mid_stream_does_not_wait_for_the_models_next_
     final = events[-1].messages[-1]  # type: ignore[union-attr]
     assert final.stop_reason == "aborted" and final.text == "a"
     assert closed == ["closed"]
+
+
+async def test_an_aborted_stream_keeps_its_own_terminal_message(anyio_backend: object) -> None:
+    # A stream that honours the signal ends with its own aborted message (the proxy client says
+    # "Request aborted by user"); the loop keeps it, as the reference does, instead of writing its own.
+    signal = al.AbortSignal()
+
+    async def honouring(model: al.Model, context: al.Context, options: al.StreamOptions) -> Any:
+        builder = al.AssistantMessageBuilder(api=model.api, provider=model.provider, model=model.id)
+        yield builder.start()
+        yield builder.text_start()
+        yield builder.text_delta("a")
+        await options.signal.wait()
+        yield builder.error("aborted", "Request aborted by user")
+
+    events: list[al.AgentEvent] = []
+
+    def sink(event: al.AgentEvent) -> None:
+        events.append(event)
+        if isinstance(event, al.MessageUpdate) and event.assistant_message_event.type == "text_delta":
+            signal.abort()
+
+    context = al.AgentContext(messages=[user("go")])
+    with anyio.fail_after(2):
+        await al.run_agent_loop_continue(context, al.AgentLoopConfig(model=MODEL), sink, signal, honouring)
+    check_events(events)
+    final = events[-1].messages[-1]  # type: ignore[union-attr]
+    assert final.stop_reason == "aborted"
+    assert final.error_message == "Request aborted by user"
+    assert final.text == "a"
