@@ -305,3 +305,13 @@ def test_bad_arguments_get_clear_errors() -> None:
 def test_import_agentloop_does_not_import_mcp() -> None:
     code = "import sys, agentloop; assert 'mcp' not in sys.modules and 'agentloop.mcp' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+async def test_a_tool_prefix_renames_the_tools_and_calls_the_servers_names(devnull: TextIO) -> None:
+    server = MCPServerStdio(sys.executable, [str(SMALL_SERVER)], errlog=devnull, tool_prefix="calc_")
+    async with server:
+        tools = await tools_of(server)
+        assert "calc_add" in tools and "add" not in tools
+        assert tools["calc_add"].label == "add"
+        result = await call(tools["calc_add"], {"a": 1, "b": 2})
+    assert result.details == {"total": 3, "terms": [1, 2]}
