@@ -12,7 +12,7 @@ import anyio
 import anyio.lowlevel
 from anyio.abc import TaskStatus
 
-from ._abort import GRACE
+from ._abort import AbortCut
 from ._config import (
     AfterToolCallContext,
     AfterToolCallResult,
@@ -115,7 +115,8 @@ async def fail_truncated_tool_calls(run: _Run, tool_calls: Sequence[ToolCall]) -
     """Fail every call of a response cut off by the token limit: its arguments may be truncated."""
     messages = []
     for tool_call in tool_calls:
-        await run.emit(ToolExecutionStart(tool_call.id, tool_call.name, tool_call.arguments))
+        if (pending := run.deliver(ToolExecutionStart(tool_call.id, tool_call.name, tool_call.arguments))) is not None:
+            await settle(pending)
         fin = _Finalized(tool_call, error_result(TRUNCATED.format(name=tool_call.name)), True)
         await _emit_end(run, fin)
         messages += await _emit_results(run, [fin])
@@ -535,22 +536,18 @@ def _outcome(prepared: _Prepared, value: object, failure: AgentToolResult | None
 
 
 async def _execute(run: _Run, prepared: _Prepared) -> _Finalized:
-    """Run the tool in the run's abort scope: it sees an abort at once and is cut after the grace period."""
-    abort_scope = run.abort_scope
+    """Run the tool in an abort cut: it sees an abort at once and is cut after the grace period."""
     value: object = None
     failure: AgentToolResult | None = None
-    abort_scope.enter(GRACE)
     try:
-        value = await prepared.execute(prepared.tool_call.id, prepared.args, run.signal, prepared.on_update)
+        with AbortCut(run.signal, run.config.tool_abort_grace) as cut:
+            value = await prepared.execute(prepared.tool_call.id, prepared.args, run.signal, prepared.on_update)
     except Exception as exc:
         failure = error_result(_message(exc))
-    except BaseException as exc:
-        if not abort_scope.leave(exc):
-            raise
-        failure = error_result(ABORTED)  # cut short by the abort's grace period
     finally:
         prepared.finished = True
-    abort_scope.leave()  # (after a cut: nothing left to leave)
+    if cut.cancelled_caught:
+        failure = error_result(ABORTED)  # cut short by the abort's grace period
     if prepared.pump is not None:
         await prepared.pump.drained()  # the call is finalized after its updates (never cut short)
     return _outcome(prepared, value, failure)
