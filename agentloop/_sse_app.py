@@ -49,6 +49,7 @@ from ._agent import Agent
 from ._codec import encode_json, from_json, to_json
 from ._config import MaybeAwaitable
 from ._envelope import EventEnvelope, dumps_envelope, enveloping
+from ._json_fallback import encode_lenient
 from ._sessions import Session, SessionLockedError, SessionNotFoundError, SessionStore, check_session_id
 from ._types import AgentMessage, AssistantMessage, CustomMessage, ToolResultMessage, UserMessage
 from ._util import single_exception
@@ -580,7 +581,7 @@ def _last_event_id(scope: Scope) -> int | None:
 
 
 async def _send_json(send: Send, status: int, data: Any, headers: list[tuple[bytes, bytes]] | None = None) -> None:
-    body = encode_json(data).encode()
+    body = encode_lenient(data).encode()  # a session's messages may hold odd tool details
     await send(
         {
             "type": "http.response.start",
