@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._abort import AbortSignal
-from ._codec import encode_json, from_json, to_json
+from ._codec import from_json, to_json
 from ._config import MaybeAwaitable
 from ._events import AgentEvent, AgentStart, TurnStart
+from ._json_fallback import encode_lenient
 from ._types import now_ms
 
 __all__ = (
@@ -191,5 +192,9 @@ def envelope_from_json(data: Any) -> EventEnvelope:
 
 
 def dumps_envelope(envelope: EventEnvelope) -> str:
-    """`envelope_to_json` as one compact line of JSON."""
-    return encode_json(envelope_to_json(envelope))
+    """`envelope_to_json` as one compact line of JSON.
+
+    Tool `details` JSON cannot hold are written as session stores write them (anything without
+    a JSON form of its own as its `str()`), so every event reaches the bus or the browser.
+    """
+    return encode_lenient(envelope_to_json(envelope))

@@ -37,9 +37,10 @@ import anyio.to_thread
 
 from ._abort import AbortSignal
 from ._agent import Agent
-from ._codec import encode_json, from_json, to_json
+from ._codec import from_json, to_json
 from ._errors import AgentBusyError, AgentLoopError
 from ._events import AgentEvent, AgentStart, MessageEnd
+from ._json_fallback import encode_lenient
 from ._loop import check_messages
 from ._types import (
     AgentMessage,
@@ -331,23 +332,10 @@ def encode_message(message: AgentMessage) -> str:
     """A message's JSON text as stored: the codec's form, one line.
 
     Values JSON cannot hold (in tool `details` or custom-message data) are stored in a JSON form
-    of their own (pydantic models dumped, dataclasses as dicts, anything else as its `str()`), so
-    an odd detail never stops a run from being recorded.
+    of their own (`encode_lenient`: anything without one as its `str()`), so an odd detail never
+    stops a run from being recorded.
     """
-    return encode_json(to_json(message), default=_jsonable)
-
-
-def _jsonable(value: Any) -> Any:
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        return dump(mode="json")
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    if isinstance(value, (set, frozenset, tuple)):
-        return builtins.list(value)
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return str(value)
+    return encode_lenient(to_json(message))
 
 
 def decode_message(data: Any, where: str) -> AgentMessage:

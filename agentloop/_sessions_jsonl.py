@@ -1,6 +1,7 @@
 """The JSONL session backend: one append-only `<id>.jsonl` file per session.
 
-Each line is one record, written with a single `write` of the whole line and then `fsync`ed:
+Each line is one record; a write (one record, or the lines of one append) is written whole and
+then `fsync`ed:
 
     {"type":"session","version":1,"id":...,"time":...,"title":...,"parentId":...,"forkIndex":...,"settings":{...}}
     {"type":"message","index":0,"time":...,"message":{...the codec's JSON form...}}
@@ -10,9 +11,10 @@ Each line is one record, written with a single `write` of the whole line and the
 The header line is written with the file (a temporary file linked into place), so every session
 file starts with one. A crash can only tear the last line (it has no final newline, or does not
 parse); readers ignore it and the next writer truncates it away before appending. Any other bad
-line is corruption (`SessionCorruptError`). A writer holds an exclusive `flock` on the file for
-as long as its `Session` is open; the kernel drops it when the process dies, so a crashed
-writer never leaves a stale lock behind.
+line is corruption (`SessionCorruptError`). A write that fails (a full disk, a file-size limit, a
+failed fsync) is cut back off the file before its `SessionError` is raised. A writer holds an
+exclusive `flock` on the file for as long as its `Session` is open; the kernel drops it when the
+process dies, so a crashed writer never leaves a stale lock behind.
 """
 
 from __future__ import annotations
@@ -299,17 +301,40 @@ class _JSONLWriter(Writer):
     def __init__(self, backend: JSONLBackend, fd: int) -> None:
         self._backend = backend
         self._fd: int | None = fd
+        self._broken: str | None = None
 
     def _write(self, data: bytes) -> None:
+        """Append `data` durably, or leave the file as it was and raise `SessionError`.
+
+        A write can fail part-way (a full disk, a file-size limit) and an fsync can fail after
+        the bytes reached the file: either way the file is cut back to its length before this
+        write, so the next record never lands on a torn line and nothing the caller was told
+        failed can come back at a reload.
+        """
         fd = self._fd
         if fd is None:
             raise SessionError("the session is closed")
-        _write_all(fd, data)
-        self._backend._sync(fd)
+        if self._broken is not None:
+            raise SessionError(self._broken)
+        length = os.fstat(fd).st_size
+        try:
+            _write_all(fd, data)
+            self._backend._sync(fd)
+        except OSError as exc:
+            try:
+                os.ftruncate(fd, length)
+                self._backend._sync(fd)
+            except OSError as restore_error:
+                self._broken = (
+                    f"the session file could not be restored after a failed write ({restore_error}); "
+                    "close the session and open it again (opening drops a torn last line)"
+                )
+                raise SessionError(f"could not write to the session file ({exc}); {self._broken}") from exc
+            raise SessionError(f"could not write to the session file ({exc}); nothing of this write was kept") from exc
 
     def append(self, start: int, messages: list[str], time: int) -> None:
-        for i, text in enumerate(messages):
-            self._write(_message_line(start + i, time, text))  # one durable record per message
+        # One write for all of them: they are stored together or not at all.
+        self._write(b"".join(_message_line(start + i, time, text) for i, text in enumerate(messages)))
 
     def replace(self, messages: list[str], time: int) -> None:
         body = ",".join(messages)

@@ -11,6 +11,7 @@ a lock (`check_same_thread=False`).
 from __future__ import annotations
 
 import builtins
+import contextlib
 import json
 import os
 import socket
@@ -215,6 +216,14 @@ class SQLiteBackend(Backend):
 
 
 class _Transaction:
+    """One transaction on the shared connection, under the backend's lock.
+
+    It commits when its block succeeds and rolls back otherwise. A database error (a full disk,
+    a file-size limit, an I/O error), in the block or at the commit, rolls the transaction back
+    and becomes a `SessionError`: the database holds what it held before, the connection is
+    ready for the next transaction, and the caller's view stays what was committed.
+    """
+
     __slots__ = ("_conn", "_immediate", "_lock")
 
     def __init__(self, lock: threading.Lock, conn: sqlite3.Connection, immediate: bool) -> None:
@@ -225,7 +234,12 @@ class _Transaction:
     def __enter__(self) -> sqlite3.Connection:
         self._lock.acquire()
         try:
+            if self._conn.in_transaction:  # a rollback that failed earlier left one open
+                self._conn.execute("ROLLBACK")
             self._conn.execute("BEGIN IMMEDIATE" if self._immediate else "BEGIN")
+        except sqlite3.Error as exc:
+            self._lock.release()
+            raise self._error(exc) from exc
         except BaseException:
             self._lock.release()
             raise
@@ -233,9 +247,28 @@ class _Transaction:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
         try:
-            self._conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
+            if exc_type is None:
+                try:
+                    self._conn.execute("COMMIT")
+                except sqlite3.Error as commit_error:
+                    self._rollback()
+                    raise self._error(commit_error) from commit_error
+                return
+            self._rollback()
+            if isinstance(exc, sqlite3.Error):
+                raise self._error(exc) from exc
         finally:
             self._lock.release()
+
+    def _rollback(self) -> None:
+        if self._conn.in_transaction:  # SQLite rolls back by itself after some errors
+            with contextlib.suppress(sqlite3.Error):  # the next transaction tries again first
+                self._conn.execute("ROLLBACK")
+
+    def _error(self, exc: sqlite3.Error) -> SessionError:
+        if self._immediate:
+            return SessionError(f"could not write to the session database ({exc}); nothing of this write was kept")
+        return SessionError(f"could not read the session database ({exc})")
 
 
 def _meta(row: tuple[Any, ...]) -> Meta:

@@ -13,14 +13,18 @@ Routes (JSON bodies and answers; errors are `{"error": "..."}` with a 4xx status
     POST   /sessions/{id}/follow-up     queue a message for when the agent stops    202
     POST   /sessions/{id}/abort         abort the run                               200 {"aborted"}
 
-Every event of a session is one SSE message: `id:` is the event's number in the session's event
-log (1, 2, 3, ... across runs), `data:` the event envelope's JSON form (run id, seq within the run,
-turn, timestamp, event). A client that reconnects with `Last-Event-ID` (browsers do it on their
-own; `?lastEventId=N` works too) gets the events after that one, then the live ones; without it,
-every event the log still keeps. When the id asked for is no longer kept (the log keeps the last
-`replay_limit` events) or unknown (the server restarted), an `event: reset` message comes first:
-reload the state from `GET /sessions/{id}`. A run failure the Agent did not turn into events
-comes as `event: error`.
+Every event of a session is one SSE message: `id:` is `<epoch>-<n>`, the event's number `n` in
+the session's event log (1, 2, 3, ... across runs) after an epoch that is new each time the app
+takes the session up (so an id from before a restart is never taken for a new one); `data:` is
+the event envelope's JSON form (run id, seq within the run, turn, timestamp, event). A client
+that reconnects with `Last-Event-ID` (browsers do it on their own; `?lastEventId=` works too)
+gets the events after that one, then the live ones; without it, every event of the epoch. Every
+gap comes with an `event: reset` message (`{"lastEventId", "oldestEventId", "asked"}`) before
+the oldest event still kept: when the id asked for is no longer kept (the log keeps the last
+`replay_limit` events) or is of another epoch, when the log dropped events before a client
+without an id connected, and when a connected client reads slower than the log turns over.
+After a reset, reload the state from `GET /sessions/{id}`. A run failure the Agent did not turn
+into events comes as `event: error`.
 
 Runs are tasks of the app's own task group, which lives as long as the ASGI lifespan (or
 `async with app.running():` when the server has no lifespan). Shutting down aborts the runs,
@@ -49,6 +53,7 @@ from ._agent import Agent
 from ._codec import encode_json, from_json, to_json
 from ._config import MaybeAwaitable
 from ._envelope import EventEnvelope, dumps_envelope, enveloping
+from ._json_fallback import encode_lenient
 from ._sessions import Session, SessionLockedError, SessionNotFoundError, SessionStore, check_session_id
 from ._types import AgentMessage, AssistantMessage, CustomMessage, ToolResultMessage, UserMessage
 from ._util import single_exception
@@ -95,6 +100,7 @@ class _Live:
         self.id = session_id
         self.agent = agent
         self.session = session
+        self.epoch = uuid.uuid4().hex[:12]
         self.log: deque[tuple[int, bytes]] = deque(maxlen=replay_limit)
         self.next_id = 1
         self.changed = anyio.Event()
@@ -109,7 +115,9 @@ class _Live:
     def publish(self, event: str | None, data: str) -> None:
         number = self.next_id
         self.next_id += 1
-        head = f"id: {number}\n" if event is None else f"id: {number}\nevent: {event}\n"
+        head = f"id: {self.event_id(number)}\n"
+        if event is not None:
+            head += f"event: {event}\n"
         self.log.append((number, f"{head}data: {data}\n\n".encode()))
         self.notify()
 
@@ -117,9 +125,27 @@ class _Live:
         changed, self.changed = self.changed, anyio.Event()
         changed.set()
 
+    def event_id(self, number: int) -> str:
+        """The SSE id of event `number` of this epoch."""
+        return f"{self.epoch}-{number}"
+
+    def number_of(self, event_id: str) -> int | None:
+        """The number of an id of this epoch; None for an id of another (or a bare number)."""
+        epoch, _, number = event_id.rpartition("-")
+        return int(number) if epoch == self.epoch else None
+
     @property
     def last_id(self) -> int:
         return self.next_id - 1
+
+    @property
+    def last_event_id(self) -> str:
+        return self.event_id(self.last_id)
+
+    def reset(self, asked: str | None) -> bytes:
+        """The `event: reset` message that announces a gap after `asked` (None: from the start)."""
+        data = {"lastEventId": self.last_event_id, "oldestEventId": self.event_id(self.first_id), "asked": asked}
+        return f"event: reset\ndata: {encode_json(data)}\n\n".encode()
 
     @property
     def first_id(self) -> int:
@@ -134,7 +160,7 @@ class _Live:
         return {
             "id": self.id,
             "isStreaming": self.busy,
-            "lastEventId": self.last_id,
+            "lastEventId": self.last_event_id,
             "errorMessage": state.error_message,
             "messages": [to_json(m) for m in state.messages],
         }
@@ -339,7 +365,7 @@ class AgentSSEApp:
             session = await self.store.open(session_id)
             await session.attach(agent)
         live = self._sessions[session_id] = _Live(session_id, agent, session, self.replay_limit)
-        await _send_json(send, 201, {"id": session_id, "lastEventId": live.last_id})
+        await _send_json(send, 201, {"id": session_id, "lastEventId": live.last_event_id})
 
     async def _list(self) -> list[dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
@@ -422,7 +448,7 @@ class AgentSSEApp:
     async def _prompt(self, live: _Live, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         messages = _messages_of(body)
         self._start(live, lambda: live.agent.prompt(messages))
-        return 202, {"accepted": True, "lastEventId": live.last_id}
+        return 202, {"accepted": True, "lastEventId": live.last_event_id}
 
     async def _continue(self, live: _Live, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         agent = live.agent
@@ -433,7 +459,7 @@ class AgentSSEApp:
             if transcript[-1].role == "assistant" and not agent.has_queued_messages():
                 raise _HTTPError(409, "cannot continue after the assistant's answer: send a prompt")
         self._start(live, agent.continue_)
-        return 202, {"accepted": True, "lastEventId": live.last_id}
+        return 202, {"accepted": True, "lastEventId": live.last_event_id}
 
     async def _steer(self, live: _Live, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         for message in _messages_of(body):
@@ -452,16 +478,11 @@ class AgentSSEApp:
 
     # --- the event stream --------------------------------------------------------------------
     async def _events(self, live: _Live, scope: Scope, receive: Receive, send: Send) -> None:
-        last = _last_event_id(scope)
+        asked = _last_event_id(scope)
+        last = 0 if asked is None else live.number_of(asked)
         closing = self._closing
         await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
         first = b"retry: 1000\n\n"
-        if last is None:
-            last = live.first_id - 1
-        elif last < live.first_id - 1 or last > live.last_id:
-            reset = {"lastEventId": live.last_id, "oldestEventId": live.first_id, "asked": last}
-            first += f"event: reset\ndata: {encode_json(reset)}\n\n".encode()
-            last = live.first_id - 1
         disconnected = False
         async with anyio.create_task_group() as tg:
 
@@ -476,9 +497,19 @@ class AgentSSEApp:
             await send({"type": "http.response.body", "body": first, "more_body": True})
             while True:
                 changed = live.changed
+                if last is None or not live.first_id - 1 <= last <= live.last_id:
+                    # A gap: an id of another epoch, or events the log no longer keeps (dropped
+                    # before the client came, or while it was reading slower than they came).
+                    # Taken before the send: if the log turns over during it, the next round
+                    # sees that gap too.
+                    gap = live.reset(asked)
+                    last, asked = live.first_id - 1, None
+                    await send({"type": "http.response.body", "body": gap, "more_body": True})
+                    continue
                 frames = live.after(last)
                 if frames:
                     last = frames[-1][0]
+                    asked = live.event_id(last)
                     await send(
                         {"type": "http.response.body", "body": b"".join(f for _, f in frames), "more_body": True}
                     )
@@ -559,7 +590,11 @@ def _messages_of(body: dict[str, Any]) -> list[AgentMessage]:
     return messages
 
 
-def _last_event_id(scope: Scope) -> int | None:
+_EVENT_ID = re.compile(r"^(?:[0-9a-f]+-)?[0-9]+$")
+
+
+def _last_event_id(scope: Scope) -> str | None:
+    """The id the client saw last (`Last-Event-ID`, else `?lastEventId=`); 400 when not an id."""
     raw: str | None = None
     for name, value in scope.get("headers") or []:
         if name.lower() == b"last-event-id":
@@ -570,17 +605,14 @@ def _last_event_id(scope: Scope) -> int | None:
             raw = query["lastEventId"][-1]
     if raw is None or raw.strip() == "":
         return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise _HTTPError(400, f"Last-Event-ID must be an event number, got {raw!r}") from None
-    if value < 0:
-        raise _HTTPError(400, f"Last-Event-ID must be an event number, got {raw!r}")
-    return value
+    raw = raw.strip()
+    if not _EVENT_ID.match(raw):
+        raise _HTTPError(400, f"Last-Event-ID must be an event id this app sent ('<epoch>-<number>'), got {raw!r}")
+    return raw
 
 
 async def _send_json(send: Send, status: int, data: Any, headers: list[tuple[bytes, bytes]] | None = None) -> None:
-    body = encode_json(data).encode()
+    body = encode_lenient(data).encode()  # a session's messages may hold odd tool details
     await send(
         {
             "type": "http.response.start",

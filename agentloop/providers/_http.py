@@ -314,7 +314,7 @@ async def _attempt(
         status = response.status_code
         if not 200 <= status < 300:
             body = await guard.run(response.aread)
-            text = f"HTTP {status}: {_error_message(body, response.reason_phrase)}"
+            text = f"HTTP {status}: {_error_message(body, response.reason_phrase, secret)}"
             should = response.headers.get("x-should-retry")
             if should == "true" or (should != "false" and (status in _RETRY_STATUSES or status >= 500)):
                 yield _Retry(text, _retry_after(response.headers))
@@ -326,7 +326,7 @@ async def _attempt(
             body = await guard.run(response.aread)
             text = (
                 f"Expected an event stream (text/event-stream) from {request.url}, got "
-                f"{content_type.partition(';')[0] or 'no content type'!r}: {_error_message(body, 'empty body')}"
+                f"{content_type.partition(';')[0] or 'no content type'!r}: {_error_message(body, 'empty body', secret)}"
             )
             yield builder.error("error", redact(text, secret))
             return
@@ -354,10 +354,11 @@ async def _attempt(
             try:
                 events = parser.feed(sse.event, sse.data)
             except ProviderError as exc:
+                text = _redact_cut(str(exc), secret)  # parsers show data cut short
                 if exc.retryable and not parser.has_content:
-                    yield _Retry(str(exc))
+                    yield _Retry(text)
                     return
-                yield builder.error("error", redact(str(exc), secret))
+                yield builder.error("error", text)
                 return
             except Exception as exc:  # malformed data of a shape we did not expect
                 yield builder.error("error", redact(f"Unexpected data from the provider: {_describe(exc)}", secret))
@@ -422,9 +423,12 @@ def _transport_error(exc: BaseException) -> str:
     return f"HTTP transport error: {_describe(exc)}"
 
 
-def _error_message(body: bytes, fallback: str) -> str:
-    """The provider's own words from an error body (JSON, an SSE error event, or text)."""
-    text = body[:_MAX_ERROR_BODY].decode("utf-8", "replace").strip()
+def _error_message(body: bytes, fallback: str, secret: str | None) -> str:
+    """The provider's own words from an error body (JSON, an SSE error event, or text).
+
+    The key is redacted before anything is cut, so no part of it survives a cut.
+    """
+    text = redact(body[:_MAX_ERROR_BODY].decode("utf-8", "replace"), secret).strip()
     if not text:
         return fallback or "no details"
     candidates = [text]
@@ -438,6 +442,31 @@ def _error_message(body: bytes, fallback: str) -> str:
         if message:
             return message
     return text if len(text) <= 500 else text[:500] + "..."
+
+
+_KEY_START = 8
+"""How many leading characters of a key mark what is left of it at the end of a cut text."""
+
+
+def _redact_cut(text: str, secret: str | None) -> str:
+    """`text` with the key redacted, and also the start of a key that a cut left in it.
+
+    Parsers show malformed data cut short (its first characters); a key straddling that cut is
+    no longer whole, so `redact` alone would let all but its last characters through. Any run
+    of the key's own first characters, `_KEY_START` or more, is masked too.
+    """
+    text = redact(text, secret)
+    if not secret or len(secret) <= _KEY_START:
+        return text
+    head = secret[:_KEY_START]
+    start = text.find(head)
+    while start != -1:
+        end = start + _KEY_START
+        while end < len(text) and end - start < len(secret) and text[end] == secret[end - start]:
+            end += 1
+        text = text[:start] + "***" + text[end:]
+        start = text.find(head, start + 3)
+    return text
 
 
 def _retry_after(headers: httpx.Headers) -> float | None:

@@ -3,13 +3,17 @@
 It checks the bearer token, validates the request, runs a stream function with the server's own
 API keys and streams the bandwidth-saving events as `data: {json}\\n\\n` lines. Serve it with any
 ASGI server (uvicorn, hypercorn, ...); it runs on asyncio and trio.
+
+The server decides where its keys go: a request whose model names a base URL the server did not
+allow is refused before anything runs, so a client holding the proxy token cannot point the
+server's provider key (or its network position) at a host of its own.
 """
 
 from __future__ import annotations
 
 import hmac
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, MutableMapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +24,9 @@ from .._abort import AbortSignal
 from .._config import MaybeAwaitable, StreamFn, StreamOptions
 from .._events import AssistantMessageEvent
 from .._types import Context, Model
+from ._anthropic import ANTHROPIC_BASE_URL
 from ._common import env_api_key, redact
+from ._openai_completions import OPENAI_BASE_URL
 from ._proxy_wire import PROXY_PATH, ProxyProtocolError, WireEncoder, decode_request, dumps_bytes
 
 if TYPE_CHECKING:
@@ -34,6 +40,9 @@ ASGIReceive: TypeAlias = Callable[[], Awaitable[ASGIMessage]]
 ASGISend: TypeAlias = Callable[[ASGIMessage], Awaitable[None]]
 ASGIApp: TypeAlias = Callable[[ASGIScope, ASGIReceive, ASGISend], Awaitable[None]]
 """An ASGI 3 application."""
+
+_PROVIDER_BASE_URLS: tuple[str, ...] = (OPENAI_BASE_URL, ANTHROPIC_BASE_URL)
+"""The built-in providers' own base URLs: where `proxy_app` sends requests unless told otherwise."""
 
 _CLEANUP_TIMEOUT = 5.0
 _PING = b": ping\n\n"
@@ -53,6 +62,7 @@ def proxy_app(
     resolve_model: Callable[[Model], MaybeAwaitable[Model]] | None = None,
     keepalive: float | None = 15.0,
     max_body_size: int = 32 * 1024 * 1024,
+    allowed_base_urls: Iterable[str] = _PROVIDER_BASE_URLS,
 ) -> ASGIApp:
     """An ASGI app that serves `POST {path}` of the pi proxy protocol with `stream_fn`.
 
@@ -71,11 +81,18 @@ def proxy_app(
         get_api_key: `(provider) -> key | None` for the request's `StreamOptions.api_key` (by
             default None: providers use their environment variables). Clients never send keys.
         resolve_model: `(model) -> model` maps the model a client sent to the one to run; raise
-            ValueError to refuse it (400). The default runs the client's model as sent, base URL
-            and headers included: with keys on the server, use this to pin models you trust.
+            ValueError to refuse it (400). The default runs the client's model as sent (headers
+            included), within `allowed_base_urls`.
         keepalive: Seconds of silence after which a `: ping` comment line is sent (keeps proxies
             and load balancers from closing a long thinking pause); None disables it.
         max_body_size: The largest request body accepted, in bytes.
+        allowed_base_urls: Where the server sends requests, and with them its API keys: a model
+            (after `resolve_model`) whose `base_url` has another scheme, host or port is refused
+            with 400 naming the allowed ones, before any key is looked up. An empty `base_url`
+            (the provider's default) is always allowed. The default is the built-in providers'
+            own URLs (OpenAI's and Anthropic's); add your local or compatible servers, or pass
+            `["*"]` to allow any host (only for a server that holds no keys a client must not
+            steer).
     """
     if not callable(stream_fn):
         raise TypeError(f"stream_fn must be callable, got {stream_fn!r}")
@@ -92,7 +109,51 @@ def proxy_app(
         raise ValueError(f"keepalive must be a positive number of seconds or None, got {keepalive!r}")
     if isinstance(max_body_size, bool) or not isinstance(max_body_size, int) or max_body_size < 1:
         raise ValueError(f"max_body_size must be a positive int, got {max_body_size!r}")
-    return _ProxyApp(stream_fn, token.encode(), path, get_api_key, resolve_model, keepalive, max_body_size)
+    allowed = _allowed_origins(allowed_base_urls)
+    return _ProxyApp(stream_fn, token.encode(), path, get_api_key, resolve_model, keepalive, max_body_size, allowed)
+
+
+_Origin: TypeAlias = "tuple[str, str, int]"
+
+
+def _origin(url: str) -> _Origin | None:
+    """The scheme, host and port a base URL sends requests to (as httpx reads it), or None."""
+    import httpx
+
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        return None
+    scheme = parsed.scheme
+    if scheme not in ("http", "https") or not parsed.host:
+        return None
+    return scheme, parsed.host, parsed.port or (443 if scheme == "https" else 80)
+
+
+def _allowed_origins(urls: Iterable[str]) -> frozenset[_Origin] | None:
+    """The origins of `allowed_base_urls` (None: any host); ValueError naming a bad entry."""
+    if isinstance(urls, str):
+        raise TypeError(f"allowed_base_urls must be a list of URLs, got the string {urls!r}")
+    origins: set[_Origin] = set()
+    for url in urls:
+        if url == "*":
+            return None
+        origin = _origin(url) if isinstance(url, str) else None
+        if origin is None:
+            raise ValueError(f"allowed_base_urls holds {url!r}: expected http:// or https:// URLs, or '*'")
+        origins.add(origin)
+    return frozenset(origins)
+
+
+def _check_base_url(model: Model, allowed: frozenset[_Origin] | None) -> None:
+    """Refuse (ValueError) a model whose base URL the server does not send requests to."""
+    if allowed is None or not model.base_url or _origin(model.base_url) in allowed:
+        return
+    hosts = ", ".join(sorted(f"{scheme}://{host}:{port}" for scheme, host, port in allowed)) or "none"
+    raise ValueError(
+        f"model.base_url {model.base_url!r} is not allowed: this proxy sends requests only to {hosts} "
+        "(leave base_url empty for the provider's default)"
+    )
 
 
 async def _call(fn: Callable[..., Any], *args: Any) -> Any:
@@ -103,7 +164,16 @@ async def _call(fn: Callable[..., Any], *args: Any) -> Any:
 
 
 class _ProxyApp:
-    __slots__ = ("_get_api_key", "_keepalive", "_max_body", "_path", "_resolve_model", "_stream_fn", "_token")
+    __slots__ = (
+        "_allowed",
+        "_get_api_key",
+        "_keepalive",
+        "_max_body",
+        "_path",
+        "_resolve_model",
+        "_stream_fn",
+        "_token",
+    )
 
     def __init__(
         self,
@@ -114,7 +184,9 @@ class _ProxyApp:
         resolve_model: Callable[[Model], MaybeAwaitable[Model]] | None,
         keepalive: float | None,
         max_body: int,
+        allowed: frozenset[_Origin] | None,
     ) -> None:
+        self._allowed = allowed
         self._stream_fn = stream_fn
         self._token = token
         self._path = path
@@ -174,6 +246,7 @@ class _ProxyApp:
                 model = await _call(self._resolve_model, model)
                 if not isinstance(model, Model):
                     raise TypeError(f"resolve_model must return an agentloop.Model, got {type(model).__name__}")
+            _check_base_url(model, self._allowed)
         except ValueError as exc:
             await _reply(send, 400, f"Invalid request: {exc}")
             return

@@ -65,7 +65,7 @@ MODEL = Model(
     name="Scripted One",
     api="scripted",
     provider="test",
-    base_url="http://upstream.test/v1",
+    base_url="https://api.openai.com/v1",  # a base URL proxy_app allows by default
     reasoning=True,
     input=("text", "image"),
     cost=ModelCost(input=1.0, output=2.0, cache_read=0.5, cache_write=1.5),
@@ -457,7 +457,7 @@ async def test_request_shape_is_the_references_and_carries_no_api_key(anyio_back
         "name": "Scripted One",
         "api": "scripted",
         "provider": "test",
-        "baseUrl": "http://upstream.test/v1",
+        "baseUrl": "https://api.openai.com/v1",
         "reasoning": True,
         "input": ["text", "image"],
         "cost": {"input": 1.0, "output": 2.0, "cacheRead": 0.5, "cacheWrite": 1.5},
@@ -699,13 +699,94 @@ async def test_resolve_model_pins_or_refuses_models(anyio_backend: object) -> No
         return pinned
 
     with anyio.fail_after(10):
-        async with asgi_client(proxy_app(served, token=TOKEN, resolve_model=resolve)) as client:
+        app = proxy_app(served, token=TOKEN, resolve_model=resolve, allowed_base_urls=["https://trusted.test"])
+        async with asgi_client(app) as client:
             fn = stream_proxy(URL, TOKEN, client=client)
             ok = await collect(fn, replace(MODEL, base_url="https://evil.test"))
             refused = await collect(fn, replace(MODEL, id="other"))
     assert final(ok).text == "ok"
     assert final(refused).error_message == "Proxy error: Invalid request: model 'other' is not served here"
     assert len(served.calls) == 1
+
+
+@pytest.mark.parametrize(
+    "base_url",
+    [
+        "https://evil.test/v1",
+        "https://api.openai.com.evil.test/v1",
+        "https://api.openai.com@evil.test/v1",
+        "http://api.openai.com/v1",  # the right host in clear text
+        "https://api.openai.com:8443/v1",
+        "http://127.0.0.1:8080/v1",  # the server's own network
+        "file:///etc/passwd",
+        "not a url",
+    ],
+)
+async def test_a_client_chosen_base_url_never_gets_the_servers_key(
+    anyio_backend: object, base_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server's key (from get_api_key or the environment) goes only to hosts it allows."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-server-env-key")
+    looked_up: list[str] = []
+    served = ScriptedModel(["never"])
+
+    def get_api_key(provider: str) -> str:
+        looked_up.append(provider)
+        return "sk-server-key"
+
+    model = replace(MODEL, provider="openai", api="openai-completions", base_url=base_url)
+    with anyio.fail_after(10):
+        async with asgi_client(proxy_app(served, token=TOKEN, get_api_key=get_api_key)) as client:
+            response = await client.post(
+                URL + "/api/stream",
+                json=body(model={"id": "gpt", "api": "openai-completions", "provider": "openai", "baseUrl": base_url}),
+                headers=auth(),
+            )
+            events = await collect(stream_proxy(URL, TOKEN, client=client), model)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert f"model.base_url {base_url!r} is not allowed" in error
+    assert "https://api.openai.com:443" in error and "https://api.anthropic.com:443" in error
+    assert final(events).error_message == f"Proxy error: {error}"
+    assert served.calls == [] and looked_up == []
+
+
+async def test_allowed_base_urls_choose_where_requests_go(anyio_backend: object) -> None:
+    seen: list[tuple[str, str | None]] = []
+
+    async def fn(model: Model, context: Context, options: StreamOptions) -> AsyncIterator[AssistantMessageEvent]:
+        seen.append((model.base_url, options.api_key))
+        yield AssistantMessageBuilder(api=model.api, provider=model.provider, model=model.id).done()
+
+    def key(provider: str) -> str:
+        return "sk-server-key"
+
+    local = "http://127.0.0.1:8080/v1"
+    with anyio.fail_after(10):
+        async with asgi_client(proxy_app(fn, token=TOKEN, get_api_key=key)) as client:
+            proxied = stream_proxy(URL, TOKEN, client=client)
+            for url in ("", "https://api.openai.com/v1", "https://API.anthropic.com/", "https://api.openai.com:443/x"):
+                assert final(await collect(proxied, replace(MODEL, base_url=url))).stop_reason == "stop"
+        app = proxy_app(fn, token=TOKEN, get_api_key=key, allowed_base_urls=[local + "/"])
+        async with asgi_client(app) as client:
+            proxied = stream_proxy(URL, TOKEN, client=client)
+            assert (
+                final(await collect(proxied, replace(MODEL, base_url="http://127.0.0.1:8080/v1"))).stop_reason == "stop"
+            )
+            refused = final(await collect(proxied, replace(MODEL, base_url="https://api.openai.com/v1")))
+            assert refused.error_message is not None and "only to http://127.0.0.1:8080" in refused.error_message
+        async with asgi_client(proxy_app(fn, token=TOKEN, allowed_base_urls=["*"])) as client:
+            anywhere = await collect(stream_proxy(URL, TOKEN, client=client), replace(MODEL, base_url="https://x.test"))
+            assert final(anywhere).stop_reason == "stop"
+    assert [url for url, _ in seen] == [
+        "",
+        "https://api.openai.com/v1",
+        "https://API.anthropic.com/",
+        "https://api.openai.com:443/x",
+        local,
+        "https://x.test",
+    ]
+    assert [k for _, k in seen] == ["sk-server-key"] * 5 + [None]
 
 
 async def test_a_stream_function_that_raises_or_breaks_the_protocol_still_ends_with_error(
@@ -1112,6 +1193,12 @@ def test_factories_check_their_arguments_and_hide_the_token() -> None:
         (lambda: proxy_app(ScriptedModel([]), token=TOKEN, keepalive=0), ValueError, "keepalive"),
         (lambda: proxy_app(ScriptedModel([]), token=TOKEN, get_api_key="k"), TypeError, "get_api_key"),  # type: ignore[arg-type]
         (lambda: proxy_app(ScriptedModel([]), token=TOKEN, max_body_size=0), ValueError, "max_body_size"),
+        (lambda: proxy_app(ScriptedModel([]), token=TOKEN, allowed_base_urls="*"), TypeError, "allowed_base_urls"),
+        (
+            lambda: proxy_app(ScriptedModel([]), token=TOKEN, allowed_base_urls=["api.openai.com"]),
+            ValueError,
+            "allowed_base_urls holds 'api.openai.com': expected http:// or https:// URLs, or '\\*'",
+        ),
     ]
     bad += [
         (lambda: fn(MODEL, CONTEXT, None), TypeError, "options must be an agentloop.StreamOptions, got NoneType"),  # type: ignore[arg-type]

@@ -31,7 +31,9 @@ ENVELOPE = jsonschema.Draft202012Validator(SCHEMA)
 
 class SSEMessage:
     def __init__(self, fields: dict[str, str]) -> None:
-        self.id = int(fields["id"]) if "id" in fields else -1
+        self.id = fields.get("id", "")
+        self.number = int(self.id.rpartition("-")[2]) if self.id else -1
+        """The event's number in its epoch (ids are `<epoch>-<number>`)."""
         self.event = fields.get("event", "message")
         self.data = fields.get("data", "")
 
@@ -167,8 +169,9 @@ async def test_prompt_streams_the_run_and_last_event_id_resumes(anyio_backend: o
                 messages = await events.until("agent_end")
                 assert events.status == 200
                 assert events.response_headers[b"content-type"].startswith(b"text/event-stream")
-            ids = [m.id for m in messages]
+            ids = [m.number for m in messages]
             assert ids == list(range(1, len(ids) + 1))
+            assert len({m.id.rpartition("-")[0] for m in messages}) == 1
             data = envelopes(messages)
             for envelope in data:
                 ENVELOPE.validate(envelope)
@@ -178,16 +181,17 @@ async def test_prompt_streams_the_run_and_last_event_id_resumes(anyio_backend: o
             types = [e["event"]["type"] for e in data]
             assert "message_update" in types and "tool_execution_end" in types
             # Reconnect after event 10: exactly the events after it, header or query.
+            tenth = messages[9].id
             for path, headers in (
-                (f"/sessions/{sid}/events", {"Last-Event-ID": "10"}),
-                (f"/sessions/{sid}/events?lastEventId=10", {}),
+                (f"/sessions/{sid}/events", {"Last-Event-ID": tenth}),
+                (f"/sessions/{sid}/events?lastEventId={tenth}", {}),
             ):
                 async with event_stream(app, path, **headers) as again:
                     rest = await again.until("agent_end")
-                assert [m.id for m in rest] == ids[10:]
+                assert [m.number for m in rest] == ids[10:]
                 assert [m.data for m in rest] == [m.data for m in messages[10:]]
             state = (await http.get(f"/sessions/{sid}")).json()
-            assert state["lastEventId"] == ids[-1] and not state["isStreaming"]
+            assert state["lastEventId"] == messages[-1].id and not state["isStreaming"]
             assert [m["role"] for m in state["messages"]][:2] == ["user", "assistant"]
             check_transcript([al.from_json(m) for m in state["messages"]], complete=True)
             listing = (await http.get("/sessions")).json()["sessions"]
@@ -305,15 +309,21 @@ async def test_reset_when_the_asked_event_is_gone_and_keepalives(anyio_backend: 
             async with event_stream(app, f"/sessions/{sid}/events") as events:
                 await http.post(f"/sessions/{sid}/prompt", json={"text": "x"})
                 await events.until("agent_end")
-            last = (await http.get(f"/sessions/{sid}")).json()["lastEventId"]
-            for asked in ("1", str(last + 5)):
+            last_id = (await http.get(f"/sessions/{sid}")).json()["lastEventId"]
+            epoch, _, number = last_id.rpartition("-")
+            last = int(number)
+            for asked in (f"{epoch}-1", f"{epoch}-{last + 5}", "1", f"0{epoch}-{last}"):
                 async with event_stream(app, f"/sessions/{sid}/events", **{"Last-Event-ID": asked}) as events:
                     reset = await events.next()
                     assert reset.event == "reset"
-                    assert reset.json == {"lastEventId": last, "oldestEventId": last - 2, "asked": int(asked)}
+                    assert reset.json == {
+                        "lastEventId": last_id,
+                        "oldestEventId": f"{epoch}-{last - 2}",
+                        "asked": asked,
+                    }
                     kept = [await events.next() for _ in range(3)]
-                    assert [m.id for m in kept] == [last - 2, last - 1, last]
-            async with event_stream(app, f"/sessions/{sid}/events", **{"Last-Event-ID": str(last)}) as events:
+                    assert [m.number for m in kept] == [last - 2, last - 1, last]
+            async with event_stream(app, f"/sessions/{sid}/events", **{"Last-Event-ID": last_id}) as events:
                 await anyio.sleep(0.2)
                 assert events.chunks.statistics().current_buffer_used >= 2  # retry line and keepalives
                 while events.chunks.statistics().current_buffer_used:
@@ -331,10 +341,10 @@ async def test_client_disconnect_mid_run_then_resume(anyio_backend: object) -> N
                 await http.post(f"/sessions/{sid}/prompt", json={"text": "x"})
                 seen = [await events.next() for _ in range(5)]
             assert events.done.is_set() and not events.ended  # the handler returned at the disconnect
-            async with event_stream(app, f"/sessions/{sid}/events", **{"Last-Event-ID": str(seen[-1].id)}) as again:
+            async with event_stream(app, f"/sessions/{sid}/events", **{"Last-Event-ID": seen[-1].id}) as again:
                 rest = await again.until("agent_end")
-            assert rest[0].id == seen[-1].id + 1
-            assert [m.id for m in rest] == list(range(rest[0].id, rest[-1].id + 1))
+            assert rest[0].number == seen[-1].number + 1
+            assert [m.number for m in rest] == list(range(rest[0].number, rest[-1].number + 1))
 
 
 async def test_lifespan_protocol_and_shutdown_ends_streams_and_runs(anyio_backend: object) -> None:
@@ -419,7 +429,7 @@ async def test_sessions_persist_in_a_store(anyio_backend: object, kind: str, tmp
                     locked = await http.get(f"/sessions/{sid}")
                     assert locked.status_code == 409 and "open for writing" in locked.json()["error"]
                 state = (await http.get(f"/sessions/{sid}")).json()
-                assert state["messages"] == before and state["lastEventId"] == 0
+                assert state["messages"] == before and state["lastEventId"].endswith("-0")
                 async with event_stream(app, f"/sessions/{sid}/events") as events:
                     await http.post(f"/sessions/{sid}/prompt", json={"text": "again"})
                     await events.until("agent_end")
