@@ -17,6 +17,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from .._codec import encode_json
 from .._config import StreamOptions
 from .._events import AssistantMessageEvent
 from .._partial import AssistantMessageBuilder
@@ -376,7 +377,7 @@ class ResponsesParser(SSEParser):
             if not state.streamed and text:
                 out.append(builder.thinking_delta(text, state.index))
             signed = bool(summary) or bool(item.get("encrypted_content"))
-            out.append(builder.thinking_end(state.index, signature=json.dumps(item) if signed else None))
+            out.append(builder.thinking_end(state.index, signature=encode_json(item) if signed else None))
         elif kind == "message":
             text = "".join(_part_text(p) for p in _parts(item, "content"))
             if not state.streamed and text:
@@ -384,7 +385,7 @@ class ResponsesParser(SSEParser):
             signature: dict[str, Any] = {"v": 1, "id": item_id}
             if item.get("phase") in ("commentary", "final_answer"):
                 signature["phase"] = item["phase"]
-            out.append(builder.text_end(state.index, signature=json.dumps(signature)))
+            out.append(builder.text_end(state.index, signature=encode_json(signature)))
         else:
             if isinstance(item.get("call_id"), str):
                 state.call_id = item["call_id"]

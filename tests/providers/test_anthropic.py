@@ -224,7 +224,20 @@ async def test_stop_reasons(reason: str, expected: str) -> None:
 
 async def test_a_refusal_is_an_error_with_the_content() -> None:
     _, final = await stream([start(), block(0, type="text", text="I won't"), stop(0), *end("refusal")])
-    assert final.stop_reason == "error" and final.text == "I won't" and "refusal" in (final.error_message or "")
+    assert final.stop_reason == "error" and final.text == "I won't"
+    assert final.error_message == "The model refused to complete the request"
+
+
+async def test_a_refusal_says_the_apis_explanation() -> None:
+    delta = {
+        "type": "message_delta",
+        "delta": {"stop_reason": "refusal", "stop_details": {"type": "refusal", "explanation": "Unsafe request."}},
+        "usage": {"output_tokens": 3},
+    }
+    _, final = await stream([start(), delta, {"type": "message_stop"}])
+    assert (final.stop_reason, final.error_message) == ("error", "Unsafe request.")
+    _, flagged = await stream([start(), *end("sensitive")])
+    assert (flagged.stop_reason, flagged.error_message) == ("error", "Provider stopped with: sensitive")
 
 
 async def test_without_message_stop_the_stream_is_incomplete() -> None:
