@@ -362,11 +362,11 @@ class AnthropicParser(SSEParser):
         kind = delta.get("type")
         if kind == "text_delta" and block.kind == "text":
             text = delta.get("text")
-            if isinstance(text, str) and text:
+            if isinstance(text, str):  # an empty delta too, as pi-ai
                 out.append(self.builder.text_delta(text, block.index))
         elif kind == "thinking_delta" and block.kind == "thinking":
             text = delta.get("thinking")
-            if isinstance(text, str) and text:
+            if isinstance(text, str):  # an empty delta too, as pi-ai
                 out.append(self.builder.thinking_delta(text, block.index))
         elif kind == "signature_delta" and block.kind == "thinking":
             signature = delta.get("signature")
@@ -374,7 +374,7 @@ class AnthropicParser(SSEParser):
                 block.signature.append(signature)
         elif kind == "input_json_delta" and block.kind == "tool":
             fragment = delta.get("partial_json")
-            if isinstance(fragment, str) and fragment:
+            if isinstance(fragment, str):  # an empty delta too, as pi-ai
                 preview = block.args.append(fragment)
                 out.append(self.builder.tool_call_delta(fragment, preview, index=block.index))
 

@@ -272,8 +272,8 @@ class ResponsesParser(SSEParser):
         elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
             state = self._find(payload, "reasoning")
             delta = payload.get("delta")
-            if state is not None and isinstance(delta, str) and delta:
-                state.streamed = True
+            if state is not None and isinstance(delta, str):  # an empty delta too, as pi-ai
+                state.streamed = state.streamed or bool(delta)
                 out.append(builder.thinking_delta(delta, state.index))
         elif kind == "response.reasoning_summary_part.added":
             state = self._find(payload, "reasoning")
@@ -284,13 +284,13 @@ class ResponsesParser(SSEParser):
         elif kind in ("response.output_text.delta", "response.refusal.delta"):
             state = self._find(payload, "message")
             delta = payload.get("delta")
-            if state is not None and isinstance(delta, str) and delta:
-                state.streamed = True
+            if state is not None and isinstance(delta, str):  # an empty delta too, as pi-ai
+                state.streamed = state.streamed or bool(delta)
                 out.append(builder.text_delta(delta, state.index))
         elif kind == "response.function_call_arguments.delta":
             state = self._find(payload, "function_call")
             delta = payload.get("delta")
-            if state is not None and isinstance(delta, str) and delta:
+            if state is not None and isinstance(delta, str):
                 preview = state.args.append(delta)
                 out.append(builder.tool_call_delta(delta, preview, index=state.index))
         elif kind == "response.function_call_arguments.done":

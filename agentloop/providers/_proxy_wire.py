@@ -348,7 +348,7 @@ def _decode_context(data: Any) -> Context:
             raise ValueError(f"{where}: {exc}") from None
         if not isinstance(message, (UserMessage, AssistantMessage, ToolResultMessage)):
             role = raw.get("role") if isinstance(raw, dict) else None
-            raise ValueError(f"{where}: expected a user, assistant, toolResult or system message, got role {role!r}")
+            raise ValueError(f"{where}: expected a user, assistant or toolResult message, got role {role!r}")
         messages.append(message)
     return Context(system_prompt=system.prompt(), messages=tuple(messages), tools=tuple(system.tools.values()))
 

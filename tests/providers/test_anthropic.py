@@ -115,6 +115,7 @@ async def test_thinking_text_and_tool_use() -> None:
         "text_delta",
         "text_end",
         "toolcall_start",
+        "toolcall_delta",  # the API's first, empty, fragment: kept, as pi-ai keeps it
         "toolcall_delta",
         "toolcall_delta",
         "toolcall_end",
@@ -130,7 +131,7 @@ async def test_thinking_text_and_tool_use() -> None:
     assert (usage.input, usage.output, usage.cache_read, usage.cache_write, usage.total_tokens) == (10, 20, 100, 5, 135)
     assert usage.cost.total == pytest.approx((10 * 3 + 20 * 15 + 100 * 0.3 + 5 * 3.75) / 1e6)
     previews = [dict(e.partial.content[2].arguments) for e in events if e.type == "toolcall_delta"]
-    assert previews == [{"city": "Pa"}, {"city": "Paris"}]
+    assert previews == [{}, {"city": "Pa"}, {"city": "Paris"}]
 
 
 async def test_llama_cpp_overlapping_blocks_are_routed_by_index() -> None:
@@ -424,3 +425,24 @@ def test_base_url_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://gateway.local/")
     official = model("anthropic-messages", base_url="https://api.anthropic.com")
     assert build_anthropic_request(official, context(), options()).url == "http://gateway.local/v1/messages"
+
+
+async def test_empty_text_and_thinking_deltas_are_events_as_in_pi_ai() -> None:
+    items = [
+        start(),
+        block(0, type="thinking", thinking=""),
+        delta(0, type="thinking_delta", thinking=""),
+        stop(0),
+        block(1, type="text", text=""),
+        delta(1, type="text_delta", text=""),
+        delta(1, type="text_delta", text="ok"),
+        stop(1),
+        *end(),
+    ]
+    events, final = await stream(items)
+    assert [(e.type, e.delta) for e in events if e.type.endswith("delta")] == [
+        ("thinking_delta", ""),
+        ("text_delta", ""),
+        ("text_delta", "ok"),
+    ]
+    assert final.text == "ok"

@@ -474,3 +474,24 @@ def test_llama_cpp_thinking_format() -> None:
     body = build_responses_request(m, context(), options(reasoning="low", thinking_budgets={"low": 3})).body
     assert body["thinking_budget_tokens"] == 3 and body["chat_template_kwargs"] == {"enable_thinking": True}
     assert "store" not in body and "reasoning" not in body
+
+
+async def test_empty_deltas_are_events_and_the_done_item_still_fills_an_unstreamed_block() -> None:
+    # pi-ai passes empty deltas on; one that carries no text does not make the block "streamed".
+    items = [
+        created(),
+        {"type": "response.output_item.added", "output_index": 0, "item": {"id": "msg_e", "type": "message"}},
+        {"type": "response.output_text.delta", "item_id": "msg_e", "output_index": 0, "delta": ""},
+        {
+            "type": "response.output_item.done",
+            "output_index": 0,
+            "item": {"type": "message", "id": "msg_e", "content": [{"type": "output_text", "text": "Hi"}]},
+        },
+        completed(),
+    ]
+    events, final = await stream(items)
+    assert [(e.type, getattr(e, "delta", None)) for e in events if e.type.endswith("delta")] == [
+        ("text_delta", ""),
+        ("text_delta", "Hi"),
+    ]
+    assert final.text == "Hi"

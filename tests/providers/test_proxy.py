@@ -627,7 +627,7 @@ BAD_BODIES: list[tuple[str, Any, str]] = [
     (
         "custom-role",
         body(context={"messages": [{"role": "note", "text": "x"}]}),
-        "context.messages[0]: expected a user, assistant, toolResult or system message, got role 'note'",
+        "context.messages[0]: expected a user, assistant or toolResult message, got role 'note'",
     ),
     (
         "system-content",
