@@ -403,19 +403,10 @@ def decode_request(body: bytes) -> tuple[Model, Context, dict[str, Any]]:
 
 
 def _partial_object(text: str) -> dict[str, Any]:
-    """Best-effort arguments of an unfinished JSON object (pi-ai `parseStreamingJson`): at least `{}`."""
-    if not text.strip():
-        return {}
-    try:
-        value = _loads(text)
-    except ValueError:
-        from pydantic_core import from_json as partial_json  # lazy: `import agentloop` stays light
+    """Best-effort arguments of an unfinished JSON object, as the providers preview them: at least `{}`."""
+    from ._json_stream import parse_streaming_json  # lazy: `import agentloop` stays light
 
-        try:
-            value = partial_json(text, allow_partial="trailing-strings", allow_inf_nan=False)
-        except (ValueError, TypeError, RecursionError):  # TypeError: a text with lone surrogates
-            return {}
-    return value if isinstance(value, dict) else {}
+    return parse_streaming_json(text)
 
 
 def _final_arguments(text: str) -> tuple[dict[str, Any], str | None]:
