@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .._codec import _usage, _usage_from, from_json, to_json
+from .._codec import _usage, _usage_from, encode_json, from_json, to_json
 from .._config import StreamOptions
 from .._events import AssistantMessageEvent, DoneEvent, ErrorEvent
 from .._partial import AssistantMessageBuilder
@@ -71,27 +71,9 @@ class ProxyProtocolError(ValueError):
 
 
 def dumps_bytes(value: Any) -> bytes:
-    """Compact UTF-8 JSON; lone surrogates (which UTF-8 cannot carry) fall back to `\\u` escapes,
-    and NaN and the infinities become null (as JavaScript writes them: the other side may be one)."""
-    try:
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    except ValueError:
-        value = _finite(value)
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        return json.dumps(value, separators=(",", ":"), allow_nan=False).encode("ascii")
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, Mapping):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
+    """The codec's compact, strict JSON (`encode_json`) as UTF-8: NaN and the infinities become null
+    and lone surrogates `\\u` escapes, as JavaScript writes them (the other side may be one)."""
+    return encode_json(value).encode("utf-8")
 
 
 def _no_constant(name: str) -> Any:
