@@ -270,6 +270,7 @@ class AnthropicParser(SSEParser):
         super().__init__(model, builder)
         self.blocks: dict[int, _Block] = {}
         self.stop_reason: Any = None
+        self.stop_explanation: str | None = None
         self.usage = {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}
 
     def feed(self, event: str, data: str) -> Iterable[AssistantMessageEvent]:
@@ -301,6 +302,9 @@ class AnthropicParser(SSEParser):
             delta = payload.get("delta")
             if isinstance(delta, dict) and delta.get("stop_reason"):
                 self.stop_reason = delta["stop_reason"]
+                details = delta.get("stop_details")
+                explanation = details.get("explanation") if isinstance(details, dict) else None
+                self.stop_explanation = explanation if isinstance(explanation, str) and explanation else None
             if isinstance(payload.get("usage"), dict):
                 self._usage(payload["usage"])
         elif kind == "message_stop":
@@ -358,11 +362,11 @@ class AnthropicParser(SSEParser):
         kind = delta.get("type")
         if kind == "text_delta" and block.kind == "text":
             text = delta.get("text")
-            if isinstance(text, str) and text:
+            if isinstance(text, str):  # an empty delta too, as pi-ai
                 out.append(self.builder.text_delta(text, block.index))
         elif kind == "thinking_delta" and block.kind == "thinking":
             text = delta.get("thinking")
-            if isinstance(text, str) and text:
+            if isinstance(text, str):  # an empty delta too, as pi-ai
                 out.append(self.builder.thinking_delta(text, block.index))
         elif kind == "signature_delta" and block.kind == "thinking":
             signature = delta.get("signature")
@@ -370,7 +374,7 @@ class AnthropicParser(SSEParser):
                 block.signature.append(signature)
         elif kind == "input_json_delta" and block.kind == "tool":
             fragment = delta.get("partial_json")
-            if isinstance(fragment, str) and fragment:
+            if isinstance(fragment, str):  # an empty delta too, as pi-ai
                 preview = block.args.append(fragment)
                 out.append(self.builder.tool_call_delta(fragment, preview, index=block.index))
 
@@ -399,12 +403,18 @@ class AnthropicParser(SSEParser):
             self.model, input=u["input"], output=u["output"], cache_read=u["cache_read"], cache_write=u["cache_write"]
         )
 
+    def _refusal_message(self) -> str:
+        """The error text of a refusal, as pi-ai writes it: the API's own explanation when it gives one."""
+        if self.stop_reason == "refusal":
+            return self.stop_explanation or "The model refused to complete the request"
+        return f"Provider stopped with: {self.stop_reason}"
+
     def finish(self) -> list[AssistantMessageEvent]:
         out = [self._end(block) for block in self.blocks.values()]
         self.blocks.clear()
         reason = map_stop_reason(self.stop_reason)
         if reason == "error":
-            out.append(self.builder.error("error", f"The model declined to answer (stop_reason {self.stop_reason!r})"))
+            out.append(self.builder.error("error", self._refusal_message()))
         else:
             out.append(self.builder.done(reason))  # type: ignore[arg-type]
         return out
