@@ -45,7 +45,7 @@ class TypedInput(io.StringIO):
     def isatty(self) -> bool:
         return True
 
-    def readline(self, size: int | None = -1) -> str:
+    def readline(self, size: int = -1, /) -> str:  # type: ignore[override]
         if not self.first:
             time.sleep(self.pause)
         self.first = False
@@ -166,8 +166,6 @@ async def test_ctrl_c_aborts_the_run_and_answers_every_tool(
     assert "✗ Operation aborted" in out
 
 
-
-
 @pytest.mark.servers
 def test_the_embedded_local_model_calls_the_calculator_and_answers(tmp_path: Path) -> None:
     """A real run of the README's first command: llama.cpp with SmolLM2 (the `local` extra and the
@@ -192,3 +190,55 @@ def test_the_embedded_local_model_calls_the_calculator_and_answers(tmp_path: Pat
     answer = done.stdout.split("← 17 * 23 = 391", 1)[1].strip().splitlines()
     assert "391" in answer[0], done.stdout
     assert "2 turns" in answer[-1]
+
+
+async def test_run_dash_reads_the_prompt_from_stdin(anyio_backend: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = ScriptedModel(["ok"])
+    use_model(monkeypatch, model)
+    code, out, _ = await cli(["run", "-"], stdin="What is in\nthese two lines?\n")
+    assert code == 0 and "ok" in out
+    assert model.calls[0].messages[0].content[0].text == "What is in\nthese two lines?"  # type: ignore[union-attr]
+
+
+async def test_piped_lines_are_prompts_of_their_own(anyio_backend: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = ScriptedModel([Response(content=[ScriptedText("first answer")], delay=0.2), "second answer"])
+    use_model(monkeypatch, model)
+    code, out, _ = await cli(["chat"], stdin="one\ntwo\n")
+    assert code == 0
+    assert "steering" not in out and "first answer" in out and "second answer" in out
+    assert [c.messages[-1].content[0].text for c in model.calls] == ["one", "two"]  # type: ignore[union-attr]
+    assert _cli.PROMPT_MARKER not in out  # not a terminal: no prompt marker
+
+
+def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        _cli.main(["--version"])
+    assert exc.value.code == 0 and capsys.readouterr().out.startswith("agentloop ")
+    with pytest.raises(SystemExit) as exc:
+        _cli.main(["run", "--help"])
+    shown = capsys.readouterr().out
+    assert exc.value.code == 0
+    for text in (
+        "exit codes:",
+        "2 bad usage",
+        "130 aborted",
+        "OPENAI_API_KEY",
+        "AGENTLOOP_BACKEND",
+        "anthropic, openai",
+    ):
+        assert text in shown
+
+
+def test_base_url_with_a_model_name_makes_an_openai_compatible_model_without_a_key() -> None:
+    model = _cli.choose_model("openai:llama3.2", "http://127.0.0.1:11434/v1")
+    assert model is not None
+    assert (model.id, model.api, model.provider, model.base_url) == (
+        "llama3.2",
+        "openai-completions",
+        "openai-compatible",
+        "http://127.0.0.1:11434/v1",
+    )
+    registered = _cli.choose_model("openai:gpt-4o-mini", "http://proxy.example/v1")
+    assert (
+        registered is not None and registered.provider == "openai" and registered.base_url == "http://proxy.example/v1"
+    )
