@@ -23,9 +23,9 @@ from dataclasses import replace
 from typing import Any
 
 from ._config import StreamOptions
-from ._events import AssistantMessageEvent
+from ._events import AssistantMessageEvent, DoneEvent, ErrorEvent
 from ._partial import AssistantMessageBuilder
-from ._types import AssistantMessage, Context, Model, ToolCall, ToolResultMessage, UserMessage
+from ._types import AssistantMessage, Context, Model, ToolCall, ToolResultMessage, Usage, UserMessage
 
 __all__ = ("ANSWER", "choice_schema", "constrained_tool_stream")
 
@@ -59,6 +59,7 @@ async def _respond(model: Model, context: Context, options: StreamOptions) -> As
     from .providers import stream_openai_completions
 
     last = context.messages[-1] if context.messages else None
+    spent = Usage()  # the choice's tokens, counted in the answer that follows it
     if context.tools and isinstance(last, UserMessage):
         choice = await stream_openai_completions(
             _choice_model(model, context), _choice_context(context), options
@@ -77,9 +78,25 @@ async def _respond(model: Model, context: Context, options: StreamOptions) -> As
             yield builder.tool_call_end(call)
             yield builder.done("toolUse")
             return
+        spent = choice.usage
     async with stream_openai_completions(model, _answer_context(context), options) as events:
         async for event in events:
-            yield event
+            if isinstance(event, DoneEvent):
+                yield DoneEvent(event.reason, _with_usage(event.message, spent))
+            elif isinstance(event, ErrorEvent):
+                yield ErrorEvent(event.reason, _with_usage(event.error, spent))
+            else:
+                yield event
+
+
+def _with_usage(message: AssistantMessage, spent: Usage) -> AssistantMessage:
+    usage = message.usage
+    total = Usage(
+        input=usage.input + spent.input,
+        output=usage.output + spent.output,
+        total_tokens=usage.total_tokens + spent.total_tokens,
+    )
+    return replace(message, usage=total)
 
 
 def _choice_model(model: Model, context: Context) -> Model:
