@@ -402,7 +402,7 @@ async def run_cli(args: argparse.Namespace, stdin: TextIO, out: TextIO, err: Tex
         printer.clear_spinner()
         if printer.closed:
             return EXIT_PIPE_CLOSED
-        if local and printer.tools_used == 0 and not interrupts.aborted:
+        if local and printer.turns and printer.tools_used == 0 and not interrupts.aborted:
             printer.say("(The tiny local model used no tool this time. Try an arithmetic question.)")
         printer.say(printer.summary())
     return EXIT_ABORTED if interrupts.quit else code
@@ -426,11 +426,11 @@ class Interrupts:
             async for _ in signals:
                 if self.agent.state.is_streaming and not self.aborted:
                     self.aborted = True
-                    self.say("^C aborting (press Ctrl-C again to quit)")
+                    self.say("aborting (press Ctrl-C again to quit)")  # the terminal shows the ^C
                     self.agent.abort()
                 else:
                     self.aborted = self.quit = True
-                    self.say("^C")
+                    self.say("")  # ends the line the terminal's ^C is on
                     scope.cancel()
                     return
 
@@ -469,6 +469,8 @@ async def chat(agent: Agent, stdin: TextIO, printer: Printer, interrupts: Interr
                 try:
                     prompt = await prompt_receive.receive()
                 except anyio.EndOfStream:
+                    if interactive:
+                        printer.say("")  # Ctrl-D leaves the cursor after the prompt marker
                     break
                 interrupts.aborted = False
                 await agent.prompt(prompt)

@@ -162,7 +162,7 @@ async def test_ctrl_c_aborts_the_run_and_answers_every_tool(
     use_model(monkeypatch, ScriptedModel([Response(content=[ScriptedToolCall("c1", "wait", {})]), "never"]))
     code, out, _ = await cli(["run", "wait", "--max-turns", "2"])
     assert code == _cli.EXIT_ABORTED
-    assert "^C aborting" in out
+    assert "aborting (press Ctrl-C again to quit)" in out
     assert "✗ Operation aborted" in out
 
 

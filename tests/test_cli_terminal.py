@@ -130,6 +130,16 @@ def test_ctrl_c_at_the_idle_chat_prompt_quits_at_once_with_the_summary(server: F
     assert child.exitstatus == 130
 
 
+def test_ctrl_d_at_the_chat_prompt_quits_with_the_summary_and_exit_0(server: FakeServer) -> None:
+    child = spawn("chat", "--base-url", server.url, "--model", "fake")
+    child.expect_exact("> ")
+    child.sendeof()
+    child.expect(pexpect.EOF, timeout=5)
+    child.close()
+    assert screen(child.before)[-2].startswith("0 turns, 0 tokens in, 0 out")
+    assert child.exitstatus == 0
+
+
 def test_ctrl_c_mid_answer_counts_the_streamed_tokens(server: FakeServer) -> None:
     server.chunks = ["word "] * 200
     server.chunk_delay = 0.02
