@@ -5,8 +5,6 @@ sink for each of them, and `Agent` keeps the state, the listeners and the messag
 Runs on asyncio and on trio.
 """
 
-from __future__ import annotations
-
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
 
