@@ -18,6 +18,7 @@ from ._config import (
     AfterToolCallResult,
     BeforeToolCallContext,
     BeforeToolCallResult,
+    ToolInvocation,
     call,
 )
 from ._events import MessageEnd, MessageStart, ToolExecutionEnd, ToolExecutionStart, ToolExecutionUpdate
@@ -102,7 +103,7 @@ async def _emit_results(run: _Run, results: list[_Finalized]) -> list[ToolResult
     """Emit the toolResult message (`message_start`, `message_end`) of each finalized call."""
     messages = []
     for fin in results:
-        message = tool_result_message(fin.tool_call.id, fin.tool_call.name, fin.result, fin.is_error)
+        message = tool_result_message(fin.tool_call.id, fin.tool_call.name, fin.result, fin.is_error, run.clock())
         if (pending := run.deliver(MessageStart(message))) is not None:
             await settle(pending)
         if (pending := run.deliver(MessageEnd(message))) is not None:
@@ -162,7 +163,7 @@ async def _single(
             fin = await _finalize(run, assistant, prepared, fin)
     if (pending := run.deliver(_end_event(fin))) is not None:
         await settle(pending)
-    message = tool_result_message(tool_call.id, tool_call.name, fin.result, fin.is_error)
+    message = tool_result_message(tool_call.id, tool_call.name, fin.result, fin.is_error, run.clock())
     if (pending := run.deliver(MessageStart(message))) is not None:
         await settle(pending)
     if (pending := run.deliver(MessageEnd(message))) is not None:
@@ -259,6 +260,8 @@ class _Batch:
         self.cut = [False] * count  # by task: the abort's grace period ended while its tool ran
         self.running = 0  # tools running
         self.idle: Flag | None = None  # set when no tool runs (made by `cut_after_grace`)
+        # Execution slots: the batch's (`max_parallel_tool_calls`) and each limited tool's.
+        self.slots = _slots(run, runnable)
         # The last call of each run of calls that may execute together.
         self.group_end = list(range(count))
         for k in range(count - 2, -1, -1):
@@ -302,8 +305,16 @@ class _Batch:
                 turn = anyio.Event()
                 self.waiting.append((k, turn))
                 await turn.wait()
+            slots = self.slots[k]
+            for slot in slots:  # taken in source order: the next call waits for this one to begin
+                try:
+                    slot.acquire_nowait()
+                except anyio.WouldBlock:
+                    await slot.acquire()
             self.begin(k)
             if run.signal._aborted:
+                for slot in slots:
+                    slot.release()
                 fin = _Finalized(prepared.tool_call, error_result(ABORTED), True)
                 await _emit_end(run, fin)
                 self.finalized[index] = fin
@@ -314,9 +325,9 @@ class _Batch:
             value: object = None
             failure: AgentToolResult | None = None
             try:
-                value = await prepared.execute(prepared.tool_call.id, prepared.args, run.signal, prepared.on_update)
+                value = await _run_tool(run, prepared)
             except Exception as exc:
-                failure = error_result(_message(exc))
+                failure = _error(run, exc)
             except BaseException:
                 if self.cut[j]:  # the abort's cut (this task's own cancel scope): answered by `finish`
                     handed_over = True
@@ -325,6 +336,8 @@ class _Batch:
                     )
                 raise
             finally:
+                for slot in slots:
+                    slot.release()
                 prepared.finished = True
                 self.executing[j] = False
                 self.running -= 1
@@ -457,6 +470,23 @@ class _Batch:
             self.done.set(k)
 
 
+def _slots(run: _Run, runnable: list[tuple[int, _Prepared]]) -> list[tuple[anyio.Semaphore, ...]]:
+    """For each call of a parallel batch, the semaphores it holds while its tool executes."""
+    limit = run.config.max_parallel_tool_calls
+    batch = (anyio.Semaphore(limit),) if limit is not None and limit < len(runnable) else ()
+    per_tool: dict[str, anyio.Semaphore] = {}
+    slots: list[tuple[anyio.Semaphore, ...]] = []
+    for _, prepared in runnable:
+        tool = prepared.tool
+        if tool.max_concurrency is None:
+            slots.append(batch)
+            continue
+        if tool.name not in per_tool:
+            per_tool[tool.name] = anyio.Semaphore(tool.max_concurrency)
+        slots.append((per_tool[tool.name], *batch))
+    return slots
+
+
 def _find_tool(run: _Run, tool_call: ToolCall) -> AgentTool | None:
     name = tool_call.name
     for tool in run.tools:
@@ -476,7 +506,7 @@ def _preflight(run: _Run, tool_call: ToolCall) -> _Prepared | _Finalized | None:
     try:
         return _Prepared(run, tool_call, tool, validate_tool_arguments(tool, tool_call))
     except Exception as exc:
-        return _Finalized(tool_call, error_result(_message(exc)), True)
+        return _Finalized(tool_call, _error(run, exc), True)
 
 
 async def _prepare(run: _Run, assistant: AssistantMessage, tool_call: ToolCall) -> _Prepared | _Finalized:
@@ -519,7 +549,7 @@ async def _prepare(run: _Run, assistant: AssistantMessage, tool_call: ToolCall) 
                     return _Finalized(tool_call, result, True)
         return _Prepared(run, tool_call, tool, args)
     except Exception as exc:
-        return _Finalized(tool_call, error_result(_message(exc)), True)
+        return _Finalized(tool_call, _error(run, exc), True)
 
 
 def _outcome(prepared: _Prepared, value: object, failure: AgentToolResult | None) -> _Finalized:
@@ -541,9 +571,9 @@ async def _execute(run: _Run, prepared: _Prepared) -> _Finalized:
     failure: AgentToolResult | None = None
     try:
         with AbortCut(run.signal, run.config.tool_abort_grace) as cut:
-            value = await prepared.execute(prepared.tool_call.id, prepared.args, run.signal, prepared.on_update)
+            value = await _run_tool(run, prepared)
     except Exception as exc:
-        failure = error_result(_message(exc))
+        failure = _error(run, exc)
     finally:
         prepared.finished = True
     if cut.cancelled_caught:
@@ -551,6 +581,38 @@ async def _execute(run: _Run, prepared: _Prepared) -> _Finalized:
     if prepared.pump is not None:
         await prepared.pump.drained()  # the call is finalized after its updates (never cut short)
     return _outcome(prepared, value, failure)
+
+
+async def _run_tool(run: _Run, prepared: _Prepared) -> object:
+    """Execute a prepared call's tool: through `wrap_tool_call` if set, within the tool's timeout."""
+    tool = prepared.tool
+    wrap = run.config.wrap_tool_call
+    if wrap is None and tool.timeout is None:
+        return await prepared.execute(prepared.tool_call.id, prepared.args, run.signal, prepared.on_update)
+
+    async def proceed() -> object:
+        return await prepared.execute(prepared.tool_call.id, prepared.args, run.signal, prepared.on_update)
+
+    def outcome() -> Awaitable[object]:
+        if wrap is None:
+            return proceed()
+        invocation = ToolInvocation(
+            tool=tool, tool_call=prepared.tool_call, args=prepared.args, signal=run.signal, on_update=prepared.on_update
+        )
+        return call(wrap, invocation, proceed)
+
+    if tool.timeout is None:
+        return await outcome()
+    with anyio.move_on_after(tool.timeout):
+        return await outcome()
+    raise TimeoutError(f"Tool {tool.name} timed out after {tool.timeout:g} s")
+
+
+def _error(run: _Run, exc: Exception) -> AgentToolResult:
+    """The error result of a failed step, unless its exception must propagate (`config.propagate`)."""
+    if run.config.propagate and isinstance(exc, run.config.propagate):
+        raise exc
+    return error_result(_message(exc))
 
 
 async def _finalize(run: _Run, assistant: AssistantMessage, prepared: _Prepared, fin: _Finalized) -> _Finalized:
@@ -585,7 +647,7 @@ async def _finalize(run: _Run, assistant: AssistantMessage, prepared: _Prepared,
         if override.is_error is not None:
             is_error = override.is_error
     except Exception as exc:
-        result, is_error = error_result(_message(exc)), True
+        result, is_error = _error(run, exc), True
     return _Finalized(tool_call, result, is_error)
 
 

@@ -235,6 +235,7 @@ class _Run:
         "_llm_seen",
         "_llm_source",
         "_options",
+        "clock",
         "collected",
         "config",
         "deliver",
@@ -271,6 +272,7 @@ class _Run:
         self.new_messages: list[AgentMessage] = []
         self.signal = signal if signal is not None else AbortSignal()
         self.stream_fn = stream_fn
+        self.clock = config.clock if config.clock is not None else now_ms
         # `deliver(event)` hands an event to the sink and returns what to `settle` (None: nothing
         # to wait for): a plain sink costs no coroutine.
         self.deliver: Callable[[Any], Awaitable[None] | None] = emit
@@ -606,9 +608,14 @@ class _Run:
         if partial is None:
             model = self.model
             return AssistantMessage(
-                api=model.api, provider=model.provider, model=model.id, stop_reason=reason, error_message=text
+                api=model.api,
+                provider=model.provider,
+                model=model.id,
+                stop_reason=reason,
+                error_message=text,
+                timestamp=self.clock(),
             )
-        return replace(partial, stop_reason=reason, error_message=text, timestamp=now_ms())
+        return replace(partial, stop_reason=reason, error_message=text, timestamp=self.clock())
 
 
 class _Streaming:
