@@ -261,6 +261,9 @@ class AgentLoopConfig:
             out as an ExceptionGroup).
         clock: `() -> milliseconds since the epoch` for the timestamps of the messages the loop
             makes (tool results, aborted or failed endings); default the wall clock.
+        observe: `(event) -> None`, a plain function called with every event in the loop's own
+            task, before the event is delivered (for tracing: run and turn boundaries). In a
+            bare `async for`, a tool batch's events are observed when the batch has ended.
     """
 
     model: Model
@@ -295,6 +298,7 @@ class AgentLoopConfig:
     wrap_tool_call: Callable[[ToolInvocation, Callable[[], Awaitable[object]]], MaybeAwaitable[object]] | None = None
     propagate: tuple[type[BaseException], ...] = ()
     clock: Callable[[], int] | None = None
+    observe: Callable[[AgentEvent], None] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, Model):
@@ -305,7 +309,7 @@ class AgentLoopConfig:
         limit = self.max_parallel_tool_calls
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
             raise ValueError(f"config.max_parallel_tool_calls must be a positive int or None, got {limit!r}")
-        for name in ("wrap_tool_call", "clock"):
+        for name in ("wrap_tool_call", "clock", "observe"):
             value = getattr(self, name)
             if value is not None and not callable(value):
                 raise TypeError(f"config.{name} must be callable or None, got {value!r}")

@@ -224,7 +224,20 @@ def bare_run(
     collected: list[AgentEvent] = []
     run = _Run(context, config, collected.append, signal, stream_fn)
     run.collected = collected
-    return run.events(prompts)
+    run.deliver = collected.append  # observed when yielded
+    if config.observe is None:
+        return run.events(prompts)
+    return _observed(run.events(prompts), config.observe)
+
+
+async def _observed(
+    events: AsyncGenerator[AgentEvent, None], observe: Callable[[AgentEvent], None]
+) -> AsyncGenerator[AgentEvent, None]:
+    """A bare run's events, each passed to `config.observe` before it is yielded."""
+    async with aclosing(events):
+        async for event in events:
+            observe(event)
+            yield event
 
 
 class _Run:
@@ -275,8 +288,10 @@ class _Run:
         self.clock = config.clock if config.clock is not None else now_ms
         # `deliver(event)` hands an event to the sink and returns what to `settle` (None: nothing
         # to wait for): a plain sink costs no coroutine.
-        self.deliver: Callable[[Any], Awaitable[None] | None] = emit
         self.plain = not inspect.iscoroutinefunction(emit)
+        self.deliver: Callable[[Any], Awaitable[None] | None] = (
+            emit if config.observe is None else _observing(config.observe, emit)
+        )
         self.task_group: TaskGroup | None = None  # for progress updates whose delivery must wait
         # A bare run's sink: the events delivered during a step, yielded after it (None: the sink
         # is live, the events went out as they happened).
@@ -616,6 +631,16 @@ class _Run:
                 timestamp=self.clock(),
             )
         return replace(partial, stop_reason=reason, error_message=text, timestamp=self.clock())
+
+
+def _observing(observe: Callable[[AgentEvent], None], emit: Emit) -> Callable[[Any], Awaitable[None] | None]:
+    """A sink that passes every event to `config.observe` first."""
+
+    def deliver(event: Any) -> Awaitable[None] | None:
+        observe(event)
+        return emit(event)
+
+    return deliver
 
 
 class _Streaming:

@@ -260,3 +260,33 @@ async def test_an_aborted_sync_tool_is_answered_after_the_grace_period(anyio_bac
     finally:
         release.set()
     assert ends(events) == [("c1", "Operation aborted", True)]
+
+
+@pytest.mark.parametrize("form", ["run_agent_loop", "async with", "bare"])
+async def test_observe_sees_every_event_in_the_loop_s_task(anyio_backend: object, form: str) -> None:
+    observed: list[str] = []
+    delivered: list[str] = []
+    log: list[str] = []
+    config = al.AgentLoopConfig(model=MODEL, observe=lambda event: observed.append(event.type))
+    context = al.AgentContext(tools=[sleeper("t", 0, log)])
+    model = ScriptedModel([calls("t", "t"), "done"])
+    prompts = [al.UserMessage(content="go")]
+    with anyio.fail_after(5):
+        if form == "run_agent_loop":
+            await al.run_agent_loop(prompts, context, config, lambda e: delivered.append(e.type), None, model)
+        elif form == "async with":
+            async with al.agent_loop(prompts, context, config, None, model) as events:
+                async for event in events:
+                    delivered.append(event.type)
+        else:
+            async for event in al.agent_loop(prompts, context, config, None, model):
+                assert observed[-1] == event.type  # observed just before it is yielded
+                delivered.append(event.type)
+    assert observed == delivered
+    assert observed[0] == "agent_start" and observed[-1] == "agent_end"
+    assert observed.count("tool_execution_end") == 2
+
+
+def test_observe_must_be_callable() -> None:
+    with pytest.raises(TypeError, match="observe must be callable"):
+        al.AgentLoopConfig(model=MODEL, observe="print")  # type: ignore[arg-type]
