@@ -366,7 +366,7 @@ async def _attempt(
                 return
             for event in events:
                 yield event
-        if not parser.finished:
+        if not parser.finished and not parser.complete_at_eof:
             yield builder.error(
                 "error",
                 f"The stream ended before its {parser.end_marker}: the connection closed early and the "

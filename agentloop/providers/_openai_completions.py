@@ -318,6 +318,7 @@ class CompletionsParser(SSEParser):
     """
 
     end_marker = "[DONE] marker"
+    complete_at_eof = True  # as the OpenAI SDK (and pi-ai): the finish_reason decides, not [DONE]
 
     def __init__(self, model: Model, builder: AssistantMessageBuilder) -> None:
         super().__init__(model, builder)
@@ -449,6 +450,15 @@ class CompletionsParser(SSEParser):
     def finish(self) -> list[AssistantMessageEvent]:
         out: list[AssistantMessageEvent] = []
         self._close(out)
+        if not self.finished and not self.finish_reason:
+            out.append(
+                self.builder.error(
+                    "error",
+                    "The stream ended before its finish_reason: the connection closed early and the response is "
+                    "incomplete.",
+                )
+            )
+            return out
         reason = map_finish_reason(self.finish_reason)
         if reason == "error":
             out.append(
