@@ -24,6 +24,7 @@ from types import AsyncGeneratorType
 from typing import Any, cast
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import TaskGroup
 
 from ._abort import AbortCut, AbortSignal
@@ -83,6 +84,10 @@ _UPDATE_TYPES = frozenset(
     }
 )
 ABORTED_TEXT = "Request was aborted"
+FAIR_SHARE = 64
+"""A run gives the scheduler a turn at least every this many steps (a model event read, a tool call
+made): a fast model (a cache, a local server) or tools that never wait cannot starve the other
+runs of the process."""
 _CLEANUP_TIMEOUT = 5.0
 
 
@@ -249,6 +254,7 @@ class _Run:
         "_llm_source",
         "_options",
         "clock",
+        "countdown",
         "collected",
         "config",
         "deliver",
@@ -286,6 +292,7 @@ class _Run:
         self.signal = signal if signal is not None else AbortSignal()
         self.stream_fn = stream_fn
         self.clock = config.clock if config.clock is not None else now_ms
+        self.countdown = FAIR_SHARE  # steps left before the run gives the scheduler a turn
         # `deliver(event)` hands an event to the sink and returns what to `settle` (None: nothing
         # to wait for): a plain sink costs no coroutine.
         self.plain = not inspect.iscoroutinefunction(emit)
@@ -300,6 +307,11 @@ class _Run:
         self._llm_seen = 0
         self._llm_messages: list[Message] = []
         self._options: StreamOptions | None = None
+
+    async def fair_share(self) -> None:
+        """Give the other tasks a turn (see `FAIR_SHARE`)."""
+        self.countdown = FAIR_SHARE
+        await anyio.lowlevel.checkpoint()
 
     def take_collected(self) -> list[AgentEvent]:
         """The events a step delivered to a bare run's sink (none for a live sink)."""
@@ -382,6 +394,7 @@ class _Run:
                 has_more_tool_calls = False
                 tool_calls = message.tool_calls
                 if tool_calls:
+                    self.countdown -= len(tool_calls)  # steps too (checked at the next model event)
                     if message.stop_reason == "length":
                         tool_results = await fail_truncated_tool_calls(self, tool_calls)
                         terminate = False
@@ -567,6 +580,9 @@ class _Run:
         read = events.__anext__
         try:
             while True:
+                self.countdown -= 1
+                if self.countdown <= 0:  # a stream that never waits lets the other tasks run now and then
+                    await self.fair_share()
                 if not cut_reads:
                     try:
                         event = await read()
