@@ -30,7 +30,7 @@ class ToolExecute(Protocol):
 
     def __call__(
         self, tool_call_id: str, params: Any, signal: AbortSignal, on_update: OnUpdate, /
-    ) -> Awaitable[AgentToolResult]: ...
+    ) -> Awaitable[AgentToolResult | str]: ...
 
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
@@ -118,7 +118,7 @@ class AgentTool:
 
     async def execute(
         self, tool_call_id: str, params: Any, signal: AbortSignal, on_update: OnUpdate
-    ) -> AgentToolResult:
+    ) -> AgentToolResult | str:
         """Run the tool. Override in a subclass, or pass `execute=` to the constructor."""
         assert self._execute is not None
         return await self._execute(tool_call_id, params, signal, on_update)

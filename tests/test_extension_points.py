@@ -12,6 +12,7 @@ import pytest
 
 import agentloop as al
 from agentloop.testing import Response, ScriptedModel, ScriptedToolCall, check_events
+from tests.support import last_assistant, text, tool_results
 
 MODEL = al.Model(id="m", api="faux", provider="faux")
 
@@ -54,9 +55,7 @@ async def run(tools: list[al.AgentTool], model: ScriptedModel, **config: Any) ->
 
 def ends(events: list[al.AgentEvent]) -> list[tuple[str, str, bool]]:
     return [
-        (e.tool_call_id, e.result.content[0].text, e.is_error)  # type: ignore[union-attr]
-        for e in events
-        if isinstance(e, al.ToolExecutionEnd)
+        (e.tool_call_id, text(e.result.content[0]), e.is_error) for e in events if isinstance(e, al.ToolExecutionEnd)
     ]
 
 
@@ -72,7 +71,7 @@ async def test_a_tool_past_its_timeout_gets_an_error_result_and_the_run_goes_on(
         ("c2", "quick done", False),
     ]
     assert "cancelled c1" in log
-    assert events[-1].messages[-1].text == "after"  # type: ignore[attr-defined]
+    assert last_assistant(events).text == "after"
 
 
 async def test_max_concurrency_limits_a_tool_and_keeps_source_order(anyio_backend: object) -> None:
@@ -97,8 +96,7 @@ async def test_max_concurrency_limits_a_tool_and_keeps_source_order(anyio_backen
     assert order == [f"c{i}" for i in range(1, 7)]
     starts = [e.tool_call_id for e in events if isinstance(e, al.ToolExecutionStart)]
     assert starts == [f"c{i}" for i in range(1, 7)]
-    results = [m.tool_call_id for m in events[-1].messages if m.role == "toolResult"]  # type: ignore[attr-defined]
-    assert results == [f"c{i}" for i in range(1, 7)]
+    assert [m.tool_call_id for m in tool_results(events)] == [f"c{i}" for i in range(1, 7)]
 
 
 async def test_max_parallel_tool_calls_limits_a_batch(anyio_backend: object) -> None:
@@ -136,7 +134,7 @@ class EngineError(Exception):
 async def test_propagate_exceptions_end_the_run_instead_of_becoming_results(
     anyio_backend: object, where: str, execution: str
 ) -> None:
-    failed = []
+    failed: list[str] = []
 
     async def fail(*args: Any) -> Any:
         if not failed:  # the first call only: several at once would come out as an ExceptionGroup
@@ -179,8 +177,7 @@ async def test_the_clock_stamps_the_messages_the_loop_makes(anyio_backend: objec
     log: list[str] = []
     signal = al.AbortSignal()
     events = await run([sleeper("t", 0, log)], ScriptedModel([calls("t"), "done"]), clock=lambda: 1_000)
-    results = [m for m in events[-1].messages if m.role == "toolResult"]  # type: ignore[attr-defined]
-    assert [m.timestamp for m in results] == [1_000]
+    assert [m.timestamp for m in tool_results(events)] == [1_000]
     signal.abort()
     aborted: list[al.AgentEvent] = []
     await al.run_agent_loop(
@@ -191,8 +188,8 @@ async def test_the_clock_stamps_the_messages_the_loop_makes(anyio_backend: objec
         signal,
         lambda model, context, options: _silent(),
     )
-    assert aborted[-1].messages[-1].stop_reason == "aborted"  # type: ignore[attr-defined]
-    assert aborted[-1].messages[-1].timestamp == 2_000  # type: ignore[attr-defined]
+    assert last_assistant(aborted).stop_reason == "aborted"
+    assert last_assistant(aborted).timestamp == 2_000
 
 
 async def _silent() -> Any:
@@ -229,7 +226,7 @@ async def test_a_sync_tool_runs_in_a_worker_thread(anyio_backend: object) -> Non
     assert threads and threads[0] != threading.current_thread().name
     assert ends(events) == [("c1", "slept 0.01", False)]
     updates = [e for e in events if isinstance(e, al.ToolExecutionUpdate)]
-    assert [u.partial_result.content[0].text for u in updates] == ["half way"]  # type: ignore[union-attr]
+    assert [text(u.partial_result.content[0]) for u in updates] == ["half way"]
 
 
 async def test_an_aborted_sync_tool_is_answered_after_the_grace_period(anyio_backend: object) -> None:
