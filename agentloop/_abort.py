@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from functools import partial
 from types import TracebackType
@@ -108,6 +109,9 @@ class AbortCut:
     `signal.cancel_scope()`. The scope catches only its own cancellation: `cancelled_caught`
     says the abort cut the block; an outer cancellation propagates.
 
+    `deadline` (anyio's clock) bounds the block too: `cancelled_caught` is then the abort's cut
+    or the deadline (the signal tells which).
+
     `hold()` and `release()` bracket work that an abort must not cut (the loop holds the cut while
     it delivers an event: a listener that aborts must not cancel its own delivery); an abort that
     comes meanwhile is applied on `release()`.
@@ -115,10 +119,10 @@ class AbortCut:
 
     __slots__ = ("_grace", "_held", "_key", "_noted", "_scope", "_signal")
 
-    def __init__(self, signal: AbortSignal, grace: float = 0.0) -> None:
+    def __init__(self, signal: AbortSignal, grace: float = 0.0, *, deadline: float = math.inf) -> None:
         self._signal = signal
         self._grace = grace
-        self._scope = anyio.CancelScope()
+        self._scope = anyio.CancelScope(deadline=deadline)
         self._key = -1
         self._held = False
         self._noted = False  # an abort came while held
