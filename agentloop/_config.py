@@ -45,6 +45,8 @@ __all__ = (
     "ToolExecution",
     "ToolInvocation",
     "TurnContext",
+    "call",
+    "check_options",
     "default_convert_to_llm",
 )
 

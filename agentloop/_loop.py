@@ -67,7 +67,17 @@ from ._util import single_exception
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
-__all__ = ("bare_run", "check_continue", "run_agent_loop", "run_agent_loop_continue", "start_run")
+__all__ = (
+    "bare_run",
+    "check_config",
+    "check_context",
+    "check_continue",
+    "check_messages",
+    "resolve_stream_fn",
+    "run_agent_loop",
+    "run_agent_loop_continue",
+    "start_run",
+)
 
 _MESSAGE_TYPES = (UserMessage, AssistantMessage, ToolResultMessage, CustomMessage)
 _UPDATE_TYPES = frozenset(

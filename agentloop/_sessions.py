@@ -59,8 +59,11 @@ if TYPE_CHECKING:
     from typing import TypeAlias
 
 __all__ = (
+    "Backend",
     "INTERRUPTED_TOOL_TEXT",
+    "JSONDict",
     "JSONLSessionStore",
+    "Meta",
     "SQLiteSessionStore",
     "Session",
     "SessionCorruptError",
@@ -71,6 +74,8 @@ __all__ = (
     "SessionNotFoundError",
     "SessionSettings",
     "SessionStore",
+    "Writer",
+    "check_session_id",
     "missing_tool_results",
     "open_agent",
 )

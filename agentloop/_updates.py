@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-__all__ = ("DELIVERED", "Delivery", "Flag", "UpdatePump", "settle")
+__all__ = ("DELIVERED", "Delivery", "Flag", "Flags", "UpdatePump", "settle")
 
 
 class Flag:
