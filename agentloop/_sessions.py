@@ -304,6 +304,10 @@ class Backend(abc.ABC):
         """Remove a session; SessionLockedError while a writer holds it."""
 
     @abc.abstractmethod
+    def break_lock(self, session_id: str) -> None:
+        """Remove the session's write lock whoever holds it; SessionNotFoundError without one."""
+
+    @abc.abstractmethod
     def close(self) -> None:
         """Release what the backend holds."""
 
@@ -502,6 +506,18 @@ class SessionStore:
         check_session_id(session_id)
         await self._run(lambda: self._get_backend().delete(session_id))
 
+    async def break_lock(self, session_id: str) -> None:
+        """Remove the session's write lock, for a writer known to be gone for good.
+
+        A SQLite lease of a process on this host is taken over as soon as the process is gone,
+        and one of another host (a container restarted under a new name) once it was not
+        renewed for `lease_timeout`; this removes it at once. A writer still alive loses the
+        session: its next write raises `SessionLockedError` and writes nothing. JSONL locks are
+        `flock`s that die with their process: there is nothing to break.
+        """
+        check_session_id(session_id)
+        await self._run(lambda: self._get_backend().break_lock(session_id))
+
     def open(self, session_id: str) -> _Opening:
         """Open a session for writing: `async with store.open(id) as session:` (or `await`).
 
@@ -561,22 +577,33 @@ class SQLiteSessionStore(SessionStore):
         synchronous: SQLite's `synchronous` setting: `FULL` (default) makes every committed
             message survive a power loss; `NORMAL` survives a process crash.
         timeout: Seconds to wait for another connection's write transaction.
+        lease_timeout: Seconds after which the lease of a writer on another host that stopped
+            renewing it is taken over (hosts' clocks must agree to well within it).
 
-    A writer's lock is a lease row naming its host and process; a lease left by a process that
-    died (same host) is taken over at once. Keep the database on a local disk.
+    A writer's lock is a lease row naming its host and process. A lease left by a process that
+    died on this host is taken over at once; a writer's leases are renewed by its writes and a
+    heartbeat thread, so one of another host is taken over `lease_timeout` after its writer
+    died. `break_lock(id)` removes a lease at once. Keep the database on a local disk.
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], *, synchronous: Literal["FULL", "NORMAL"] = "FULL", timeout: float = 30.0
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: Literal["FULL", "NORMAL"] = "FULL",
+        timeout: float = 30.0,
+        lease_timeout: float = 60.0,
     ) -> None:
         if synchronous not in ("FULL", "NORMAL"):
             raise ValueError(f"synchronous must be 'FULL' or 'NORMAL', got {synchronous!r}")
+        if isinstance(lease_timeout, bool) or not isinstance(lease_timeout, (int, float)) or not lease_timeout > 0:
+            raise ValueError(f"lease_timeout must be a positive number of seconds, got {lease_timeout!r}")
         self.path = Path(path)
 
         def factory() -> Backend:
             from ._sessions_sqlite import SQLiteBackend
 
-            return SQLiteBackend(self.path, synchronous=synchronous, timeout=timeout)
+            return SQLiteBackend(self.path, synchronous=synchronous, timeout=timeout, lease_timeout=lease_timeout)
 
         super().__init__(factory)
 

@@ -293,6 +293,11 @@ class JSONLBackend(Backend):
         finally:
             os.close(fd)
 
+    def break_lock(self, session_id: str) -> None:
+        if not self._path(session_id).exists():
+            raise SessionNotFoundError(f"no session {session_id!r} in {self.directory}")
+        # Nothing to break: a writer's flock dies with its process.
+
     def close(self) -> None:
         pass
 
