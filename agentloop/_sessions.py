@@ -21,6 +21,7 @@ import abc
 import builtins
 import dataclasses
 import json
+import logging
 import os
 import re
 import threading
@@ -76,6 +77,8 @@ __all__ = (
 )
 
 JSONDict: TypeAlias = dict[str, Any]
+
+_log = logging.getLogger("agentloop.sessions")
 
 INTERRUPTED_TOOL_TEXT = (
     "Tool call was interrupted: the agent stopped before the tool finished, so its effects are unknown. "
@@ -288,8 +291,8 @@ class Backend(abc.ABC):
         """Store a new session (messages as JSON text); SessionError if the id is taken."""
 
     @abc.abstractmethod
-    def list(self) -> builtins.list[Meta]:
-        """Every session's metadata."""
+    def list(self) -> tuple[builtins.list[Meta], builtins.list[SessionCorruptError]]:
+        """Every readable session's metadata, and an error for each one that cannot be read."""
 
     @abc.abstractmethod
     def load(self, session_id: str) -> tuple[Meta, builtins.list[Any]]:
@@ -441,16 +444,31 @@ class SessionStore:
         info: SessionInfo = await self._run(work)
         return info
 
-    async def list(self) -> builtins.list[SessionInfo]:
-        """Every session, most recently updated first."""
+    async def list(self, *, errors: builtins.list[SessionCorruptError] | None = None) -> builtins.list[SessionInfo]:
+        """Every session, most recently updated first.
 
-        def work() -> builtins.list[SessionInfo]:
-            infos = [meta.info() for meta in self._get_backend().list()]
+        A session that cannot be read (a corrupt file or row, or a stray file in a JSONL folder)
+        is left out and logged (logger `agentloop.sessions`, warning); pass a list as `errors`
+        to receive a `SessionCorruptError` for each, naming it.
+        """
+
+        def work() -> tuple[builtins.list[SessionInfo], builtins.list[SessionCorruptError]]:
+            metas, bad = self._get_backend().list()
+            infos = []
+            for meta in metas:
+                try:
+                    infos.append(meta.info())
+                except SessionCorruptError as exc:
+                    bad.append(exc)
             infos.sort(key=lambda i: (-i.updated, i.id))
-            return infos
+            return infos, bad
 
-        infos: builtins.list[SessionInfo] = await self._run(work)
-        return infos
+        infos, bad = await self._run(work)
+        for exc in bad:
+            _log.warning("a session cannot be read, left out of the list: %s", exc)
+        if errors is not None:
+            errors.extend(bad)
+        return infos  # type: ignore[no-any-return]
 
     async def info(self, session_id: str) -> SessionInfo:
         """The info of one session; `SessionNotFoundError` if there is none."""

@@ -167,10 +167,17 @@ class SQLiteBackend(Backend):
                 [(meta.id, i, text) for i, text in enumerate(messages)],
             )
 
-    def list(self) -> builtins.list[Meta]:
+    def list(self) -> tuple[builtins.list[Meta], builtins.list[SessionCorruptError]]:
         with self._transaction(False) as conn:
             rows = conn.execute(f"SELECT {_META_COLUMNS} FROM sessions").fetchall()
-        return [_meta(row) for row in rows]
+        metas = []
+        errors = []
+        for row in rows:
+            try:
+                metas.append(_meta(row))
+            except SessionCorruptError as exc:
+                errors.append(exc)
+        return metas, errors
 
     def _meta(self, conn: sqlite3.Connection, session_id: str) -> Meta:
         row = conn.execute(f"SELECT {_META_COLUMNS} FROM sessions WHERE id = ?", (session_id,)).fetchone()
