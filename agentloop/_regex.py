@@ -54,10 +54,30 @@ _CATEGORIES: dict[Any, Callable[[str], bool]] = {
 }
 
 
-class BoundedPattern:
-    """A compiled pattern: `search(text)` says whether it matches anywhere in `text`."""
+_MAX_STEPS_CACHED = 50_000
+"""How many (state set, character, context) steps a pattern remembers (a lazily built DFA)."""
 
-    __slots__ = ("_arg", "_kind", "_out1", "_out2", "_start", "pattern")
+
+class BoundedPattern:
+    """A compiled pattern: `search(text)` says whether it matches anywhere in `text`.
+
+    The automaton's steps are remembered as they are first taken (a DFA built lazily, up to
+    `_MAX_STEPS_CACHED` steps; past that, steps are computed each time, still in bounded time).
+    """
+
+    __slots__ = (
+        "_accepting",
+        "_arg",
+        "_asserts",
+        "_ids",
+        "_kind",
+        "_out1",
+        "_out2",
+        "_sets",
+        "_start",
+        "_steps",
+        "pattern",
+    )
 
     def __init__(self, pattern: str, kind: list[int], arg: list[Any], out1: list[int], out2: list[int], start: int):
         self.pattern = pattern
@@ -66,41 +86,67 @@ class BoundedPattern:
         self._out1 = out1
         self._out2 = out2
         self._start = start
+        self._asserts = _ASSERT in kind
+        self._ids: dict[tuple[int, ...], int] = {}
+        self._sets: list[tuple[int, ...]] = []
+        self._accepting: list[bool] = []
+        self._steps: dict[tuple[int, str, Any], int] = {}
 
     def __repr__(self) -> str:
         return f"compile_bounded({self.pattern!r})"
 
     def search(self, text: str) -> bool:
         """Whether the pattern matches somewhere in `text` (as `re.search(pattern, text)` would)."""
-        kind, arg, out1 = self._kind, self._arg, self._out1
         n = len(text)
-        current: list[int] = []
-        marks = [-1] * len(kind)
-        step = 0
-        self._close([self._start], 0, text, current, marks, step)
-        for i in range(n + 1):
-            for state in current:
-                if kind[state] == _MATCH:
-                    return True
-            if i == n:
-                return False
+        steps, accepting, asserts = self._steps, self._accepting, self._asserts
+        current = self._intern(self._close([self._start], 0, text))
+        for i in range(n):
+            if accepting[current]:
+                return True
             ch = text[i]
-            targets = [out1[state] for state in current if kind[state] == _CHAR and arg[state](ch)]
-            targets.append(self._start)  # a match may also start at the next position
-            step += 1
-            current = []
-            self._close(targets, i + 1, text, current, marks, step)
-        return False  # pragma: no cover - the loop returns at i == n
+            # What the assertions at position i + 1 can see besides the character before it.
+            context = (
+                (i + 1 == n, i + 2 == n and text[i + 1] == "\n", i + 1 < n and _is_word(text[i + 1]))
+                if asserts
+                else None
+            )
+            key = (current, ch, context)
+            following = steps.get(key)
+            if following is None:
+                kind, arg, out1 = self._kind, self._arg, self._out1
+                targets = [out1[state] for state in self._sets[current] if kind[state] == _CHAR and arg[state](ch)]
+                targets.append(self._start)  # a match may also start at the next position
+                following = self._intern(self._close(targets, i + 1, text))
+                if len(steps) < _MAX_STEPS_CACHED:
+                    steps[key] = following
+            current = following
+        return accepting[current]
 
-    def _close(self, states: list[int], i: int, text: str, out: list[int], marks: list[int], step: int) -> None:
-        """Add to `out` the character and match states reachable from `states` at position `i`."""
+    def _intern(self, states: list[int]) -> int:
+        key = tuple(states)
+        found = self._ids.get(key)
+        if found is None:
+            if len(self._sets) >= _MAX_STEPS_CACHED:  # too many distinct sets: start afresh
+                self._ids.clear()
+                self._sets.clear()
+                self._accepting.clear()
+                self._steps.clear()
+            found = self._ids[key] = len(self._sets)
+            self._sets.append(key)
+            self._accepting.append(any(self._kind[state] == _MATCH for state in key))
+        return found
+
+    def _close(self, states: list[int], i: int, text: str) -> list[int]:
+        """The character and match states reachable from `states` at position `i`, in order."""
         kind, arg, out1, out2 = self._kind, self._arg, self._out1, self._out2
+        seen: set[int] = set()
+        out: list[int] = []
         stack = list(reversed(states))
         while stack:
             state = stack.pop()
-            if marks[state] == step:
+            if state in seen:
                 continue
-            marks[state] = step
+            seen.add(state)
             k = kind[state]
             if k == _SPLIT:
                 stack.append(out2[state])
@@ -110,6 +156,7 @@ class BoundedPattern:
                     stack.append(out1[state])
             else:
                 out.append(state)
+        return out
 
 
 def _holds(at: Any, text: str, i: int) -> bool:
