@@ -73,9 +73,9 @@ def open_inside(root: Path, path: str, *, folder: bool) -> int:
     a regular file (or a folder) is returned.
     """
     what = "folder" if folder else "file"
-    if not _WALKS:  # pragma: no cover - Windows
+    if not _WALKS:  # pragma: no cover - Windows: resolved, checked, then opened (files only)
         target = resolve_inside(root, path)
-        if not _holds(target.is_dir if folder else target.is_file):
+        if folder or not _holds(target.is_file):
             raise ToolError(f"{path!r} is not a {what}")
         return os.open(target, os.O_RDONLY | getattr(os, "O_BINARY", 0))
     if "\x00" in path:
@@ -313,15 +313,15 @@ def _read_head(root: Path, path: str, size: int) -> bytes:
 
 
 def _list(root: Path, path: str) -> list[str]:
+    if not _WALKS:  # pragma: no cover - Windows: scandir takes no descriptor there
+        target = resolve_inside(root, path)
+        if not _holds(target.is_dir):
+            raise ToolError(f"{path!r} is not a folder")
+        with os.scandir(target) as entries:
+            return sorted(entry.name + ("/" if entry.is_dir() else "") for entry in entries)
     fd = open_inside(root, path, folder=True)
     try:
-        if not _WALKS:  # pragma: no cover - Windows: scandir takes no descriptor there
-            os.close(fd)
-            fd = -1
-            with os.scandir(resolve_inside(root, path)) as entries:
-                return sorted(entry.name + ("/" if entry.is_dir() else "") for entry in entries)
         with os.scandir(fd) as entries:
             return sorted(entry.name + ("/" if entry.is_dir() else "") for entry in entries)
     finally:
-        if fd != -1:
-            os.close(fd)
+        os.close(fd)
