@@ -5,11 +5,10 @@ sink for each of them, and `Agent` keeps the state, the listeners and the messag
 Runs on asyncio and on trio.
 """
 
-from __future__ import annotations
-
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
 
+from ._abort import AbortCut as AbortCut
 from ._abort import AbortSignal as AbortSignal
 from ._agent import DEFAULT_MODEL as DEFAULT_MODEL
 from ._agent import Agent as Agent
@@ -28,6 +27,7 @@ from ._config import BeforeToolCallResult as BeforeToolCallResult
 from ._config import NextTurn as NextTurn
 from ._config import StreamFn as StreamFn
 from ._config import StreamOptions as StreamOptions
+from ._config import ToolInvocation as ToolInvocation
 from ._config import TurnContext as TurnContext
 from ._config import default_convert_to_llm as default_convert_to_llm
 from ._default_stream import register_api_provider as register_api_provider
@@ -155,6 +155,7 @@ __version__ = "0.1.0"
 
 __all__ = (
     "DEFAULT_MODEL",
+    "AbortCut",
     "AbortSignal",
     "AfterToolCallContext",
     "AfterToolCallResult",
@@ -228,6 +229,7 @@ __all__ = (
     "ToolExecutionEnd",
     "ToolExecutionStart",
     "ToolExecutionUpdate",
+    "ToolInvocation",
     "ToolResultMessage",
     "TurnContext",
     "TurnEnd",

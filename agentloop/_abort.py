@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
-from contextlib import contextmanager
+from collections.abc import Callable
 from functools import partial
-from typing import Any
+from types import TracebackType
 
 import anyio
 
-__all__ = ("GRACE", "IDLE", "NOW", "AbortScope", "AbortSignal")
-
-IDLE, NOW, GRACE = 0, 1, 2
-"""What an abort does to an `AbortScope` in each phase: nothing, cancel it at once, or later."""
+__all__ = ("AbortCut", "AbortSignal")
 
 
 class AbortSignal:
@@ -88,26 +84,13 @@ class AbortSignal:
         self._callbacks[key] = callback
         return key
 
-    @contextmanager
-    def cancel_scope(self, grace: float = 0.0) -> Generator[anyio.CancelScope, None, None]:
-        """A cancel scope that the abort cancels, at once or `grace` seconds after it.
+    def cancel_scope(self, grace: float = 0.0) -> AbortCut:
+        """A cancel scope, for a `with` block, that the abort cancels at once or `grace` seconds after it.
 
-        `scope.cancelled_caught` then tells an abort from an outer cancellation.
+        `scope.cancelled_caught` then tells an abort from an outer cancellation (which
+        propagates as usual).
         """
-        scope = anyio.CancelScope()
-
-        def cancel() -> None:
-            if grace <= 0:
-                scope.cancel()
-            else:
-                scope.deadline = min(scope.deadline, anyio.current_time() + grace)
-
-        remove = self.on_abort(cancel)
-        try:
-            with scope:
-                yield scope
-        finally:
-            remove()
+        return AbortCut(self, grace)
 
     def __repr__(self) -> str:
         return f"AbortSignal(aborted={self._aborted})"
@@ -117,67 +100,68 @@ def _noop() -> None:
     pass
 
 
-class AbortScope:
-    """The cancel scope an abort cuts: a model stream at once, a tool `grace` seconds later.
+class AbortCut:
+    """A cancel scope that an abort cancels: at once, or `grace` seconds later.
 
-    A run keeps one open from one model or tool call to the next, in its own task (a cancel scope
-    costs 2-7 us to enter and leave, a short tool turn ~35 us in all), and enters a fresh one only
-    after an abort has touched it. Between the calls (`phase` IDLE: events being delivered, hooks) an abort
-    does nothing to it. (A tool call in a task of its own is cut through the task's own cancel
-    scope instead: see `_Batch` in `_execution.py`.)
+    The one bridge from an `AbortSignal` to a cancellation, always used as a `with` block: by the
+    loop around a model stream and a tool call, and by providers and tools through
+    `signal.cancel_scope()`. The scope catches only its own cancellation: `cancelled_caught`
+    says the abort cut the block; an outer cancellation propagates.
 
-    Each call is `enter(phase)`, then `leave()` when it returns, or `leave(exc)` when it raises:
-    True means `exc` was the abort's cut, swallowed. `close(exc)` at the end of the run.
+    `hold()` and `release()` bracket work that an abort must not cut (the loop holds the cut while
+    it delivers an event: a listener that aborts must not cancel its own delivery); an abort that
+    comes meanwhile is applied on `release()`.
     """
 
-    __slots__ = ("_armed", "_factory", "_grace", "_key", "_scope", "_signal", "phase")
+    __slots__ = ("_grace", "_held", "_key", "_noted", "_scope", "_signal")
 
-    def __init__(self, signal: AbortSignal, grace: float, factory: Callable[[], Any]) -> None:
+    def __init__(self, signal: AbortSignal, grace: float = 0.0) -> None:
         self._signal = signal
         self._grace = grace
-        self._factory = factory  # the backend's CancelScope class: cheaper than anyio's factory
-        self._scope: Any = None
-        self._armed = False  # an abort cancelled the scope or set its deadline
-        self.phase = IDLE
-        # The scope itself is the callback (`__call__`): no bound method or remover to make.
-        self._key = -1 if signal._aborted else signal._listen(self)
+        self._scope = anyio.CancelScope()
+        self._key = -1
+        self._held = False
+        self._noted = False  # an abort came while held
 
-    def enter(self, phase: int) -> None:
-        scope = self._scope
-        if scope is None:
-            scope = self._scope = self._factory()
-            scope.__enter__()
-        self.phase = phase
-        if self._signal._aborted:
-            self._on_abort()
+    @property
+    def cancelled_caught(self) -> bool:
+        """Whether the abort cut the block."""
+        return self._scope.cancelled_caught
 
-    def leave(self, exc: BaseException | None = None) -> bool:
-        self.phase = IDLE
-        if not self._armed:
-            return False  # stays open for the next call
-        return self.close(exc)
+    def __enter__(self) -> AbortCut:
+        self._scope.__enter__()
+        signal = self._signal
+        if signal._aborted:
+            self._cut()
+        else:
+            self._key = signal._listen(self._on_abort)
+        return self
 
-    def close(self, exc: BaseException | None = None) -> bool:
-        """Exit the scope, if open, and stop listening to the signal (armed: it has aborted)."""
-        self.phase = IDLE
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool:
         self._signal._callbacks.pop(self._key, None)
-        scope, self._scope, self._armed = self._scope, None, False
-        if scope is None:
-            return False
-        if exc is None:
-            scope.__exit__(None, None, None)
-            return False
-        return bool(scope.__exit__(type(exc), exc, exc.__traceback__))
+        return bool(self._scope.__exit__(exc_type, exc, tb))
+
+    def hold(self) -> None:
+        """Until `release()`, an abort is noted but does not cut the block."""
+        self._held = True
+
+    def release(self) -> None:
+        """Apply an abort noted while held."""
+        self._held = False
+        if self._noted:
+            self._noted = False
+            self._cut()
 
     def _on_abort(self) -> None:
-        phase = self.phase
-        if phase == IDLE:
-            return
-        self._armed = True
-        scope = self._scope
-        if phase == NOW:
-            scope.cancel()
+        if self._held:
+            self._noted = True
         else:
-            scope.deadline = min(scope.deadline, anyio.current_time() + self._grace)
+            self._cut()
 
-    __call__ = _on_abort  # what the signal calls
+    def _cut(self) -> None:
+        if self._grace <= 0:
+            self._scope.cancel()
+        else:
+            self._scope.deadline = min(self._scope.deadline, anyio.current_time() + self._grace)

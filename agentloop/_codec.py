@@ -8,6 +8,23 @@ can share an event bus; `from_json` turns them back into the same values
 `from_json` checks every field and names the one of the wrong type; `dumps` always writes strict
 JSON that encodes as UTF-8 (non-finite numbers as null, lone surrogates escaped, as JavaScript's
 `JSON.stringify` writes them).
+
+Both pi generations are read, so an event bus or a store shared with TypeScript services can
+hold either:
+
+- pi-agent-core 0.73 values round-trip exactly (`to_json(from_json(x)) == x`), except for the
+  `partialJson` its proxy client leaves on a streaming tool call of a snapshot: it is dropped.
+- pi-agent-core 1.x values are read too. A `system` message (`content`, `sections`,
+  `toolsAdded`, `toolsRemoved`) is a `CustomMessage` with role "system": every field is kept and
+  written back unchanged. The fields 1.x adds that agentloop does not model are read and left
+  out of what is written back: on assistant messages `durationMs`, `thinkingLevel`,
+  `providerThinkingLevel`, `responseModel`, `diagnostics`, `rawStopReason`, `endTurn` and
+  `deferred`; on tool results `durationMs`, `usage` and `nestedCalls`; in usage `cacheWrite1h`,
+  `reasoning` and `cost.totalFromProvider`; on tool calls `namespace`; on `tool_execution_end`
+  `durationMs`; on a tool result's `AgentToolResult` `structuredContent` and `usage`. A 1.x value thus
+  round-trips to itself without those fields, and `from_json(to_json(from_json(x))) ==
+  from_json(x)`. The stop reason `deferred` (a 1.x deferred response) has no agentloop
+  equivalent: a message or `done` event with it is refused with a ValueError that says so.
 """
 
 from __future__ import annotations
@@ -373,6 +390,7 @@ def _inside(key: str, decode: Callable[[Any], Any], value: Any) -> Any:
 
 
 _STOP_REASONS = ("stop", "length", "toolUse", "error", "aborted", "pending")
+_DEFERRED = "stopReason 'deferred' (a pi-agent-core 1.x deferred response) has no agentloop equivalent"
 _DONE_REASONS = ("stop", "length", "toolUse")
 _ERROR_REASONS = ("error", "aborted")
 _USER_BLOCKS = ("text", "image")
@@ -451,6 +469,8 @@ def _message_from(data: Any) -> Any:
             timestamp=_int(data, "timestamp", 0),
         )
     if role == "assistant":
+        if data.get("stopReason") == "deferred":
+            raise _Bad(_DEFERRED)
         usage = data.get("usage")
         return AssistantMessage(
             content=_each(data, "content", _assistant_block, ()),
@@ -535,6 +555,8 @@ def _assistant_event_from(data: Any) -> Any:
         raise _Bad(f"an assistant message event must be an object, got {_described(data)}")
     kind = data.get("type")
     if kind == "done":
+        if data.get("reason") == "deferred":
+            raise _Bad(_DEFERRED.replace("stopReason", "reason"))
         reason = _one_of(data, "reason", _DONE_REASONS)
         return DoneEvent(reason, _inside("message", _assistant_message, _object(data, "message")))
     if kind == "error":

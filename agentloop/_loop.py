@@ -1,23 +1,33 @@
-"""`run_agent_loop`: the one implementation of the agent loop, TypeScript-shaped.
+"""The one implementation of the agent loop: `_Run.events`, an async generator of events.
 
-Every event goes through an awaited `emit`; the streaming API (`_stream.py`) and the `Agent`
-(`_agent.py`) are two ways of consuming it. The algorithm is pi-agent-core's `runLoop` with the
-behaviour of `spec/PROFILE.md` (barriers, bounded abort, `should_stop_after_turn`, `max_turns`).
+It is pi-agent-core's `runLoop` with the behaviour of agentloop's profile (barriers, bounded
+abort, `should_stop_after_turn`, `max_turns`). Three ways of consuming it:
+
+* `drive` (for `run_agent_loop`, `async with agent_loop(...)` and the `Agent`): every event goes
+  to a live sink as it happens; the generator delivers a model stream's and a tool batch's events
+  itself, inside the step that runs them, and `drive` delivers the ones it yields.
+* `bare_run` (for a bare `async for event in agent_loop(...)`): the generator yields every
+  event; a tool batch's, collected while the batch runs, once the batch has ended.
+
+No cancel scope or task group is ever open across a `yield`: abort cuts (`AbortCut`) and a
+batch's task group open and close within one step.
 """
 
 from __future__ import annotations
 
 import inspect
 import sys
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Sequence
+from contextlib import aclosing, nullcontext
 from dataclasses import replace
 from types import AsyncGeneratorType
-from typing import Any
+from typing import Any, cast
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import TaskGroup
 
-from ._abort import IDLE, NOW, AbortScope, AbortSignal
+from ._abort import AbortCut, AbortSignal
 from ._config import (
     AgentContext,
     AgentLoopConfig,
@@ -31,6 +41,7 @@ from ._config import (
 from ._errors import InvalidContextError
 from ._events import (
     AgentEnd,
+    AgentEvent,
     AgentStart,
     MessageEnd,
     MessageStart,
@@ -56,7 +67,7 @@ from ._util import single_exception
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
-__all__ = ("check_continue", "run_agent_loop", "run_agent_loop_continue", "start_run")
+__all__ = ("bare_run", "check_continue", "run_agent_loop", "run_agent_loop_continue", "start_run")
 
 _MESSAGE_TYPES = (UserMessage, AssistantMessage, ToolResultMessage, CustomMessage)
 _UPDATE_TYPES = frozenset(
@@ -73,6 +84,10 @@ _UPDATE_TYPES = frozenset(
     }
 )
 ABORTED_TEXT = "Request was aborted"
+FAIR_SHARE = 64
+"""A run gives the scheduler a turn at least every this many steps (a model event read, a tool call
+made): a fast model (a cache, a local server) or tools that never wait cannot starve the other
+runs of the process."""
 _CLEANUP_TIMEOUT = 5.0
 
 
@@ -140,7 +155,8 @@ async def run_agent_loop(
     """
     prompts = check_messages(prompts, "prompts")
     run = _Run(check_context(context), check_config(config), emit, signal, resolve_stream_fn(stream_fn))
-    return await _run_in_task_group(run, prompts)
+    await _run_in_task_group(run, prompts)
+    return run.new_messages
 
 
 async def run_agent_loop_continue(
@@ -157,17 +173,31 @@ async def run_agent_loop_continue(
     check_context(context)
     check_continue(context)
     run = _Run(context, check_config(config), emit, signal, resolve_stream_fn(stream_fn))
-    return await _run_in_task_group(run, None)
+    await _run_in_task_group(run, None)
+    return run.new_messages
 
 
-async def _run_in_task_group(run: _Run, prompts: list[AgentMessage] | None) -> list[AgentMessage]:
-    """Run in a task group of the run's own (progress updates that must wait are delivered there)."""
+async def _run_in_task_group(run: _Run, prompts: list[AgentMessage] | None) -> None:
+    """Drive a run in a task group of its own (progress updates that must wait are delivered there)."""
     try:
-        async with anyio.create_task_group() as run.task_group:
-            await run.run(prompts)
+        async with anyio.create_task_group() as task_group:
+            await drive(run, prompts, task_group)
     except BaseExceptionGroup as group:
         raise single_exception(group) from None
-    return run.new_messages
+
+
+async def drive(run: _Run, prompts: list[AgentMessage] | None, task_group: TaskGroup) -> None:
+    """Run to the end, handing every event to the run's sink, in order.
+
+    The events the loop yields are delivered here; the ones it delivers itself (a model stream's,
+    a tool batch's) already went to the same sink, as they happened.
+    """
+    run.task_group = task_group
+    deliver = run.deliver
+    async with aclosing(run.events(prompts)) as events:
+        async for event in events:
+            if (pending := deliver(event)) is not None:
+                await settle(pending)
 
 
 def start_run(
@@ -179,10 +209,40 @@ def start_run(
     stream_fn: StreamFn,
     task_group: TaskGroup,
 ) -> Coroutine[Any, Any, None]:
-    """The run of `agent_loop`: checked arguments, and the stream's task group for the run's tasks."""
-    run = _Run(context, config, emit, signal, stream_fn)
-    run.task_group = task_group
-    return run.run(prompts)
+    """The run of `async with agent_loop(...)`: checked arguments, the stream's sink and task group."""
+    return drive(_Run(context, config, emit, signal, stream_fn), prompts, task_group)
+
+
+def bare_run(
+    prompts: list[AgentMessage] | None,
+    context: AgentContext,
+    config: AgentLoopConfig,
+    signal: AbortSignal | None,
+    stream_fn: StreamFn,
+) -> AsyncGenerator[AgentEvent, None]:
+    """The run of a bare `async for event in agent_loop(...)`: the loop's own generator.
+
+    No task runs beside it, so nothing is delivered behind the consumer's back: the loop yields
+    every event itself, and a tool batch's events, collected while the batch runs, are yielded
+    once it has ended.
+    """
+    collected: list[AgentEvent] = []
+    run = _Run(context, config, collected.append, signal, stream_fn)
+    run.collected = collected
+    run.deliver = collected.append  # observed when yielded
+    if config.observe is None:
+        return run.events(prompts)
+    return _observed(run.events(prompts), config.observe)
+
+
+async def _observed(
+    events: AsyncGenerator[AgentEvent, None], observe: Callable[[AgentEvent], None]
+) -> AsyncGenerator[AgentEvent, None]:
+    """A bare run's events, each passed to `config.observe` before it is yielded."""
+    async with aclosing(events):
+        async for event in events:
+            observe(event)
+            yield event
 
 
 class _Run:
@@ -193,16 +253,16 @@ class _Run:
         "_llm_seen",
         "_llm_source",
         "_options",
-        "abort_scope",
+        "clock",
+        "collected",
         "config",
+        "countdown",
         "deliver",
-        "emit",
         "messages",
         "model",
         "new_messages",
         "plain",
         "reasoning",
-        "scope_class",
         "signal",
         "stream_fn",
         "system_prompt",
@@ -231,24 +291,36 @@ class _Run:
         self.new_messages: list[AgentMessage] = []
         self.signal = signal if signal is not None else AbortSignal()
         self.stream_fn = stream_fn
-        # `deliver(event)` hands an event to the sink and returns what to `settle` (None: nothing to
-        # wait for): a plain sink costs no coroutine. `emit` is the awaitable form.
-        self.deliver: Callable[[Any], Awaitable[None] | None] = emit
+        self.clock = config.clock if config.clock is not None else now_ms
+        self.countdown = FAIR_SHARE  # steps left before the run gives the scheduler a turn
+        # `deliver(event)` hands an event to the sink and returns what to `settle` (None: nothing
+        # to wait for): a plain sink costs no coroutine.
         self.plain = not inspect.iscoroutinefunction(emit)
-        self.emit: Callable[[Any], Awaitable[None]] = self._emit if self.plain else emit  # type: ignore[assignment]
-        self.scope_class = type(anyio.CancelScope())  # the backend's class: cheaper than anyio's factory
-        self.task_group: TaskGroup = None  # type: ignore[assignment]  # set by the caller: for progress updates
+        self.deliver: Callable[[Any], Awaitable[None] | None] = (
+            emit if config.observe is None else _observing(config.observe, emit)
+        )
+        self.task_group: TaskGroup | None = None  # for progress updates whose delivery must wait
+        # A bare run's sink: the events delivered during a step, yielded after it (None: the sink
+        # is live, the events went out as they happened).
+        self.collected: list[AgentEvent] | None = None
         self._llm_source: list[AgentMessage] | None = None
         self._llm_seen = 0
         self._llm_messages: list[Message] = []
         self._options: StreamOptions | None = None
-        self.abort_scope: AbortScope = None  # type: ignore[assignment]  # for the model and tool calls of the run's task
 
-    async def _emit(self, event: Any) -> None:
-        """Deliver an event to a plain (or awaitable-returning) sink and wait for it."""
-        pending = self.deliver(event)
-        if pending is not None:
-            await settle(pending)
+    async def fair_share(self) -> None:
+        """Give the other tasks a turn (see `FAIR_SHARE`)."""
+        self.countdown = FAIR_SHARE
+        await anyio.lowlevel.checkpoint()
+
+    def take_collected(self) -> list[AgentEvent]:
+        """The events a step delivered to a bare run's sink (none for a live sink)."""
+        collected = self.collected
+        if not collected:
+            return []
+        events = collected[:]
+        collected.clear()
+        return events
 
     def default_llm_messages(self) -> list[Message]:
         """The default conversion, kept up to date as the transcript grows: O(new messages) per call."""
@@ -270,83 +342,88 @@ class _Run:
             messages = await messages
         return check_messages(messages, which + "()") if messages else []
 
-    async def run(self, prompts: list[AgentMessage] | None) -> None:
-        """Run from new prompts (or continue, with None); `task_group` must be set."""
-        abort_scope = self.abort_scope = AbortScope(self.signal, self.config.tool_abort_grace, self.scope_class)
-        try:
-            if prompts is not None:
-                self.new_messages.extend(prompts)
-            await self.emit(AgentStart())
-            await self.emit(TurnStart())
-            for prompt in prompts or ():
-                await self.emit(MessageStart(prompt))
-                await self.emit(MessageEnd(prompt))
-                self.messages.append(prompt)
-            config = self.config
-            steering = config.get_steering_messages is not None
-            pending: Sequence[AgentMessage] = await self.poll("get_steering_messages") if steering else ()
-            prepared: Sequence[AgentMessage] = ()
-            first_turn = True
-            turns = 0
-            while True:
-                has_more_tool_calls = True
-                while has_more_tool_calls or pending or prepared:
-                    if not first_turn:
-                        if not pending and steering:
-                            pending = await self.poll("get_steering_messages")
-                        if (pending_delivery := self.deliver(TurnStart())) is not None:
-                            await settle(pending_delivery)
-                    first_turn = False
-                    if pending or prepared:
-                        for message in (*prepared, *pending):
-                            await self.emit(MessageStart(message))
-                            await self.emit(MessageEnd(message))
-                            self.messages.append(message)
-                            self.new_messages.append(message)
-                        pending = prepared = ()
-                    message = await self.stream_response()
-                    turns += 1
-                    if message.stop_reason == "error" or message.stop_reason == "aborted":
-                        await self.emit(TurnEnd(message, ()))
-                        await self.emit(AgentEnd(tuple(self.new_messages)))
-                        return
-                    tool_results: list[ToolResultMessage] = []
-                    has_more_tool_calls = False
-                    tool_calls = message.tool_calls
-                    if tool_calls:
-                        if message.stop_reason == "length":
-                            tool_results = await fail_truncated_tool_calls(self, tool_calls)
-                            terminate = False
-                        else:
-                            tool_results, terminate = await execute_tool_calls(self, message, tool_calls)
-                        has_more_tool_calls = not terminate
-                        self.messages.extend(tool_results)
-                        self.new_messages.extend(tool_results)
-                    if (pending_delivery := self.deliver(TurnEnd(message, tuple(tool_results)))) is not None:
-                        await settle(pending_delivery)
-                    if config.prepare_next_turn is not None or config.should_stop_after_turn is not None:
-                        prepared, stop = await self.after_turn(message, tool_results)
-                        if stop:
-                            await self.emit(AgentEnd(tuple(self.new_messages)))
-                            return
-                    if config.max_turns is not None and turns >= config.max_turns:
-                        await self.emit(AgentEnd(tuple(self.new_messages)))
-                        return
-                    if steering:
+    async def events(self, prompts: list[AgentMessage] | None) -> AsyncGenerator[AgentEvent, None]:
+        """The loop: run from new prompts (or continue, with None), yielding its events in order.
+
+        It never yields inside a cancel scope or task group: a model stream's cut and a tool
+        batch's tasks open and close within one step. Those steps deliver their events to the
+        sink themselves; a bare run's are collected and yielded when the step ends.
+        """
+        if prompts is not None:
+            self.new_messages.extend(prompts)
+        yield AgentStart()
+        yield TurnStart()
+        for prompt in prompts or ():
+            yield MessageStart(prompt)
+            yield MessageEnd(prompt)
+            self.messages.append(prompt)
+        config = self.config
+        steering = config.get_steering_messages is not None
+        pending: Sequence[AgentMessage] = await self.poll("get_steering_messages") if steering else ()
+        prepared: Sequence[AgentMessage] = ()
+        first_turn = True
+        turns = 0
+        while True:
+            has_more_tool_calls = True
+            while has_more_tool_calls or pending or prepared:
+                if not first_turn:
+                    if not pending and steering:
                         pending = await self.poll("get_steering_messages")
-                if config.get_follow_up_messages is None:
-                    break
-                follow_ups = await self.poll("get_follow_up_messages")
-                if follow_ups:
-                    pending = follow_ups
-                    continue
+                    yield TurnStart()
+                first_turn = False
+                if pending or prepared:
+                    for message in (*prepared, *pending):
+                        yield MessageStart(message)
+                        yield MessageEnd(message)
+                        self.messages.append(message)
+                        self.new_messages.append(message)
+                    pending = prepared = ()
+                if self.collected is None:
+                    message = await self.respond()
+                else:
+                    async with aclosing(self.respond_bare()) as response:
+                        async for event in response:
+                            yield event
+                    message = cast(AssistantMessage, self.messages[-1])  # appended by `response()`
+                turns += 1
+                if message.stop_reason == "error" or message.stop_reason == "aborted":
+                    yield TurnEnd(message, ())
+                    yield AgentEnd(tuple(self.new_messages))
+                    return
+                tool_results: list[ToolResultMessage] = []
+                has_more_tool_calls = False
+                tool_calls = message.tool_calls
+                if tool_calls:
+                    self.countdown -= len(tool_calls)  # steps too (checked at the next model event)
+                    if message.stop_reason == "length":
+                        tool_results = await fail_truncated_tool_calls(self, tool_calls)
+                        terminate = False
+                    else:
+                        tool_results, terminate = await execute_tool_calls(self, message, tool_calls)
+                    for event in self.take_collected():
+                        yield event
+                    has_more_tool_calls = not terminate
+                    self.messages.extend(tool_results)
+                    self.new_messages.extend(tool_results)
+                yield TurnEnd(message, tuple(tool_results))
+                if config.prepare_next_turn is not None or config.should_stop_after_turn is not None:
+                    prepared, stop = await self.after_turn(message, tool_results)
+                    if stop:
+                        yield AgentEnd(tuple(self.new_messages))
+                        return
+                if config.max_turns is not None and turns >= config.max_turns:
+                    yield AgentEnd(tuple(self.new_messages))
+                    return
+                if steering:
+                    pending = await self.poll("get_steering_messages")
+            if config.get_follow_up_messages is None:
                 break
-            await self.emit(AgentEnd(tuple(self.new_messages)))
-        except BaseException as exc:
-            abort_scope.close(exc)
-            raise
-        finally:
-            abort_scope.close()  # returned (after the `except` there is nothing left to close)
+            follow_ups = await self.poll("get_follow_up_messages")
+            if follow_ups:
+                pending = follow_ups
+                continue
+            break
+        yield AgentEnd(tuple(self.new_messages))
 
     async def after_turn(
         self, message: AssistantMessage, tool_results: list[ToolResultMessage]
@@ -383,8 +460,8 @@ class _Run:
             self.reasoning = None if update.thinking_level == "off" else update.thinking_level
         return check_messages(update.messages, "NextTurn.messages")
 
-    async def stream_response(self) -> AssistantMessage:
-        """Stream one assistant message, emitting its events; append it to the transcript."""
+    async def request(self) -> tuple[Context, StreamOptions]:
+        """What the next model call is given: the context as the model sees it, and the options."""
         config = self.config
         signal = self.signal
         if config.transform_context is None and config.convert_to_llm is default_convert_to_llm:
@@ -411,62 +488,114 @@ class _Run:
                 metadata=config.metadata,
                 max_retry_delay=config.max_retry_delay,
             )
-        llm_context = Context(system_prompt=self.system_prompt, messages=tuple(llm_messages), tools=self.tools)
+        return Context(system_prompt=self.system_prompt, messages=tuple(llm_messages), tools=self.tools), options
+
+    async def respond(self) -> AssistantMessage:
+        """One model call with a live sink: its events delivered as they come, in one abort cut.
+
+        An abort ends the stream at once, but never cuts an event being delivered (a listener
+        that aborts): the cut is held meanwhile, and applied after.
+        """
+        llm_context, options = await self.request()
         state = _Streaming()
-        abort_scope = self.abort_scope
-        abort_scope.enter(NOW)  # waits on the outside world are cut at once (`consume` pauses it)
-        try:
-            source: Any = self.stream_fn(self.model, llm_context, options)
-            if type(source) is AsyncGeneratorType:  # the usual shape: no probing
-                await self.consume(source, state)
-            else:
-                await self.consume_other(source, state)
-        except BaseException as exc:
-            if not abort_scope.leave(exc):
-                raise
-        else:
-            abort_scope.leave()
+        deliver = self.deliver  # no coroutine per delta for a plain sink
+        with AbortCut(self.signal) as cut:
+            async with aclosing(self.read_stream(llm_context, options, state, cut_reads=False)) as stream:
+                async for event in stream:
+                    cut.hold()
+                    if (pending := deliver(event)) is not None:
+                        await settle(pending)
+                    cut.release()
+        final = self.response(state)
+        if state.last is None and (pending := deliver(MessageStart(final))) is not None:
+            await settle(pending)
+        if (pending := deliver(MessageEnd(final))) is not None:
+            await settle(pending)
+        return final
+
+    async def respond_bare(self) -> AsyncGenerator[AgentEvent, None]:
+        """One model call in a bare run: its events yielded as they come (`response()` is the message)."""
+        llm_context, options = await self.request()
+        state = _Streaming()
+        async with aclosing(self.read_stream(llm_context, options, state, cut_reads=True)) as stream:
+            async for event in stream:
+                yield event
+        final = self.response(state)
+        if state.last is None:
+            yield MessageStart(final)
+        yield MessageEnd(final)
+
+    def response(self, state: _Streaming) -> AssistantMessage:
+        """The message a model stream ended with (made up when it ended without one), appended to the transcript."""
         last = state.last
         final = state.final
         if final is None:
             partial = None if last is None else last.partial
-            if signal.aborted:
+            if self.signal.aborted:
                 final = self.ended(partial, "aborted", ABORTED_TEXT)
             else:
                 final = self.ended(partial, "error", "The model stream ended without a done or error event")
         elif not isinstance(final, AssistantMessage):
             raise TypeError(f"stream function finished with {type(final).__name__}, expected AssistantMessage")
-        if last is None:
-            await self.emit(MessageStart(final))
-        if (pending := self.deliver(MessageEnd(final))) is not None:
-            await settle(pending)
         self.messages.append(final)
         self.new_messages.append(final)
         return final
 
-    async def consume_other(self, source: Any, state: _Streaming) -> None:
-        """Consume what a stream function returned when it is not an async generator."""
+    def read_stream(
+        self, llm_context: Context, options: StreamOptions, state: _Streaming, *, cut_reads: bool
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """Call the stream function; its events, as agent events (see `read_events`)."""
+        source: Any = self.stream_fn(self.model, llm_context, options)
+        if type(source) is AsyncGeneratorType:  # the usual shape needs no probing
+            return self.read_events(source, state, cut_reads)
+        return self.read_other(source, state, cut_reads)
+
+    async def read_other(self, source: Any, state: _Streaming, cut_reads: bool) -> AsyncGenerator[AgentEvent, None]:
+        """`read_events` for what a stream function returned when it is not an async generator."""
         if inspect.isawaitable(source):
-            source = await source
+            with AbortCut(self.signal) if cut_reads else nullcontext() as cut:
+                source = await source
+            if cut is not None and cut.cancelled_caught:
+                return
         if hasattr(source, "__aenter__"):
             async with source as events:
-                await self.consume(events, state)
+                async for event in self.read_events(events, state, cut_reads):
+                    yield event
         else:
-            await self.consume(source, state)
+            async for event in self.read_events(source, state, cut_reads):
+                yield event
 
-    async def consume(self, events: Any, state: _Streaming) -> None:
-        """Emit the events of one model response until its terminal event; always close the source."""
+    async def read_events(self, events: Any, state: _Streaming, cut_reads: bool) -> AsyncGenerator[AgentEvent, None]:
+        """Yield a model stream's events as agent events, until its terminal event.
+
+        With `cut_reads`, an abort cuts each read of the stream in a cut of its own (no cut spans a
+        `yield`); without it, the caller's cut covers the whole stream. The source is always closed.
+        """
         if not hasattr(events, "__anext__"):
             raise TypeError(
                 "a stream function must return an async iterator of AssistantMessageEvent or an async "
                 f"context manager yielding one, got {type(events).__name__}"
             )
-        deliver = self.deliver  # no coroutine per delta for a plain sink
         signal = self.signal
-        abort_scope = self.abort_scope
-        last = None  # the latest event that carries the partial message
+        read = events.__anext__
         try:
-            async for event in events:
+            while True:
+                self.countdown -= 1
+                if self.countdown <= 0:  # a stream that never waits lets the other tasks run now and then
+                    await self.fair_share()
+                if not cut_reads:
+                    try:
+                        event = await read()
+                    except StopAsyncIteration:
+                        break
+                else:
+                    with AbortCut(signal) as cut:
+                        try:
+                            event = await read()
+                        except StopAsyncIteration:
+                            break
+                    if cut.cancelled_caught:
+                        break
                 if signal._aborted:
                     # Aborted before this event was delivered: it is not, unless it is the
                     # stream's own aborted ending, which is kept (as in the reference).
@@ -478,19 +607,13 @@ class _Run:
                 except AttributeError:
                     kind = None  # not an event: the TypeError below says so
                 if kind in _UPDATE_TYPES:
-                    if last is None:
+                    if state.last is None:
                         continue  # no `start` yet: the reference drops block events too
-                    last = event
-                    abort_scope.phase = IDLE  # an abort from a listener must not cut this event
-                    if (pending := deliver(MessageUpdate(None, event))) is not None:
-                        await settle(pending)
-                    abort_scope.phase = NOW
+                    state.last = event
+                    yield MessageUpdate(None, event)
                 elif kind == "start":
-                    last = event
-                    abort_scope.phase = IDLE
-                    if (pending := deliver(MessageStart._streaming(event))) is not None:
-                        await settle(pending)
-                    abort_scope.phase = NOW
+                    state.last = event
+                    yield MessageStart._streaming(event)
                 elif kind == "done":
                     state.final = event.message
                     break
@@ -499,15 +622,9 @@ class _Run:
                     break
                 else:
                     raise TypeError(f"stream function yielded an unknown event: {event!r}")
-                if signal._aborted:
-                    # Aborted while this event was delivered: the next read is cut at its first
-                    # wait, so only an ending the stream gives at once is still taken.
-                    abort_scope()
         except BaseException:
-            state.last = last
             await _close(events, shielded=True)
             raise
-        state.last = last
         if state.final is not None and type(events) is AsyncGeneratorType:
             # After its terminal event a source is let run to its end: a generator normally just
             # ends, which costs less than throwing GeneratorExit into it.
@@ -515,21 +632,35 @@ class _Run:
                 await events.__anext__()
             except StopAsyncIteration:
                 return
-        # What is left is closed; after an abort, bounded like any cleanup (its scope may be
-        # cancelled already).
+        # What is left is closed; after an abort, bounded like any cleanup.
         await _close(events, shielded=state.final is None)
 
     def ended(self, partial: AssistantMessage | None, reason: Any, text: str) -> AssistantMessage:
         if partial is None:
             model = self.model
             return AssistantMessage(
-                api=model.api, provider=model.provider, model=model.id, stop_reason=reason, error_message=text
+                api=model.api,
+                provider=model.provider,
+                model=model.id,
+                stop_reason=reason,
+                error_message=text,
+                timestamp=self.clock(),
             )
-        return replace(partial, stop_reason=reason, error_message=text, timestamp=now_ms())
+        return replace(partial, stop_reason=reason, error_message=text, timestamp=self.clock())
+
+
+def _observing(observe: Callable[[AgentEvent], None], emit: Emit) -> Callable[[Any], Awaitable[None] | None]:
+    """A sink that passes every event to `config.observe` first."""
+
+    def deliver(event: Any) -> Awaitable[None] | None:
+        observe(event)
+        return emit(event)
+
+    return deliver
 
 
 class _Streaming:
-    """What `consume` saw of one model response, kept when it is cut."""
+    """What the loop saw of one model response, kept when it is cut."""
 
     __slots__ = ("final", "last")
 

@@ -1,17 +1,18 @@
-"""`agent_loop` / `agent_loop_continue`: the loop as an async context manager of events.
+"""`agent_loop` / `agent_loop_continue`: a run's events, with `async with` or a bare `async for`.
 
-The loop runs as a producer task in a task group the context manager owns (the shape of
-`trio.as_safe_channel`); the caller iterates a receive-only stream inside `async with`. Leaving
-the block cancels the producer before the block returns, so nothing outlives it.
+With `async with`, the loop runs as a producer task in a task group the context manager owns
+(the shape of `trio.as_safe_channel`); the caller iterates a receive-only stream inside the
+block, and leaving the block cancels the producer before the block returns. A bare `async for`
+iterates the loop's own generator (`_loop.bare_run`) in the caller's task.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
-from types import TracebackType
-from typing import NoReturn
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from types import AsyncGeneratorType, TracebackType
+from typing import NoReturn, TypeAlias
 
 import anyio
 import anyio.lowlevel
@@ -22,6 +23,7 @@ from ._abort import AbortSignal
 from ._config import AgentContext, AgentLoopConfig, Emit, StreamFn
 from ._events import AgentEnd, AgentEvent
 from ._loop import (
+    bare_run,
     check_config,
     check_context,
     check_continue,
@@ -42,11 +44,14 @@ DEFAULT_BUFFER = 128
 """How far the run may get ahead of the consumer: bounded (backpressure), and large enough that
 producer and consumer switch once per ~128 events, not per event (see benchmarks/RESULTS.md)."""
 _USAGE = (
-    "agent_loop() returns an async context manager, not an iterator; write:\n"
+    "agent_loop() is not awaitable; iterate it:\n"
     "    async with agent_loop(prompts, context, config) as events:\n"
     "        async for event in events:\n"
     "            ..."
 )
+_RunArguments: TypeAlias = tuple[
+    "list[AgentMessage] | None", AgentContext, AgentLoopConfig, "AbortSignal | None", StreamFn
+]
 
 
 class AgentEventStream:
@@ -93,19 +98,36 @@ class AgentEventStream:
 
 
 class AgentLoopStream:
-    """What `agent_loop()` returns: enter it with `async with` to get an `AgentEventStream`."""
+    """What `agent_loop()` returns: a run, used once, in one of two ways.
 
-    __slots__ = ("_body", "_buffer", "_cm")
+    * `async with agent_loop(...) as events: async for event in events:` (the default): the run
+      goes on in a task the block owns; leaving the block cancels it before the block returns.
+    * `async for event in agent_loop(...):` (bare): the run is an async generator of its own
+      events; the same events in the same order, but a tool batch's events arrive when the batch
+      has ended. Leaving the loop early closes the run when the generator is closed: at once
+      inside `async with contextlib.aclosing(agent_loop(...)) as events:`, else when the
+      interpreter finalizes it.
+    """
 
-    def __init__(self, body: Callable[[Emit, TaskGroup], Awaitable[object]], buffer: int) -> None:
-        self._body = body
+    __slots__ = ("_buffer", "_cm", "_run")
+
+    def __init__(self, run: _RunArguments, buffer: int) -> None:
+        self._run = run
         self._buffer = buffer
         self._cm: object = None
 
-    async def __aenter__(self) -> AgentEventStream:
+    def _use(self, how: object) -> _RunArguments:
         if self._cm is not None:
-            raise RuntimeError("an agent_loop() stream can be entered only once")
-        cm = _open(self._body, self._buffer)
+            raise RuntimeError("an agent_loop() run can be used only once")
+        self._cm = how
+        return self._run
+
+    async def __aenter__(self) -> AgentEventStream:
+        prompts, context, config, signal, stream_fn = self._use("async with")
+        cm = _open(
+            lambda emit, tg: start_run(prompts, context, config, emit, signal, stream_fn, tg),
+            self._buffer,
+        )
         self._cm = cm
         return await cm.__aenter__()
 
@@ -113,11 +135,21 @@ class AgentLoopStream:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> bool | None:
         cm = self._cm
-        assert cm is not None, "__aexit__ without __aenter__"
-        return await cm.__aexit__(exc_type, exc, tb)  # type: ignore[attr-defined, no-any-return]
+        assert isinstance(cm, AbstractAsyncContextManager), "__aexit__ without __aenter__"
+        return bool(await cm.__aexit__(exc_type, exc, tb))
 
-    def __aiter__(self) -> NoReturn:
-        raise TypeError(_USAGE)
+    def __aiter__(self) -> AsyncGenerator[AgentEvent, None]:
+        generator = bare_run(*self._use("async for"))
+        self._cm = generator
+        return generator
+
+    async def aclose(self) -> None:
+        """Close a bare run (what `contextlib.aclosing` calls): what it opened is closed on return."""
+        generator = self._cm
+        if generator is None:
+            self._cm = "closed"
+        elif isinstance(generator, AsyncGeneratorType):
+            await generator.aclose()
 
     def __await__(self) -> NoReturn:
         raise TypeError(_USAGE)
@@ -222,6 +254,9 @@ def agent_loop(
             async for event in events:
                 print(event.type)
 
+        async for event in agent_loop([UserMessage(content="Hi")], context, config):
+            print(event.type)  # bare: a tool batch's events arrive when the batch has ended
+
     The run starts when the first event is pulled and may run up to `max_buffer_size` events
     ahead of the consumer (0 makes it a rendezvous: one event at a time). Bad arguments raise
     here, before anything runs.
@@ -230,7 +265,9 @@ def agent_loop(
     cancellation) cancels the run, the model stream and any running tool before the block
     returns; the consumer's own exception comes out unwrapped, a callback's exception comes out of
     the `async with`, and an outer timeout stays a plain cancellation. To stop a run but still get
-    its aborted message and `agent_end`, call `signal.abort()` and keep iterating.
+    its aborted message and `agent_end`, call `signal.abort()` and keep iterating. A bare
+    `async for` is cleaned up when its generator is closed: at once inside
+    `contextlib.aclosing(agent_loop(...))`, else when the event loop finalizes it.
     """
     prompts = check_messages(prompts, "prompts")
     check_context(context)
@@ -238,7 +275,7 @@ def agent_loop(
     _check_signal(signal)
     fn = resolve_stream_fn(stream_fn)
     buffer = _check_buffer(max_buffer_size)
-    return AgentLoopStream(lambda emit, tg: start_run(prompts, context, config, emit, signal, fn, tg), buffer)
+    return AgentLoopStream((prompts, context, config, signal, fn), buffer)
 
 
 def agent_loop_continue(
@@ -260,7 +297,7 @@ def agent_loop_continue(
     _check_signal(signal)
     fn = resolve_stream_fn(stream_fn)
     buffer = _check_buffer(max_buffer_size)
-    return AgentLoopStream(lambda emit, tg: start_run(None, context, config, emit, signal, fn, tg), buffer)
+    return AgentLoopStream((None, context, config, signal, fn), buffer)
 
 
 def _check_signal(signal: object) -> None:

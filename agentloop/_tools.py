@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
+import math
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, overload
@@ -28,7 +30,7 @@ class ToolExecute(Protocol):
 
     def __call__(
         self, tool_call_id: str, params: Any, signal: AbortSignal, on_update: OnUpdate, /
-    ) -> Awaitable[AgentToolResult]: ...
+    ) -> Awaitable[AgentToolResult | str]: ...
 
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
@@ -48,6 +50,10 @@ class AgentTool:
         execution_mode: `"sequential"` makes this tool an exclusive barrier in a parallel batch.
         prepare_arguments: `(raw_arguments) -> arguments`, run before validation (a
             compatibility shim for argument shapes older models send).
+        timeout: Seconds a call may run; a call still running then is cancelled and answered
+            with an error result ("Tool NAME timed out after N s"), and the run goes on.
+        max_concurrency: At most this many calls of this tool execute at once in a parallel
+            batch; the others wait their turn, in source order.
 
     `params` given to `execute` are the validated arguments: a dict coerced to the JSON schema,
     or an instance of the pydantic model.
@@ -63,6 +69,8 @@ class AgentTool:
         label: str | None = None,
         execution_mode: ExecutionMode | None = None,
         prepare_arguments: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
+        timeout: float | None = None,
+        max_concurrency: int | None = None,
     ) -> None:
         if not isinstance(name, str) or not _NAME_RE.match(name):
             raise ValueError(f"tool name must be 1-128 letters, digits or '_.:-', got {name!r}")
@@ -74,7 +82,17 @@ class AgentTool:
             raise TypeError(f"tool label must be a str or None, got {type(label).__name__}")
         if prepare_arguments is not None and not callable(prepare_arguments):
             raise TypeError(f"tool prepare_arguments must be callable or None, got {prepare_arguments!r}")
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf
+        ):
+            raise ValueError(f"tool timeout must be a number of seconds > 0 or None, got {timeout!r}")
+        if max_concurrency is not None and (
+            isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1
+        ):
+            raise ValueError(f"tool max_concurrency must be a positive int or None, got {max_concurrency!r}")
         self.name = name
+        self.timeout = timeout
+        self.max_concurrency = max_concurrency
         self.label = label if label is not None else name
         self.description = description
         self.execution_mode: ExecutionMode | None = execution_mode
@@ -100,7 +118,7 @@ class AgentTool:
 
     async def execute(
         self, tool_call_id: str, params: Any, signal: AbortSignal, on_update: OnUpdate
-    ) -> AgentToolResult:
+    ) -> AgentToolResult | str:
         """Run the tool. Override in a subclass, or pass `execute=` to the constructor."""
         assert self._execute is not None
         return await self._execute(tool_call_id, params, signal, on_update)
@@ -290,7 +308,7 @@ _INJECTED = ("tool_call_id", "signal", "on_update")
 
 
 @overload
-def tool(fn: Callable[..., Awaitable[Any]], /) -> AgentTool: ...
+def tool(fn: Callable[..., Any], /) -> AgentTool: ...
 @overload
 def tool(
     *,
@@ -298,19 +316,19 @@ def tool(
     description: str | None = None,
     label: str | None = None,
     execution_mode: ExecutionMode | None = None,
-) -> Callable[[Callable[..., Awaitable[Any]]], AgentTool]: ...
+) -> Callable[[Callable[..., Any]], AgentTool]: ...
 
 
 def tool(
-    fn: Callable[..., Awaitable[Any]] | None = None,
+    fn: Callable[..., Any] | None = None,
     /,
     *,
     name: str | None = None,
     description: str | None = None,
     label: str | None = None,
     execution_mode: ExecutionMode | None = None,
-) -> AgentTool | Callable[[Callable[..., Awaitable[Any]]], AgentTool]:
-    """Build an `AgentTool` from a typed async function.
+) -> AgentTool | Callable[[Callable[..., Any]], AgentTool]:
+    """Build an `AgentTool` from a typed function: `async def`, or a plain `def` run in a worker thread.
 
     The schema and validation come from the signature (through pydantic, with lax coercion and
     numbers accepted for strings), the description from the docstring's first paragraph, and each
@@ -319,6 +337,12 @@ def tool(
     a `str` (one text block), an `AgentToolResult`, or any JSON-serialisable value (sent as JSON
     text, kept as `details`).
 
+    A plain `def` runs in a worker thread (`anyio.to_thread.run_sync`), so blocking code does not
+    stall the event loop; its `on_update` may be called from the thread. A thread cannot be
+    cancelled: when the abort's grace period ends (or the tool's timeout), the call is answered at
+    once and the thread is left to finish on its own, its result dropped. A long-running sync
+    tool should check `signal.aborted` now and then.
+
     Example:
         @tool
         async def add(a: int, b: int) -> str:
@@ -326,9 +350,9 @@ def tool(
             return str(a + b)
     """
 
-    def build(func: Callable[..., Awaitable[Any]]) -> AgentTool:
-        if not inspect.iscoroutinefunction(func):
-            raise TypeError(f"@tool needs an async def function, got {func!r}")
+    def build(func: Callable[..., Any]) -> AgentTool:
+        if not callable(func) or inspect.isclass(func):
+            raise TypeError(f"@tool needs a function, got {func!r}")
         return _tool_from_function(func, name, description, label, execution_mode)
 
     return build(fn) if fn is not None else build
@@ -352,7 +376,7 @@ def _docstring_parts(doc: str) -> tuple[str, dict[str, str]]:
 
 
 def _tool_from_function(
-    func: Callable[..., Awaitable[Any]],
+    func: Callable[..., Any],
     name: str | None,
     description: str | None,
     label: str | None,
@@ -382,10 +406,17 @@ def _tool_from_function(
         **fields,
     )
 
+    in_thread = not inspect.iscoroutinefunction(func)
+
     async def execute(tool_call_id: str, params: Any, signal: AbortSignal, on_update: OnUpdate) -> AgentToolResult:
         kwargs = {key: getattr(params, key) for key in fields}
-        extra = {"tool_call_id": tool_call_id, "signal": signal, "on_update": on_update}
+        update: object = functools.partial(_update_from_thread, on_update) if in_thread else on_update
+        extra = {"tool_call_id": tool_call_id, "signal": signal, "on_update": update}
         kwargs.update({key: extra[key] for key in injected})
+        if in_thread:
+            import anyio.to_thread
+
+            return _as_result(await anyio.to_thread.run_sync(functools.partial(func, **kwargs), abandon_on_cancel=True))
         return _as_result(await func(**kwargs))
 
     return AgentTool(
@@ -396,6 +427,13 @@ def _tool_from_function(
         label=label,
         execution_mode=execution_mode,
     )
+
+
+def _update_from_thread(on_update: OnUpdate, partial_result: AgentToolResult) -> None:
+    """A sync tool's `on_update`, called from its worker thread: handed to the event loop."""
+    import anyio.from_thread
+
+    anyio.from_thread.run_sync(on_update, partial_result)
 
 
 def _resolved_hints(func: Callable[..., Any]) -> dict[str, Any]:

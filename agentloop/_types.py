@@ -473,7 +473,7 @@ _set_result_role = _slot_setter(ToolResultMessage, "role")
 
 
 def tool_result_message(
-    tool_call_id: str, tool_name: str, result: AgentToolResult, is_error: bool
+    tool_call_id: str, tool_name: str, result: AgentToolResult, is_error: bool, timestamp: int
 ) -> ToolResultMessage:
     """The loop's message for a finished call: the result's content is checked already, `is_error` a bool."""
     message = object.__new__(ToolResultMessage)
@@ -482,7 +482,7 @@ def tool_result_message(
     _set_result_content(message, result.content)
     _set_result_details(message, result.details)
     _set_result_is_error(message, is_error)
-    _set_result_timestamp(message, now_ms())
+    _set_result_timestamp(message, timestamp)
     _set_result_role(message, "toolResult")
     return message
 

@@ -10,7 +10,7 @@ returns waits for that delivery (backpressure for a tool that wants it).
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from types import CoroutineType
 from typing import Any
 
@@ -120,7 +120,7 @@ class UpdatePump:
 
     __slots__ = ("_deliver", "_idle", "_in_flight", "_plain", "_previous", "_task_group")
 
-    def __init__(self, deliver: Callable[[Any], Any], plain: bool, task_group: TaskGroup) -> None:
+    def __init__(self, deliver: Callable[[Any], Any], plain: bool, task_group: TaskGroup | None) -> None:
         self._deliver = deliver  # the run's sink: returns None or what to wait for
         self._plain = plain  # a plain function (its synchronous part may run at once)
         self._task_group = task_group
@@ -140,11 +140,16 @@ class UpdatePump:
             check_pending(pending)
             delivery = self._track()
             delivery.begun.set()
-            self._task_group.start_soon(self._finish, pending, delivery)
+            self._spawn(self._finish, pending, delivery)
         else:
             delivery = self._track()
-            self._task_group.start_soon(self._deliver_later, event, previous, delivery)
+            self._spawn(self._deliver_later, event, previous, delivery)
         return delivery
+
+    def _spawn(self, fn: Callable[..., Coroutine[Any, Any, None]], *args: Any) -> None:
+        if self._task_group is None:  # a bare run's sink never makes a delivery wait
+            raise RuntimeError("a progress update had to wait, but the run has no task group")
+        self._task_group.start_soon(fn, *args)
 
     def _track(self) -> Delivery:
         delivery = self._previous = Delivery()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -587,3 +588,159 @@ def test_absent_and_null_optional_fields_take_their_defaults() -> None:
     )
     assert from_json({"type": "text", "text": "a", "textSignature": None}) == TextContent("a")
     assert from_json({"content": [], "isError": None, "terminate": None}) == AgentToolResult()
+
+
+# --- both pi generations ----------------------------------------------------------------------
+#
+# tests/providers/pi_wire/events-*.jsonl are the events of one conversation (thinking, text, a
+# streamed tool call, a tool result, a model error, an abort) as pi-agent-core's own Agent and
+# `streamProxy` client emitted them (tests/providers/test_pi_clients.py runs the same live).
+
+PI_WIRE = Path(__file__).parent / "providers" / "pi_wire"
+ONLY_IN_1X = {
+    # assistant messages
+    "durationMs",
+    "thinkingLevel",
+    "providerThinkingLevel",
+    "responseModel",
+    "diagnostics",
+    "rawStopReason",
+    "endTurn",
+    "deferred",
+    # tool results (and durationMs), usage, tool calls, AgentToolResult
+    "nestedCalls",
+    "cacheWrite1h",
+    "reasoning",
+    "totalFromProvider",
+    "namespace",
+    "structuredContent",
+}
+
+
+def _recorded(version: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (PI_WIRE / f"events-{version}.jsonl").read_text().splitlines()]
+
+
+def _without(value: Any, keys: set[str]) -> Any:
+    if isinstance(value, dict):
+        return {k: _without(v, keys) for k, v in value.items() if k not in keys}
+    if isinstance(value, list):
+        return [_without(v, keys) for v in value]
+    return value
+
+
+def test_pi_0_73_events_round_trip_exactly() -> None:
+    events = _recorded("0.73.1")
+    assert {e["type"] for e in events} >= {"message_update", "tool_execution_end", "turn_end", "agent_end"}
+    for event in events:
+        assert to_json(from_json(event)) == event
+
+
+def test_pi_1x_events_round_trip_without_the_fields_agentloop_does_not_model() -> None:
+    events = _recorded("1.6.0")
+    dropped: set[str] = set()
+    for event in events:
+        value = from_json(event)
+        assert to_json(value) == _without(event, ONLY_IN_1X)
+        assert from_json(to_json(value)) == value
+        dropped |= {k for k in ONLY_IN_1X if k in json.dumps(event)}
+    assert dropped == {"durationMs", "thinkingLevel"}  # what the 1.6.0 agent and client set here
+
+
+SYSTEM_1X = {
+    "role": "system",
+    "content": [{"type": "text", "text": "Be brief."}],
+    "sections": {"style": "Plain words.", "date": None},
+    "toolsAdded": [{"name": "echo", "description": "Echo.", "parameters": {"type": "object"}}],
+    "toolsRemoved": [{"name": "old"}],
+    "timestamp": 0,
+}
+ASSISTANT_1X = {
+    "role": "assistant",
+    "content": [{"type": "toolCall", "id": "c1", "name": "echo", "arguments": {}, "namespace": "mcp"}],
+    "api": "openai-completions",
+    "provider": "openai",
+    "model": "gpt-x",
+    "responseModel": "gpt-x-2026",
+    "providerThinkingLevel": "medium",
+    "thinkingLevel": "high",
+    "usage": {
+        "input": 1,
+        "output": 2,
+        "cacheRead": 0,
+        "cacheWrite": 0,
+        "cacheWrite1h": 3,
+        "reasoning": 1,
+        "totalTokens": 3,
+        "cost": {"input": 0.1, "output": 0.2, "cacheRead": 0, "cacheWrite": 0, "total": 0.3, "totalFromProvider": 0.31},
+    },
+    "stopReason": "toolUse",
+    "rawStopReason": "tool_calls",
+    "endTurn": False,
+    "diagnostics": [{"kind": "retry"}],
+    "timestamp": 5,
+    "durationMs": 120,
+}
+TOOL_RESULT_1X = {
+    "role": "toolResult",
+    "toolCallId": "c1",
+    "toolName": "echo",
+    "content": [{"type": "text", "text": "hi"}],
+    "isError": False,
+    "usage": {"input": 1},
+    "nestedCalls": {"calls": [], "complete": True},
+    "durationMs": 3,
+    "timestamp": 6,
+}
+
+
+def test_a_1x_system_message_is_kept_whole() -> None:
+    message = from_json(SYSTEM_1X)
+    assert isinstance(message, CustomMessage) and message.role == "system"
+    assert to_json(message) == SYSTEM_1X
+    event = {"type": "message_start", "message": SYSTEM_1X}
+    assert to_json(from_json(event)) == event
+    assert loads(dumps(message)) == message
+
+
+def test_1x_messages_and_events_read_and_write_back_what_agentloop_models() -> None:
+    end = {"type": "agent_end", "messages": [SYSTEM_1X, ASSISTANT_1X, TOOL_RESULT_1X]}
+    value = from_json(end)
+    tool_result = {k: v for k, v in TOOL_RESULT_1X.items() if k != "usage"}  # a tool result's usage is 1.x's
+    assert to_json(value) == _without({**end, "messages": [SYSTEM_1X, ASSISTANT_1X, tool_result]}, ONLY_IN_1X)
+    assert from_json(to_json(value)) == value
+    assistant = value.messages[1]
+    assert assistant.content[0] == ToolCall("c1", "echo", {})
+    assert (assistant.usage.cache_write, assistant.usage.total_tokens, assistant.usage.cost.total) == (0, 3, 0.3)
+    update = {
+        "type": "message_update",
+        "message": {**ASSISTANT_1X, "stopReason": "pending"},
+        "assistantMessageEvent": {
+            "type": "toolcall_end",
+            "contentIndex": 0,
+            "toolCall": ASSISTANT_1X["content"][0],
+            "partial": {**ASSISTANT_1X, "stopReason": "pending"},
+        },
+    }
+    assert to_json(from_json(update)) == _without(update, ONLY_IN_1X)
+    tool_end = {
+        "type": "tool_execution_end",
+        "toolCallId": "c1",
+        "toolName": "echo",
+        "result": {"content": [], "structuredContent": {"a": 1}, "usage": {"input": 1}},
+        "isError": False,
+        "durationMs": 3,
+    }
+    assert to_json(from_json(tool_end)) == _without({**tool_end, "result": {"content": []}}, ONLY_IN_1X)
+
+
+def test_a_deferred_1x_response_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match=r"stopReason 'deferred' .* has no agentloop equivalent"):
+        from_json({**ASSISTANT_1X, "stopReason": "deferred"})
+    with pytest.raises(ValueError, match=r"reason 'deferred' .* has no agentloop equivalent"):
+        from_json({"type": "done", "reason": "deferred", "message": ASSISTANT_1X})
+
+
+def test_a_store_mixing_both_generations_reads_every_line() -> None:
+    lines = [json.dumps(e) for e in _recorded("0.73.1") + _recorded("1.6.0")]
+    assert len([loads(line) for line in lines]) == len(lines)

@@ -16,9 +16,9 @@ import agentloop.testing
 def test_all_lists_exactly_the_public_names() -> None:
     names = [name for name in dir(agentloop) if not name.startswith("_")]  # lazy names included
     public = {name for name in names if not inspect.ismodule(getattr(agentloop, name))}
-    public -= {"annotations"}
     assert isinstance(agentloop.__all__, tuple)
     assert set(agentloop.__all__) == public
+    assert "annotations" not in dir(agentloop)  # no `from __future__` leaking into the namespace
     assert list(agentloop.__all__) == sorted(agentloop.__all__, key=lambda n: (not n.isupper(), n))
 
 

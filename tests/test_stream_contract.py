@@ -538,14 +538,6 @@ async def test_rendezvous_buffer_is_pull_based(anyio_backend: object) -> None:
     assert rest[-1].type == "agent_end"
 
 
-def test_bare_async_for_fails_at_once_with_the_async_with_form() -> None:
-    stream = loop(ScriptedModel(["hi"]))
-    with pytest.raises(TypeError, match="async with agent_loop"):
-        stream.__aiter__()
-    with pytest.raises(TypeError, match="async with"):
-        stream.__await__()
-
-
 async def test_a_stream_can_be_entered_once(anyio_backend: object) -> None:
     stream = loop(ScriptedModel(["hi", "again"]))
     async with stream as events:

@@ -270,6 +270,7 @@ class AnthropicParser(SSEParser):
         super().__init__(model, builder)
         self.blocks: dict[int, _Block] = {}
         self.stop_reason: Any = None
+        self.stop_explanation: str | None = None
         self.usage = {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}
 
     def feed(self, event: str, data: str) -> Iterable[AssistantMessageEvent]:
@@ -301,6 +302,9 @@ class AnthropicParser(SSEParser):
             delta = payload.get("delta")
             if isinstance(delta, dict) and delta.get("stop_reason"):
                 self.stop_reason = delta["stop_reason"]
+                details = delta.get("stop_details")
+                explanation = details.get("explanation") if isinstance(details, dict) else None
+                self.stop_explanation = explanation if isinstance(explanation, str) and explanation else None
             if isinstance(payload.get("usage"), dict):
                 self._usage(payload["usage"])
         elif kind == "message_stop":
@@ -332,8 +336,11 @@ class AnthropicParser(SSEParser):
                 state.redacted = True
                 state.signature.append(block.get("data") or "")
                 out.append(builder.thinking_delta(_REDACTED, state.index))
-            elif isinstance(block.get("thinking"), str) and block["thinking"]:
-                out.append(builder.thinking_delta(block["thinking"], state.index))
+            else:
+                if isinstance(block.get("signature"), str):
+                    state.signature.append(block["signature"])
+                if isinstance(block.get("thinking"), str) and block["thinking"]:
+                    out.append(builder.thinking_delta(block["thinking"], state.index))
         elif kind == "tool_use":
             state = _Block("tool", 0)
             state.id = as_str(block.get("id"))
@@ -358,11 +365,11 @@ class AnthropicParser(SSEParser):
         kind = delta.get("type")
         if kind == "text_delta" and block.kind == "text":
             text = delta.get("text")
-            if isinstance(text, str) and text:
+            if isinstance(text, str):  # an empty delta too, as pi-ai
                 out.append(self.builder.text_delta(text, block.index))
         elif kind == "thinking_delta" and block.kind == "thinking":
             text = delta.get("thinking")
-            if isinstance(text, str) and text:
+            if isinstance(text, str):  # an empty delta too, as pi-ai
                 out.append(self.builder.thinking_delta(text, block.index))
         elif kind == "signature_delta" and block.kind == "thinking":
             signature = delta.get("signature")
@@ -370,7 +377,7 @@ class AnthropicParser(SSEParser):
                 block.signature.append(signature)
         elif kind == "input_json_delta" and block.kind == "tool":
             fragment = delta.get("partial_json")
-            if isinstance(fragment, str) and fragment:
+            if isinstance(fragment, str):  # an empty delta too, as pi-ai
                 preview = block.args.append(fragment)
                 out.append(self.builder.tool_call_delta(fragment, preview, index=block.index))
 
@@ -379,7 +386,8 @@ class AnthropicParser(SSEParser):
         if block.kind == "text":
             return builder.text_end(block.index)
         if block.kind == "thinking":
-            signature = "".join(block.signature) or None
+            # Always a string, "" when the server sent none (as pi-ai); replay skips an empty one.
+            signature = "".join(block.signature)
             return builder.thinking_end(block.index, signature=signature, redacted=block.redacted)
         arguments, error = block.args.final()
         return builder.tool_call_end(ToolCall(block.id, block.name, arguments, arguments_error=error), block.index)
@@ -399,12 +407,18 @@ class AnthropicParser(SSEParser):
             self.model, input=u["input"], output=u["output"], cache_read=u["cache_read"], cache_write=u["cache_write"]
         )
 
+    def _refusal_message(self) -> str:
+        """The error text of a refusal, as pi-ai writes it: the API's own explanation when it gives one."""
+        if self.stop_reason == "refusal":
+            return self.stop_explanation or "The model refused to complete the request"
+        return f"Provider stopped with: {self.stop_reason}"
+
     def finish(self) -> list[AssistantMessageEvent]:
         out = [self._end(block) for block in self.blocks.values()]
         self.blocks.clear()
         reason = map_stop_reason(self.stop_reason)
         if reason == "error":
-            out.append(self.builder.error("error", f"The model declined to answer (stop_reason {self.stop_reason!r})"))
+            out.append(self.builder.error("error", self._refusal_message()))
         else:
             out.append(self.builder.done(reason))  # type: ignore[arg-type]
         return out

@@ -318,6 +318,9 @@ class SSEParser:
 
     end_marker = "end marker"
     """What the protocol ends with, for the error when a stream stops before it."""
+    complete_at_eof = False
+    """True when the body may end without the end marker (`finish` then decides, as the official
+    SDK does for Chat Completions); otherwise such a stream ends in an "incomplete" error."""
 
     def __init__(self, model: Model, builder: AssistantMessageBuilder) -> None:
         self.model = model

@@ -1,4 +1,4 @@
-"""The only module that imports httpx and httpx-sse: requests, retries, timeouts, SSE reading.
+"""The only module that uses httpx: requests, retries, timeouts, SSE reading (events by `_sse`).
 
 `run_stream` drives one model response: it sends the request (retrying rate limits, overload
 and server errors with exponential backoff and jitter, honouring `Retry-After`, while nothing has
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import httpx
-from httpx_sse import EventSource, ServerSentEvent, SSEError
+from httpx_sse import ServerSentEvent, SSEError
 
 from .._abort import AbortSignal
 from .._config import StreamOptions
@@ -41,6 +41,7 @@ from ._common import (
     json_text,
     redact,
 )
+from ._sse import aiter_sse
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -334,7 +335,7 @@ async def _attempt(
             state.started = True
             yield builder.start()
         parser = parser_factory(model, builder)
-        chain = EventSource(response).aiter_sse()
+        chain = aiter_sse(response)
         while not parser.finished:
             try:
                 sse = await guard.run(chain.__anext__)
@@ -348,8 +349,8 @@ async def _attempt(
                 yield builder.error("error", redact(text, secret))
                 return
             if not sse.data:
-                # httpx-sse dispatches a lone `id:`, `retry:` or `event:` followed by a blank line as an
-                # event with no data; the SSE spec does not, and none of the protocols sends one.
+                # A bare `data:` line makes an event with empty data: it carries nothing, and none of
+                # the protocols sends one.
                 continue
             try:
                 events = parser.feed(sse.event, sse.data)
@@ -365,7 +366,7 @@ async def _attempt(
                 return
             for event in events:
                 yield event
-        if not parser.finished:
+        if not parser.finished and not parser.complete_at_eof:
             yield builder.error(
                 "error",
                 f"The stream ended before its {parser.end_marker}: the connection closed early and the "

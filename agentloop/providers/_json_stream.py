@@ -2,7 +2,8 @@
 
 A model streams the arguments of a tool call as raw JSON text, a few characters at a time. While
 it streams, `ToolArguments.append` gives the best-effort value so far (pi-ai's
-`parseStreamingJson`: strict parse, else repair then parse, else partial parse, else `{}`). At
+`parseStreamingJson`: strict parse, else repair then parse, else partial parse, else `{}`; an
+unfinished `true`/`false`/`null` at the end shows as that literal, as in pi-ai's streaming parser). At
 the end, `ToolArguments.final` gives the arguments and, when the text is not a JSON object, an
 error text for `ToolCall.arguments_error` (the loop then reports it to the model instead of running
 the tool with made-up arguments).
@@ -22,6 +23,12 @@ _NEEDS_REPAIR = re.compile(r"[\\\x00-\x1f]")
 _SIMPLE_ESCAPES = frozenset('"\\/bfnrt')
 _HEX4 = re.compile(r"[0-9a-fA-F]{4}")
 _COLUMN = re.compile(r"column (\d+)")
+_PENDING_SCALAR = re.compile(r'[^ \t\n\r,:{}\[\]"]+\Z')
+_EXPONENT_WITHOUT_DIGITS = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?([eE][+-]?)\Z")
+_COMPLETE_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_LITERALS = ("true", "false", "null")
+_SCALAR_ENDINGS = frozenset("truefalsneE+-")
+_MAX_PENDING_SCALAR = 64
 _PREVIEW_EVERY_DELTA = 2048
 """Below this many characters the preview is re-parsed on every delta; above, on a geometric
 schedule, so that a long argument text costs linear parse work in total, not quadratic."""
@@ -101,6 +108,30 @@ def _partial(text: str) -> dict[str, Any]:
             return {}
 
 
+def _complete_pending_scalar(text: str) -> str:
+    """`text` with an unfinished literal or number at its end completed as pi-ai's streaming parser
+    shows it: a prefix of `true`, `false` or `null` is that literal (`[tr` -> `[true`), and a number
+    whose exponent has no digits yet shows its mantissa (`1.5e` -> `1.5`)."""
+    if not text or text[-1] not in _SCALAR_ENDINGS:
+        return text
+    tail = text[-_MAX_PENDING_SCALAR:]  # longer tokens are neither (and the search stays O(1))
+    match = _PENDING_SCALAR.search(tail)
+    if match is None or match.start() == 0:
+        return text
+    token = match.group()
+    start = len(text) - len(token)
+    literal = next((word for word in _LITERALS if word.startswith(token)), None)
+    exponent = None if literal is not None else _EXPONENT_WITHOUT_DIGITS.match(token)
+    if literal is None and exponent is None:
+        return text
+    if '"' in _COMPLETE_STRING.sub("", text[:start]):
+        return text  # the text ends inside a string: those are characters, not a value
+    if literal is not None:
+        return text + literal[len(token) :]
+    assert exponent is not None
+    return text[: len(text) - len(exponent.group(1))]
+
+
 def parse_streaming_json(text: str) -> dict[str, Any]:
     """The best-effort object that a possibly incomplete JSON text stands for (`{}` if none)."""
     if not text or text.isspace():
@@ -115,7 +146,7 @@ def parse_streaming_json(text: str) -> dict[str, Any]:
             return _as_object(_loads(repaired))
         except ValueError:
             pass
-    return _partial(repaired)
+    return _partial(_complete_pending_scalar(repaired))
 
 
 def parse_final_arguments(text: str) -> tuple[dict[str, Any], str | None]:

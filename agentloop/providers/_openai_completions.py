@@ -304,27 +304,31 @@ def map_finish_reason(reason: Any) -> str:
 
 
 class CompletionsParser(SSEParser):
-    """Chat Completions chunks to assistant-message events.
+    """Chat Completions chunks to assistant-message events, in pi-ai's order.
 
-    Text, reasoning (`reasoning_content`, `reasoning` or `reasoning_text`) and refusals open a
-    block when the previous block was of another kind. Tool calls are keyed by their `index`
-    (a new `id` at a known index starts a new call), so interleaved parallel calls are
-    assembled correctly; the tool calls of a run are closed together when other content, or
-    the end, follows.
+    A response has at most one thinking block (reasoning from `reasoning_content`, `reasoning` or
+    `reasoning_text`; the first field seen is its signature, so replay puts it back there) and one
+    text block (content and refusals), each opened where its first delta arrives, and one block
+    per tool call, keyed by the call's `index`. No block ends before the stream does: then every
+    block ends, in content order (parallel tool calls stay open together, as in pi-ai). Every
+    tool-call chunk gives a `toolcall_delta`, with `""` when it carries no argument text.
+
+    One difference from pi-ai, kept on purpose: a new `id` at a known `index` starts a new call
+    (servers that number every parallel call 0 would otherwise have their calls merged).
     """
 
     end_marker = "[DONE] marker"
+    complete_at_eof = True  # as the OpenAI SDK (and pi-ai): the finish_reason decides, not [DONE]
 
     def __init__(self, model: Model, builder: AssistantMessageBuilder) -> None:
         super().__init__(model, builder)
-        self.kind = ""  # "text", "thinking" or "tools": the open block(s)
-        self.block = -1  # the open text or thinking block
+        self.text = -1  # the text block's index, once opened
+        self.thinking = -1  # the thinking block's index, once opened
         self.reasoning_field = ""
-        self.tools: dict[int, _Tool] = {}
+        self.tools: dict[int, _Tool] = {}  # by the call's `index` in the stream
         self.open_tools: list[_Tool] = []
         self.finish_reason: Any = None
         self.add_reasoning = bool(compat(model, "add_reasoning_tokens", False))
-        self.saw_tools = False
 
     def feed(self, event: str, data: str) -> Iterable[AssistantMessageEvent]:
         if data.strip() == "[DONE]":
@@ -364,27 +368,20 @@ class CompletionsParser(SSEParser):
         for field in _REASONING_FIELDS:
             value = delta.get(field)
             if isinstance(value, str) and value:
-                if self.kind != "thinking":
-                    self._close(out)
+                if self.thinking < 0:
                     start = builder.thinking_start()
                     out.append(start)
-                    self.kind, self.block, self.reasoning_field, self.has_content = (
-                        "thinking",
-                        start.content_index,
-                        field,
-                        True,
-                    )
-                out.append(builder.thinking_delta(value, self.block))
+                    self.thinking, self.reasoning_field, self.has_content = start.content_index, field, True
+                out.append(builder.thinking_delta(value, self.thinking))
                 break
         for field in ("content", "refusal"):
             value = delta.get(field)
             if isinstance(value, str) and value:
-                if self.kind != "text":
-                    self._close(out)
+                if self.text < 0:
                     text_start = builder.text_start()
                     out.append(text_start)
-                    self.kind, self.block, self.has_content = "text", text_start.content_index, True
-                out.append(builder.text_delta(value, self.block))
+                    self.text, self.has_content = text_start.content_index, True
+                out.append(builder.text_delta(value, self.text))
         calls = delta.get("tool_calls")
         if isinstance(calls, list):
             for call in calls:
@@ -393,9 +390,6 @@ class CompletionsParser(SSEParser):
 
     def _tool_delta(self, call: dict[str, Any], out: list[AssistantMessageEvent]) -> None:
         builder = self.builder
-        if self.kind != "tools":
-            self._close(out)
-            self.kind = "tools"
         position = call.get("index", 0)
         if not isinstance(position, int):
             position = 0
@@ -410,7 +404,6 @@ class CompletionsParser(SSEParser):
             out.append(start)
             self.has_content = True
             tool = _Tool(start.content_index, call_id, name)
-            self.saw_tools = True
             self.tools[position] = tool
             self.open_tools.append(tool)
         else:
@@ -419,25 +412,28 @@ class CompletionsParser(SSEParser):
             if name:
                 tool.name = name
         fragment = function.get("arguments")
-        if isinstance(fragment, str) and fragment:
-            preview = tool.args.append(fragment)
-            out.append(builder.tool_call_delta(fragment, preview, index=tool.index))
+        if not isinstance(fragment, str):
+            fragment = ""
+        out.append(builder.tool_call_delta(fragment, tool.args.append(fragment), index=tool.index))
 
     def _close(self, out: list[AssistantMessageEvent]) -> None:
+        """End every block, in content order."""
         builder = self.builder
-        if self.kind == "text":
-            out.append(builder.text_end(self.block))
-        elif self.kind == "thinking":
-            out.append(builder.thinking_end(self.block, signature=self.reasoning_field))
-        elif self.kind == "tools":
-            for tool in self.open_tools:
-                arguments, error = tool.args.final()
-                out.append(
-                    builder.tool_call_end(ToolCall(tool.id, tool.name, arguments, arguments_error=error), tool.index)
-                )
-            self.open_tools = []
-            self.tools = {}
-        self.kind = ""
+        ends: list[tuple[int, Any]] = [(tool.index, tool) for tool in self.open_tools]
+        if self.text >= 0:
+            ends.append((self.text, "text"))
+        if self.thinking >= 0:
+            ends.append((self.thinking, "thinking"))
+        for index, what in sorted(ends, key=lambda end: end[0]):
+            if what == "text":
+                out.append(builder.text_end(index))
+            elif what == "thinking":
+                out.append(builder.thinking_end(index, signature=self.reasoning_field))
+            else:
+                arguments, error = what.args.final()
+                out.append(builder.tool_call_end(ToolCall(what.id, what.name, arguments, arguments_error=error), index))
+        self.open_tools = []
+        self.text = self.thinking = -1
 
     def _usage(self, usage: dict[str, Any]) -> None:
         prompt = as_int(usage.get("prompt_tokens"))
@@ -454,13 +450,22 @@ class CompletionsParser(SSEParser):
     def finish(self) -> list[AssistantMessageEvent]:
         out: list[AssistantMessageEvent] = []
         self._close(out)
+        if not self.finished and not self.finish_reason:
+            out.append(
+                self.builder.error(
+                    "error",
+                    "The stream ended before its finish_reason: the connection closed early and the response is "
+                    "incomplete.",
+                )
+            )
+            return out
         reason = map_finish_reason(self.finish_reason)
         if reason == "error":
             out.append(
                 self.builder.error("error", f"The provider stopped the response (finish_reason {self.finish_reason!r})")
             )
         else:
-            if reason == "stop" and self.saw_tools:
+            if reason == "stop" and self.tools:
                 reason = "toolUse"
             out.append(self.builder.done(reason))  # type: ignore[arg-type]
         return out

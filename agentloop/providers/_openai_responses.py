@@ -17,6 +17,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from .._codec import encode_json
 from .._config import StreamOptions
 from .._events import AssistantMessageEvent
 from .._partial import AssistantMessageBuilder
@@ -271,8 +272,8 @@ class ResponsesParser(SSEParser):
         elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
             state = self._find(payload, "reasoning")
             delta = payload.get("delta")
-            if state is not None and isinstance(delta, str) and delta:
-                state.streamed = True
+            if state is not None and isinstance(delta, str):  # an empty delta too, as pi-ai
+                state.streamed = state.streamed or bool(delta)
                 out.append(builder.thinking_delta(delta, state.index))
         elif kind == "response.reasoning_summary_part.added":
             state = self._find(payload, "reasoning")
@@ -283,13 +284,13 @@ class ResponsesParser(SSEParser):
         elif kind in ("response.output_text.delta", "response.refusal.delta"):
             state = self._find(payload, "message")
             delta = payload.get("delta")
-            if state is not None and isinstance(delta, str) and delta:
-                state.streamed = True
+            if state is not None and isinstance(delta, str):  # an empty delta too, as pi-ai
+                state.streamed = state.streamed or bool(delta)
                 out.append(builder.text_delta(delta, state.index))
         elif kind == "response.function_call_arguments.delta":
             state = self._find(payload, "function_call")
             delta = payload.get("delta")
-            if state is not None and isinstance(delta, str) and delta:
+            if state is not None and isinstance(delta, str):
                 preview = state.args.append(delta)
                 out.append(builder.tool_call_delta(delta, preview, index=state.index))
         elif kind == "response.function_call_arguments.done":
@@ -375,8 +376,8 @@ class ResponsesParser(SSEParser):
             )
             if not state.streamed and text:
                 out.append(builder.thinking_delta(text, state.index))
-            signed = bool(summary) or bool(item.get("encrypted_content"))
-            out.append(builder.thinking_end(state.index, signature=json.dumps(item) if signed else None))
+            # The item is the signature (replayed to the same model), as pi-ai keeps it.
+            out.append(builder.thinking_end(state.index, signature=encode_json(item)))
         elif kind == "message":
             text = "".join(_part_text(p) for p in _parts(item, "content"))
             if not state.streamed and text:
@@ -384,7 +385,7 @@ class ResponsesParser(SSEParser):
             signature: dict[str, Any] = {"v": 1, "id": item_id}
             if item.get("phase") in ("commentary", "final_answer"):
                 signature["phase"] = item["phase"]
-            out.append(builder.text_end(state.index, signature=json.dumps(signature)))
+            out.append(builder.text_end(state.index, signature=encode_json(signature)))
         else:
             if isinstance(item.get("call_id"), str):
                 state.call_id = item["call_id"]
@@ -444,10 +445,12 @@ class ResponsesParser(SSEParser):
         self.open = []
         status = self.status
         if status == "incomplete":
-            if self.incomplete_reason == "content_filter":
-                out.append(builder.error("error", "The provider stopped the response (content_filter)"))
-                return out
-            out.append(builder.done("length"))
+            reason = self.incomplete_reason
+            if reason == "max_output_tokens":
+                out.append(builder.done("length"))
+            else:  # pi-ai's texts
+                text = f"Response incomplete: {reason}" if reason else "Response incomplete without a provider reason"
+                out.append(builder.error("error", text))
         elif status in ("failed", "cancelled"):
             out.append(builder.error("error", f"The response ended with status {status!r}"))
         else:

@@ -2,6 +2,8 @@
 
 Request: `POST {proxy_url}/api/stream` with `Authorization: Bearer <token>` and the JSON body
 `{"model": ..., "context": ..., "options": ...}` in pi-ai's camelCase (the API key is never sent).
+The context is `{systemPrompt?, messages, tools?}` from pi-agent-core 0.73 (and `stream_proxy`),
+or `{messages}` led by a `system` message from 1.x; the server reads both (`_SystemState`).
 
 Response: lines `data: <event JSON>`, one bandwidth-saving event per line (the uniform assistant
 events without `partial`), which the client turns back into full events with an
@@ -29,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .._codec import _usage, _usage_from, from_json, to_json
+from .._codec import _usage, _usage_from, encode_json, from_json, to_json
 from .._config import StreamOptions
 from .._events import AssistantMessageEvent, DoneEvent, ErrorEvent
 from .._partial import AssistantMessageBuilder
@@ -69,27 +71,9 @@ class ProxyProtocolError(ValueError):
 
 
 def dumps_bytes(value: Any) -> bytes:
-    """Compact UTF-8 JSON; lone surrogates (which UTF-8 cannot carry) fall back to `\\u` escapes,
-    and NaN and the infinities become null (as JavaScript writes them: the other side may be one)."""
-    try:
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    except ValueError:
-        value = _finite(value)
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        return json.dumps(value, separators=(",", ":"), allow_nan=False).encode("ascii")
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, Mapping):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
+    """The codec's compact, strict JSON (`encode_json`) as UTF-8: NaN and the infinities become null
+    and lone surrogates `\\u` escapes, as JavaScript writes them (the other side may be one)."""
+    return encode_json(value).encode("utf-8")
 
 
 def _no_constant(name: str) -> Any:
@@ -249,7 +233,79 @@ def _decode_model(data: Any) -> Model:
     )
 
 
+def _decode_tool(raw: Any, where: str) -> ProxyTool:
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where} must be an object, got {_kind(raw)}")
+    name = _get(raw, "name", str, where)
+    if not name:
+        raise ValueError(f"{where}.name must be a non-empty string")
+    return ProxyTool(name, _get(raw, "description", str, where, ""), _get(raw, "parameters", dict, where, {}))
+
+
+class _SystemState:
+    """The system prompt and tools of a request, replayed from its system messages in order.
+
+    pi-agent-core 1.x sends no `systemPrompt`/`tools`: `normalizeContext` folds them into a
+    leading `{role: "system", content, toolsAdded?}` message, and later system messages may add
+    text, patch named `sections` (null removes one) and add or remove tools. A `Context` has one
+    prompt and one tool set, so every system message is folded into them as pi-ai's
+    `collapseSystemMessages` does for APIs without mid-conversation system messages: the texts
+    joined by a blank line, then the sections; tools by name, a removal before the additions of
+    the same message.
+    """
+
+    __slots__ = ("sections", "texts", "tools")
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.sections: dict[str, str] = {}
+        self.tools: dict[str, ProxyTool] = {}
+
+    def add(self, text: str, tools: list[ProxyTool]) -> None:
+        if text:
+            self.texts.append(text)
+        for tool in tools:
+            self.tools[tool.name] = tool
+
+    def fold(self, raw: dict[str, Any], where: str) -> None:
+        content = raw.get("content", "")
+        if isinstance(content, list):
+            parts = []
+            for i, block in enumerate(content):
+                if not isinstance(block, dict):
+                    raise ValueError(f"{where}.content[{i}] must be a content block, got {_kind(block)}")
+                if block.get("type") == "text":  # other blocks are not prompt text (as pi-ai's contentText)
+                    parts.append(_get(block, "text", str, f"{where}.content[{i}]", ""))
+            content = "\n".join(parts)
+        elif not isinstance(content, str):
+            raise ValueError(f"{where}.content must be a string or an array of text blocks, got {_kind(content)}")
+        sections = _get(raw, "sections", dict, where, {})
+        for name, value in sections.items():
+            if value is None:
+                self.sections.pop(name, None)
+            elif isinstance(value, str):
+                self.sections[name] = value
+            else:
+                raise ValueError(f"{where}.sections.{name} must be a string or null, got {_kind(value)}")
+        for i, removed in enumerate(_get(raw, "toolsRemoved", list, where, [])):
+            if not isinstance(removed, dict) or not isinstance(removed.get("name"), str):
+                raise ValueError(f"{where}.toolsRemoved[{i}] must be an object with a name")
+            self.tools.pop(removed["name"], None)
+        added = _get(raw, "toolsAdded", list, where, [])
+        self.add(content, [_decode_tool(t, f"{where}.toolsAdded[{i}]") for i, t in enumerate(added)])
+
+    def prompt(self) -> str:
+        parts = ["\n\n".join(self.texts), *self.sections.values()]
+        return "\n\n".join(p for p in parts if p)
+
+
 def _decode_context(data: Any) -> Context:
+    """A `Context` from a request of either client generation.
+
+    pi-agent-core 0.73 sends `systemPrompt` and `tools`; 1.x sends system messages in
+    `messages` instead (see `_SystemState`). Both may appear: the top-level fields come first,
+    as pi-ai's `normalizeContext` puts them.
+    """
     if not isinstance(data, dict):
         raise ValueError(f"context must be an object, got {_kind(data)}")
     if "messages" not in data:
@@ -257,11 +313,17 @@ def _decode_context(data: Any) -> Context:
     raw_messages = _get(data, "messages", list, "context")
     if raw_messages is None:
         raise ValueError("context.messages must be an array, got null")
+    system = _SystemState()
+    system.add(
+        _get(data, "systemPrompt", str, "context", ""),
+        [_decode_tool(t, f"context.tools[{i}]") for i, t in enumerate(_get(data, "tools", list, "context", []))],
+    )
     messages: list[Message] = []
     for i, raw in enumerate(raw_messages):
         where = f"context.messages[{i}]"
         if isinstance(raw, dict) and raw.get("role") == "system":
-            raise ValueError(f"{where}: role 'system' is not supported; send the prompt as context.systemPrompt")
+            system.fold(raw, where)
+            continue
         try:
             message = from_json(raw)
         except ValueError as exc:
@@ -270,20 +332,7 @@ def _decode_context(data: Any) -> Context:
             role = raw.get("role") if isinstance(raw, dict) else None
             raise ValueError(f"{where}: expected a user, assistant or toolResult message, got role {role!r}")
         messages.append(message)
-    tools: list[ProxyTool] = []
-    for i, raw in enumerate(_get(data, "tools", list, "context", [])):
-        where = f"context.tools[{i}]"
-        if not isinstance(raw, dict):
-            raise ValueError(f"{where} must be an object, got {_kind(raw)}")
-        name = _get(raw, "name", str, where)
-        if not name:
-            raise ValueError(f"{where}.name must be a non-empty string")
-        tools.append(
-            ProxyTool(name, _get(raw, "description", str, where, ""), _get(raw, "parameters", dict, where, {}))
-        )
-    return Context(
-        system_prompt=_get(data, "systemPrompt", str, "context", ""), messages=tuple(messages), tools=tuple(tools)
-    )
+    return Context(system_prompt=system.prompt(), messages=tuple(messages), tools=tuple(system.tools.values()))
 
 
 def _decode_options(data: Any) -> dict[str, Any]:
@@ -336,19 +385,10 @@ def decode_request(body: bytes) -> tuple[Model, Context, dict[str, Any]]:
 
 
 def _partial_object(text: str) -> dict[str, Any]:
-    """Best-effort arguments of an unfinished JSON object (pi-ai `parseStreamingJson`): at least `{}`."""
-    if not text.strip():
-        return {}
-    try:
-        value = _loads(text)
-    except ValueError:
-        from pydantic_core import from_json as partial_json  # lazy: `import agentloop` stays light
+    """Best-effort arguments of an unfinished JSON object, as the providers preview them: at least `{}`."""
+    from ._json_stream import parse_streaming_json  # lazy: `import agentloop` stays light
 
-        try:
-            value = partial_json(text, allow_partial="trailing-strings", allow_inf_nan=False)
-        except (ValueError, TypeError, RecursionError):  # TypeError: a text with lone surrogates
-            return {}
-    return value if isinstance(value, dict) else {}
+    return parse_streaming_json(text)
 
 
 def _final_arguments(text: str) -> tuple[dict[str, Any], str | None]:

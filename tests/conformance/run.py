@@ -17,6 +17,7 @@ import re
 import sys
 import traceback
 from collections.abc import Callable
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
@@ -290,8 +291,9 @@ def build_response(spec: dict[str, Any]) -> Response:
 
 
 class Scenario:
-    def __init__(self, data: dict[str, Any]) -> None:
+    def __init__(self, data: dict[str, Any], form: str = "emit") -> None:
         self.data = data
+        self.form = form  # how a loop scenario is consumed: "emit" (run_agent_loop) or "bare" (async for)
         self.trace: list[dict[str, Any]] = []
         self.injections = [dict(inj, seen=0, fired=False) for inj in data.get("injections", [])]
         self.on_inject: Callable[[dict[str, Any]], None] = lambda inj: None
@@ -565,14 +567,36 @@ class Scenario:
             self.rec(event_line(event))
 
         try:
-            if data["entry"] == "agent_loop":
-                prompts = [build_message(p) for p in data.get("prompts", [])]
+            prompts = [build_message(p) for p in data.get("prompts", [])] if data["entry"] == "agent_loop" else None
+            if self.form == "bare":
+                result = await self.run_bare(prompts, context, config, signal)
+            elif prompts is not None:
                 result = await al.run_agent_loop(prompts, context, config, emit, signal, self.stream_fn)
             else:
                 result = await al.run_agent_loop_continue(context, config, emit, signal, self.stream_fn)
             self.rec({"type": "return", "messages": len(result)})
         except Exception as exc:
             self.rec({"type": "raise", "message": str(exc)})
+
+    async def run_bare(
+        self,
+        prompts: list[Any] | None,
+        context: al.AgentContext,
+        config: al.AgentLoopConfig,
+        signal: al.AbortSignal,
+    ) -> list[Any]:
+        """The same run through a bare `async for event in agent_loop(...)`; its new messages."""
+        if prompts is not None:
+            loop = al.agent_loop(prompts, context, config, signal, self.stream_fn)
+        else:
+            loop = al.agent_loop_continue(context, config, signal, self.stream_fn)
+        result: list[Any] = []
+        async with aclosing(loop) as events:
+            async for event in events:
+                self.rec(event_line(event))
+                if isinstance(event, al.AgentEnd):
+                    result = list(event.messages)
+        return result
 
     async def run_agent(self) -> None:
         data = self.data
@@ -775,8 +799,9 @@ async def sleep(ms: float, signal: al.AbortSignal | None = None) -> None:
             remove()
 
 
-async def run_scenario(data: dict[str, Any]) -> list[dict[str, Any]]:
-    scenario = Scenario(data)
+async def run_scenario(data: dict[str, Any], form: str = "emit") -> list[dict[str, Any]]:
+    """Run one scenario; `form="bare"` consumes a loop scenario with `async for event in agent_loop(...)`."""
+    scenario = Scenario(data, form)
     with anyio.move_on_after(data.get("timeoutMs", 10000) / 1000):
         try:
             if data["entry"] == "agent":
@@ -795,6 +820,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--backend", choices=("asyncio", "trio"), default="asyncio")
     parser.add_argument("--only", nargs="*", default=None)
+    parser.add_argument("--form", choices=("emit", "bare"), default="emit", help="how loop scenarios are consumed")
     args = parser.parse_args(argv)
     if not args.scenarios.is_dir():
         parser.error(f"--scenarios {args.scenarios} is not a directory")
@@ -804,7 +830,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.only and path.stem not in args.only:
             continue
         data = json.loads(path.read_text(encoding="utf-8"))
-        trace = anyio.run(run_scenario, data, backend=args.backend)
+        trace = anyio.run(run_scenario, data, args.form, backend=args.backend)
         text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in trace)
         (args.out / f"{data.get('name', path.stem)}.jsonl").write_text(text, encoding="utf-8")
     return 0

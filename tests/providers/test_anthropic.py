@@ -115,6 +115,7 @@ async def test_thinking_text_and_tool_use() -> None:
         "text_delta",
         "text_end",
         "toolcall_start",
+        "toolcall_delta",  # the API's first, empty, fragment: kept, as pi-ai keeps it
         "toolcall_delta",
         "toolcall_delta",
         "toolcall_end",
@@ -130,7 +131,7 @@ async def test_thinking_text_and_tool_use() -> None:
     assert (usage.input, usage.output, usage.cache_read, usage.cache_write, usage.total_tokens) == (10, 20, 100, 5, 135)
     assert usage.cost.total == pytest.approx((10 * 3 + 20 * 15 + 100 * 0.3 + 5 * 3.75) / 1e6)
     previews = [dict(e.partial.content[2].arguments) for e in events if e.type == "toolcall_delta"]
-    assert previews == [{"city": "Pa"}, {"city": "Paris"}]
+    assert previews == [{}, {"city": "Pa"}, {"city": "Paris"}]
 
 
 async def test_llama_cpp_overlapping_blocks_are_routed_by_index() -> None:
@@ -160,7 +161,8 @@ async def test_llama_cpp_overlapping_blocks_are_routed_by_index() -> None:
         "text_end",
         "done",
     ]
-    assert final.content == (ThinkingContent("\nI'm"), TextContent("an AI"))
+    # A thinking block's signature is always a string, "" when none came (as pi-ai).
+    assert final.content == (ThinkingContent("\nI'm", thinking_signature=""), TextContent("an AI"))
     assert final.stop_reason == "length"
     assert (final.usage.input, final.usage.cache_read, final.usage.output) == (1, 23, 16)
 
@@ -224,7 +226,20 @@ async def test_stop_reasons(reason: str, expected: str) -> None:
 
 async def test_a_refusal_is_an_error_with_the_content() -> None:
     _, final = await stream([start(), block(0, type="text", text="I won't"), stop(0), *end("refusal")])
-    assert final.stop_reason == "error" and final.text == "I won't" and "refusal" in (final.error_message or "")
+    assert final.stop_reason == "error" and final.text == "I won't"
+    assert final.error_message == "The model refused to complete the request"
+
+
+async def test_a_refusal_says_the_apis_explanation() -> None:
+    delta = {
+        "type": "message_delta",
+        "delta": {"stop_reason": "refusal", "stop_details": {"type": "refusal", "explanation": "Unsafe request."}},
+        "usage": {"output_tokens": 3},
+    }
+    _, final = await stream([start(), delta, {"type": "message_stop"}])
+    assert (final.stop_reason, final.error_message) == ("error", "Unsafe request.")
+    _, flagged = await stream([start(), *end("sensitive")])
+    assert (flagged.stop_reason, flagged.error_message) == ("error", "Provider stopped with: sensitive")
 
 
 async def test_without_message_stop_the_stream_is_incomplete() -> None:
@@ -411,3 +426,24 @@ def test_base_url_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://gateway.local/")
     official = model("anthropic-messages", base_url="https://api.anthropic.com")
     assert build_anthropic_request(official, context(), options()).url == "http://gateway.local/v1/messages"
+
+
+async def test_empty_text_and_thinking_deltas_are_events_as_in_pi_ai() -> None:
+    items = [
+        start(),
+        block(0, type="thinking", thinking=""),
+        delta(0, type="thinking_delta", thinking=""),
+        stop(0),
+        block(1, type="text", text=""),
+        delta(1, type="text_delta", text=""),
+        delta(1, type="text_delta", text="ok"),
+        stop(1),
+        *end(),
+    ]
+    events, final = await stream(items)
+    assert [(e.type, e.delta) for e in events if e.type.endswith("delta")] == [
+        ("thinking_delta", ""),
+        ("text_delta", ""),
+        ("text_delta", "ok"),
+    ]
+    assert final.text == "ok"

@@ -88,23 +88,43 @@ async def test_data_without_space_and_multiline_data() -> None:
     assert final.text == "ab"
 
 
-async def test_a_final_event_without_its_blank_line_is_still_seen_or_reported() -> None:
-    # httpx-sse drops an event that is not followed by a blank line: without [DONE] the stream
-    # is incomplete, and that is an error, never a silent `done`.
-    body = HELLO[: -len(b"\n\n")] + b"\n"
+@pytest.mark.parametrize("ending", [b"\n", b"", b"\r", b"\r\n"], ids=["newline", "nothing", "cr", "crlf"])
+@pytest.mark.parametrize("size", [1, 2, 4096])
+async def test_a_final_event_without_its_blank_line_is_dispatched_as_the_sdks_do(ending: bytes, size: int) -> None:
+    # The OpenAI and Anthropic SDK decoders (and pi-ai) dispatch the event pending at the end of the
+    # body; httpx-sse's EventSource dropped it, which turned a complete stream into an error.
+    body = HELLO[: -len(b"\n\n")] + ending
+    if ending.startswith(b"\r"):
+        body = body.replace(b"\n", b"\r\n" if ending == b"\r\n" else b"\r")
+    _, final = await run(Server(ok(split(body, size))))
+    assert final.stop_reason == "stop"  # type: ignore[attr-defined]
+    assert final.text == "Hello"  # type: ignore[attr-defined]
+
+
+async def test_a_last_line_without_its_end_that_is_not_the_end_marker_is_still_incomplete() -> None:
+    body = sse_data(chat_chunk({"content": "Hel"}), done=False)[: -len(b"\n\n")]
     _, final = await run(Server(ok(body)))
-    assert final.stop_reason == "error"
-    assert "[DONE]" in (final.error_message or "")
-    assert final.text == "Hello"
+    assert final.stop_reason == "error"  # type: ignore[attr-defined]
+    assert final.text == "Hel"  # type: ignore[attr-defined]
+    assert "ended before its finish_reason" in (final.error_message or "")  # type: ignore[attr-defined]
+
+
+async def test_a_stream_with_its_finish_reason_but_no_done_marker_is_complete() -> None:
+    # As the OpenAI SDK and pi-ai read Chat Completions: the body's end is the end.
+    body = sse_data(chat_chunk({"content": "Hi"}), chat_chunk(finish="length"), done=False)
+    events, final = await run(Server(ok(body)))
+    assert types(events) == ["start", "text_start", "text_delta", "text_end", "done"]
+    assert (final.stop_reason, final.text) == ("length", "Hi")  # type: ignore[attr-defined]
 
 
 async def test_truncated_stream_is_an_error_with_the_partial_content() -> None:
     body = sse_data(chat_chunk({"content": "Hel"}), chat_chunk({"content": "lo wor"}), done=False)
     events, final = await run(Server(ok(body)))
-    assert types(events) == ["start", "text_start", "text_delta", "text_delta", "error"]
+    # pi-ai's order: the open blocks end, then the error (it used to be the error alone).
+    assert types(events) == ["start", "text_start", "text_delta", "text_delta", "text_end", "error"]
     assert final.stop_reason == "error"
     assert final.text == "Hello wor"
-    assert "ended before its [DONE] marker" in (final.error_message or "")
+    assert "ended before its finish_reason" in (final.error_message or "")
 
 
 async def test_empty_200_body_is_an_error() -> None:

@@ -232,14 +232,15 @@ async def test_reasoning_then_text_and_usage_with_cached_tokens() -> None:
 
     priced = model("openai-completions", cost=ModelCost(input=1.0, output=2.0, cache_read=0.5))
     events, final = await stream(body, priced)
+    # pi-ai's order: no block ends before the stream does (then all end, in content order).
     assert types(events) == [
         "start",
         "thinking_start",
         "thinking_delta",
         "thinking_delta",
-        "thinking_end",
         "text_start",
         "text_delta",
+        "thinking_end",
         "text_end",
         "done",
     ]
@@ -310,7 +311,9 @@ async def test_interleaved_parallel_tool_calls_are_keyed_by_index() -> None:
         for e in events
         if e.type == "toolcall_delta"
     ]
-    assert deltas == [
+    assert deltas == [  # every tool-call chunk is a delta, "" when it has no argument text (as pi-ai)
+        (0, "", {}),
+        (1, "", {}),
         (0, '{"city": "Pa', {"city": "Pa"}),
         (1, '{"tz": "UTC"}', {"tz": "UTC"}),
         (0, 'ris"}', {"city": "Paris"}),
@@ -330,7 +333,8 @@ async def test_repeated_ids_and_names_are_set_not_appended_and_a_new_id_at_index
     assert final.stop_reason == "toolUse"  # `stop` with tool calls (some servers) still runs them
 
 
-async def test_text_after_tool_calls_closes_them_first() -> None:
+async def test_text_after_tool_calls_goes_on_in_the_one_text_block_and_nothing_ends_before_the_end() -> None:
+    # pi-ai's order (it used to end the text before the call and open a second text block).
     body = sse_data(
         chat_chunk({"content": "Checking."}),
         chat_chunk({"tool_calls": [{"index": 0, "id": "c", "function": {"name": "f", "arguments": "{}"}}]}),
@@ -338,20 +342,19 @@ async def test_text_after_tool_calls_closes_them_first() -> None:
         chat_chunk(finish="tool_calls"),
     )
     events, final = await stream(body)
-    assert [type(b).__name__ for b in final.content] == ["TextContent", "ToolCall", "TextContent"]
-    assert types(events) == [
-        "start",
-        "text_start",
-        "text_delta",
-        "text_end",
-        "toolcall_start",
-        "toolcall_delta",
-        "toolcall_end",
-        "text_start",
-        "text_delta",
-        "text_end",
-        "done",
+    assert final.content == (TextContent("Checking. Done."), ToolCall("c", "f", {}))
+    assert [(e.type, getattr(e, "content_index", None)) for e in events] == [
+        ("start", None),
+        ("text_start", 0),
+        ("text_delta", 0),
+        ("toolcall_start", 1),
+        ("toolcall_delta", 1),
+        ("text_delta", 0),
+        ("text_end", 0),
+        ("toolcall_end", 1),
+        ("done", None),
     ]
+    assert [e.partial.text for e in events if e.type == "text_delta"] == ["Checking.", "Checking. Done."]
 
 
 async def test_invalid_final_arguments_set_arguments_error() -> None:

@@ -129,7 +129,8 @@ async def test_reasoning_summary_then_text() -> None:
     thinking, text = final.content
     assert isinstance(thinking, ThinkingContent) and thinking.thinking == "Plan A\n\nPlan B"
     assert json.loads(thinking.thinking_signature or "") == REASONING_ITEM
-    assert text == TextContent("Hello!", text_signature='{"v": 1, "id": "msg_1", "phase": "final_answer"}')
+    assert thinking.thinking_signature == json.dumps(REASONING_ITEM, separators=(",", ":"))  # as JSON.stringify
+    assert text == TextContent("Hello!", text_signature='{"v":1,"id":"msg_1","phase":"final_answer"}')
     assert final.stop_reason == "stop" and final.response_id == "resp_1"
     assert (final.usage.input, final.usage.cache_read, final.usage.output, final.usage.total_tokens) == (30, 20, 10, 60)
     assert final.usage.cost.total == pytest.approx((30 * 2 + 20 * 0.5 + 10 * 8) / 1e6)
@@ -262,7 +263,20 @@ async def test_llama_cpp_shape_without_output_index_and_interleaved_items() -> N
         "text_end",
         "done",
     ]
-    assert final.content == (ThinkingContent("\nI'm"), TextContent("A terse", text_signature='{"v": 1, "id": "msg_9"}'))
+    item = {
+        "id": "rs_9",
+        "summary": [],
+        "type": "reasoning",
+        "content": [{"text": "\nI'm", "type": "reasoning_text"}],
+        "encrypted_content": "",
+    }
+    # Every reasoning item is the signature of its block, as pi-ai keeps it (it used to be only
+    # items with a summary or encrypted content).
+    signature = json.dumps(item, separators=(",", ":"))
+    assert final.content == (
+        ThinkingContent("\nI'm", thinking_signature=signature),
+        TextContent("A terse", text_signature='{"v":1,"id":"msg_9"}'),
+    )
     assert final.usage.total_tokens == 36
 
 
@@ -283,7 +297,7 @@ async def test_items_only_seen_at_done_and_never_closed_items() -> None:
     ]
     _, final = await stream(items)
     assert final.content == (
-        TextContent("No.", text_signature='{"v": 1, "id": "msg_2"}'),
+        TextContent("No.", text_signature='{"v":1,"id":"msg_2"}'),
         ToolCall("call_5|fc_5", "f", {"a": 1}),
     )
     assert final.stop_reason == "toolUse"
@@ -298,7 +312,10 @@ async def test_incomplete_is_length_and_content_filter_an_error() -> None:
     _, final = await stream(
         [created(), *text, completed("incomplete", incomplete_details={"reason": "content_filter"})]
     )
-    assert final.stop_reason == "error" and "content_filter" in (final.error_message or "")
+    assert (final.stop_reason, final.error_message) == ("error", "Response incomplete: content_filter")
+    _, final = await stream([created(), *text, completed("incomplete")])
+    # pi-ai's reading: without a reason, an incomplete response is an error (it used to be `length`).
+    assert (final.stop_reason, final.error_message) == ("error", "Response incomplete without a provider reason")
 
 
 async def test_failed_and_error_events() -> None:
@@ -365,8 +382,8 @@ def test_request_body_and_replay() -> None:
     )
     own = AssistantMessage(
         content=(
-            ThinkingContent("Plan A\n\nPlan B", thinking_signature=json.dumps(REASONING_ITEM)),
-            TextContent("Hello!", text_signature='{"v": 1, "id": "msg_1", "phase": "final_answer"}'),
+            ThinkingContent("Plan A\n\nPlan B", thinking_signature=json.dumps(REASONING_ITEM, separators=(",", ":"))),
+            TextContent("Hello!", text_signature='{"v":1,"id":"msg_1","phase":"final_answer"}'),
             ToolCall("call_1|fc_1", "f", {"x": 1}),
         ),
         api="openai-responses",
@@ -473,3 +490,24 @@ def test_llama_cpp_thinking_format() -> None:
     body = build_responses_request(m, context(), options(reasoning="low", thinking_budgets={"low": 3})).body
     assert body["thinking_budget_tokens"] == 3 and body["chat_template_kwargs"] == {"enable_thinking": True}
     assert "store" not in body and "reasoning" not in body
+
+
+async def test_empty_deltas_are_events_and_the_done_item_still_fills_an_unstreamed_block() -> None:
+    # pi-ai passes empty deltas on; one that carries no text does not make the block "streamed".
+    items = [
+        created(),
+        {"type": "response.output_item.added", "output_index": 0, "item": {"id": "msg_e", "type": "message"}},
+        {"type": "response.output_text.delta", "item_id": "msg_e", "output_index": 0, "delta": ""},
+        {
+            "type": "response.output_item.done",
+            "output_index": 0,
+            "item": {"type": "message", "id": "msg_e", "content": [{"type": "output_text", "text": "Hi"}]},
+        },
+        completed(),
+    ]
+    events, final = await stream(items)
+    assert [(e.type, getattr(e, "delta", None)) for e in events if e.type.endswith("delta")] == [
+        ("text_delta", ""),
+        ("text_delta", "Hi"),
+    ]
+    assert final.text == "Hi"

@@ -629,7 +629,26 @@ BAD_BODIES: list[tuple[str, Any, str]] = [
         body(context={"messages": [{"role": "note", "text": "x"}]}),
         "context.messages[0]: expected a user, assistant or toolResult message, got role 'note'",
     ),
-    ("system-role", body(context={"messages": [{"role": "system", "content": "x"}]}), "role 'system' is not supported"),
+    (
+        "system-content",
+        body(context={"messages": [{"role": "system", "content": 5}]}),
+        "context.messages[0].content must be a string or an array of text blocks, got an integer",
+    ),
+    (
+        "system-tool",
+        body(context={"messages": [{"role": "system", "content": "", "toolsAdded": [{"description": "x"}]}]}),
+        "context.messages[0].toolsAdded[0].name",
+    ),
+    (
+        "system-removed",
+        body(context={"messages": [{"role": "system", "content": "", "toolsRemoved": ["echo"]}]}),
+        "context.messages[0].toolsRemoved[0] must be an object with a name",
+    ),
+    (
+        "system-section",
+        body(context={"messages": [{"role": "system", "content": "", "sections": {"a": 1}}]}),
+        "context.messages[0].sections.a must be a string or null, got an integer",
+    ),
     (
         "bad-block",
         body(context={"messages": [{"role": "user", "content": [{"type": "video"}]}]}),
@@ -659,6 +678,80 @@ async def test_bad_bodies_are_400_with_a_json_error(anyio_backend: object, paylo
     error = response.json()["error"]
     assert error.startswith("Invalid request: ") and fragment in error
     assert served.calls == []
+
+
+def tool_json(name: str, description: str = "") -> dict[str, Any]:
+    return {"name": name, "description": description, "parameters": {"type": "object"}}
+
+
+async def served_context(context: dict[str, Any]) -> Context:
+    served = ScriptedModel(["ok"])
+    with anyio.fail_after(10):
+        async with asgi_client(proxy_app(served, token=TOKEN)) as client:
+            response = await client.post(URL + "/api/stream", json=body(context=context), headers=auth())
+    assert response.status_code == 200, response.text
+    [got] = served.calls
+    return got
+
+
+async def test_a_1x_request_folds_its_system_messages_into_the_prompt_and_tools(anyio_backend: object) -> None:
+    user = {"role": "user", "content": "hi", "timestamp": 1}
+    got = await served_context(
+        {
+            "messages": [
+                {
+                    "role": "system",
+                    "content": "Be brief.",
+                    "toolsAdded": [tool_json("a"), tool_json("b")],
+                    "timestamp": 0,
+                },
+                user,
+                {
+                    "role": "system",
+                    "content": [{"type": "text", "text": "Use b"}, {"type": "image", "data": "x", "mimeType": "p"}],
+                    "sections": {"style": "Plain words.", "gone": None},
+                    "toolsRemoved": [{"name": "a"}],
+                    "toolsAdded": [tool_json("c"), tool_json("b", "new b")],
+                    "timestamp": 2,
+                },
+                {"role": "system", "content": "", "sections": {"date": "Today.", "style": "Short words."}},
+            ]
+        }
+    )
+    assert got.system_prompt == "Be brief.\n\nUse b\n\nShort words.\n\nToday."
+    assert [(t.name, t.description) for t in got.tools] == [("b", "new b"), ("c", "")]
+    assert got.messages == (UserMessage(content="hi", timestamp=1),)
+
+
+async def test_top_level_prompt_and_tools_come_before_the_system_messages(anyio_backend: object) -> None:
+    # As pi-ai's normalizeContext puts them: a leading system message made of the top-level fields.
+    got = await served_context(
+        {
+            "systemPrompt": "First.",
+            "tools": [tool_json("a", "old a")],
+            "messages": [
+                {"role": "system", "content": "Second.", "toolsAdded": [tool_json("a", "new a"), tool_json("b")]},
+                {"role": "user", "content": "hi", "timestamp": 1},
+            ],
+        }
+    )
+    assert got.system_prompt == "First.\n\nSecond."
+    assert [(t.name, t.description) for t in got.tools] == [("a", "new a"), ("b", "")]
+
+
+async def test_a_0_73_request_and_a_1x_request_give_the_same_context(anyio_backend: object) -> None:
+    user = {"role": "user", "content": "hi", "timestamp": 1}
+    old = await served_context({"systemPrompt": "Be brief.", "messages": [user], "tools": [tool_json("echo")]})
+    new = await served_context(
+        {
+            "messages": [
+                {"role": "system", "content": "Be brief.", "toolsAdded": [tool_json("echo")], "timestamp": 0},
+                user,
+            ]
+        }
+    )
+    assert old == new
+    assert old.system_prompt == "Be brief." and [t.name for t in old.tools] == ["echo"]
 
 
 async def test_a_400_reaches_the_client_as_proxy_error(anyio_backend: object) -> None:
