@@ -35,9 +35,10 @@ name of an exception a tool or stream function raised.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
@@ -47,10 +48,12 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
 
+from ._abort import AbortSignal
 from ._config import AgentLoopConfig, StreamFn, StreamOptions, ToolInvocation, call
 from ._events import AgentEvent, AssistantMessageEvent
 from ._loop import resolve_stream_fn
-from ._types import AgentToolResult, AssistantMessage, Context, Model, Usage
+from ._tools import AgentTool, OnUpdate
+from ._types import AgentToolResult, AssistantMessage, Context, Model, ToolCall, Usage
 
 __all__ = ("Tracing", "instrument")
 
@@ -58,12 +61,24 @@ _SCOPE = "agentloop"
 _FINISH_REASONS = {"stop": "stop", "length": "length", "toolUse": "tool_call", "error": "error", "aborted": "aborted"}
 _ERROR_TYPES = {"error": "model_error", "aborted": "aborted"}
 _CLEANUP_TIMEOUT = 5.0
+_RUN_ATTRIBUTES = ("gen_ai.provider.name", "gen_ai.request.model", "gen_ai.conversation.id")
 
 
 class _RunSpans:
     """The spans of one run in progress, found through `_CURRENT` by the model and tool wrappers."""
 
-    __slots__ = ("api_key", "context", "done", "input_tokens", "output_tokens", "previous", "span", "turn", "turns")
+    __slots__ = (
+        "api_key",
+        "chats",
+        "context",
+        "done",
+        "input_tokens",
+        "output_tokens",
+        "previous",
+        "span",
+        "turn",
+        "turns",
+    )
 
     def __init__(self, span: Span, previous: _RunSpans | None) -> None:
         self.span = span
@@ -71,6 +86,7 @@ class _RunSpans:
         self.previous = previous
         self.turn: tuple[Span, otel_context.Context] | None = None
         self.turns = 0
+        self.chats = 0
         self.input_tokens = 0
         self.output_tokens = 0
         self.api_key: str | None = None  # the key the last model call got: masked out of recorded text
@@ -133,8 +149,6 @@ class Tracing:
             "turn_end": self._turn_end,
             "agent_end": self._agent_end,
         }
-        self._model: Model | None = None
-        self._session_id: str | None = None
 
     # --- applying it ----------------------------------------------------------------------
 
@@ -150,16 +164,16 @@ class Tracing:
         if not isinstance(config, AgentLoopConfig):
             raise TypeError(f"config must be an agentloop.AgentLoopConfig, got {type(config).__name__}")
         inner = resolve_stream_fn(stream_fn)
-        self._model = config.model
-        self._session_id = config.session_id
         user_observe = config.observe
         user_wrap = config.wrap_tool_call
         observe = self.observe if user_observe is None else _chain_observe(self.observe, user_observe)
 
+        propagate = config.propagate
+
         async def wrap_tool_call(invocation: ToolInvocation, proceed: Callable[[], Awaitable[object]]) -> object:
             if user_wrap is None:
-                return await self.wrap_tool_call(invocation, proceed)
-            return await self.wrap_tool_call(invocation, lambda: call(user_wrap, invocation, proceed))
+                return await self._tool_call(invocation, proceed, propagate)
+            return await self._tool_call(invocation, lambda: call(user_wrap, invocation, proceed), propagate)
 
         traced = replace(config, observe=observe, wrap_tool_call=wrap_tool_call)
         return traced, self.wrap_stream_fn(inner)
@@ -180,15 +194,10 @@ class Tracing:
         previous = _CURRENT.get()
         if previous is not None and previous.done:
             previous = None  # a run that ended without agent_end in this task: not a parent
+        # The model, provider and conversation id are set by the run's first model call.
         attributes: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent"}
-        model = self._model
-        if model is not None:
-            attributes["gen_ai.provider.name"] = model.provider or model.api
-            attributes["gen_ai.request.model"] = model.id
         if self.agent_name:
             attributes["gen_ai.agent.name"] = self.agent_name
-        if self._session_id:
-            attributes["gen_ai.conversation.id"] = self._session_id
         name = f"invoke_agent {self.agent_name}" if self.agent_name else "invoke_agent"
         span = self.tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attributes)
         _CURRENT.set(_RunSpans(span, previous))
@@ -224,11 +233,13 @@ class Tracing:
 
     def _agent_end(self, event: Any) -> None:
         run = _CURRENT.get()
-        if run is None or run.done:
+        if run is None:
             return
+        _CURRENT.set(run.previous)
+        if run.done:
+            return  # already ended by the exception or cancellation that ends the run
         run.end_turn(None)
         run.done = True
-        _CURRENT.set(run.previous)
         span = run.span
         if span.is_recording():
             span.set_attribute("gen_ai.usage.input_tokens", run.input_tokens)
@@ -239,22 +250,26 @@ class Tracing:
 
     # --- model calls (the stream function) -----------------------------------------------
 
-    def wrap_stream_fn(self, stream_fn: StreamFn) -> StreamFn:
-        """`stream_fn` with a `chat {model}` span around each call."""
-        if not callable(stream_fn):
-            raise TypeError(f"stream_fn must be callable, got {stream_fn!r}")
+    def wrap_stream_fn(self, stream_fn: StreamFn | None = None) -> StreamFn:
+        """`stream_fn` (None: the default one) with a `chat {model}` span around each call."""
+        stream_fn = resolve_stream_fn(stream_fn)
 
         def traced(model: Model, context: Context, options: StreamOptions) -> Any:
             run = _CURRENT.get()
             if run is not None and run.done:
                 run = None
+            attributes = self._chat_attributes(model, context, options)
             if run is not None:
                 run.api_key = options.api_key
+                if run.chats == 0:
+                    run.chats = 1
+                    if run.span.is_recording():
+                        run.span.set_attributes({k: attributes[k] for k in _RUN_ATTRIBUTES if k in attributes})
             span = self.tracer.start_span(
                 f"chat {model.id}",
                 context=run.parent() if run is not None else None,
                 kind=SpanKind.CLIENT,
-                attributes=self._chat_attributes(model, context, options),
+                attributes=attributes,
             )
             try:
                 source = stream_fn(model, context, options)
@@ -309,6 +324,11 @@ class Tracing:
                         yield event
             else:
                 events = source
+                if not hasattr(events, "__anext__"):
+                    raise TypeError(
+                        "a stream function must return an async iterator of AssistantMessageEvent or an async "
+                        f"context manager yielding one, got {type(events).__name__}"
+                    )
                 read = events.__anext__
                 while True:
                     try:
@@ -354,8 +374,17 @@ class Tracing:
     async def wrap_tool_call(self, invocation: ToolInvocation, proceed: Callable[[], Awaitable[object]]) -> object:
         """Run a tool call in an `execute_tool {tool}` span, current while the tool runs.
 
-        Pass as `AgentLoopConfig(wrap_tool_call=...)` (`instrument` does this, chaining yours).
+        Pass as `AgentLoopConfig(wrap_tool_call=...)` (`instrument` does this, chaining yours, and
+        knows the config's `propagate` exceptions, which end the run and its spans).
         """
+        return await self._tool_call(invocation, proceed, ())
+
+    async def _tool_call(
+        self,
+        invocation: ToolInvocation,
+        proceed: Callable[[], Awaitable[object]],
+        propagate: tuple[type[BaseException], ...],
+    ) -> object:
         run = _CURRENT.get()
         if run is not None and run.done:
             run = None
@@ -394,7 +423,7 @@ class Tracing:
             else:
                 error_type = type(exc).__qualname__
                 _end(span, error_type, _mask(str(exc), key))
-                if run is not None and not isinstance(exc, Exception):
+                if run is not None and (not isinstance(exc, Exception) or isinstance(exc, propagate)):
                     run.fail(error_type, _mask(str(exc), key))
             raise
         if isinstance(result, AgentToolResult):
@@ -407,6 +436,35 @@ class Tracing:
             span.set_attribute("gen_ai.tool.call.result", _json(result, key))
         _end(span, None)
         return result
+
+    def wrap_tools(self, tools: Sequence[AgentTool]) -> list[AgentTool]:
+        """Copies of `tools` whose calls are traced, for an `Agent` (which takes no `wrap_tool_call`).
+
+        ```python
+        agent = Agent(model=model, tools=tracing.wrap_tools(tools), stream_fn=tracing.wrap_stream_fn(stream_fn))
+        agent.subscribe(tracing.listener)
+        ```
+        """
+        return [self._traced_tool(tool) for tool in tools]
+
+    def _traced_tool(self, tool: AgentTool) -> AgentTool:
+        if not isinstance(tool, AgentTool):
+            raise TypeError(f"tools must be AgentTool instances, got {type(tool).__name__}")
+        original = tool.execute
+
+        async def execute(tool_call_id: str, params: Any, signal: AbortSignal, on_update: OnUpdate) -> Any:
+            invocation = ToolInvocation(
+                tool=tool,
+                tool_call=ToolCall(tool_call_id, tool.name, params if isinstance(params, Mapping) else {}),
+                args=params,
+                signal=signal,
+                on_update=on_update,
+            )
+            return await self.wrap_tool_call(invocation, lambda: original(tool_call_id, params, signal, on_update))
+
+        traced = copy.copy(tool)
+        traced._execute = execute  # what the loop calls; the original's own execute runs inside
+        return traced
 
 
 def instrument(

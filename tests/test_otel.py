@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import aclosing
+from contextlib import aclosing, asynccontextmanager
 from typing import Any
 
 import anyio
@@ -374,6 +374,61 @@ async def test_leaving_the_run_during_a_tool_ends_every_span_as_cancelled(
     ]
 
 
+class EngineStop(Exception):
+    """A durable engine's control-flow exception: propagates instead of becoming a tool result."""
+
+
+async def test_a_propagated_tool_exception_ends_every_span_with_its_type(
+    anyio_backend: object, exporter: tuple[TracerProvider, InMemorySpanExporter]
+) -> None:
+    provider, memory = exporter
+    model = ScriptedModel([calls(("c1", "stop"))])
+    config, stream_fn = instrument(
+        al.AgentLoopConfig(model=MODEL, propagate=(EngineStop,)), model, tracer_provider=provider
+    )
+    with pytest.raises(EngineStop):
+        await consume("run_agent_loop", config, stream_fn, [failing_tool("stop", EngineStop("suspend"))])
+    assert tree(memory.get_finished_spans()) == [
+        "invoke_agent !EngineStop",
+        "  turn !EngineStop",
+        "    chat m1",
+        "    execute_tool stop !EngineStop",
+    ]
+
+
+@pytest.mark.parametrize("shape", ["async context manager", "awaitable", "not an iterator"])
+async def test_every_shape_a_stream_function_may_return_is_traced(
+    anyio_backend: object, exporter: tuple[TracerProvider, InMemorySpanExporter], shape: str
+) -> None:
+    provider, memory = exporter
+    scripted = ScriptedModel(["hello"])
+
+    @asynccontextmanager
+    async def managed(model: al.Model, context: al.Context, options: al.StreamOptions) -> Any:
+        yield scripted(model, context, options)
+
+    async def awaited(model: al.Model, context: al.Context, options: al.StreamOptions) -> Any:
+        return scripted(model, context, options)
+
+    def wrong(model: al.Model, context: al.Context, options: al.StreamOptions) -> Any:
+        return 42
+
+    fn = {"async context manager": managed, "awaitable": awaited, "not an iterator": wrong}[shape]
+    config, stream_fn = instrument(al.AgentLoopConfig(model=MODEL), fn, tracer_provider=provider)
+    if shape == "not an iterator":
+        with pytest.raises(TypeError, match="a stream function must return an async iterator"):
+            await consume("async with", config, stream_fn, [])
+        assert tree(memory.get_finished_spans()) == [
+            "invoke_agent !TypeError",
+            "  turn !TypeError",
+            "    chat m1 !TypeError",
+        ]
+        return
+    events = await consume("async with", config, stream_fn, [])
+    assert events[-1].messages[-1].text == "hello"  # type: ignore[attr-defined]
+    assert tree(memory.get_finished_spans()) == ["invoke_agent", "  turn", "    chat m1"]
+
+
 def all_text(spans: tuple[ReadableSpan, ...]) -> str:
     """Every attribute value, status description and event of every span, as one string."""
     parts: list[str] = []
@@ -488,6 +543,41 @@ async def test_a_tracer_that_records_nothing_passes_the_model_stream_through(any
     assert events[-1].type == "agent_end"
 
 
+async def test_an_agent_is_traced_through_its_listener_wrapped_tools_and_stream_function(
+    anyio_backend: object, exporter: tuple[TracerProvider, InMemorySpanExporter]
+) -> None:
+    provider, memory = exporter
+    tracing = Tracing(tracer_provider=provider, agent_name="bot")
+    model = ScriptedModel([calls(("c1", "alpha"), ("c2", "slow")), "done", calls(("c3", "alpha")), "again"])
+    tools = [spanning_tool(provider, "alpha"), spanning_tool(provider, "slow", 5, timeout=0.05)]
+    agent = al.Agent(model=MODEL, tools=tracing.wrap_tools(tools), stream_fn=tracing.wrap_stream_fn(model))
+    agent.subscribe(tracing.listener)
+    with anyio.fail_after(10):
+        await agent.prompt("go")
+        await agent.prompt("more")
+    spans = memory.get_finished_spans()
+    assert tree(spans) == [
+        "invoke_agent bot",
+        "  turn",
+        "    chat m1",
+        "    execute_tool alpha",
+        "      inside c1",
+        "    execute_tool slow !timeout",
+        "      inside c2",
+        "  turn",
+        "    chat m1",
+        "invoke_agent bot",
+        "  turn",
+        "    chat m1",
+        "    execute_tool alpha",
+        "      inside c3",
+        "  turn",
+        "    chat m1",
+    ]
+    assert len({s.context.trace_id for s in spans}) == 2  # type: ignore[union-attr]
+    assert agent.state.messages[-1].text == "again"  # type: ignore[union-attr]
+
+
 def test_bad_arguments_say_what_was_expected() -> None:
     with pytest.raises(TypeError, match=r"config must be an agentloop\.AgentLoopConfig, got dict"):
         instrument({}, None)  # type: ignore[arg-type]
@@ -497,6 +587,8 @@ def test_bad_arguments_say_what_was_expected() -> None:
         Tracing(tracer_provider=object())  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="stream_fn must be callable"):
         Tracing().wrap_stream_fn(42)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="tools must be AgentTool instances, got str"):
+        Tracing().wrap_tools(["calc"])  # type: ignore[list-item]
 
 
 def test_import_agentloop_does_not_import_opentelemetry() -> None:
