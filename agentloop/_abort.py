@@ -53,7 +53,7 @@ class AbortSignal:
         for callback in callbacks:
             try:
                 callback()
-            except BaseException as exc:  # every callback runs; the first failure is raised after
+            except BaseException as exc:  # every callback runs; the first failure is raised after  # noqa: ASYNC103 - re-raised below (callbacks are plain functions)
                 failure = failure or exc
         if failure is not None:
             raise failure

@@ -146,7 +146,7 @@ async def test_propagate_exceptions_end_the_run_instead_of_becoming_results(
             return "ok"
         return None
 
-    async def ok(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> str:
+    async def ok(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> str:  # noqa: ASYNC124 - an async tool, as users write them
         return "ok"
 
     tool = al.AgentTool(
@@ -165,7 +165,7 @@ async def test_propagate_exceptions_end_the_run_instead_of_becoming_results(
 
 
 async def test_other_exceptions_still_become_error_results(anyio_backend: object) -> None:
-    async def fail(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> str:
+    async def fail(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> str:  # noqa: ASYNC124 - an async tool, as users write them
         raise ValueError("an ordinary failure")
 
     tool = al.AgentTool(name="t", description="", parameters={"type": "object"}, execute=fail)
