@@ -509,13 +509,16 @@ class _Run:
         llm_context, options = await self.request()
         state = _Streaming()
         deliver = self.deliver  # no coroutine per delta for a plain sink
-        with AbortCut(self.signal) as cut:
+        signal = self.signal
+        with AbortCut(signal) as cut:
             async with aclosing(self.read_stream(llm_context, options, state, cut_reads=False)) as stream:
                 async for event in stream:
-                    cut.hold()
+                    cut.held = True
                     if (pending := deliver(event)) is not None:
                         await settle(pending)
-                    cut.release()
+                    cut.held = False
+                    if signal._aborted:
+                        cut.cut()  # aborted during the delivery: the next read is cut
         final = self.response(state)
         if state.last is None and (pending := deliver(MessageStart(final))) is not None:
             await settle(pending)
