@@ -331,7 +331,7 @@ async def test_the_agent_takes_the_same_options(anyio_backend: object) -> None:
 
 
 def test_the_agent_names_a_bad_option() -> None:
-    with pytest.raises(ValueError, match="^max_parallel_tool_calls must be a positive int"):
+    with pytest.raises(ValueError, match=r"^max_parallel_tool_calls must be a positive int"):
         al.Agent(max_parallel_tool_calls=0)
-    with pytest.raises(TypeError, match="^observe must be callable"):
+    with pytest.raises(TypeError, match=r"^observe must be callable"):
         al.Agent(observe=3)  # type: ignore[arg-type]
