@@ -326,8 +326,9 @@ class AgentSSEApp:
         if self._token is not None:
             scheme, _, credentials = headers.get(b"authorization", b"").strip().partition(b" ")
             if not credentials and scope.get("path", "").endswith("/events"):
-                query = parse_qs((scope.get("query_string") or b"").decode("latin-1"))
-                credentials = query.get("token", [""])[-1].encode("latin-1", "replace")
+                # latin-1 both ways: the token's bytes, whatever they are, come back unchanged.
+                query = parse_qs((scope.get("query_string") or b"").decode("latin-1"), encoding="latin-1")
+                credentials = query.get("token", [""])[-1].encode("latin-1")
                 scheme = b"bearer"
             # Compared in constant time whatever was sent (also when nothing was).
             if not hmac.compare_digest(credentials.strip(), self._token) or scheme.lower() != b"bearer":
