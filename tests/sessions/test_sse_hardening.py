@@ -111,3 +111,15 @@ async def test_a_non_ascii_token_works_in_the_header_and_the_query(anyio_backend
                 await http.post(f"/sessions/{sid}/prompt", json={"text": "go"}, headers=header)  # type: ignore[arg-type]
                 await events.until("agent_end")
             assert events.status == 200
+
+
+async def test_allowed_hosts_refuse_other_host_names(anyio_backend: object) -> None:
+    app = AgentSSEApp(factory("x"), allowed_hosts=["app", "localhost:8000"])
+    with anyio.fail_after(20):
+        async with app.running(), client(app) as http:
+            assert (await http.post("/sessions")).status_code == 201  # httpx sends Host: app
+            rebound = await http.post("/sessions", headers={"Host": "evil.example"})
+            assert rebound.status_code == 400 and "allowed_hosts" in rebound.json()["error"]
+            assert (await http.post("/sessions", headers={"Host": "LOCALHOST:8000"})).status_code == 201
+    with pytest.raises(TypeError, match="allowed_hosts"):
+        AgentSSEApp(factory(), allowed_hosts="app")
