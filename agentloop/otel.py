@@ -75,6 +75,7 @@ class _RunSpans:
         "input_tokens",
         "output_tokens",
         "previous",
+        "recording",
         "span",
         "turn",
         "turns",
@@ -82,6 +83,7 @@ class _RunSpans:
 
     def __init__(self, span: Span, previous: _RunSpans | None) -> None:
         self.span = span
+        self.recording = span.is_recording()
         self.context = trace.set_span_in_context(span)
         self.previous = previous
         self.turn: tuple[Span, otel_context.Context] | None = None
@@ -142,13 +144,22 @@ class Tracing:
         self.tracer: Tracer = trace.get_tracer(_SCOPE, tracer_provider=tracer_provider)
         self.record_content = record_content
         self.agent_name = agent_name
-        self._handlers: dict[str, Callable[[Any], None]] = {
+        handlers: dict[str, Callable[[Any], None]] = {
             "agent_start": self._agent_start,
             "turn_start": self._turn_start,
             "message_end": self._message_end,
             "turn_end": self._turn_end,
             "agent_end": self._agent_end,
         }
+        handler_of = handlers.get
+
+        def observe(event: AgentEvent) -> None:
+            handler = handler_of(event.type)  # called for every event: one lookup for the others
+            if handler is not None:
+                handler(event)
+
+        self.observe = observe
+        """Open and close the run and turn spans; pass as `AgentLoopConfig(observe=...)`."""
 
     # --- applying it ----------------------------------------------------------------------
 
@@ -180,12 +191,6 @@ class Tracing:
 
     # --- runs and turns (observe) -------------------------------------------------------
 
-    def observe(self, event: AgentEvent) -> None:
-        """Open and close the run and turn spans; pass as `AgentLoopConfig(observe=...)`."""
-        handler = self._handlers.get(event.type)
-        if handler is not None:
-            handler(event)
-
     def listener(self, event: AgentEvent, signal: object = None) -> None:
         """`observe` in the shape of an `Agent` listener (`agent.subscribe(tracing.listener)`)."""
         self.observe(event)
@@ -204,7 +209,7 @@ class Tracing:
 
     def _turn_start(self, event: Any) -> None:
         run = _CURRENT.get()
-        if run is None or run.done:
+        if run is None or run.done or not run.recording:
             return
         run.end_turn(None)
         run.turns += 1
@@ -256,8 +261,11 @@ class Tracing:
 
         def traced(model: Model, context: Context, options: StreamOptions) -> Any:
             run = _CURRENT.get()
-            if run is not None and run.done:
-                run = None
+            if run is not None:
+                if not run.recording:
+                    return stream_fn(model, context, options)  # a run sampled out records nothing
+                if run.done:
+                    run = None
             attributes = self._chat_attributes(model, context, options)
             if run is not None:
                 run.api_key = options.api_key
@@ -351,21 +359,25 @@ class Tracing:
 
     def _chat_end(self, span: Span, event: Any, api_key: str | None) -> None:
         message: AssistantMessage = event.message if event.type == "done" else event.error
-        span.set_attribute("gen_ai.response.model", message.model)
-        if message.response_id:
-            span.set_attribute("gen_ai.response.id", message.response_id)
-        span.set_attribute("gen_ai.response.finish_reasons", (_FINISH_REASONS.get(message.stop_reason, "error"),))
         usage = message.usage
-        span.set_attribute("gen_ai.usage.input_tokens", _input_tokens(usage))
-        span.set_attribute("gen_ai.usage.output_tokens", usage.output)
+        finish_reason = _FINISH_REASONS.get(message.stop_reason, "error")
+        attributes: dict[str, Any] = {
+            "gen_ai.response.model": message.model,
+            "gen_ai.response.finish_reasons": (finish_reason,),
+            "gen_ai.usage.input_tokens": _input_tokens(usage),
+            "gen_ai.usage.output_tokens": usage.output,
+        }
+        if message.response_id:
+            attributes["gen_ai.response.id"] = message.response_id
         if usage.cache_read:
-            span.set_attribute("gen_ai.usage.cache_read.input_tokens", usage.cache_read)
+            attributes["gen_ai.usage.cache_read.input_tokens"] = usage.cache_read
         if usage.cache_write:
-            span.set_attribute("gen_ai.usage.cache_creation.input_tokens", usage.cache_write)
+            attributes["gen_ai.usage.cache_creation.input_tokens"] = usage.cache_write
         if self.record_content:
             output = _message_parts(message)
-            output["finish_reason"] = _FINISH_REASONS.get(message.stop_reason, "error")
-            span.set_attribute("gen_ai.output.messages", _json([output], api_key))
+            output["finish_reason"] = finish_reason
+            attributes["gen_ai.output.messages"] = _json([output], api_key)
+        span.set_attributes(attributes)
         error_type = _ERROR_TYPES.get(message.stop_reason)
         _end(span, error_type, _mask(message.error_message, api_key) if error_type else None)
 
@@ -386,8 +398,11 @@ class Tracing:
         propagate: tuple[type[BaseException], ...],
     ) -> object:
         run = _CURRENT.get()
-        if run is not None and run.done:
-            run = None
+        if run is not None:
+            if not run.recording:  # sampled out: the tool's own spans see the run's decision
+                return await _current_in(run.context, proceed)
+            if run.done:
+                run = None
         tool = invocation.tool
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool",
@@ -400,16 +415,13 @@ class Tracing:
         key = run.api_key if run is not None else None
         if self.record_content:
             attributes["gen_ai.tool.call.arguments"] = _json(_plain(invocation.args), key)
+        parent = run.parent() if run is not None else otel_context.get_current()
         span = self.tracer.start_span(
-            f"execute_tool {tool.name}",
-            context=run.parent() if run is not None else None,
-            kind=SpanKind.INTERNAL,
-            attributes=attributes,
+            f"execute_tool {tool.name}", context=parent, kind=SpanKind.INTERNAL, attributes=attributes
         )
         started = anyio.current_time()
         try:
-            with trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
-                result = await proceed()
+            result = await _current_in(trace.set_span_in_context(span, parent), proceed)
         except BaseException as exc:
             if isinstance(exc, anyio.get_cancelled_exc_class()):
                 if invocation.signal.aborted:
@@ -499,6 +511,15 @@ def _chain_observe(
         second(event)
 
     return observe
+
+
+async def _current_in(context: otel_context.Context, proceed: Callable[[], Awaitable[object]]) -> object:
+    """Await `proceed()` with `context` current (the tool's own spans nest there), in this task only."""
+    token = otel_context.attach(context)
+    try:
+        return await proceed()
+    finally:
+        otel_context.detach(token)
 
 
 def _end(span: Span, error_type: str | None, description: str | None = None) -> None:

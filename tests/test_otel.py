@@ -14,6 +14,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import Decision, ParentBased, Sampler, SamplingResult
 from opentelemetry.trace import StatusCode
 
 import agentloop as al
@@ -576,6 +577,31 @@ async def test_an_agent_is_traced_through_its_listener_wrapped_tools_and_stream_
     ]
     assert len({s.context.trace_id for s in spans}) == 2  # type: ignore[union-attr]
     assert agent.state.messages[-1].text == "again"  # type: ignore[union-attr]
+
+
+class DropRuns(Sampler):
+    """Samples every root span but a run's (ParentBased: children follow their parent)."""
+
+    def should_sample(self, parent_context: Any, trace_id: int, name: str, *args: Any, **kw: Any) -> SamplingResult:
+        decision = Decision.DROP if name.startswith("invoke_agent") else Decision.RECORD_AND_SAMPLE
+        return SamplingResult(decision)
+
+    def get_description(self) -> str:
+        return "DropRuns"
+
+
+async def test_a_sampled_out_run_records_nothing_below_it_and_its_tools_follow_it(anyio_backend: object) -> None:
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(sampler=ParentBased(DropRuns()))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    model = ScriptedModel([calls(("c1", "alpha")), "done"])
+    config, stream_fn = instrument(al.AgentLoopConfig(model=MODEL), model, tracer_provider=provider)
+    events = await consume("bare", config, stream_fn, [spanning_tool(provider, "alpha")])
+    assert events[-1].type == "agent_end"
+    with provider.get_tracer("t").start_as_current_span("a root"):  # roots are sampled
+        pass
+    assert tree(memory.get_finished_spans()) == ["a root"]  # the tool's span followed its run
+    provider.shutdown()
 
 
 def test_bad_arguments_say_what_was_expected() -> None:
