@@ -38,6 +38,7 @@ from __future__ import annotations
 import copy
 import inspect
 import json
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import replace
@@ -73,10 +74,12 @@ class _RunSpans:
         "context",
         "done",
         "input_tokens",
+        "last",
         "output_tokens",
         "previous",
         "recording",
         "span",
+        "tools_running",
         "turn",
         "turns",
     )
@@ -93,24 +96,26 @@ class _RunSpans:
         self.output_tokens = 0
         self.api_key: str | None = None  # the key the last model call got: masked out of recorded text
         self.done = False
+        self.tools_running = 0
+        self.last = time.time_ns()  # the last sign of life: where a run found dead ends
 
     def parent(self) -> otel_context.Context:
         """Where a model or tool call of this run hangs: the current turn, else the run."""
         return self.turn[1] if self.turn is not None else self.context
 
-    def end_turn(self, error_type: str | None, description: str | None = None) -> None:
+    def end_turn(self, error_type: str | None, description: str | None = None, end_time: int | None = None) -> None:
         if self.turn is not None:
             span = self.turn[0]
             self.turn = None
-            _end(span, error_type, description)
+            _end(span, error_type, description, end_time)
 
-    def fail(self, error_type: str, description: str | None) -> None:
+    def fail(self, error_type: str, description: str | None, end_time: int | None = None) -> None:
         """End the turn and the run: the run is ending without its `agent_end` (cancelled, or an exception)."""
         if self.done:
             return
-        self.end_turn(error_type, description)
+        self.end_turn(error_type, description, end_time)
         self.done = True
-        _end(self.span, error_type, description)
+        _end(self.span, error_type, description, end_time)
 
 
 _CURRENT: ContextVar[_RunSpans | None] = ContextVar("agentloop_otel_run", default=None)
@@ -197,8 +202,12 @@ class Tracing:
 
     def _agent_start(self, event: Any) -> None:
         previous = _CURRENT.get()
-        if previous is not None and previous.done:
-            previous = None  # a run that ended without agent_end in this task: not a parent
+        if previous is not None and not previous.done and previous.tools_running == 0:
+            # Not a run this one nests in (that one would be in a tool call): a run left between
+            # steps in this task (a bare generator closed at turn_end), which no call saw end.
+            previous.fail("cancelled", "the run ended without agent_end", end_time=previous.last)
+        while previous is not None and previous.done:
+            previous = previous.previous
         # The model, provider and conversation id are set by the run's first model call.
         attributes: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent"}
         if self.agent_name:
@@ -224,6 +233,7 @@ class Tracing:
             return
         run = _CURRENT.get()
         if run is not None and not run.done:
+            run.last = time.time_ns()
             usage: Usage = message.usage
             run.input_tokens += _input_tokens(usage)
             run.output_tokens += usage.output
@@ -232,6 +242,7 @@ class Tracing:
         run = _CURRENT.get()
         if run is None or run.done:
             return
+        run.last = time.time_ns()
         message: AssistantMessage = event.message
         error_type = _ERROR_TYPES.get(message.stop_reason)
         run.end_turn(error_type, _mask(message.error_message, run.api_key) if error_type else None)
@@ -400,7 +411,7 @@ class Tracing:
         run = _CURRENT.get()
         if run is not None:
             if not run.recording:  # sampled out: the tool's own spans see the run's decision
-                return await _current_in(run.context, proceed)
+                return await _current_in(run.context, proceed, run)
             if run.done:
                 run = None
         tool = invocation.tool
@@ -421,7 +432,7 @@ class Tracing:
         )
         started = anyio.current_time()
         try:
-            result = await _current_in(trace.set_span_in_context(span, parent), proceed)
+            result = await _current_in(trace.set_span_in_context(span, parent), proceed, run)
         except BaseException as exc:
             if isinstance(exc, anyio.get_cancelled_exc_class()):
                 if invocation.signal.aborted:
@@ -513,20 +524,27 @@ def _chain_observe(
     return observe
 
 
-async def _current_in(context: otel_context.Context, proceed: Callable[[], Awaitable[object]]) -> object:
-    """Await `proceed()` with `context` current (the tool's own spans nest there), in this task only."""
+async def _current_in(
+    context: otel_context.Context, proceed: Callable[[], Awaitable[object]], run: _RunSpans | None
+) -> object:
+    """Await a tool call with `context` current (its own spans nest there), in this task only."""
     token = otel_context.attach(context)
+    if run is not None:
+        run.tools_running += 1  # a run started meanwhile in this task nests in this one
     try:
         return await proceed()
     finally:
         otel_context.detach(token)
+        if run is not None:
+            run.tools_running -= 1
+            run.last = time.time_ns()
 
 
-def _end(span: Span, error_type: str | None, description: str | None = None) -> None:
+def _end(span: Span, error_type: str | None, description: str | None = None, end_time: int | None = None) -> None:
     if error_type is not None:
         span.set_attribute("error.type", error_type)
         span.set_status(Status(StatusCode.ERROR, description or error_type))
-    span.end()
+    span.end(end_time)
 
 
 def _fail(span: Span, run: _RunSpans | None, exc: BaseException, aborted: bool, key: str | None) -> None:

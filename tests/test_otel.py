@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import aclosing, asynccontextmanager
 from typing import Any
@@ -428,6 +429,70 @@ async def test_every_shape_a_stream_function_may_return_is_traced(
     events = await consume("async with", config, stream_fn, [])
     assert events[-1].messages[-1].text == "hello"  # type: ignore[attr-defined]
     assert tree(memory.get_finished_spans()) == ["invoke_agent", "  turn", "    chat m1"]
+
+
+@pytest.mark.parametrize("execution", ["parallel", "sequential"])
+async def test_a_run_started_inside_a_tool_nests_under_it_and_the_outer_run_goes_on(
+    anyio_backend: object, exporter: tuple[TracerProvider, InMemorySpanExporter], execution: str
+) -> None:
+    provider, memory = exporter
+    tracing = Tracing(tracer_provider=provider)
+    inner_model = ScriptedModel(["inner answer"])
+
+    async def delegate(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> str:
+        config, stream_fn = tracing.instrument(al.AgentLoopConfig(model=al.Model(id="m2", api="faux")), inner_model)
+        events: list[al.AgentEvent] = []
+        await al.run_agent_loop(
+            [al.UserMessage(content="sub")], al.AgentContext(), config, events.append, None, stream_fn
+        )
+        return "delegated"
+
+    tool = al.AgentTool(name="delegate", description="d", parameters={"type": "object"}, execute=delegate)
+    outer = ScriptedModel([calls(("c1", "delegate")), "outer answer"])
+    config, stream_fn = tracing.instrument(al.AgentLoopConfig(model=MODEL, tool_execution=execution), outer)
+    await consume("async with", config, stream_fn, [tool])
+    assert tree(memory.get_finished_spans()) == [
+        "invoke_agent",
+        "  turn",
+        "    chat m1",
+        "    execute_tool delegate",
+        "      invoke_agent",
+        "        turn",
+        "          chat m2",
+        "  turn",
+        "    chat m1",
+    ]
+
+
+async def test_a_bare_run_closed_between_steps_is_ended_as_cancelled_when_the_next_run_starts(
+    anyio_backend: object, exporter: tuple[TracerProvider, InMemorySpanExporter]
+) -> None:
+    provider, memory = exporter
+    model = ScriptedModel([calls(("c1", "alpha")), "first", "second"])
+    config, stream_fn = instrument(al.AgentLoopConfig(model=MODEL), model, tracer_provider=provider)
+    context = al.AgentContext(tools=[spanning_tool(provider, "alpha")])
+    async with aclosing(
+        al.agent_loop([al.UserMessage(content="go")], context, config, stream_fn=stream_fn).__aiter__()
+    ) as bare:
+        async for event in bare:
+            if event.type == "turn_end":
+                break
+    left = time.time_ns()
+    assert "invoke_agent" not in [s.name for s in memory.get_finished_spans()]
+    await consume("bare", config, stream_fn, [])
+    spans = memory.get_finished_spans()
+    assert tree(spans) == [
+        "invoke_agent !cancelled",
+        "  turn",
+        "    chat m1",
+        "    execute_tool alpha",
+        "      inside c1",
+        "invoke_agent",
+        "  turn",
+        "    chat m1",
+    ]
+    stale = [s for s in spans if (s.attributes or {}).get("error.type") == "cancelled"]
+    assert all(s.end_time is not None and s.end_time <= left for s in stale)  # ended where it stopped
 
 
 def all_text(spans: tuple[ReadableSpan, ...]) -> str:
