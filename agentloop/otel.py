@@ -27,6 +27,15 @@ Content (messages, system prompt, tool arguments and results) is recorded only w
 `record_content=True`; API keys are never read into spans, and the key a model call used is
 masked out of any error text or content that is recorded.
 
+A run sampled out (its `invoke_agent` span not recording) records nothing below it: its model
+calls are not wrapped, and its tools run with the run's span context current, so their own spans
+follow the same decision.
+
+A run that ends without `agent_end` is ended by whatever sees it end: a model or tool call that is
+cancelled or raises ends the turn and run spans with it. A run left between steps (a bare
+generator closed at `turn_end`, say) is seen by no call: its spans are ended as `cancelled`, at
+its last activity, when the next run starts in the same task.
+
 `error.type` values: `model_error` (the model stream ended with stop reason `error`), `aborted`
 (the run's signal aborted the call), `timeout` (a tool ran past its `timeout`), `tool_error` (a
 tool returned an error result), `cancelled` (the run was cancelled from outside), or the class

@@ -7,6 +7,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import aclosing, asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -680,6 +681,30 @@ def test_bad_arguments_say_what_was_expected() -> None:
         Tracing().wrap_stream_fn(42)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="tools must be AgentTool instances, got str"):
         Tracing().wrap_tools(["calc"])  # type: ignore[list-item]
+
+
+def test_otel_exports_what_it_defines() -> None:
+    import agentloop.otel
+
+    defined = {
+        name
+        for name, value in vars(agentloop.otel).items()
+        if not name.startswith("_") and getattr(value, "__module__", None) == "agentloop.otel"
+    }
+    assert set(agentloop.otel.__all__) == defined == {"Tracing", "instrument"}
+
+
+def test_the_cost_benchmark_runs_and_prints_every_variant() -> None:
+    script = Path(__file__).parents[1] / "benchmarks" / "otel_cost.py"
+    result = subprocess.run(
+        [sys.executable, str(script), "--quick", "--backend", "asyncio"], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert "| off | api-noop | sampled-out | in-memory |" in result.stdout
+    assert [line.split("|")[1].strip() for line in result.stdout.splitlines() if line.startswith("| W")] == [
+        "W1 (deltas/s)",
+        "W2 (turns/s)",
+    ]
 
 
 def test_import_agentloop_does_not_import_opentelemetry() -> None:
