@@ -38,8 +38,12 @@ its last activity, when the next run starts in the same task.
 
 `error.type` values: `model_error` (the model stream ended with stop reason `error`), `aborted`
 (the run's signal aborted the call), `timeout` (a tool ran past its `timeout`), `tool_error` (a
-tool returned an error result), `cancelled` (the run was cancelled from outside), or the class
-name of an exception a tool or stream function raised.
+tool returned an error result), `cancelled` (the run was cancelled, or torn down by an error
+raised outside the call, while the call was open), or the class name of an exception a tool or
+stream function raised.
+
+Runs are told apart by context: two bare runs iterated in turn by one task share it, and their
+spans may mix (give each its own task).
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ import inspect
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import nullcontext
 from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
@@ -71,6 +76,7 @@ _SCOPE = "agentloop"
 _FINISH_REASONS = {"stop": "stop", "length": "length", "toolUse": "tool_call", "error": "error", "aborted": "aborted"}
 _ERROR_TYPES = {"error": "model_error", "aborted": "aborted"}
 _CLEANUP_TIMEOUT = 5.0
+_TERMINAL = ("done", "error")
 _RUN_ATTRIBUTES = ("gen_ai.provider.name", "gen_ai.request.model", "gen_ai.conversation.id")
 
 
@@ -343,15 +349,7 @@ class Tracing:
         try:
             if inspect.isawaitable(source):
                 source = await source
-            if hasattr(source, "__aenter__"):
-                async with source as events:
-                    async for event in events:
-                        if not ended and event.type in ("done", "error"):
-                            ended = True
-                            self._chat_end(span, event, options.api_key)
-                        yield event
-            else:
-                events = source
+            async with source if hasattr(source, "__aenter__") else nullcontext(source) as events:
                 if not hasattr(events, "__anext__"):
                     raise TypeError(
                         "a stream function must return an async iterator of AssistantMessageEvent or an async "
@@ -363,7 +361,7 @@ class Tracing:
                         event = await read()
                     except StopAsyncIteration:
                         break
-                    if not ended and event.type in ("done", "error"):
+                    if not ended and getattr(event, "type", None) in _TERMINAL:
                         ended = True
                         self._chat_end(span, event, options.api_key)
                     yield event

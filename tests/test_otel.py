@@ -399,7 +399,7 @@ async def test_a_propagated_tool_exception_ends_every_span_with_its_type(
     ]
 
 
-@pytest.mark.parametrize("shape", ["async context manager", "awaitable", "not an iterator"])
+@pytest.mark.parametrize("shape", ["async context manager", "awaitable", "not an iterator", "not events"])
 async def test_every_shape_a_stream_function_may_return_is_traced(
     anyio_backend: object, exporter: tuple[TracerProvider, InMemorySpanExporter], shape: str
 ) -> None:
@@ -416,8 +416,20 @@ async def test_every_shape_a_stream_function_may_return_is_traced(
     def wrong(model: al.Model, context: al.Context, options: al.StreamOptions) -> Any:
         return 42
 
-    fn = {"async context manager": managed, "awaitable": awaited, "not an iterator": wrong}[shape]
-    config, stream_fn = instrument(al.AgentLoopConfig(model=MODEL), fn, tracer_provider=provider)
+    async def not_events(model: al.Model, context: al.Context, options: al.StreamOptions) -> Any:
+        yield "not an event"
+
+    fn = {"async context manager": managed, "awaitable": awaited, "not an iterator": wrong, "not events": not_events}
+    config, stream_fn = instrument(al.AgentLoopConfig(model=MODEL), fn[shape], tracer_provider=provider)
+    if shape == "not events":  # the loop's own error, as without tracing; it tears the open stream down
+        with pytest.raises(TypeError, match="stream function yielded an unknown event"):
+            await consume("async with", config, stream_fn, [])
+        assert tree(memory.get_finished_spans()) == [
+            "invoke_agent !cancelled",
+            "  turn !cancelled",
+            "    chat m1 !cancelled",
+        ]
+        return
     if shape == "not an iterator":
         with pytest.raises(TypeError, match="a stream function must return an async iterator"):
             await consume("async with", config, stream_fn, [])
