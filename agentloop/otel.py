@@ -59,9 +59,13 @@ from dataclasses import replace
 from typing import Any
 
 import anyio
-from opentelemetry import context as otel_context
-from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
+
+try:
+    from opentelemetry import context as otel_context
+    from opentelemetry import trace
+    from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError("agentloop.otel needs the OpenTelemetry API: pip install 'anyio-agentloop[otel]'") from exc
 
 from ._abort import AbortSignal
 from ._config import AgentLoopConfig, StreamFn, StreamOptions, ToolInvocation, call

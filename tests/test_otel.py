@@ -719,6 +719,15 @@ def test_the_cost_benchmark_runs_and_prints_every_variant() -> None:
     ]
 
 
+def test_without_opentelemetry_the_import_error_says_what_to_install() -> None:
+    code = (
+        "import sys; sys.modules['opentelemetry'] = None\n"
+        "try:\n    import agentloop.otel\nexcept ImportError as exc:\n    print(exc)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "agentloop.otel needs the OpenTelemetry API: pip install 'anyio-agentloop[otel]'"
+
+
 def test_import_agentloop_does_not_import_opentelemetry() -> None:
     code = "import sys, agentloop; print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
