@@ -57,6 +57,7 @@ from contextlib import nullcontext
 from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 
@@ -89,8 +90,8 @@ class _RunSpans:
 
     __slots__ = (
         "api_key",
-        "chats",
         "context",
+        "described",
         "done",
         "input_tokens",
         "last",
@@ -110,7 +111,7 @@ class _RunSpans:
         self.previous = previous
         self.turn: tuple[Span, otel_context.Context] | None = None
         self.turns = 0
-        self.chats = 0
+        self.described = False
         self.input_tokens = 0
         self.output_tokens = 0
         self.api_key: str | None = None  # the key the last model call got: masked out of recorded text
@@ -299,8 +300,8 @@ class Tracing:
             attributes = self._chat_attributes(model, context, options)
             if run is not None:
                 run.api_key = options.api_key
-                if run.chats == 0:
-                    run.chats = 1
+                if not run.described:  # the run's first model call describes the run
+                    run.described = True
                     if run.span.is_recording():
                         run.span.set_attributes({k: attributes[k] for k in _RUN_ATTRIBUTES if k in attributes})
             span = self.tracer.start_span(
@@ -333,8 +334,15 @@ class Tracing:
         if options.session_id:
             attributes["gen_ai.conversation.id"] = options.session_id
         if model.base_url:
-            host = model.base_url.split("://", 1)[-1].split("/", 1)[0].rsplit("@", 1)[-1]
-            attributes["server.address"] = host.split(":", 1)[0]
+            try:
+                url = urlsplit(model.base_url)
+                host, port = url.hostname, url.port
+            except ValueError:  # not a URL: no server attributes
+                host, port = None, None
+            if host:
+                attributes["server.address"] = host
+            if port is not None:
+                attributes["server.port"] = port
         if self.record_content:
             key = options.api_key
             if context.system_prompt:

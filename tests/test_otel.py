@@ -576,6 +576,27 @@ async def test_content_is_recorded_only_when_asked_and_the_key_never(
     assert "the key is ***" in text
 
 
+@pytest.mark.parametrize(
+    ("base_url", "server"),
+    [
+        ("http://user:s3cret@127.0.0.1:8080/v1", {"server.address": "127.0.0.1", "server.port": 8080}),
+        ("https://api.example.com/v1", {"server.address": "api.example.com"}),
+        ("http://[::1]:9000", {"server.address": "::1", "server.port": 9000}),
+        ("http://host:notaport/v1", {}),
+    ],
+)
+async def test_the_chat_span_names_the_server_and_never_the_urls_credentials(
+    anyio_backend: object, exporter: tuple[TracerProvider, InMemorySpanExporter], base_url: str, server: dict[str, Any]
+) -> None:
+    provider, memory = exporter
+    model = al.Model(id="m1", api="faux", provider="faux", base_url=base_url)
+    config, stream_fn = instrument(al.AgentLoopConfig(model=model), ScriptedModel(["hi"]), tracer_provider=provider)
+    await consume("run_agent_loop", config, stream_fn, [])
+    (chat,) = by_name(memory.get_finished_spans(), "chat m1")
+    assert {k: v for k, v in attrs(chat).items() if k.startswith("server.")} == server
+    assert "s3cret" not in all_text(memory.get_finished_spans())
+
+
 async def test_concurrent_runs_of_one_instrumented_config_make_separate_traces(
     anyio_backend: object, exporter: tuple[TracerProvider, InMemorySpanExporter]
 ) -> None:
