@@ -597,6 +597,58 @@ async def test_the_chat_span_names_the_server_and_never_the_urls_credentials(
     assert "s3cret" not in all_text(memory.get_finished_spans())
 
 
+async def test_a_real_provider_stream_is_traced_with_its_response_id_usage_and_masked_error(
+    anyio_backend: object, exporter: tuple[TracerProvider, InMemorySpanExporter]
+) -> None:
+    """OpenAI Chat Completions over a mocked HTTP server: the provider's own parsing, end to end."""
+    import httpx
+
+    from agentloop.providers import stream_openai_completions
+
+    from .providers.helpers import FAST, Server, chat_chunk, ok, sse_data
+
+    provider, memory = exporter
+    body = sse_data(
+        chat_chunk({"role": "assistant", "content": "Hi"}, id="chatcmpl-42"),
+        chat_chunk(finish="stop", id="chatcmpl-42"),
+        {
+            "choices": [],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 7, "prompt_tokens_details": {"cached_tokens": 60}},
+        },
+    )
+    leak = {"error": {"message": f"Incorrect API key provided: {KEY}", "code": "invalid_api_key"}}
+    server = Server(ok(body), httpx.Response(401, json=leak))
+    model = al.Model(id="gpt-x", api="openai-completions", provider="openai", base_url="http://mock/v1")
+    async with server.client() as client:
+
+        def stream_fn(m: al.Model, c: al.Context, o: al.StreamOptions) -> Any:
+            return stream_openai_completions(m, c, o, http=FAST, client=client)
+
+        config, traced = instrument(
+            al.AgentLoopConfig(model=model, api_key=KEY), stream_fn, tracer_provider=provider, record_content=True
+        )
+        await consume("async with", config, traced, [])
+        await consume("bare", config, traced, [])
+    assert server.requests[0].headers["authorization"] == f"Bearer {KEY}"  # the key was used...
+    spans = memory.get_finished_spans()
+    assert KEY not in all_text(spans)  # ...and recorded nowhere
+    ok_chat, failed_chat = sorted(by_name(spans, "chat gpt-x"), key=lambda s: s.start_time or 0)
+    assert {k: v for k, v in attrs(ok_chat).items() if k.startswith(("gen_ai.response", "gen_ai.usage", "server"))} == {
+        "gen_ai.response.id": "chatcmpl-42",
+        "gen_ai.response.model": "gpt-x",
+        "gen_ai.response.finish_reasons": ("stop",),
+        "gen_ai.usage.input_tokens": 100,
+        "gen_ai.usage.output_tokens": 7,
+        "gen_ai.usage.cache_read.input_tokens": 60,
+        "server.address": "mock",
+    }
+    assert attrs(failed_chat)["error.type"] == "model_error"
+    assert (
+        failed_chat.status.description is not None
+        and "Incorrect API key provided: ***" in failed_chat.status.description
+    )
+
+
 async def test_concurrent_runs_of_one_instrumented_config_make_separate_traces(
     anyio_backend: object, exporter: tuple[TracerProvider, InMemorySpanExporter]
 ) -> None:
