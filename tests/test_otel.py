@@ -210,6 +210,32 @@ async def test_a_run_is_a_tree_of_invoke_agent_turns_chats_and_tool_calls(
         assert tool_spans["c1"].end_time <= tool_spans["c2"].start_time  # type: ignore[operator]
 
 
+async def test_a_plain_def_tool_in_a_worker_thread_nests_its_spans_too(
+    anyio_backend: object, exporter: tuple[TracerProvider, InMemorySpanExporter]
+) -> None:
+    provider, memory = exporter
+    tracer = provider.get_tracer("tool")
+
+    @al.tool
+    def lookup(key: str) -> str:
+        """Look a key up (blocking)."""
+        with tracer.start_as_current_span(f"db lookup {key}"):
+            return key.upper()
+
+    model = ScriptedModel([Response(content=[ScriptedToolCall("c1", "lookup", {"key": "x"})]), "X"])
+    config, stream_fn = instrument(al.AgentLoopConfig(model=MODEL), model, tracer_provider=provider)
+    await consume("bare", config, stream_fn, [lookup])
+    assert tree(memory.get_finished_spans()) == [
+        "invoke_agent",
+        "  turn",
+        "    chat m1",
+        "    execute_tool lookup",
+        "      db lookup x",
+        "  turn",
+        "    chat m1",
+    ]
+
+
 async def test_a_run_nests_under_the_callers_current_span_and_the_users_hooks_still_run(
     anyio_backend: object, exporter: tuple[TracerProvider, InMemorySpanExporter]
 ) -> None:
