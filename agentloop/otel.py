@@ -10,6 +10,9 @@ built on the loop's extension points and nothing else:
   tool's own spans (an HTTP client's, a nested agent's) nest under it, in a sequential batch and
   in the tasks of a parallel one, on asyncio and trio.
 
+`instrument(config, stream_fn)` applies all three to a config; `Tracing.instrument_agent(agent)`
+to an `Agent` (every prompt is a run).
+
 The tree of one run::
 
     invoke_agent [agent name]          INTERNAL
@@ -48,11 +51,10 @@ spans may mix (give each its own task).
 
 from __future__ import annotations
 
-import copy
 import inspect
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import nullcontext
 from contextvars import ContextVar
 from dataclasses import replace
@@ -68,12 +70,11 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("agentloop.otel needs the OpenTelemetry API: pip install 'anyio-agentloop[otel]'") from exc
 
-from ._abort import AbortSignal
-from ._config import AgentLoopConfig, StreamFn, StreamOptions, ToolInvocation, call
+from ._agent import Agent
+from ._config import AgentLoopConfig, MaybeAwaitable, StreamFn, StreamOptions, ToolInvocation, call
 from ._events import AgentEvent, AssistantMessageEvent
 from ._loop import resolve_stream_fn
-from ._tools import AgentTool, OnUpdate
-from ._types import AgentToolResult, AssistantMessage, Context, Model, ToolCall, Usage
+from ._types import AgentToolResult, AssistantMessage, Context, Model, Usage
 
 __all__ = ("Tracing", "instrument")
 
@@ -199,26 +200,42 @@ class Tracing:
         """
         if not isinstance(config, AgentLoopConfig):
             raise TypeError(f"config must be an agentloop.AgentLoopConfig, got {type(config).__name__}")
-        inner = resolve_stream_fn(stream_fn)
-        user_observe = config.observe
-        user_wrap = config.wrap_tool_call
-        observe = self.observe if user_observe is None else _chain_observe(self.observe, user_observe)
+        traced_stream_fn = self.wrap_stream_fn(stream_fn)
+        observe, wrap_tool_call = self._hooks(config.observe, config.wrap_tool_call, config.propagate)
+        return replace(config, observe=observe, wrap_tool_call=wrap_tool_call), traced_stream_fn
 
-        propagate = config.propagate
+    def instrument_agent(self, agent: Agent) -> Agent:
+        """Trace every run of `agent` from now on (its `observe`, `wrap_tool_call` and stream
+        function are wrapped in place, its own ones kept); returns the agent.
+
+        Instrument an agent once: a second call would trace each run twice.
+        """
+        if not isinstance(agent, Agent):
+            raise TypeError(f"agent must be an agentloop.Agent, got {type(agent).__name__}")
+        traced_stream_fn = self.wrap_stream_fn(agent.stream_fn)
+        agent.observe, agent.wrap_tool_call = self._hooks(agent.observe, agent.wrap_tool_call, agent.propagate)
+        agent.stream_fn = traced_stream_fn
+        return agent
+
+    def _hooks(
+        self,
+        user_observe: Callable[[AgentEvent], None] | None,
+        user_wrap: Callable[[ToolInvocation, Callable[[], Awaitable[object]]], MaybeAwaitable[object]] | None,
+        propagate: tuple[type[BaseException], ...],
+    ) -> tuple[
+        Callable[[AgentEvent], None], Callable[[ToolInvocation, Callable[[], Awaitable[object]]], Awaitable[object]]
+    ]:
+        """`observe` and `wrap_tool_call` that trace, calling the user's own ones (theirs inside the tool span)."""
+        observe = self.observe if user_observe is None else _chain_observe(self.observe, user_observe)
 
         async def wrap_tool_call(invocation: ToolInvocation, proceed: Callable[[], Awaitable[object]]) -> object:
             if user_wrap is None:
                 return await self._tool_call(invocation, proceed, propagate)
             return await self._tool_call(invocation, lambda: call(user_wrap, invocation, proceed), propagate)
 
-        traced = replace(config, observe=observe, wrap_tool_call=wrap_tool_call)
-        return traced, self.wrap_stream_fn(inner)
+        return observe, wrap_tool_call
 
     # --- runs and turns (observe) -------------------------------------------------------
-
-    def listener(self, event: AgentEvent, signal: object = None) -> None:
-        """`observe` in the shape of an `Agent` listener (`agent.subscribe(tracing.listener)`)."""
-        self.observe(event)
 
     def _agent_start(self, event: Any) -> None:
         previous = _CURRENT.get()
@@ -478,35 +495,6 @@ class Tracing:
             span.set_attribute("gen_ai.tool.call.result", _json(result, key))
         _end(span, None)
         return result
-
-    def wrap_tools(self, tools: Sequence[AgentTool]) -> list[AgentTool]:
-        """Copies of `tools` whose calls are traced, for an `Agent` (which takes no `wrap_tool_call`).
-
-        ```python
-        agent = Agent(model=model, tools=tracing.wrap_tools(tools), stream_fn=tracing.wrap_stream_fn(stream_fn))
-        agent.subscribe(tracing.listener)
-        ```
-        """
-        return [self._traced_tool(tool) for tool in tools]
-
-    def _traced_tool(self, tool: AgentTool) -> AgentTool:
-        if not isinstance(tool, AgentTool):
-            raise TypeError(f"tools must be AgentTool instances, got {type(tool).__name__}")
-        original = tool.execute
-
-        async def execute(tool_call_id: str, params: Any, signal: AbortSignal, on_update: OnUpdate) -> Any:
-            invocation = ToolInvocation(
-                tool=tool,
-                tool_call=ToolCall(tool_call_id, tool.name, params if isinstance(params, Mapping) else {}),
-                args=params,
-                signal=signal,
-                on_update=on_update,
-            )
-            return await self.wrap_tool_call(invocation, lambda: original(tool_call_id, params, signal, on_update))
-
-        traced = copy.copy(tool)
-        traced._execute = execute  # what the loop calls; the original's own execute runs inside
-        return traced
 
 
 def instrument(

@@ -721,15 +721,24 @@ async def test_a_tracer_that_records_nothing_passes_the_model_stream_through(any
     assert events[-1].type == "agent_end"
 
 
-async def test_an_agent_is_traced_through_its_listener_wrapped_tools_and_stream_function(
+async def test_an_instrumented_agent_traces_every_prompt_and_keeps_its_own_hooks(
     anyio_backend: object, exporter: tuple[TracerProvider, InMemorySpanExporter]
 ) -> None:
     provider, memory = exporter
     tracing = Tracing(tracer_provider=provider, agent_name="bot")
     model = ScriptedModel([calls(("c1", "alpha"), ("c2", "slow")), "done", calls(("c3", "alpha")), "again"])
     tools = [spanning_tool(provider, "alpha"), spanning_tool(provider, "slow", 5, timeout=0.05)]
-    agent = al.Agent(model=MODEL, tools=tracing.wrap_tools(tools), stream_fn=tracing.wrap_stream_fn(model))
-    agent.subscribe(tracing.listener)
+    seen: list[str] = []
+    wrapped: list[str] = []
+
+    async def wrap(invocation: al.ToolInvocation, proceed: Any) -> object:
+        wrapped.append(invocation.tool_call.id)
+        return await proceed()
+
+    agent = al.Agent(
+        model=MODEL, tools=tools, stream_fn=model, observe=lambda e: seen.append(e.type), wrap_tool_call=wrap
+    )
+    assert tracing.instrument_agent(agent) is agent
     with anyio.fail_after(10):
         await agent.prompt("go")
         await agent.prompt("more")
@@ -752,6 +761,8 @@ async def test_an_agent_is_traced_through_its_listener_wrapped_tools_and_stream_
         "  turn",
         "    chat m1",
     ]
+    assert sorted(wrapped) == ["c1", "c2", "c3"]
+    assert seen.count("agent_start") == seen.count("agent_end") == 2
     assert len({s.context.trace_id for s in spans}) == 2  # type: ignore[union-attr]
     assert agent.state.messages[-1].text == "again"  # type: ignore[union-attr]
 
@@ -781,6 +792,28 @@ async def test_a_sampled_out_run_records_nothing_below_it_and_its_tools_follow_i
     provider.shutdown()
 
 
+async def test_an_agent_whose_stream_function_raises_ends_its_spans_and_the_next_prompt_is_a_new_trace(
+    anyio_backend: object, exporter: tuple[TracerProvider, InMemorySpanExporter]
+) -> None:
+    provider, memory = exporter
+    model = ScriptedModel([Response(raise_on_call=RuntimeError("boom")), "fine"])
+    agent = Tracing(tracer_provider=provider).instrument_agent(al.Agent(model=MODEL, stream_fn=model))
+    with anyio.fail_after(10):
+        await agent.prompt("one")
+        assert agent.state.error_message is not None and "boom" in agent.state.error_message
+        await agent.prompt("two")
+    spans = memory.get_finished_spans()
+    assert tree(spans) == [
+        "invoke_agent !RuntimeError",
+        "  turn !RuntimeError",
+        "    chat m1 !RuntimeError",
+        "invoke_agent",
+        "  turn",
+        "    chat m1",
+    ]
+    assert len({s.context.trace_id for s in spans}) == 2  # type: ignore[union-attr]
+
+
 def test_bad_arguments_say_what_was_expected() -> None:
     with pytest.raises(TypeError, match=r"config must be an agentloop\.AgentLoopConfig, got dict"):
         instrument({}, None)  # type: ignore[arg-type]
@@ -790,8 +823,8 @@ def test_bad_arguments_say_what_was_expected() -> None:
         Tracing(tracer_provider=object())  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="stream_fn must be callable"):
         Tracing().wrap_stream_fn(42)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="tools must be AgentTool instances, got str"):
-        Tracing().wrap_tools(["calc"])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match=r"agent must be an agentloop\.Agent, got AgentLoopConfig"):
+        Tracing().instrument_agent(al.AgentLoopConfig(model=MODEL))  # type: ignore[arg-type]
 
 
 def test_otel_exports_what_it_defines() -> None:
