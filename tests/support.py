@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import agentloop as al
 
@@ -30,3 +31,15 @@ def text(block: object) -> str:
     """The text of a content block, which must be a text block."""
     assert isinstance(block, al.TextContent), f"expected a text block, got {type(block).__name__}"
     return block.text
+
+
+async def no_updates(partial: al.AgentToolResult) -> None:
+    """An `on_update` for a test that calls a tool's `execute` itself and ignores its progress."""
+
+
+async def run_tool(tool: al.AgentTool, arguments: Mapping[str, Any]) -> al.AgentToolResult:
+    """Validate `arguments` and call the tool's `execute` directly, as the loop would (its progress
+    updates are ignored); the tool must answer with an `AgentToolResult`, not a bare string."""
+    result = await tool.execute("c1", tool.validate(arguments), al.AbortSignal(), no_updates)
+    assert isinstance(result, al.AgentToolResult), f"{tool.name} returned {type(result).__name__}"
+    return result
