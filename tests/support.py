@@ -22,6 +22,12 @@ def last_assistant(events: Sequence[al.AgentEvent]) -> al.AssistantMessage:
     return message
 
 
+def as_assistant(message: al.AgentMessage) -> al.AssistantMessage:
+    """`message`, which must be an assistant message."""
+    assert isinstance(message, al.AssistantMessage), f"expected an assistant message, got a {message.role} message"
+    return message
+
+
 def tool_results(events: Sequence[al.AgentEvent]) -> list[al.ToolResultMessage]:
     """The tool-result messages the run added, in order."""
     return [m for m in agent_end(events).messages if isinstance(m, al.ToolResultMessage)]

@@ -42,6 +42,8 @@ from agentloop import (
 )
 from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedToolCall, check_events
 
+from .support import as_assistant
+
 PROMPT_BUSY = (
     "Agent is already processing a prompt. Use steer() or followUp() to queue messages, or wait for completion."
 )
@@ -182,7 +184,7 @@ def test_state_setters_copy_and_validate() -> None:
     agent.state.model = model
     assert agent.state.model is model
     for level in ("off", "minimal", "low", "medium", "high", "xhigh", "max"):
-        agent.state.thinking_level = level  # type: ignore[assignment]
+        agent.state.thinking_level = level
         assert agent.state.thinking_level == level
     agent.state.system_prompt = "New prompt"
     assert agent.state.system_prompt == "New prompt"
@@ -190,7 +192,7 @@ def test_state_setters_copy_and_validate() -> None:
         agent.state.system_prompt = None  # type: ignore[assignment]
     assert agent.state.system_prompt == "New prompt"
 
-    with pytest.raises(TypeError, match="model must be an agentloop.Model"):
+    with pytest.raises(TypeError, match=r"model must be an agentloop\.Model"):
         agent.state.model = "gpt"  # type: ignore[assignment]
     with pytest.raises(ValueError, match="thinking_level"):
         agent.state.thinking_level = "huge"  # type: ignore[assignment]
@@ -472,9 +474,8 @@ async def test_reducer_state_at_listener_time(anyio_backend: object) -> None:
             elif isinstance(event, ToolExecutionEnd):
                 if event.tool_call_id in state.pending_tool_calls:
                     problems.append("pending_tool_calls keeps the ended call")
-            elif isinstance(event, AgentEnd):
-                if state.streaming_message is not None:
-                    problems.append("streaming_message at agent_end")
+            elif isinstance(event, AgentEnd) and state.streaming_message is not None:
+                problems.append("streaming_message at agent_end")
             if not state.is_streaming:
                 problems.append(f"is_streaming False at {event.type}")
 
@@ -652,14 +653,15 @@ async def test_reset_when_idle(anyio_backend: object) -> None:
         tools = [echo_tool()]
         agent.state.tools = tools
         agent.reset()
-        assert agent.state.messages == []
-        assert agent.state.error_message is None
+        state = agent.state  # read afresh: mypy would keep what it narrowed before the reset
+        assert state.messages == []
+        assert state.error_message is None
         assert agent.has_queued_messages() is False
-        assert agent.state.is_streaming is False
-        assert agent.state.streaming_message is None
-        assert agent.state.pending_tool_calls == frozenset()
+        assert state.is_streaming is False
+        assert state.streaming_message is None
+        assert state.pending_tool_calls == frozenset()
         # The configuration is kept.
-        assert agent.state.tools == tools
+        assert state.tools == tools
 
 
 async def test_error_message_cleared_when_next_run_starts(anyio_backend: object) -> None:
@@ -719,7 +721,7 @@ async def test_continue_runs_queued_steering_one_at_a_time(anyio_backend: object
         assert roles(agent.state.messages[-4:]) == ["user", "assistant", "user", "assistant"]
         assert agent.state.messages[2] is s1
         assert agent.state.messages[4] is s2
-        assert [m.text for m in agent.state.messages if isinstance(m, AssistantMessage)][1:] == [  # type: ignore[union-attr]
+        assert [m.text for m in agent.state.messages if isinstance(m, AssistantMessage)][1:] == [
             "Processed 1",
             "Processed 2",
         ]
@@ -748,7 +750,7 @@ async def test_continue_runs_queued_follow_up(anyio_backend: object) -> None:
         agent = Agent(stream_fn=model, messages=[user("Initial"), assistant("Initial response")])
         follow = user("Queued follow-up")
         agent.follow_up(follow)
-        result = await agent.continue_()
+        result = await agent.continue_()  # type: ignore[func-returns-value]  # what it returns is checked
         assert result is None
         assert any(m.role == "user" and text_of(m) == "Queued follow-up" for m in agent.state.messages)
         assert agent.state.messages[-1].role == "assistant"
@@ -1117,8 +1119,9 @@ async def test_failed_agent_can_run_again(anyio_backend: object) -> None:
         await agent.prompt("one")
         assert agent.state.error_message == "boom"
         await agent.prompt("two")
-        assert agent.state.error_message is None
-        assert agent.state.messages[-1].text == "recovered"  # type: ignore[union-attr]
+        state = agent.state  # read afresh: mypy would keep what it narrowed before this run
+        assert state.error_message is None
+        assert as_assistant(state.messages[-1]).text == "recovered"
 
 
 async def test_error_response_sets_error_message(anyio_backend: object) -> None:
@@ -1332,13 +1335,14 @@ async def test_wait_for_idle_after_non_awaited_prompt(anyio_backend: object) -> 
             assert agent.state.is_streaming is True
             await agent.wait_for_idle()
             log.append("idle")
-            assert agent.state.is_streaming is False
+            state = agent.state  # read afresh: mypy would keep what it narrowed before the run ended
+            assert state.is_streaming is False
             assert agent.signal is None
-            assert roles(agent.state.messages) == ["user", "assistant", "toolResult", "assistant"]
-            assert agent.state.messages[-1].text == "final"  # type: ignore[union-attr]
-            assert agent.state.streaming_message is None
-            assert agent.state.pending_tool_calls == frozenset()
-            assert agent.state.error_message is None
+            assert roles(state.messages) == ["user", "assistant", "toolResult", "assistant"]
+            assert as_assistant(state.messages[-1]).text == "final"
+            assert state.streaming_message is None
+            assert state.pending_tool_calls == frozenset()
+            assert state.error_message is None
         assert log == ["agent_end listener done", "idle"]
 
 
