@@ -45,7 +45,11 @@ async def no_updates(partial: al.AgentToolResult) -> None:
 
 async def run_tool(tool: al.AgentTool, arguments: Mapping[str, Any]) -> al.AgentToolResult:
     """Validate `arguments` and call the tool's `execute` directly, as the loop would (its progress
-    updates are ignored); the tool must answer with an `AgentToolResult`, not a bare string."""
-    result = await tool.execute("c1", tool.validate(arguments), al.AbortSignal(), no_updates)
-    assert isinstance(result, al.AgentToolResult), f"{tool.name} returned {type(result).__name__}"
+    updates are ignored); the tool must answer with an `AgentToolResult`."""
+    return as_tool_result(await tool.execute("c1", tool.validate(arguments), al.AbortSignal(), no_updates))
+
+
+def as_tool_result(result: al.AgentToolResult | str) -> al.AgentToolResult:
+    """What a tool's `execute` returned, which must be an `AgentToolResult`, not a bare string."""
+    assert isinstance(result, al.AgentToolResult), f"the tool returned a {type(result).__name__}"
     return result

@@ -17,7 +17,7 @@ import anyio
 import pytest
 
 import agentloop as al
-from agentloop import _cli, _local_model
+from agentloop import _cli, _cli_tools, _local_model
 from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedThinking, ScriptedToolCall, check_events
 
 
@@ -157,7 +157,7 @@ async def test_ctrl_c_aborts_the_run_and_answers_every_tool(
         await anyio.sleep(5)
         return "done"
 
-    original = _cli.builtin_tools
+    original = _cli_tools.builtin_tools  # what _cli imports
     monkeypatch.setattr(_cli, "builtin_tools", lambda root: [*original(root), wait])
     use_model(monkeypatch, ScriptedModel([Response(content=[ScriptedToolCall("c1", "wait", {})]), "never"]))
     code, out, _ = await cli(["run", "wait", "--max-turns", "2"])

@@ -12,7 +12,17 @@ from typing import Any
 import anyio
 import pytest
 
-from agentloop import AbortSignal, Agent, Context, Model, StreamOptions, TextContent, ThinkingContent, UserMessage
+from agentloop import (
+    AbortSignal,
+    Agent,
+    AgentEvent,
+    Context,
+    Model,
+    StreamOptions,
+    TextContent,
+    ThinkingContent,
+    UserMessage,
+)
 from agentloop.providers import AssistantMessageEventStream, HTTPOptions, stream_simple
 from agentloop.testing import check_events
 
@@ -62,7 +72,11 @@ async def test_an_agent_run_with_thinking(llama_url: str, api: str) -> None:
             thinking_budgets={"low": 4},
             stream_fn=few_tokens(12),
         )
-        agent.subscribe(lambda event, signal, events=events: events.append(event))
+
+        def record(event: AgentEvent, signal: AbortSignal, events: list[Any] = events) -> None:
+            events.append(event)
+
+        agent.subscribe(record)
         with anyio.fail_after(60):
             await agent.prompt("hello")
         check_events(events)
@@ -139,5 +153,6 @@ async def test_a_context_overflow_is_reported_with_the_server_message(llama_url:
             stream_simple(llama_model(llama_url, "openai-completions"), ctx, options, http=HTTP)
         )
     assert types(events) == ["error"]
+    assert final.error_message is not None
     assert final.error_message.startswith("HTTP 400: ")
     assert "context" in final.error_message

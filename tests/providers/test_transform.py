@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from agentloop import AssistantMessage, Model, TextContent, ThinkingContent, ToolCall, ToolResultMessage, UserMessage
+from agentloop import (
+    AssistantMessage,
+    Message,
+    Model,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
 from agentloop.providers import transform_messages
 from agentloop.providers._transform import (
     NO_RESULT_TEXT,
@@ -69,7 +78,7 @@ def test_thinking_becomes_text_for_another_model_and_signatures_are_dropped() ->
 
 
 def test_error_and_aborted_assistant_messages_are_dropped() -> None:
-    messages = [
+    messages: list[Message] = [
         UserMessage(content="q"),
         _assistant(TextContent("partial"), stop="error"),
         _assistant(TextContent("cut"), stop="aborted"),
