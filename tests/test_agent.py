@@ -297,7 +297,7 @@ async def test_prompt_text_builds_user_message(anyio_backend: object) -> None:
         assert isinstance(first, UserMessage)
         assert first.content == (TextContent("Hello"),)
         assert roles(agent.state.messages) == ["user", "assistant"]
-        assert agent.state.messages[1].text == "Hello back"  # type: ignore[union-attr]
+        assert as_assistant(agent.state.messages[1]).text == "Hello back"
         assert model.calls[0].messages == (first,)
 
 
@@ -671,7 +671,7 @@ async def test_error_message_cleared_when_next_run_starts(anyio_backend: object)
         )
         await agent.prompt("one")
         assert agent.state.error_message == "bad"
-        assert agent.state.messages[-1].stop_reason == "error"  # type: ignore[union-attr]
+        assert as_assistant(agent.state.messages[-1]).stop_reason == "error"
         seen: list[str | None] = []
         agent.subscribe(lambda e, s: seen.append(agent.state.error_message) if e.type == "agent_start" else None)
         await agent.prompt("two")
@@ -790,7 +790,7 @@ async def test_continue_from_user_tail(anyio_backend: object) -> None:
         assert roles(end.messages) == ["assistant"]
         assert agent.state.messages[0] is first
         assert roles(agent.state.messages) == ["user", "assistant"]
-        assert agent.state.messages[1].text == "answer"  # type: ignore[union-attr]
+        assert as_assistant(agent.state.messages[1]).text == "answer"
         check_events(events)
 
 
@@ -878,7 +878,7 @@ async def test_steering_mode_during_run(anyio_backend: object, mode: str, calls:
             ]
             assert agent.state.messages[3] is s1
             assert agent.state.messages[5] is s2
-        assert agent.state.messages[-1].stop_reason == "stop"  # type: ignore[union-attr]
+        assert as_assistant(agent.state.messages[-1]).stop_reason == "stop"
         assert agent.has_queued_messages() is False
 
 
@@ -904,7 +904,7 @@ async def test_follow_up_mode_during_run(anyio_backend: object, mode: str, calls
             assert roles(agent.state.messages) == ["user", "assistant", "user", "assistant", "user", "assistant"]
             assert agent.state.messages[2] is f1
             assert agent.state.messages[4] is f2
-        assert agent.state.messages[-1].stop_reason == "stop"  # type: ignore[union-attr]
+        assert as_assistant(agent.state.messages[-1]).stop_reason == "stop"
 
 
 async def test_steering_queued_before_prompt_is_delivered_first_turn(anyio_backend: object) -> None:
@@ -1008,12 +1008,15 @@ async def test_state_changes_mid_run_apply_to_next_run(anyio_backend: object) ->
 def assert_failure_tail(events: Sequence[AgentEvent], agent: Agent, reason: str, message: str) -> AssistantMessage:
     """The run ended with the failure message's message_start, message_end, turn_end, agent_end."""
     assert types(events[-4:]) == ["message_start", "message_end", "turn_end", "agent_end"]
-    failure = events[-4].message  # type: ignore[union-attr]
+    start, message_end, turn_end, run_end = events[-4:]
+    assert isinstance(start, MessageStart) and isinstance(message_end, MessageEnd)
+    assert isinstance(turn_end, TurnEnd) and isinstance(run_end, AgentEnd)
+    failure = start.message
     assert isinstance(failure, AssistantMessage)
-    assert events[-3].message is failure  # type: ignore[union-attr]
-    assert events[-2].message is failure  # type: ignore[union-attr]
-    assert list(events[-2].tool_results) == []  # type: ignore[union-attr]
-    assert list(events[-1].messages) == [failure]  # type: ignore[union-attr]
+    assert message_end.message is failure
+    assert turn_end.message is failure
+    assert list(turn_end.tool_results) == []
+    assert list(run_end.messages) == [failure]
     assert failure.stop_reason == reason
     assert failure.error_message == message
     assert failure.content == (TextContent(""),)
@@ -1260,7 +1263,7 @@ async def test_abort_tool_honouring_signal_keeps_its_result(anyio_backend: objec
         assert isinstance(result, ToolResultMessage)
         assert text_of(result) == "stopped cleanly"
         assert result.is_error is True
-        assert agent.state.messages[-1].stop_reason == "aborted"  # type: ignore[union-attr]
+        assert as_assistant(agent.state.messages[-1]).stop_reason == "aborted"
 
 
 async def test_abort_before_streaming(anyio_backend: object) -> None:
@@ -1303,7 +1306,7 @@ async def test_signal_during_run_and_idle(anyio_backend: object) -> None:
         assert agent.signal is None
         agent.abort()  # idle: no-op
         assert seen[0].aborted is False
-        assert agent.state.messages[-1].stop_reason == "stop"  # type: ignore[union-attr]
+        assert as_assistant(agent.state.messages[-1]).stop_reason == "stop"
 
 
 # --- wait_for_idle ---------------------------------------------------------------------------
@@ -1396,7 +1399,7 @@ async def test_cancelling_during_streaming_leaves_agent_idle(anyio_backend: obje
         assert agent.signal is None
         assert agent.state.error_message is None
         await agent.prompt("again")
-        assert agent.state.messages[-1].text == "second"  # type: ignore[union-attr]
+        assert as_assistant(agent.state.messages[-1]).text == "second"
 
 
 # --- the event grammar -----------------------------------------------------------------------
@@ -1444,7 +1447,7 @@ async def test_check_events_full_run_with_tools(anyio_backend: object) -> None:
         results = [m for m in agent.state.messages if isinstance(m, ToolResultMessage)]
         assert [text_of(r) for r in results] == ["3", "7", "Tool missing not found", "echo hi"]
         assert [r.is_error for r in results] == [False, False, True, False]
-        assert agent.state.messages[-1].text == "3 and 7"  # type: ignore[union-attr]
+        assert as_assistant(agent.state.messages[-1]).text == "3 and 7"
         assert model.calls[0].system_prompt == "Be exact."
         turn_ends = [e for e in events if isinstance(e, TurnEnd)]
         assert len(turn_ends) == 3

@@ -12,7 +12,7 @@ import pytest
 import agentloop as al
 from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedToolCall, check_events
 
-from .support import last_assistant
+from .support import as_assistant, last_assistant, text
 
 MODEL = al.Model(id="m", api="faux", provider="faux")
 
@@ -256,7 +256,7 @@ async def test_prepare_arguments_runs_before_validation_and_an_abort_during_it_s
             [user("go")], al.AgentContext(tools=[tool]), config, events.append, signal, model
         )
     check_events(events)
-    texts = [m.content[0].text for m in messages if isinstance(m, al.ToolResultMessage)]  # type: ignore[union-attr]
+    texts = [text(m.content[0]) for m in messages if isinstance(m, al.ToolResultMessage)]
     if not abort:
         assert executed == [{"value": "5"}] * calls  # the integer, made a string before validation
         assert texts == ["got 5"] * calls
@@ -331,9 +331,9 @@ async def test_parallel_ends_reach_a_consumer_that_makes_the_loop_wait(anyio_bac
                     await anyio.sleep(0.001)
     check_events(seen)
     assert sorted(e.tool_call_id for e in seen if isinstance(e, al.ToolExecutionEnd)) == ids
-    results = [(i, e.message) for i, e in enumerate(seen) if isinstance(e, al.MessageEnd)]
-    results = [(i, m) for i, m in results if isinstance(m, al.ToolResultMessage)]
-    assert [m.tool_call_id for _, m in results] == ids  # type: ignore[union-attr]
+    message_ends = [(i, e.message) for i, e in enumerate(seen) if isinstance(e, al.MessageEnd)]
+    results = [(i, m) for i, m in message_ends if isinstance(m, al.ToolResultMessage)]
+    assert [m.tool_call_id for _, m in results] == ids
     assert max(i for i, e in enumerate(seen) if isinstance(e, al.ToolExecutionEnd)) < results[0][0]
 
 
@@ -401,7 +401,7 @@ async def test_progress_updates_and_late_updates(anyio_backend: object) -> None:
         [user("go")], ScriptedModel([Response(content=[ScriptedToolCall("c1", "t", {})]), "ok"]), [tool]
     )
     updates = [e for e in events if isinstance(e, al.ToolExecutionUpdate)]
-    assert [u.partial_result.content[0].text for u in updates] == ["25%"]  # type: ignore[union-attr]
+    assert [text(u.partial_result.content[0]) for u in updates] == ["25%"]
     count = len(events)
     await saved[0](al.AgentToolResult.from_text("late"))
     assert len(events) == count  # progress after the tool finished is ignored
@@ -448,9 +448,9 @@ async def test_hooks_returning_nonsense_and_tools_returning_the_wrong_shape_beco
         [user("go")], ScriptedModel([calls, "ok"]), [tool], before_tool_call=before, after_tool_call=after
     )
     results = {m.tool_call_id: m for m in messages if isinstance(m, al.ToolResultMessage)}
-    assert results["c1"].is_error and "returned int, expected an AgentToolResult" in results["c1"].content[0].text  # type: ignore[union-attr]
-    assert results["c2"].is_error and "after_tool_call must return" in results["c2"].content[0].text  # type: ignore[union-attr]
-    assert results["c3"].is_error and "before_tool_call must return" in results["c3"].content[0].text  # type: ignore[union-attr]
+    assert results["c1"].is_error and "returned int, expected an AgentToolResult" in text(results["c1"].content[0])
+    assert results["c2"].is_error and "after_tool_call must return" in text(results["c2"].content[0])
+    assert results["c3"].is_error and "before_tool_call must return" in text(results["c3"].content[0])
 
 
 async def test_emit_raising_propagates_and_cancels_running_tools(anyio_backend: object) -> None:
@@ -496,13 +496,13 @@ async def test_stream_sources_context_managers_coroutines_and_protocol_errors(an
             entered.append("exit")
 
     messages, _ = await run([user("go")], as_context)
-    assert entered == ["enter", "exit"] and messages[-1].text == "one"  # type: ignore[union-attr]
+    assert entered == ["enter", "exit"] and as_assistant(messages[-1]).text == "one"
 
     async def as_coroutine(m: al.Model, c: al.Context, o: al.StreamOptions) -> Any:
         return scripted(m, c, o)
 
     messages, _ = await run([user("go")], as_coroutine)
-    assert messages[-1].text == "two"  # type: ignore[union-attr]
+    assert as_assistant(messages[-1]).text == "two"
 
     async def no_terminal(m: al.Model, c: al.Context, o: al.StreamOptions) -> AsyncIterator[Any]:
         builder = al.AssistantMessageBuilder(api="faux")
@@ -531,7 +531,7 @@ async def test_length_stop_fails_tool_calls_without_running_them(anyio_backend: 
     assert log == []
     result = messages[2]
     assert isinstance(result, al.ToolResultMessage) and result.is_error
-    assert "output token limit" in result.content[0].text  # type: ignore[union-attr]
+    assert "output token limit" in text(result.content[0])
 
 
 async def test_an_aborted_signal_answers_the_next_call_at_once(anyio_backend: object) -> None:
@@ -561,7 +561,7 @@ async def test_default_stream_function_dispatches_on_the_api(anyio_backend: obje
     remove = al.register_api_provider("nowhere", ScriptedModel(["registered"]))
     try:
         messages = await al.run_agent_loop([user("go")], context, al.AgentLoopConfig(model=model), lambda e: None)
-        assert messages[-1].text == "registered"  # type: ignore[union-attr]
+        assert as_assistant(messages[-1]).text == "registered"
     finally:
         remove()
 
@@ -679,8 +679,8 @@ async def test_a_hook_building_a_bad_result_fails_only_its_call(anyio_backend: o
         [user("go")], ScriptedModel([calls, "ok"]), [echo_tool()], before_tool_call=before, after_tool_call=after
     )
     results = {m.tool_call_id: m for m in messages if isinstance(m, al.ToolResultMessage)}
-    assert results["c1"].is_error and "BeforeToolCallResult.block" in results["c1"].content[0].text  # type: ignore[union-attr]
-    assert results["c2"].is_error and "AgentToolResult content[0]" in results["c2"].content[0].text  # type: ignore[union-attr]
+    assert results["c1"].is_error and "BeforeToolCallResult.block" in text(results["c1"].content[0])
+    assert results["c2"].is_error and "AgentToolResult content[0]" in text(results["c2"].content[0])
     assert messages[-1].role == "assistant"
 
 

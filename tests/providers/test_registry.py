@@ -236,10 +236,10 @@ async def test_an_agent_run_that_fails_records_the_error() -> None:
         agent = Agent(model=model("openai-completions"), stream_fn=functools.partial(stream_simple, client=client))
         with anyio.fail_after(10):
             await agent.prompt("hi")
-    last = agent.state.messages[-1]
-    assert last.role == "assistant" and last.stop_reason == "error"  # type: ignore[union-attr]
-    assert last.error_message == "HTTP 400: Unsupported parameter: 'temperature'"  # type: ignore[union-attr]
-    assert agent.state.error_message == last.error_message  # type: ignore[union-attr]
+    last = as_assistant(agent.state.messages[-1])
+    assert last.role == "assistant" and last.stop_reason == "error"
+    assert last.error_message == "HTTP 400: Unsupported parameter: 'temperature'"
+    assert agent.state.error_message == last.error_message
 
 
 def test_the_public_namespace() -> None:

@@ -36,7 +36,7 @@ from agentloop.providers import (
 )
 from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedToolCall, check_events
 
-from ..support import last_assistant, text
+from ..support import as_assistant, last_assistant, text
 from . import _wire
 from ._profile import examples, settings_for
 
@@ -226,7 +226,7 @@ async def test_a_bad_hook_becomes_an_error_message_of_the_agent(
     with anyio.fail_after(5):
         await agent.prompt("go")  # does not raise
     assert agent.state.error_message is not None and error.__name__ in repr(error(agent.state.error_message))
-    assert agent.state.messages[-1].stop_reason == "error"  # type: ignore[union-attr]
+    assert as_assistant(agent.state.messages[-1]).stop_reason == "error"
     assert not agent.state.is_streaming
     setattr(agent, hook, None if hook != "convert_to_llm" else al.default_convert_to_llm)
     with anyio.fail_after(5):
@@ -414,7 +414,7 @@ async def test_a_huge_answer_streams_in_bounded_time(anyio_backend: object) -> N
         messages = await al.run_agent_loop(
             [user()], al.AgentContext(), al.AgentLoopConfig(model=MODEL), lambda e: None, None, model
         )
-    assert len(messages[-1].text) == HUGE  # type: ignore[union-attr]
+    assert len(as_assistant(messages[-1]).text) == HUGE
     assert time.perf_counter() - started < 20
 
 
@@ -471,4 +471,4 @@ async def test_an_abort_callback_that_raises_does_not_stop_the_abort(anyio_backe
             await anyio.sleep(0.02)
             with pytest.raises(RuntimeError, match="callback broke"):
                 signal.abort()
-    assert messages[-1].stop_reason == "aborted"  # type: ignore[union-attr]
+    assert as_assistant(messages[-1]).stop_reason == "aborted"
