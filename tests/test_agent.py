@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import pytest
@@ -849,10 +849,12 @@ async def test_steer_and_follow_up_during_run(anyio_backend: object) -> None:
 
 
 @pytest.mark.parametrize(("mode", "calls"), [("one-at-a-time", 3), ("all", 2)])
-async def test_steering_mode_during_run(anyio_backend: object, mode: str, calls: int) -> None:
+async def test_steering_mode_during_run(
+    anyio_backend: object, mode: Literal["all", "one-at-a-time"], calls: int
+) -> None:
     with anyio.fail_after(5):
         model = ScriptedModel([tool_call_response(("c1", "echo", {"text": "a"})), "r2", "r3"])
-        agent = Agent(stream_fn=model, tools=[echo_tool()], steering_mode=mode)  # type: ignore[arg-type]
+        agent = Agent(stream_fn=model, tools=[echo_tool()], steering_mode=mode)
         s1, s2 = user("s1"), user("s2")
 
         def listener(event: AgentEvent, signal: AbortSignal) -> None:
@@ -883,10 +885,12 @@ async def test_steering_mode_during_run(anyio_backend: object, mode: str, calls:
 
 
 @pytest.mark.parametrize(("mode", "calls"), [("one-at-a-time", 3), ("all", 2)])
-async def test_follow_up_mode_during_run(anyio_backend: object, mode: str, calls: int) -> None:
+async def test_follow_up_mode_during_run(
+    anyio_backend: object, mode: Literal["all", "one-at-a-time"], calls: int
+) -> None:
     with anyio.fail_after(5):
         model = ScriptedModel(["r1", "r2", "r3"])
-        agent = Agent(stream_fn=model, follow_up_mode=mode)  # type: ignore[arg-type]
+        agent = Agent(stream_fn=model, follow_up_mode=mode)
         f1, f2 = user("f1"), user("f2")
 
         def listener(event: AgentEvent, signal: AbortSignal) -> None:

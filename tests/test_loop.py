@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import pytest
@@ -220,7 +220,7 @@ async def test_sequential_execution_runs_one_call_at_a_time(anyio_backend: objec
 @pytest.mark.parametrize("calls", [1, 2])
 @pytest.mark.parametrize("abort", [False, True])
 async def test_prepare_arguments_runs_before_validation_and_an_abort_during_it_stops_the_call(
-    anyio_backend: object, mode: str, calls: int, abort: bool
+    anyio_backend: object, mode: Literal["parallel", "sequential"], calls: int, abort: bool
 ) -> None:
     signal = al.AbortSignal()
     executed: list[Any] = []
@@ -250,7 +250,7 @@ async def test_prepare_arguments_runs_before_validation_and_an_abort_during_it_s
         [Response(content=[ScriptedToolCall(f"c{i}", "t", {"value": v}) for i, v in enumerate(values)]), "done"]
     )
     events: list[al.AgentEvent] = []
-    config = al.AgentLoopConfig(model=MODEL, tool_execution=mode)  # type: ignore[arg-type]
+    config = al.AgentLoopConfig(model=MODEL, tool_execution=mode)
     with anyio.fail_after(5):
         messages = await al.run_agent_loop(
             [user("go")], al.AgentContext(tools=[tool]), config, events.append, signal, model

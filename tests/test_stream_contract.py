@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import anyio.lowlevel
@@ -202,7 +202,7 @@ async def test_abort_cancels_a_tool_that_ignores_it_after_the_grace_period(anyio
 
 @pytest.mark.parametrize(("mode", "calls"), [("parallel", 1), ("sequential", 1), ("parallel", 2)])
 async def test_a_tool_that_honours_the_abort_in_time_leaves_no_deadline_behind(
-    anyio_backend: object, mode: str, calls: int
+    anyio_backend: object, mode: Literal["parallel", "sequential"], calls: int
 ) -> None:
     # The grace period ends while the run waits for a slow consumer (buffer 0): it must cut nothing.
     signal = al.AbortSignal()
@@ -216,7 +216,7 @@ async def test_a_tool_that_honours_the_abort_in_time_leaves_no_deadline_behind(
     tool = sleep_tool(execute)
     ids = [f"c{k}" for k in range(1, calls + 1)]
     model = ScriptedModel([tool_response(*ids), "never"])
-    config = al.AgentLoopConfig(model=MODEL, tool_abort_grace=0.05, tool_execution=mode)  # type: ignore[arg-type]
+    config = al.AgentLoopConfig(model=MODEL, tool_abort_grace=0.05, tool_execution=mode)
     context = al.AgentContext(tools=[tool])
     seen: list[al.AgentEvent] = []
     with anyio.fail_after(5):
@@ -281,7 +281,9 @@ async def test_a_tool_running_an_agent_loop_on_the_same_signal_sees_it_cut_at_on
 
 
 @pytest.mark.parametrize("mode", ["parallel", "sequential"])
-async def test_runs_sharing_a_signal_leave_nothing_registered_on_it(anyio_backend: object, mode: str) -> None:
+async def test_runs_sharing_a_signal_leave_nothing_registered_on_it(
+    anyio_backend: object, mode: Literal["parallel", "sequential"]
+) -> None:
     # One signal for many runs (a service's shutdown signal): every abort scope a run made, for
     # the model, a tool in the run's task or a tool task of a batch, is gone when the run ends.
     signal = al.AbortSignal()
@@ -293,7 +295,7 @@ async def test_runs_sharing_a_signal_leave_nothing_registered_on_it(anyio_backen
     for _ in range(3):
         model = ScriptedModel([tool_response("a"), tool_response("b", "c", "d"), "done"])
         context = al.AgentContext(tools=[sleep_tool(execute)])
-        config = al.AgentLoopConfig(model=MODEL, tool_execution=mode)  # type: ignore[arg-type]
+        config = al.AgentLoopConfig(model=MODEL, tool_execution=mode)
         with anyio.fail_after(5):
             events = await _collect(al.agent_loop([al.UserMessage(content="go")], context, config, signal, model))
         assert sum(isinstance(e, al.ToolExecutionEnd) for e in events) == 4
