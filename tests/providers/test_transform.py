@@ -6,6 +6,7 @@ from agentloop import (
     AssistantMessage,
     Message,
     Model,
+    StopReason,
     TextContent,
     ThinkingContent,
     ToolCall,
@@ -26,13 +27,13 @@ RESPONSES_ID = "call_abc|fc_" + "x" * 80
 
 
 def _assistant(
-    *content: object,
+    *content: TextContent | ThinkingContent | ToolCall,
     model: str = "gpt-5",
     api: str = "openai-responses",
     provider: str = "openai",
-    stop: str = "toolUse",
+    stop: StopReason = "toolUse",
 ) -> AssistantMessage:
-    return AssistantMessage(content=tuple(content), api=api, provider=provider, model=model, stop_reason=stop)  # type: ignore[arg-type]
+    return AssistantMessage(content=tuple(content), api=api, provider=provider, model=model, stop_reason=stop)
 
 
 def test_same_model_messages_pass_through_unchanged() -> None:
