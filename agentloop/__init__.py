@@ -27,6 +27,8 @@ from ._config import BeforeToolCallResult as BeforeToolCallResult
 from ._config import NextTurn as NextTurn
 from ._config import StreamFn as StreamFn
 from ._config import StreamOptions as StreamOptions
+from ._config import QueueMode as QueueMode
+from ._config import ToolExecution as ToolExecution
 from ._config import ToolInvocation as ToolInvocation
 from ._config import TurnContext as TurnContext
 from ._config import default_convert_to_llm as default_convert_to_llm
@@ -198,6 +200,7 @@ __all__ = (
     "Model",
     "ModelCost",
     "NextTurn",
+    "QueueMode",
     "SQLiteSessionStore",
     "Session",
     "SessionCorruptError",
@@ -226,6 +229,7 @@ __all__ = (
     "ToolCallEndEvent",
     "ToolCallStartEvent",
     "ToolError",
+    "ToolExecution",
     "ToolExecutionEnd",
     "ToolExecutionStart",
     "ToolExecutionUpdate",

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ._abort import AbortSignal
 from ._events import AgentEvent, AssistantMessageEvent
-from ._tools import AgentTool
+from ._tools import AgentTool, ExecutionMode
 from ._types import (
     AgentMessage,
     AgentToolResult,
@@ -54,8 +54,10 @@ T = TypeVar("T")
 MaybeAwaitable: TypeAlias = T | Awaitable[T]
 """Callbacks may be plain or `async` functions."""
 
-ToolExecution: TypeAlias = Literal["parallel", "sequential"]
+ToolExecution: TypeAlias = ExecutionMode
+"""How a batch's calls run: "parallel" (the default) or "sequential" (one at a time)."""
 QueueMode: TypeAlias = Literal["all", "one-at-a-time"]
+"""How many queued steering or follow-up messages a turn takes: "all" or "one-at-a-time"."""
 
 Emit: TypeAlias = Callable[[AgentEvent], MaybeAwaitable[None]]
 """The event sink of `run_agent_loop`; awaited for every event."""

@@ -250,7 +250,7 @@ def test_the_printer_strips_control_sequences_from_model_text_and_tool_results()
     out, err = io.StringIO(), io.StringIO()
     printer = _cli.Printer(out=out, err=err, color=True)
     hostile = "ok\x1b]52;c;aGk=\x07 \x1b[2J\rgone\x9b31m"
-    partial = al.AssistantMessage(content=[al.TextContent(hostile)])
+    partial = al.AssistantMessage(content=(al.TextContent(hostile),))
     printer.listener(al.MessageUpdate(partial, al.TextDeltaEvent(0, hostile, partial)), al.AbortSignal())
     result = al.AgentToolResult(content=(al.TextContent(hostile),))
     printer.listener(al.ToolExecutionStart("c1", "read\x1b[2Jfile", {"path": hostile}), al.AbortSignal())
