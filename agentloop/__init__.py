@@ -25,9 +25,9 @@ from ._config import AgentLoopConfig as AgentLoopConfig
 from ._config import BeforeToolCallContext as BeforeToolCallContext
 from ._config import BeforeToolCallResult as BeforeToolCallResult
 from ._config import NextTurn as NextTurn
+from ._config import QueueMode as QueueMode
 from ._config import StreamFn as StreamFn
 from ._config import StreamOptions as StreamOptions
-from ._config import QueueMode as QueueMode
 from ._config import ToolExecution as ToolExecution
 from ._config import ToolInvocation as ToolInvocation
 from ._config import TurnContext as TurnContext
