@@ -172,7 +172,9 @@ async def test_a_run_is_a_tree_of_invoke_agent_turns_chats_and_tool_calls(
         "gen_ai.usage.output_tokens": 3 + 3 + 4,
     }
     assert run.status.status_code is StatusCode.UNSET
-    assert [attrs(t)["agentloop.turn.index"] for t in sorted(by_name(spans, "turn"), key=lambda s: s.start_time or 0)] == [
+    assert [
+        attrs(t)["agentloop.turn.index"] for t in sorted(by_name(spans, "turn"), key=lambda s: s.start_time or 0)
+    ] == [
         1,
         2,
         3,
