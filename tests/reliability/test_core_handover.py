@@ -1,6 +1,4 @@
-"""Two of issue 16's smaller items that live in core files (`_execution.py`, `_stream.py`), kept
-here as failing tests for the lead (strict xfail: they pass once fixed, and then fail until the
-mark is removed)."""
+"""Two of issue 16's smaller items that live in core files (`_execution.py`, `_stream.py`)."""
 
 from __future__ import annotations
 
@@ -21,7 +19,6 @@ class Unprintable(Exception):
         raise RuntimeError("this exception cannot be shown")
 
 
-@pytest.mark.xfail(strict=True, reason="core (_execution.py): a tool exception whose __str__ raises crashes the run")
 async def test_a_tool_exception_whose_str_raises_becomes_an_error_result(anyio_backend: object) -> None:
     @al.tool
     async def odd() -> str:
@@ -39,7 +36,6 @@ async def test_a_tool_exception_whose_str_raises_becomes_an_error_result(anyio_b
     assert seen[-1].type == "agent_end"
 
 
-@pytest.mark.xfail(strict=True, reason="core (_stream.py): the consumer's exception comes out in an ExceptionGroup")
 async def test_the_consumers_exception_wins_over_a_failing_stream_cleanup(anyio_backend: object) -> None:
     async def stream(model: al.Model, context: Any, options: al.StreamOptions) -> AsyncIterator[Any]:
         builder = al.AssistantMessageBuilder(api="scripted", provider="test", model="scripted")
