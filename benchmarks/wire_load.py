@@ -1,0 +1,211 @@
+"""Load figures for the wire (issue 22): `stream_proxy` calls, bytes per answer, server CPU per delta.
+
+Not a workload of `run.py` (that runner times in-process work): these need a real HTTP server in a
+process of its own, pinned to one core, and a load generator pinned to the other.
+
+    python benchmarks/wire_load.py proxy-calls [--calls 400] [--concurrency 50] [--shared]
+    python benchmarks/wire_load.py sse-bytes [--deltas 500]
+    python benchmarks/wire_load.py server-cpu [--app trivial|proxy|sse] [--deltas 500] [--clients 20]
+
+`proxy-calls` runs `proxy_app` (uvicorn, core 0) and sends `stream_proxy` calls from this process
+(core 1): CPU of this process per call and calls per second. To compare with another checkout, run
+it with `PYTHONPATH=/path/to/that/checkout`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import anyio
+import httpx
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOKEN = "bench-token"
+
+
+# --- the server side -------------------------------------------------------------------------
+
+
+def _delta_model(deltas: int) -> Any:
+    """A stream function that answers every request with `deltas` text deltas, never waiting."""
+    from agentloop import AssistantMessageBuilder
+
+    def stream(model: Any, context: Any, options: Any) -> AsyncIterator[Any]:
+        async def run() -> AsyncIterator[Any]:
+            b = AssistantMessageBuilder(api=model.api, provider=model.provider, model=model.id)
+            yield b.start()
+            yield b.text_start()
+            for _ in range(deltas):
+                yield b.text_delta("abc ")
+            yield b.text_end()
+            yield b.done("stop")
+
+        return run()
+
+    return stream
+
+
+def _trivial_app(deltas: int) -> Any:
+    """The baseline: an ASGI app streaming `deltas` SSE lines of the size proxy_app sends."""
+    line = b'data: {"type":"text_delta","contentIndex":0,"delta":"abc "}\n\n'
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        while (await receive()).get("more_body"):
+            pass
+        headers = [(b"content-type", b"text/event-stream")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        for _ in range(deltas):
+            await send({"type": "http.response.body", "body": line, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    return app
+
+
+def make_app(kind: str, deltas: int, compact: bool = True) -> Any:
+    if kind == "trivial":
+        return _trivial_app(deltas)
+    if kind == "proxy":
+        from agentloop.providers._proxy_server import proxy_app
+
+        return proxy_app(_delta_model(deltas), token=TOKEN, allowed_base_urls=["*"], keepalive=None)
+    if kind == "sse":
+        from agentloop import AgentSSEApp
+
+        kwargs: dict[str, Any] = {} if compact else {"compact": False}
+        return AgentSSEApp(_agent_factory(deltas), **kwargs)
+    raise SystemExit(f"unknown app {kind!r}")
+
+
+def _agent_factory(deltas: int) -> Any:
+    from agentloop import Agent
+
+    def factory(session_id: str) -> Any:
+        return Agent(model=bench_model(), stream_fn=_delta_model(deltas))
+
+    return factory
+
+
+def bench_model() -> Any:
+    from agentloop import Model
+
+    return Model(id="bench", name="bench", api="scripted", provider="bench", base_url="http://x.invalid")
+
+
+def serve(kind: str, port: int, deltas: int, compact: bool) -> None:
+    import uvicorn
+
+    uvicorn.run(make_app(kind, deltas, compact), host="127.0.0.1", port=port, log_level="error", lifespan="on")
+
+
+@contextlib.contextmanager
+def server(kind: str, deltas: int, compact: bool = True, core: int = 0) -> Iterator[tuple[str, int]]:
+    """Runs `serve` in a child process pinned to `core`; yields the base URL and its pid."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    call = f"wire_load.serve({kind!r}, {port}, {deltas}, {compact})"
+    code = f"import sys; sys.path.insert(0, {HERE!r}); import wire_load; {call}"
+    cmd = [sys.executable, "-c", code]
+    if os.cpu_count() and os.cpu_count() > 1:  # type: ignore[operator]
+        cmd = ["taskset", "-c", str(core), *cmd]
+    proc = subprocess.Popen(cmd)
+    try:
+        for _ in range(200):
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.1):
+                break
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}", proc.pid
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def _cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _pin_self(core: int) -> None:
+    with contextlib.suppress(AttributeError, OSError):
+        os.sched_setaffinity(0, {core})
+
+
+# --- stream_proxy calls ------------------------------------------------------------------------
+
+
+async def _proxy_calls(url: str, calls: int, concurrency: int, shared: bool) -> tuple[float, float, int]:
+    from agentloop import AbortSignal, Context, StreamOptions, UserMessage
+    from agentloop.providers import stream_proxy
+
+    model = bench_model()
+    context = Context(messages=(UserMessage(content="hi", timestamp=1),))
+    done = 0
+    client = httpx.AsyncClient(timeout=30) if shared else None
+    fn = stream_proxy(url, TOKEN, client=client)
+    todo = iter(range(calls))
+
+    async def worker() -> None:
+        nonlocal done
+        for _ in todo:
+            async with fn(model, context, StreamOptions(signal=AbortSignal())) as events:
+                async for event in events:
+                    if event.type == "done":
+                        done += 1
+
+    start_wall, start_cpu = time.perf_counter(), time.process_time()
+    async with anyio.create_task_group() as tg:
+        for _ in range(concurrency):
+            tg.start_soon(worker)
+    wall, cpu = time.perf_counter() - start_wall, time.process_time() - start_cpu
+    if client is not None:
+        await client.aclose()
+    with contextlib.suppress(AttributeError):  # stream_proxy before its own client could be closed
+        await fn.aclose()  # type: ignore[attr-defined]
+    return wall, cpu, done
+
+
+def proxy_calls(args: argparse.Namespace) -> dict[str, Any]:
+    with server("proxy", args.deltas) as (url, _pid):
+        _pin_self(1)
+        anyio.run(_proxy_calls, url, 20, 5, args.shared)  # warm-up
+        wall, cpu, done = anyio.run(_proxy_calls, url, args.calls, args.concurrency, args.shared)
+    assert done == args.calls, (done, args.calls)
+    return {
+        "calls": args.calls,
+        "concurrency": args.concurrency,
+        "client": "shared" if args.shared else "own",
+        "cpu_ms_per_call": round(cpu / args.calls * 1000, 3),
+        "calls_per_s": round(args.calls / wall, 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("proxy-calls")
+    p.add_argument("--calls", type=int, default=400)
+    p.add_argument("--concurrency", type=int, default=50)
+    p.add_argument("--deltas", type=int, default=20)
+    p.add_argument("--shared", action="store_true")
+    args = parser.parse_args()
+    result = {"proxy-calls": proxy_calls}[args.cmd](args)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
