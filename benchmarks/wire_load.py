@@ -194,6 +194,53 @@ def proxy_calls(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+# --- bytes of one answer, replay log of many sessions ----------------------------------------
+
+
+async def _sse_logs(deltas: int, sessions: int, compact: bool) -> list[int]:
+    """Bytes in the replay log of each session after one answer of `deltas` deltas."""
+    from agentloop import AgentSSEApp
+
+    app = AgentSSEApp(_agent_factory(deltas), compact=compact, replay_limit=100_000)
+    transport = httpx.ASGITransport(app=app)
+    sizes = []
+    async with app.running(), httpx.AsyncClient(transport=transport, base_url="http://app") as http:
+        for _ in range(sessions):
+            sid = (await http.post("/sessions", json={})).json()["id"]
+            await http.post(f"/sessions/{sid}/prompt", json={"text": "go"})
+            live = app._sessions[sid]
+            while live.next_id == 1 or live.busy or not live.log[-1][1].count(b'"agent_end"'):
+                await anyio.sleep(0.005)
+            sizes.append(sum(len(data) for _, data in live.log))
+    return sizes
+
+
+async def _proxy_bytes(deltas: int) -> int:
+    from agentloop.providers._proxy_server import proxy_app
+    from agentloop.providers._proxy_wire import encode_request
+
+    from agentloop import AbortSignal, Context, StreamOptions, UserMessage
+
+    app = proxy_app(_delta_model(deltas), token=TOKEN, allowed_base_urls=["*"], keepalive=None)
+    context = Context(messages=(UserMessage(content="hi", timestamp=1),))
+    body = encode_request(bench_model(), context, StreamOptions(signal=AbortSignal()))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://app") as http:
+        response = await http.post("/api/stream", content=body, headers={"Authorization": f"Bearer {TOKEN}"})
+    assert response.status_code == 200, response.text
+    return len(response.content)
+
+
+def sse_bytes(args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {"deltas": args.deltas, "proxy_protocol_bytes": anyio.run(_proxy_bytes, args.deltas)}
+    for compact in (False, True):
+        name = "compact" if compact else "full"
+        out[f"sse_{name}_bytes"] = anyio.run(_sse_logs, args.deltas, 1, compact)[0]
+        logs = anyio.run(_sse_logs, args.deltas, args.sessions, compact)
+        out[f"replay_logs_{name}_MB_{args.sessions}_sessions"] = round(sum(logs) / 1e6, 2)
+    out["compact_over_proxy"] = round(out["sse_compact_bytes"] / out["proxy_protocol_bytes"], 2)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -202,8 +249,11 @@ def main() -> None:
     p.add_argument("--concurrency", type=int, default=50)
     p.add_argument("--deltas", type=int, default=20)
     p.add_argument("--shared", action="store_true")
+    p = sub.add_parser("sse-bytes")
+    p.add_argument("--deltas", type=int, default=500)
+    p.add_argument("--sessions", type=int, default=100)
     args = parser.parse_args()
-    result = {"proxy-calls": proxy_calls}[args.cmd](args)
+    result = {"proxy-calls": proxy_calls, "sse-bytes": sse_bytes}[args.cmd](args)
     print(json.dumps(result))
 
 
