@@ -209,17 +209,16 @@ async def _sse_logs(deltas: int, sessions: int, compact: bool) -> list[int]:
             sid = (await http.post("/sessions", json={})).json()["id"]
             await http.post(f"/sessions/{sid}/prompt", json={"text": "go"})
             live = app._sessions[sid]
-            while live.next_id == 1 or live.busy or not live.log[-1][1].count(b'"agent_end"'):
+            while live.next_id == 1 or live.busy or b'"agent_end"' not in live.log[-1][1]:  # noqa: ASYNC110  (polls the app's log: it has no event to wait on)
                 await anyio.sleep(0.005)
             sizes.append(sum(len(data) for _, data in live.log))
     return sizes
 
 
 async def _proxy_bytes(deltas: int) -> int:
+    from agentloop import AbortSignal, Context, StreamOptions, UserMessage
     from agentloop.providers._proxy_server import proxy_app
     from agentloop.providers._proxy_wire import encode_request
-
-    from agentloop import AbortSignal, Context, StreamOptions, UserMessage
 
     app = proxy_app(_delta_model(deltas), token=TOKEN, allowed_base_urls=["*"], keepalive=None)
     context = Context(messages=(UserMessage(content="hi", timestamp=1),))
