@@ -169,7 +169,8 @@ def _tool_result(result: AgentToolResult) -> dict[str, Any]:
     return out
 
 
-def _assistant_event(event: Any) -> dict[str, Any]:
+def _assistant_event(event: Any, *, partial: bool = True) -> dict[str, Any]:
+    """The JSON form of an assistant stream event; without its `partial` for the compact wire form."""
     out: dict[str, Any] = {"type": event.type}
     kind = type(event)
     if kind is DoneEvent:
@@ -184,7 +185,8 @@ def _assistant_event(event: Any) -> dict[str, Any]:
         out["content"] = event.content
     elif kind is ToolCallEndEvent:
         out["toolCall"] = _block(event.tool_call)
-    out["partial"] = _message(event.partial)
+    if partial:
+        out["partial"] = _message(event.partial)
     return out
 
 

@@ -28,7 +28,8 @@ streamed); `CompactDecoder` reads it back to the full JSON form or to events. Th
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import fields, replace
+from operator import attrgetter
 from typing import Any
 
 from ._codec import _assistant_event, _block, _message, from_json, to_json
@@ -111,7 +112,7 @@ def _diff(before: AssistantMessage, after: AssistantMessage, stream_event: Any) 
                 continue
             if block == previous:
                 continue
-        blocks[str(index)] = _block(block)
+        blocks[str(index)] = _block_json(block)
     if blocks:
         out["blocks"] = blocks
     fields = _fields_changed(before, after)
@@ -122,9 +123,7 @@ def _diff(before: AssistantMessage, after: AssistantMessage, stream_event: Any) 
 
 def _compact(stream_event: Any) -> dict[str, Any]:
     """`{"type": "message_update", "assistantMessageEvent": <the event without partial>}`."""
-    data = _assistant_event(stream_event)
-    del data["partial"]
-    return {"type": "message_update", "assistantMessageEvent": data}
+    return {"type": "message_update", "assistantMessageEvent": _assistant_event(stream_event, partial=False)}
 
 
 def _implied_block(stream_event: Any) -> int | None:
@@ -139,18 +138,47 @@ def _appended(before: Any, after: Any, delta: str) -> bool:
     if kind is not type(after):
         return False
     if kind is TextContent:
-        return bool(after.text_signature == before.text_signature and after.text == before.text + delta)
-    if kind is ThinkingContent:
-        return bool(
-            after.thinking_signature == before.thinking_signature
-            and after.redacted == before.redacted
-            and after.thinking == before.thinking + delta
-        )
-    return False
+        if after.text_signature != before.text_signature:
+            return False
+    elif kind is ThinkingContent:
+        if after.thinking_signature != before.thinking_signature or after.redacted != before.redacted:
+            return False
+    else:
+        return False
+    # Two snapshots of one streaming block share its chunk list (see `_types._LazyText`): then
+    # one more chunk, the delta itself, says it in O(1). Otherwise compare the texts.
+    parts = after._parts
+    if parts is not None and parts is before._parts and after._n == before._n + 1 and parts[before._n] is delta:
+        return True
+    return _peek(after) == _peek(before) + delta
+
+
+def _peek(block: Any) -> str:
+    """The text (or thinking) of a block, without caching it in a streaming snapshot: a cached
+    snapshot drops its chunk list, and the O(1) test of `_appended` needs the next one to have it."""
+    parts = block._parts
+    if parts is not None:
+        return "".join(parts[: block._n])
+    return block.text if type(block) is TextContent else block.thinking
+
+
+def _block_json(block: Any) -> dict[str, Any]:
+    """`_block` of a content block, leaving a streaming text or thinking snapshot uncached."""
+    kind = type(block)
+    if kind is TextContent and block._parts is not None:
+        block = TextContent(_peek(block), text_signature=block.text_signature)
+    elif kind is ThinkingContent and block._parts is not None:
+        block = ThinkingContent(_peek(block), thinking_signature=block.thinking_signature, redacted=block.redacted)
+    return _block(block)
+
+
+_header = attrgetter(*(f.name for f in fields(AssistantMessage) if f.name != "content"))
 
 
 def _fields_changed(before: AssistantMessage, after: AssistantMessage) -> dict[str, Any]:
     """The top-level keys of the JSON form that differ (None for a key `after` does not have)."""
+    if _header(before) == _header(after):
+        return {}  # the usual case: a snapshot shares its header values with the one before
     old = _message(replace(before, content=()))
     new = _message(replace(after, content=()))
     changed = {key: value for key, value in new.items() if old.get(key, _ABSENT) != value}

@@ -240,6 +240,96 @@ def sse_bytes(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+# --- server CPU per streamed delta ---------------------------------------------------------
+
+
+async def _read_until(stream: Any, marker: bytes, count: int, buffer: bytearray) -> int:
+    """Read until `marker` was seen `count` times (the buffer keeps the unread tail); bytes read."""
+    seen = total = 0
+    while True:
+        found = buffer.find(marker)
+        if found >= 0:
+            seen += 1
+            del buffer[: found + len(marker)]
+            if seen == count:
+                return total
+            continue
+        keep = buffer[-len(marker) :]
+        chunk = await stream.receive(65536)
+        total += len(chunk)
+        buffer[:] = keep + chunk
+
+
+async def _stream_client(kind: str, host: str, port: int, answers: int, body: bytes, sid: str) -> int:
+    """One client on one keep-alive connection: `answers` answers read to their end; bytes read."""
+    total = 0
+    buffer = bytearray()
+    async with await anyio.connect_tcp(host, port) as stream:
+        if kind == "sse":
+            head = f"GET /sessions/{sid}/events HTTP/1.1\r\nHost: bench\r\n\r\n".encode()
+            await stream.send(head)
+            async with httpx.AsyncClient(base_url=f"http://{host}:{port}") as http:
+                for _ in range(answers):
+                    await http.post(f"/sessions/{sid}/prompt", json={"text": "go"})
+                    total += await _read_until(stream, b'"type":"agent_end"', 1, buffer)
+            return total
+        path = "/api/stream" if kind == "proxy" else "/"
+        request = (
+            f"POST {path} HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer {TOKEN}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode() + body
+        for _ in range(answers):
+            await stream.send(request)
+            total += await _read_until(stream, b"\r\n0\r\n\r\n", 1, buffer)
+    return total
+
+
+async def _server_load(kind: str, url: str, clients: int, answers: int) -> tuple[float, int]:
+    from agentloop import AbortSignal, Context, StreamOptions, UserMessage
+    from agentloop.providers._proxy_wire import encode_request
+
+    host, port = url.removeprefix("http://").split(":")
+    context = Context(messages=(UserMessage(content="hi", timestamp=1),))
+    body = encode_request(bench_model(), context, StreamOptions(signal=AbortSignal()))
+    sids = [""] * clients
+    if kind == "sse":
+        async with httpx.AsyncClient(base_url=url) as http:
+            sids = [(await http.post("/sessions", json={})).json()["id"] for _ in range(clients)]
+    results: list[int] = []
+
+    async def one(sid: str) -> None:
+        results.append(await _stream_client(kind, host, int(port), answers, body, sid))
+
+    start = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for sid in sids:
+            tg.start_soon(one, sid)
+    return time.perf_counter() - start, sum(results)
+
+
+def server_cpu(args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {"deltas": args.deltas, "clients": args.clients, "answers_per_client": args.answers}
+    for kind in args.apps.split(","):
+        with server(kind, args.deltas, compact=not args.full) as (url, pid):
+            _pin_self(1)
+            anyio.run(_server_load, kind, url, 2, 1)  # warm-up
+            cpu = _cpu_seconds(pid)
+            wall, received = anyio.run(_server_load, kind, url, args.clients, args.answers)
+            cpu = _cpu_seconds(pid) - cpu
+        deltas = args.clients * args.answers * args.deltas
+        out[kind] = {
+            "server_us_per_delta": round(cpu / deltas * 1e6, 2),
+            "deltas_per_s": round(deltas / wall),
+            "bytes_per_answer": received // (args.clients * args.answers),
+        }
+    if "trivial" in out:
+        base = out["trivial"]["server_us_per_delta"]
+        for kind in ("proxy", "sse"):
+            if kind in out:
+                out[kind]["throughput_vs_trivial"] = round(base / out[kind]["server_us_per_delta"], 2)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -251,8 +341,14 @@ def main() -> None:
     p = sub.add_parser("sse-bytes")
     p.add_argument("--deltas", type=int, default=500)
     p.add_argument("--sessions", type=int, default=100)
+    p = sub.add_parser("server-cpu")
+    p.add_argument("--apps", default="trivial,proxy,sse")
+    p.add_argument("--deltas", type=int, default=500)
+    p.add_argument("--clients", type=int, default=20)
+    p.add_argument("--answers", type=int, default=5)
+    p.add_argument("--full", action="store_true", help="AgentSSEApp(compact=False)")
     args = parser.parse_args()
-    result = {"proxy-calls": proxy_calls, "sse-bytes": sse_bytes}[args.cmd](args)
+    result = {"proxy-calls": proxy_calls, "sse-bytes": sse_bytes, "server-cpu": server_cpu}[args.cmd](args)
     print(json.dumps(result))
 
 

@@ -207,3 +207,22 @@ def test_replace_keeps_messages_comparable() -> None:
     b.start()
     message = b.snapshot()
     assert replace(message, content=()).response_id == message.response_id
+
+
+@pytest.mark.parametrize("how", ["lazy", "built"])
+def test_encoding_never_joins_the_text_of_a_streaming_snapshot(how: str) -> None:
+    """A delta costs O(1) to encode, however long the answer: the encoder tells an appended delta
+    from the snapshots' shared chunk list, without joining (or caching) any text."""
+    events = stream([("text", ["abc "] * 50, None), ("thinking", ["x"] * 20, False)], "done")
+    if how == "built":
+        events = [built(e) for e in events]
+    over_the_wire(events)
+    updates = [e.assistant_message_event for e in events if isinstance(e, MessageUpdate)]
+    deltas = [u for u in updates if u.type.endswith("_delta")]
+    assert len(deltas) == 70
+    joined = 0
+    for delta in deltas:
+        captured = delta._partial
+        if type(captured) is not tuple:
+            joined += captured.content[delta.content_index]._value is not None  # type: ignore[union-attr]
+    assert joined <= 2  # at most the last snapshot of each block, compared once with its end
