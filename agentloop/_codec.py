@@ -681,6 +681,9 @@ def dumps(value: Any) -> str:
     return encode_json(to_json(value))
 
 
+_strict_encoders: dict[Callable[[Any], Any] | None, Callable[[Any], str]] = {}
+
+
 def encode_json(data: Any, default: Callable[[Any], Any] | None = None) -> str:
     """Compact, strict JSON text of JSON values, always encodable as UTF-8 (see `dumps`).
 
@@ -691,7 +694,14 @@ def encode_json(data: Any, default: Callable[[Any], Any] | None = None) -> str:
 
     try:
         try:
-            text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=default)
+            encode = _strict_encoders.get(default)
+            if encode is None:  # one encoder per `default` hook, not one made per call (per event)
+                encode = json.JSONEncoder(
+                    ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=default
+                ).encode
+                if len(_strict_encoders) < 16:
+                    _strict_encoders[default] = encode
+            text = encode(data)
         except ValueError:  # NaN or an infinity somewhere (or a circular value, which _finite meets)
             if default is not None:
                 data = json.loads(json.dumps(data, default=default))
