@@ -5,11 +5,17 @@ process of its own, pinned to one core, and a load generator pinned to the other
 
     python benchmarks/wire_load.py proxy-calls [--calls 400] [--concurrency 50] [--shared]
     python benchmarks/wire_load.py sse-bytes [--deltas 500]
-    python benchmarks/wire_load.py server-cpu [--app trivial|proxy|sse] [--deltas 500] [--clients 20]
+    python benchmarks/wire_load.py server-cpu [--apps trivial,proxy,sse] [--deltas 500] [--clients 20]
+    python benchmarks/wire_load.py inprocess-cpu [--apps trivial,proxy,sse] [--full]
 
 `proxy-calls` runs `proxy_app` (uvicorn, core 0) and sends `stream_proxy` calls from this process
 (core 1): CPU of this process per call and calls per second. To compare with another checkout, run
-it with `PYTHONPATH=/path/to/that/checkout`.
+it with `PYTHONPATH=/path/to/that/checkout`. `sse-bytes` counts the SSE bytes of one answer
+(compact and full form, and the proxy protocol's) and the replay logs of 100 sessions.
+`server-cpu` serves each app with uvicorn on core 0 and loads it from core 1 with raw-socket
+clients: server CPU per delta, deltas per second, bytes per answer. `inprocess-cpu` drives the
+ASGI apps directly (no server, no sockets): the apps' own CPU per delta, steadier when the
+machine is shared.
 """
 
 from __future__ import annotations
@@ -330,6 +336,72 @@ def server_cpu(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+# --- server CPU per delta, in process (no HTTP server: steadier on a shared machine) -----------
+
+
+async def _asgi_answers(kind: str, answers: int, deltas: int, compact: bool) -> float:
+    """CPU seconds of `answers` answers of `deltas` deltas, driven through the ASGI app directly."""
+    from agentloop import AbortSignal, Context, StreamOptions, UserMessage
+    from agentloop.providers._proxy_wire import encode_request
+
+    app = make_app(kind, deltas, compact)
+    if kind == "sse":
+        async with (
+            app.running(),
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://a") as http,
+        ):
+            sid = (await http.post("/sessions", json={})).json()["id"]
+            live = app._sessions[sid]
+            start = time.process_time()
+            for _ in range(answers):
+                before = live.next_id
+                await http.post(f"/sessions/{sid}/prompt", json={"text": "go"})
+                while live.next_id == before or live.busy or b'"agent_end"' not in live.log[-1][1]:  # noqa: ASYNC110
+                    await anyio.sleep(0.0005)
+            return time.process_time() - start
+    context = Context(messages=(UserMessage(content="hi", timestamp=1),))
+    body = encode_request(bench_model(), context, StreamOptions(signal=AbortSignal()))
+    headers = [(b"authorization", f"Bearer {TOKEN}".encode()), (b"content-type", b"application/json")]
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/api/stream",
+        "root_path": "",
+        "query_string": b"",
+        "headers": headers,
+    }
+
+    async def one() -> None:
+        requested, done = False, anyio.Event()
+
+        async def receive() -> dict[str, Any]:
+            nonlocal requested
+            if not requested:
+                requested = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await done.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                done.set()
+
+        await app(scope, receive, send)
+
+    start = time.process_time()
+    for _ in range(answers):
+        await one()
+    return time.process_time() - start
+
+
+def inprocess_cpu(args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {"deltas": args.deltas, "answers": args.answers}
+    for kind in args.apps.split(","):
+        best = min(anyio.run(_asgi_answers, kind, args.answers, args.deltas, not args.full) for _ in range(3))
+        out[kind] = {"us_per_delta": round(best / (args.answers * args.deltas) * 1e6, 2)}
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -347,8 +419,19 @@ def main() -> None:
     p.add_argument("--clients", type=int, default=20)
     p.add_argument("--answers", type=int, default=5)
     p.add_argument("--full", action="store_true", help="AgentSSEApp(compact=False)")
+    p = sub.add_parser("inprocess-cpu")
+    p.add_argument("--apps", default="trivial,proxy,sse")
+    p.add_argument("--deltas", type=int, default=500)
+    p.add_argument("--answers", type=int, default=20)
+    p.add_argument("--full", action="store_true", help="AgentSSEApp(compact=False)")
     args = parser.parse_args()
-    result = {"proxy-calls": proxy_calls, "sse-bytes": sse_bytes, "server-cpu": server_cpu}[args.cmd](args)
+    commands = {
+        "proxy-calls": proxy_calls,
+        "sse-bytes": sse_bytes,
+        "server-cpu": server_cpu,
+        "inprocess-cpu": inprocess_cpu,
+    }
+    result = commands[args.cmd](args)
     print(json.dumps(result))
 
 
