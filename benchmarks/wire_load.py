@@ -128,7 +128,7 @@ def server(kind: str, deltas: int, compact: bool = True, core: int = 0) -> Itera
     cmd = [sys.executable, "-c", code]
     if os.cpu_count() and os.cpu_count() > 1:  # type: ignore[operator]
         cmd = ["taskset", "-c", str(core), *cmd]
-    proc = subprocess.Popen(cmd)
+    proc = subprocess.Popen(cmd, cwd=HERE)  # not the checkout root: PYTHONPATH picks the agentloop
     try:
         for _ in range(200):
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.1):
