@@ -52,6 +52,7 @@ def stream(steps: list[Any], end: str) -> list[AgentEvent]:
     start = b.start()
     events: list[AgentEvent] = [MessageStart._streaming(start)]
     calls = 0
+    updates: list[Any]
     for step in steps:
         kind = step[0]
         if kind == "text":
@@ -81,15 +82,16 @@ def stream(steps: list[Any], end: str) -> list[AgentEvent]:
 def built(event: AgentEvent) -> AgentEvent:
     """The same event with its partial already built (the encoder's general path)."""
     if isinstance(event, MessageUpdate):
-        _ = event.assistant_message_event.partial
+        inner: Any = event.assistant_message_event
+        _ = inner.partial
     return event
 
 
 def plain(event: AgentEvent) -> AgentEvent:
     """The same event with a plain message as partial (a stream function without a builder)."""
     if isinstance(event, MessageUpdate):
-        inner = event.assistant_message_event
-        again = type(inner)(*(getattr(inner, f) for f in inner._fields), inner.partial)  # type: ignore[call-arg]
+        inner: Any = event.assistant_message_event
+        again = type(inner)(*(getattr(inner, f) for f in inner._fields), inner.partial)
         return MessageUpdate(None, again)
     return event
 
@@ -217,12 +219,12 @@ def test_encoding_never_joins_the_text_of_a_streaming_snapshot(how: str) -> None
     if how == "built":
         events = [built(e) for e in events]
     over_the_wire(events)
-    updates = [e.assistant_message_event for e in events if isinstance(e, MessageUpdate)]
+    updates: list[Any] = [e.assistant_message_event for e in events if isinstance(e, MessageUpdate)]
     deltas = [u for u in updates if u.type.endswith("_delta")]
     assert len(deltas) == 70
     joined = 0
     for delta in deltas:
         captured = delta._partial
         if type(captured) is not tuple:
-            joined += captured.content[delta.content_index]._value is not None  # type: ignore[union-attr]
+            joined += captured.content[delta.content_index]._value is not None
     assert joined <= 2  # at most the last snapshot of each block, compared once with its end

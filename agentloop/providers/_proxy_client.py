@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import anyio
 import anyio.lowlevel
@@ -49,10 +49,20 @@ _REST_TIMEOUT = 1.0  # the longest wait for the end of a body after its terminal
 _MAX_REST = 64 * 1024  # the most bytes read after the terminal event to keep the connection
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 
-ProxyStreamFn: TypeAlias = Callable[
-    [Model, Context, StreamOptions], AbstractAsyncContextManager[AsyncIterator[AssistantMessageEvent]]
-]
-"""What `stream_proxy` returns: a `StreamFn` whose value is an async context manager of the events."""
+
+class ProxyStreamFn(Protocol):
+    """What `stream_proxy` returns: a `StreamFn` whose value is an async context manager of the
+    events, and itself an async context manager that keeps its own client (and connections) open
+    across calls while the `async with` lasts."""
+
+    def __call__(
+        self, model: Model, context: Context, options: StreamOptions, /
+    ) -> AbstractAsyncContextManager[AsyncIterator[AssistantMessageEvent]]: ...
+
+    async def __aenter__(self) -> ProxyStreamFn: ...
+
+    async def __aexit__(self, *exc_info: object) -> None: ...
+
 
 _Failure = tuple[Literal["error", "aborted"], str]
 

@@ -3,7 +3,7 @@ for the other tasks every few events when neither the upstream nor the client ev
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, MutableMapping
 from typing import Any
 
 import anyio
@@ -47,7 +47,7 @@ async def test_the_server_yields_every_few_events_not_every_event(anyio_backend:
         await finished.wait()
         return {"type": "http.disconnect"}
 
-    async def send(message: dict[str, Any]) -> None:  # a client that always keeps up: never waits
+    async def send(message: MutableMapping[str, Any]) -> None:  # a client that always keeps up: never waits
         if message["type"] == "http.response.body":
             chunks.append(message["body"])
             if not message.get("more_body"):
