@@ -71,7 +71,14 @@ from ._types import (
     UserMessage,
 )
 
-__all__ = ("dumps", "from_json", "loads", "to_json", "tool_result_from_json")
+__all__ = (
+    "dumps",
+    "encode_json",
+    "from_json",
+    "loads",
+    "to_json",
+    "tool_result_from_json",
+)
 
 
 def _put(out: dict[str, Any], key: str, value: Any) -> None:

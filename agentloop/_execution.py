@@ -462,7 +462,7 @@ class _Batch:
             else:
                 await self.task_group.start(self.settle_end, k, pending)
 
-    async def settle_end(self, k: int, pending: Any, *, task_status: TaskStatus[None]) -> None:
+    async def settle_end(self, k: int, pending: Any, *, task_status: TaskStatus[None]) -> None:  # noqa: ASYNC114 - started by the batch alone
         task_status.started()  # the delivery runs up to its first wait before the releaser goes on
         try:
             await settle(pending)

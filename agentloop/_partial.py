@@ -37,7 +37,7 @@ from ._types import (
     now_ms,
 )
 
-__all__ = ("AssistantMessageBuilder",)
+__all__ = ("AssistantMessageBuilder", "appends_only")
 
 
 def _with_arguments(call: ToolCall, arguments: Mapping[str, Any]) -> ToolCall:

@@ -136,7 +136,7 @@ class AgentLoopStream:
     ) -> bool | None:
         cm = self._cm
         assert isinstance(cm, AbstractAsyncContextManager), "__aexit__ without __aenter__"
-        return bool(await cm.__aexit__(exc_type, exc, tb))
+        return bool(await cm.__aexit__(exc_type, exc, tb))  # noqa: ASYNC102 - the stream's own exit, bounded there
 
     def __aiter__(self) -> AsyncGenerator[AgentEvent, None]:
         generator = bare_run(*self._use("async for"))

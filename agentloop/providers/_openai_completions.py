@@ -65,7 +65,13 @@ from ._http import AsyncClient, HTTPOptions, Request, run_stream
 from ._json_stream import ToolArguments
 from ._transform import normalize_completions_id, normalize_mistral_id, transform_messages
 
-__all__ = ("OPENAI_BASE_URL", "CompletionsParser", "build_completions_request", "stream_openai_completions")
+__all__ = (
+    "CompletionsParser",
+    "OPENAI_BASE_URL",
+    "base_url",
+    "build_completions_request",
+    "stream_openai_completions",
+)
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 _REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
