@@ -92,7 +92,8 @@ class CompactEncoder:
             return _compact(stream_event)  # the common case, O(1): one more chunk of the open block
         before = last.partial if last is not None else message
         after = stream_event.partial
-        if before is None or (update._message is not None and update.message != after):
+        given = update._message  # set when someone read `update.message`: then it is `after`, as a rule
+        if before is None or (given is not None and given is not after and given != after):
             return to_json(update)
         return _diff(before, after, stream_event) or to_json(update)
 

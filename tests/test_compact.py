@@ -228,3 +228,15 @@ def test_encoding_never_joins_the_text_of_a_streaming_snapshot(how: str) -> None
         if type(captured) is not tuple:
             joined += captured.content[delta.content_index]._value is not None
     assert joined <= 2  # at most the last snapshot of each block, compared once with its end
+
+
+def test_an_update_whose_message_is_not_its_partial_is_sent_whole() -> None:
+    b = AssistantMessageBuilder(api="a", provider="p", model="m", timestamp=1)
+    start, opened = b.start(), b.text_start()
+    odd = MessageUpdate(replace(opened.partial, response_id="elsewhere"), opened)
+    same = MessageUpdate(replace(opened.partial), opened)  # equal, not identical: still compact
+    wire = over_the_wire([MessageStart._streaming(start), odd])
+    assert wire[1] == json.loads(al.dumps(odd))
+    assert "message" not in over_the_wire([MessageStart._streaming(start), same])[1]
+    decoder = CompactDecoder()
+    assert [decoder.from_json(data) for data in wire] == [MessageStart._streaming(start), odd]
