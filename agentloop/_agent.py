@@ -54,6 +54,7 @@ from ._types import (
     UserMessage,
 )
 from ._updates import Flag
+from ._util import exception_text
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -572,7 +573,7 @@ class Agent:
             provider=model.provider,
             model=model.id,
             stop_reason="aborted" if aborted else "error",
-            error_message=str(exc) or type(exc).__name__,
+            error_message=exception_text(exc),
         )
         await self._process(MessageStart(failure))
         await self._process(MessageEnd(failure))

@@ -34,7 +34,8 @@ Access: with `token`, every request needs `Authorization: Bearer <token>` (the e
 pass it as `?token=`, since a browser's EventSource cannot set headers); 401 otherwise. A request
 from a browser page of another origin (its `Origin` header names another host than the request's
 `Host`) is refused with 403 unless `allowed_origins` lists it, so a page elsewhere cannot create
-sessions or abort runs.
+sessions or abort runs. With `allowed_hosts`, requests for other `Host` names get 400 (DNS
+rebinding).
 
 Runs are tasks of the app's own task group, which lives as long as the ASGI lifespan (or
 `async with app.running():` when the server has no lifespan). Shutting down aborts the runs,
@@ -208,6 +209,9 @@ class AgentSSEApp:
         token: When set, the bearer token every request must carry.
         allowed_origins: Browser origins (`https://chat.example.com`) allowed besides the app's
             own; `["*"]` allows any.
+        allowed_hosts: When set, the `Host` names (`chat.example.com`, `localhost:8000`) the app
+            answers; others get 400. This stops DNS rebinding (a page whose name was pointed at
+            this server) from reaching an app without a token.
         keepalive: Seconds of silence after which an event stream gets a comment line.
         max_body_size: The largest request body accepted (413 above).
         shutdown_timeout: Seconds runs get to finish their abort at shutdown.
@@ -230,6 +234,7 @@ class AgentSSEApp:
         shutdown_timeout: float = 5.0,
         token: str | None = None,
         allowed_origins: Sequence[str] = (),
+        allowed_hosts: Sequence[str] | None = None,
         compact: bool = True,
     ) -> None:
         if not callable(agent_factory):
@@ -238,8 +243,9 @@ class AgentSSEApp:
             raise TypeError(f"store must be a SessionStore or None, got {type(store).__name__}")
         if token is not None and (not isinstance(token, str) or not token):
             raise ValueError("token must be a non-empty string or None")
-        if isinstance(allowed_origins, str) or not all(isinstance(o, str) for o in allowed_origins):
-            raise TypeError(f"allowed_origins must be a list of origins, got {allowed_origins!r}")
+        for name, names in (("allowed_origins", allowed_origins), ("allowed_hosts", allowed_hosts or ())):
+            if isinstance(names, str) or not all(isinstance(o, str) for o in names):
+                raise TypeError(f"{name} must be a list of strings, got {names!r}")
         sizes = (("replay_limit", replay_limit), ("replay_bytes", replay_bytes), ("max_body_size", max_body_size))
         for name, value in sizes:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -252,6 +258,7 @@ class AgentSSEApp:
         self.replay_bytes = replay_bytes
         self._token = None if token is None else token.encode()
         self._allowed_origins = frozenset(o.rstrip("/").lower() for o in allowed_origins)
+        self._allowed_hosts = None if allowed_hosts is None else frozenset(h.lower() for h in allowed_hosts)
         self.keepalive = float(keepalive)
         self.max_body_size = max_body_size
         self.shutdown_timeout = shutdown_timeout
@@ -339,11 +346,15 @@ class AgentSSEApp:
     def _check_access(self, scope: Scope) -> None:
         """401 without the token (when one is set), 403 for a page of an origin not allowed."""
         headers = {bytes(name).lower(): bytes(value) for name, value in scope.get("headers") or []}
+        host = headers.get(b"host", b"").decode("latin-1").lower()
+        if self._allowed_hosts is not None and host not in self._allowed_hosts:
+            raise _HTTPError(400, f"this app does not serve the host {host!r} (see allowed_hosts)")
         if self._token is not None:
             scheme, _, credentials = headers.get(b"authorization", b"").strip().partition(b" ")
             if not credentials and scope.get("path", "").endswith("/events"):
-                query = parse_qs((scope.get("query_string") or b"").decode("latin-1"))
-                credentials = query.get("token", [""])[-1].encode("latin-1", "replace")
+                # latin-1 both ways: the token's bytes, whatever they are, come back unchanged.
+                query = parse_qs((scope.get("query_string") or b"").decode("latin-1"), encoding="latin-1")
+                credentials = query.get("token", [""])[-1].encode("latin-1")
                 scheme = b"bearer"
             # Compared in constant time whatever was sent (also when nothing was).
             if not hmac.compare_digest(credentials.strip(), self._token) or scheme.lower() != b"bearer":
@@ -356,7 +367,6 @@ class AgentSSEApp:
         text = origin.decode("latin-1").rstrip("/").lower()
         if text in self._allowed_origins:
             return
-        host = headers.get(b"host", b"").decode("latin-1").lower()
         if host and urlsplit(text).netloc == host:
             return  # the app's own page
         raise _HTTPError(403, f"requests from the origin {text!r} are not allowed (see allowed_origins)")
