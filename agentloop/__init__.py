@@ -90,6 +90,8 @@ from ._types import Usage as Usage
 from ._types import UserMessage as UserMessage
 
 if _TYPE_CHECKING:
+    from ._compact import CompactDecoder as CompactDecoder
+    from ._compact import CompactEncoder as CompactEncoder
     from ._envelope import Enveloper as Enveloper
     from ._envelope import EnvelopeStream as EnvelopeStream
     from ._envelope import EventEnvelope as EventEnvelope
@@ -115,6 +117,8 @@ if _TYPE_CHECKING:
 # Sessions, envelopes and the SSE app load on first use: `import agentloop` stays small.
 _LAZY = {
     "AgentSSEApp": "_sse_app",
+    "CompactDecoder": "_compact",
+    "CompactEncoder": "_compact",
     "EnvelopeStream": "_envelope",
     "Enveloper": "_envelope",
     "EventEnvelope": "_envelope",
@@ -182,6 +186,8 @@ __all__ = (
     "AssistantMessageEvent",
     "BeforeToolCallContext",
     "BeforeToolCallResult",
+    "CompactDecoder",
+    "CompactEncoder",
     "Context",
     "Cost",
     "CustomMessage",

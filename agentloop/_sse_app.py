@@ -16,7 +16,11 @@ Routes (JSON bodies and answers; errors are `{"error": "..."}` with a 4xx status
 Every event of a session is one SSE message: `id:` is `<epoch>-<n>`, the event's number `n` in
 the session's event log (1, 2, 3, ... across runs) after an epoch that is new each time the app
 takes the session up (so an id from before a restart is never taken for a new one); `data:` is
-the event envelope's JSON form (run id, seq within the run, turn, timestamp, event). A client
+the event envelope's JSON form (run id, seq within the run, turn, timestamp, event), the event
+in the compact wire form by default (`CompactEncoder`: a `message_update` carries its stream
+event, not the whole message so far, so an answer costs bytes linear in its length; a client
+rebuilds the message with `CompactDecoder`, or the JavaScript of `examples/sse_chat.html`, from
+the `message_start`; `compact=False` sends the full form of `to_json`). A client
 that reconnects with `Last-Event-ID` (browsers do it on their own; `?lastEventId=` works too)
 gets the events after that one, then the live ones; without it, every event of the epoch. Every
 gap comes with an `event: reset` message (`{"lastEventId", "oldestEventId", "asked"}`) before
@@ -59,6 +63,7 @@ import anyio.abc
 from ._abort import AbortSignal
 from ._agent import Agent
 from ._codec import encode_json, from_json, to_json
+from ._compact import CompactEncoder
 from ._config import MaybeAwaitable
 from ._envelope import EventEnvelope, dumps_envelope, enveloping
 from ._json_fallback import encode_lenient
@@ -105,7 +110,13 @@ class _Live:
     """A session the app serves: its agent, its event log, who waits on it."""
 
     def __init__(
-        self, session_id: str, agent: Agent, session: Session | None, replay_limit: int, replay_bytes: int
+        self,
+        session_id: str,
+        agent: Agent,
+        session: Session | None,
+        replay_limit: int,
+        replay_bytes: int,
+        compact: bool = True,
     ) -> None:
         self.id = session_id
         self.agent = agent
@@ -119,11 +130,12 @@ class _Live:
         self.changed = anyio.Event()
         self.busy = False
         self.deleted = False
+        self.encoder = CompactEncoder() if compact else None  # one per log: it follows the stream
         self.listener = enveloping(self._on_envelope)
         agent.subscribe(self.listener)
 
     def _on_envelope(self, envelope: EventEnvelope, signal: AbortSignal) -> None:
-        self.publish(None, dumps_envelope(envelope))
+        self.publish(None, dumps_envelope(envelope, compact=self.encoder))
 
     def publish(self, event: str | None, data: str) -> None:
         number = self.next_id
@@ -203,6 +215,8 @@ class AgentSSEApp:
         keepalive: Seconds of silence after which an event stream gets a comment line.
         max_body_size: The largest request body accepted (413 above).
         shutdown_timeout: Seconds runs get to finish their abort at shutdown.
+        compact: Send events in the compact wire form (the default; see the module docstring);
+            False sends every `message_update` with the whole message so far, as `to_json` does.
 
     Example (any ASGI server, e.g. `hypercorn module:app`):
         app = AgentSSEApp(lambda session_id: Agent(model=model, tools=[add], stream_fn=stream))
@@ -221,6 +235,7 @@ class AgentSSEApp:
         token: str | None = None,
         allowed_origins: Sequence[str] = (),
         allowed_hosts: Sequence[str] | None = None,
+        compact: bool = True,
     ) -> None:
         if not callable(agent_factory):
             raise TypeError(f"agent_factory must be callable, got {agent_factory!r}")
@@ -247,6 +262,7 @@ class AgentSSEApp:
         self.keepalive = float(keepalive)
         self.max_body_size = max_body_size
         self.shutdown_timeout = shutdown_timeout
+        self.compact = bool(compact)
         self._sessions: dict[str, _Live] = {}
         self._task_group: anyio.abc.TaskGroup | None = None
         self._closing: anyio.Event | None = None
@@ -433,7 +449,9 @@ class AgentSSEApp:
             await self.store.create(agent=agent, title=title, session_id=session_id)
             session = await self.store.open(session_id)
             await session.attach(agent)
-        live = self._sessions[session_id] = _Live(session_id, agent, session, self.replay_limit, self.replay_bytes)
+        live = self._sessions[session_id] = _Live(
+            session_id, agent, session, self.replay_limit, self.replay_bytes, self.compact
+        )
         await _send_json(send, 201, {"id": session_id, "lastEventId": live.last_event_id})
 
     async def _list(self) -> list[dict[str, Any]]:
@@ -473,7 +491,9 @@ class AgentSSEApp:
                 with anyio.CancelScope(shield=True):
                     await session.aclose()
                 raise
-            live = self._sessions[session_id] = _Live(session_id, agent, session, self.replay_limit, self.replay_bytes)
+            live = self._sessions[session_id] = _Live(
+                session_id, agent, session, self.replay_limit, self.replay_bytes, self.compact
+            )
             return live
 
     async def _delete(self, session_id: str) -> None:
