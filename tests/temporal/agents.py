@@ -88,6 +88,7 @@ SLOW: list[Response | str] = [
     Response(content=[ScriptedToolCall("s1", "slow_lookup", {"key": "x"})]),
     "x is 42",
 ]
+FOLLOW_UP: list[Response | str] = [*SLOW, "y is 43"]
 MANY_TURNS: list[Response | str] = [
     *(Response(content=[ScriptedToolCall(f"t{i}", "lookup", {"key": str(i)})]) for i in range(5)),
     "five lookups done",
@@ -105,8 +106,9 @@ slow = TemporalAgent(
     tool_abort_grace=0.2,
     tool_activities={"slow_lookup": ActivityOptions(heartbeat_timeout=timedelta(seconds=1), retry_policy=FAST_RETRY)},
 )
+follow_up = TemporalAgent("follow_up", model=MODEL, tools=[slow_lookup], stream_fn=scripted(FOLLOW_UP))
 many_turns = TemporalAgent(
     "many_turns", model=MODEL, tools=[lookup], stream_fn=scripted(MANY_TURNS), turns_per_history=2
 )
 
-ALL = [one_tool, parallel, slow, many_turns]
+ALL = [one_tool, parallel, slow, follow_up, many_turns]

@@ -11,7 +11,8 @@ from typing import Any
 
 import anyio
 import pytest
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio import exceptions as temporal_exceptions
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.worker import Replayer
 
 import agentloop as al
@@ -178,6 +179,47 @@ async def test_a_steering_signal_reaches_the_next_turn(
     assert result[3] == steer
     types = [(e.type, e.turn) for e in envelopes]
     assert types.index(("turn_start", 2)) < [e.event for e in envelopes].index(al.MessageStart(steer))
+
+
+async def test_a_follow_up_signal_is_taken_when_the_agent_would_stop(
+    client: Client, queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLOW_TOOL_SECONDS", "0.5")
+    follow = al.UserMessage(content="and y?", timestamp=3)
+    with anyio.fail_after(30):
+        async with worker(client, task_queue=queue, agents=agents.ALL):
+            handle = await start_agent(client, "follow_up", [PROMPT], id=f"fu-{uuid.uuid4().hex}", task_queue=queue)
+            async for envelope in stream_events(handle):
+                if envelope.type == "tool_execution_start":
+                    await handle.signal(AgentWorkflow.follow_up, follow)
+            result = await handle.result()
+    assert [m.role for m in result] == ["user", "assistant", "toolResult", "assistant", "user", "assistant"]
+    assert result[4] == follow
+    assert result[5].content[0].text == "y is 43"
+
+
+async def test_cancelling_the_workflow_mid_tool_cancels_it_and_is_no_tool_result(
+    client: Client, queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Temporal's own cancellation ends the run; it never becomes an error result the model answers."""
+    monkeypatch.setenv("SLOW_TOOL_SECONDS", "600")
+    with anyio.fail_after(30):
+        async with worker(client, task_queue=queue, agents=agents.ALL):
+            handle = await start_agent(client, "slow", [PROMPT], id=f"cancel-{uuid.uuid4().hex}", task_queue=queue)
+            async for envelope in stream_events(handle):
+                if envelope.type == "tool_execution_start":
+                    await handle.cancel()
+                    break
+            with pytest.raises(WorkflowFailureError) as failure:
+                await handle.result()
+    assert isinstance(failure.value.cause, temporal_exceptions.CancelledError)
+    model_activities = [
+        e
+        for e in (await handle.fetch_history()).events
+        if e.HasField("activity_task_scheduled_event_attributes")
+        and e.activity_task_scheduled_event_attributes.activity_type.name == "slow.model"
+    ]
+    assert len(model_activities) == 1  # no second model call answering a tool error
 
 
 async def test_continue_as_new_after_n_turns_is_one_run_to_the_caller_and_replays(client: Client, queue: str) -> None:
