@@ -270,3 +270,47 @@ async def test_on_trio_the_helpers_fail_at_once(temporal_address: str) -> None:
         await start_agent(None, "one_tool", [PROMPT], id="x", task_queue="q")  # type: ignore[arg-type]
     with pytest.raises(RuntimeError, match="asyncio only"):
         worker(None, task_queue="q", agents=[])  # type: ignore[arg-type]
+
+
+def test_the_readme_scaling_out_example_runs_as_written(temporal_address: str) -> None:
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Scaling out") :]
+    code = re.search(r"```python notest\n(.*?)```", section, re.S)
+    assert code is not None
+    program = (
+        code.group(1).replace("127.0.0.1:7233", temporal_address).replace('"calc-1"', f'"calc-{uuid.uuid4().hex}"')
+    )
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "0 agent_start" and lines[-2] == "15 agent_end"
+    assert lines[-1] == "['user', 'assistant', 'toolResult', 'assistant']"
+
+
+def test_the_example_worker_and_client_run_as_written(temporal_address: str) -> None:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "TEMPORAL_ADDRESS": temporal_address}
+    example = [sys.executable, str(root / "examples" / "temporal_agent.py")]
+    worker_process = subprocess.Popen([*example, "worker"], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert worker_process.stdout is not None
+        assert "worker polling" in worker_process.stdout.readline()
+        result = subprocess.run([*example, "client"], env=env, capture_output=True, text=True, timeout=60)
+    finally:
+        worker_process.terminate()
+        worker_process.wait(10)
+        assert worker_process.stdout is not None
+        worker_process.stdout.close()
+    assert result.returncode == 0, result.stderr
+    assert "add -> 5" in result.stdout and "'2 + 3 = 5.'" in result.stdout
+    assert result.stdout.splitlines()[-1].endswith("agent_end")
