@@ -185,8 +185,10 @@ async def stream_events(handle: WorkflowHandle[Any, Any], after_seq: int = -1) -
     """Every event of the run after `after_seq`, in its envelope, in order, each once; ends after `agent_end`.
 
     A caller that reconnects passes the `seq` of the last envelope it handled. While the run
-    goes on this long-polls the workflow's `events` update; once it has finished, its query.
-    Raises `EventsLostError` if the events asked for are no longer kept.
+    goes on this long-polls the workflow's `events` update; once it has finished, its query (a
+    worker answers it). Raises `EventsLostError` if the events asked for are no longer kept, and
+    Temporal's `WorkflowFailureError` after the last event of a workflow that failed or was
+    cancelled.
     """
     _require_asyncio("agentloop.temporal.stream_events")
     seq = after_seq
@@ -209,6 +211,7 @@ async def stream_events(handle: WorkflowHandle[Any, Any], after_seq: int = -1) -
             if envelope.event.type == "agent_end":
                 return
         if page["finished"] and not envelopes:
+            await handle.result()  # a failed or cancelled workflow: its WorkflowFailureError
             raise EventsLostError(f"workflow {handle.id!r} finished without an agent_end after seq {seq}")
         if page["continuing"] and not envelopes:
             await anyio.sleep(0.05)  # the workflow is moving to its next history

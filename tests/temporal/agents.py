@@ -112,3 +112,22 @@ many_turns = TemporalAgent(
 )
 
 ALL = [one_tool, parallel, slow, follow_up, many_turns]
+
+
+def failing_model(
+    model: al.Model, context: al.Context, options: al.StreamOptions
+) -> AsyncIterator[al.AssistantMessageEvent]:
+    """A stream function that breaks its contract (raises): the model activity fails, every attempt."""
+    _log("model_calls", "failing")
+    raise RuntimeError("provider exploded")
+
+
+failing = TemporalAgent(
+    "failing",
+    model=MODEL,
+    stream_fn=failing_model,
+    model_activity=ActivityOptions(
+        retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=50), maximum_attempts=2)
+    ),
+)
+ALL.append(failing)

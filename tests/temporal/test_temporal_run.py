@@ -212,7 +212,13 @@ async def test_cancelling_the_workflow_mid_tool_cancels_it_and_is_no_tool_result
                     break
             with pytest.raises(WorkflowFailureError) as failure:
                 await handle.result()
+            # a caller that comes later gets the events, then the workflow's failure
+            later: list[al.EventEnvelope] = []
+            with pytest.raises(WorkflowFailureError):
+                async for envelope in stream_events(handle):
+                    later.append(envelope)
     assert isinstance(failure.value.cause, temporal_exceptions.CancelledError)
+    assert later[-1].type == "tool_execution_start" and [e.seq for e in later] == list(range(len(later)))
     model_activities = [
         e
         for e in (await handle.fetch_history()).events
@@ -314,3 +320,28 @@ def test_the_example_worker_and_client_run_as_written(temporal_address: str) -> 
     assert result.returncode == 0, result.stderr
     assert "add -> 5" in result.stdout and "'2 + 3 = 5.'" in result.stdout
     assert result.stdout.splitlines()[-1].endswith("agent_end")
+
+
+async def test_a_model_activity_that_keeps_failing_ends_the_run_with_an_error_message(
+    client: Client, queue: str
+) -> None:
+    with anyio.fail_after(30):
+        async with worker(client, task_queue=queue, agents=agents.ALL):
+            envelopes, handle = await durable_run(client, agents.failing, queue)
+            result = await handle.result()
+    check_envelopes(envelopes)
+    assert result[-1].stop_reason == "error"
+    assert result[-1].error_message == "The model call failed: RuntimeError: provider exploded"
+    attempts = [
+        e for e in (await handle.fetch_history()).events if e.HasField("activity_task_started_event_attributes")
+    ]
+    assert attempts[0].activity_task_started_event_attributes.attempt == 2  # retried once, as configured
+
+
+async def test_a_workflow_naming_an_unknown_agent_fails_at_once(client: Client, queue: str) -> None:
+    with anyio.fail_after(30):
+        async with worker(client, task_queue=queue, agents=agents.ALL):
+            handle = await start_agent(client, "nobody", [PROMPT], id=f"nobody-{uuid.uuid4().hex}", task_queue=queue)
+            with pytest.raises(WorkflowFailureError) as failure:
+                await handle.result()
+    assert "no TemporalAgent named 'nobody' on this worker" in str(failure.value.cause)
