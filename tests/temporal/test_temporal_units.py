@@ -16,7 +16,7 @@ from . import agents
 def test_temporal_agent_checks_its_arguments() -> None:
     with pytest.raises(ValueError, match="TemporalAgent name must be letters, digits"):
         TemporalAgent("no spaces", model=agents.MODEL)
-    with pytest.raises(TypeError, match="model must be an agentloop.Model, got str"):
+    with pytest.raises(TypeError, match=r"model must be an agentloop\.Model, got str"):
         TemporalAgent("a", model="gpt")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"tools\[0\] must be an AgentTool, got builtin_function_or_method"):
         TemporalAgent("a", model=agents.MODEL, tools=[print])  # type: ignore[list-item]
@@ -33,9 +33,9 @@ def test_temporal_agent_checks_its_arguments() -> None:
 
 
 def test_agent_run_checks_its_arguments() -> None:
-    with pytest.raises(TypeError, match="AgentRun.agent must be the name of a TemporalAgent"):
+    with pytest.raises(TypeError, match=r"AgentRun\.agent must be the name of a TemporalAgent"):
         AgentRun(agent="")
-    with pytest.raises(TypeError, match="AgentRun.prompts must be a sequence of messages, got str"):
+    with pytest.raises(TypeError, match=r"AgentRun\.prompts must be a sequence of messages, got str"):
         AgentRun(agent="a", prompts="hi")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"AgentRun.messages\[0\] must be an agentloop message, got dict"):
         AgentRun(agent="a", messages=[{"role": "user"}])  # type: ignore[list-item]
