@@ -136,6 +136,7 @@ class AgentWorkflow:
         self._carried: list[AgentMessage] = []
         self._terminating: dict[str, bool] = {}
         self._terminated = False  # every call of the last turn asked to end the run
+        self._turns_left: int | None = None  # of `max_turns`, in this history
 
     # --- the run -------------------------------------------------------------------------------
 
@@ -157,6 +158,7 @@ class AgentWorkflow:
         if state.get("aborted"):
             self._signal.abort()
         max_turns = None if agent.max_turns is None else max(agent.max_turns - turns_before, 1)
+        self._turns_left = max_turns  # None: no limit
         config = AgentLoopConfig(
             model=agent.model,
             get_steering_messages=self._take_steering,
@@ -195,7 +197,7 @@ class AgentWorkflow:
 
     def _goes_on(self, transcript: Sequence[AgentMessage]) -> bool:
         """Whether the loop, stopped at the history limit, would have gone on."""
-        if self._signal.aborted:
+        if self._signal.aborted or self._turns_left == 0:
             return False
         last = transcript[-1]
         if last.role == "assistant":
@@ -224,6 +226,8 @@ class AgentWorkflow:
 
     def _should_stop(self, turn: TurnContext) -> bool:
         self._turns_here += 1
+        if self._turns_left is not None:
+            self._turns_left -= 1
         if self._turns_here >= self._agent.turns_per_history or workflow.info().is_continue_as_new_suggested():
             self._history_full = True
             results = turn.tool_results

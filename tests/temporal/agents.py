@@ -111,7 +111,11 @@ many_turns = TemporalAgent(
     "many_turns", model=MODEL, tools=[lookup], stream_fn=scripted(MANY_TURNS), turns_per_history=2
 )
 
-ALL = [one_tool, parallel, slow, follow_up, many_turns]
+capped = TemporalAgent(
+    "capped", model=MODEL, tools=[lookup], stream_fn=scripted(MANY_TURNS), turns_per_history=2, max_turns=4
+)
+
+ALL = [capped, one_tool, parallel, slow, follow_up, many_turns]
 
 
 def failing_model(

@@ -57,7 +57,7 @@ def comparable(events: Sequence[al.AgentEvent]) -> list[Any]:
 
 async def in_process(agent: TemporalAgent) -> tuple[list[al.AgentEvent], list[al.AgentMessage]]:
     events: list[al.AgentEvent] = []
-    config = al.AgentLoopConfig(model=agent.model, tool_execution=agent.tool_execution)
+    config = al.AgentLoopConfig(model=agent.model, tool_execution=agent.tool_execution, max_turns=agent.max_turns)
     context = al.AgentContext(system_prompt=agent.system_prompt, tools=agent.tools)
     new = await al.run_agent_loop([PROMPT], context, config, events.append, stream_fn=agent.stream_fn)
     return events, new
@@ -247,6 +247,18 @@ async def test_continue_as_new_after_n_turns_is_one_run_to_the_caller_and_replay
     for run in runs:
         history = await client.get_workflow_handle(handle.id, run_id=run.run_id).fetch_history()
         await replayer.replay_workflow(history)
+
+
+async def test_max_turns_counts_the_turns_of_every_history(client: Client, queue: str) -> None:
+    expected, expected_messages = await in_process(agents.capped)
+    with anyio.fail_after(60):
+        async with worker(client, task_queue=queue, agents=agents.ALL):
+            envelopes, handle = await durable_run(client, agents.capped, queue)
+            result = await handle.result()
+    check_envelopes(envelopes)
+    assert comparable([e.event for e in envelopes]) == comparable(expected)
+    assert len([m for m in result if m.role == "assistant"]) == 4
+    assert normalized([al.to_json(m) for m in result]) == normalized([al.to_json(m) for m in expected_messages])
 
 
 async def test_a_caller_that_reconnects_gets_each_event_once_in_order(client: Client, queue: str) -> None:
