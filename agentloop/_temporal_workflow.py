@@ -178,9 +178,9 @@ class AgentWorkflow:
         )
         context = AgentContext(system_prompt=agent.system_prompt, messages=tuple(run.messages), tools=agent.tools)
         stream = _model_stream(agent)
-        if not state:
+        if not state and run.prompts:
             new = await run_agent_loop(run.prompts, context, config, self._emit, self._signal, stream)
-        elif run.messages and run.messages[-1].role == "assistant":
+        elif state and run.messages and run.messages[-1].role == "assistant":
             prompts = self._take_steering() or self._take_follow_ups()
             new = await run_agent_loop(prompts, context, config, self._emit, self._signal, stream)
         else:

@@ -41,6 +41,7 @@ from temporalio.worker import Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from ._envelope import EventEnvelope, envelope_from_json
+from ._errors import InvalidContextError
 from ._temporal_agent import ActivityOptions, TemporalAgent, idempotency_key
 from ._temporal_payload import AgentLoopPayloadConverter, AgentRun, data_converter
 from ._temporal_workflow import AgentWorkflow, _AgentNotFound, register_agent
@@ -139,7 +140,9 @@ class AgentLoopPlugin(SimplePlugin):
             workflows=_with_agent_workflow,
             activities=[a for agent in agents for a in agent.activities],
             workflow_runner=_sandbox,
-            workflow_failure_exception_types=[_AgentNotFound],
+            # A run that cannot start (an unknown agent, a transcript that cannot be continued)
+            # fails its workflow instead of retrying the workflow task forever.
+            workflow_failure_exception_types=[_AgentNotFound, InvalidContextError],
         )
 
 
@@ -191,6 +194,10 @@ async def stream_events(handle: WorkflowHandle[Any, Any], after_seq: int = -1) -
     cancelled.
     """
     _require_asyncio("agentloop.temporal.stream_events")
+    if isinstance(after_seq, bool) or not isinstance(after_seq, int) or after_seq < -1:
+        raise ValueError(
+            f"after_seq must be the seq of an event already seen, or -1 (from the start), got {after_seq!r}"
+        )
     seq = after_seq
     while True:
         try:

@@ -357,3 +357,21 @@ async def test_a_workflow_naming_an_unknown_agent_fails_at_once(client: Client, 
             with pytest.raises(WorkflowFailureError) as failure:
                 await handle.result()
     assert "no TemporalAgent named 'nobody' on this worker" in str(failure.value.cause)
+
+
+async def test_a_run_without_prompts_continues_the_transcript_or_fails_saying_why(client: Client, queue: str) -> None:
+    asked = al.UserMessage(content="go", timestamp=1)
+    with anyio.fail_after(30):
+        async with worker(client, task_queue=queue, agents=agents.ALL):
+            handle = await start_agent(
+                client, "one_tool", [], messages=[asked], id=f"cont-{uuid.uuid4().hex}", task_queue=queue
+            )
+            result = await handle.result()
+            answered = [*result]
+            stuck = await start_agent(
+                client, "one_tool", [], messages=[asked, *answered], id=f"stuck-{uuid.uuid4().hex}", task_queue=queue
+            )
+            with pytest.raises(WorkflowFailureError) as failure:
+                await stuck.result()
+    assert [m.role for m in result] == ["assistant", "toolResult", "assistant"]  # the prompt was already there
+    assert "Cannot continue from message role: assistant" in str(failure.value.cause)

@@ -60,3 +60,11 @@ def test_the_payload_converter_round_trips_agentloop_values_and_leaves_the_rest_
     assert [p.metadata["encoding"] for p in plain] == [b"json/plain", b"json/plain", b"binary/null", b"json/plain"]
     with pytest.raises(Exception, match="not an agentloop payload"):
         converter.from_payloads([Payload(metadata={"encoding": b"json/agentloop"}, data=b'{"kind": "x"}')])
+
+
+@pytest.mark.parametrize("bad", [-2, 1.5, True, "3"])
+async def test_stream_events_checks_after_seq_before_asking(bad: object) -> None:
+    from agentloop.temporal import stream_events
+
+    with pytest.raises(ValueError, match="after_seq must be the seq of an event already seen, or -1"):
+        await stream_events(None, after_seq=bad).__anext__()  # type: ignore[arg-type]
