@@ -1,18 +1,26 @@
 """The command line's built-in tools: read a file, list a folder, a calculator, the current time.
 
-File tools stay inside a root folder: a path is resolved (symlinks followed) and refused unless
-the result is the root or inside it, so `..`, absolute paths and symlinks cannot escape. The
-calculator parses arithmetic with `ast` and evaluates only numbers and operators: model output is
-never run as code.
+File tools stay inside a root folder, and checking a path and opening it are one operation
+(`open_inside`): the path is walked from the root's file descriptor one name at a time, each
+folder opened relative to the one before with a no-follow open, symlinks read and followed by
+the walk itself. `..` above the root, absolute paths and symlinks leading out are refused, and
+another process swapping a folder for a symlink meanwhile cannot make the tool open a file
+outside the root (the open fails, and the walk starts again). Where the system has no
+`dir_fd` opens (Windows), the path is resolved, checked, then opened. The calculator parses
+arithmetic with `ast` and evaluates only numbers and operators: model output is never run as
+code.
 """
 
 from __future__ import annotations
 
 import ast
 import datetime as _dt
+import errno
 import math
 import operator
 import os
+import stat
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +30,7 @@ from ._errors import ToolError
 from ._tools import AgentTool, tool
 from ._types import AgentToolResult, TextContent
 
-__all__ = ("builtin_tools", "calculate", "resolve_inside")
+__all__ = ("builtin_tools", "calculate", "open_inside", "resolve_inside")
 
 MAX_READ_BYTES = 64 * 1024
 MAX_LIST_ENTRIES = 200
@@ -46,6 +54,110 @@ def resolve_inside(root: Path, path: str) -> Path:
     if target != base and base not in target.parents:
         raise ToolError(f"{path!r} is outside the root folder {str(base)!r}; use a path inside it")
     return target
+
+
+_MAX_LINKS = 40
+_ATTEMPTS = 5
+_WALKS = os.open in os.supports_dir_fd and hasattr(os, "O_NOFOLLOW") and hasattr(os, "O_DIRECTORY")
+
+
+class _Changed(Exception):
+    """A name changed between its look-up and its open (another process is at work): walk again."""
+
+
+def open_inside(root: Path, path: str, *, folder: bool) -> int:
+    """An open file descriptor of `path` (a file, or a folder with `folder`) inside `root`.
+
+    ToolError when the path leaves the root, is not a file (or folder), or cannot be used. The
+    caller closes the descriptor. Files are opened non-blocking, so a FIFO never blocks; only
+    a regular file (or a folder) is returned.
+    """
+    what = "folder" if folder else "file"
+    if not _WALKS:  # pragma: no cover - Windows: resolved, checked, then opened (files only)
+        target = resolve_inside(root, path)
+        if folder or not _holds(target.is_file):
+            raise ToolError(f"{path!r} is not a {what}")
+        return os.open(target, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    if "\x00" in path:
+        raise ToolError("the path contains a NUL character")
+    base = root.resolve()
+    for _ in range(_ATTEMPTS):
+        try:
+            fd = _walk(base, path, folder)
+        except _Changed:
+            continue
+        except (UnicodeError, ValueError) as exc:  # lone surrogates...
+            raise ToolError(f"{path!r} is not a usable path: {exc.__class__.__name__}") from None
+        except OSError as exc:
+            raise ToolError(f"{path!r} is not a {what} that can be opened ({os.strerror(exc.errno or 0)})") from None
+        try:
+            mode = os.fstat(fd).st_mode
+            if not (stat.S_ISDIR(mode) if folder else stat.S_ISREG(mode)):
+                raise ToolError(f"{path!r} is not a {what}")
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+    raise ToolError(f"{path!r} keeps changing while it is opened; try again later")
+
+
+def _walk(base: Path, path: str, folder: bool) -> int:
+    """`open_inside`'s walk: one name at a time from the root, no open ever following a symlink."""
+    what = "folder" if folder else "file"
+    outside = ToolError(f"{path!r} is outside the root folder {str(base)!r}; use a path inside it")
+    names = deque(_inside_parts(base, path, outside))
+    fds = [os.open(base, os.O_RDONLY | os.O_DIRECTORY)]
+    try:
+        links = 0
+        while names:
+            name = names.popleft()
+            if name in ("", "."):
+                continue
+            if name == "..":
+                if len(fds) == 1:
+                    raise outside
+                os.close(fds.pop())
+                continue
+            try:
+                info = os.stat(name, dir_fd=fds[-1], follow_symlinks=False)
+            except (FileNotFoundError, NotADirectoryError):
+                raise ToolError(f"{path!r} is not a {what}") from None
+            if stat.S_ISLNK(info.st_mode):
+                links += 1
+                if links > _MAX_LINKS:
+                    raise ToolError(f"{path!r} cannot be resolved: it goes through a symlink loop")
+                target = os.readlink(name, dir_fd=fds[-1])
+                if os.path.isabs(target):
+                    for fd in fds[1:]:
+                        os.close(fd)
+                    del fds[1:]
+                names.extendleft(reversed(_inside_parts(base, target, outside)))
+                continue
+            need_folder = folder or any(n not in ("", ".") for n in names)
+            if not (stat.S_ISDIR(info.st_mode) if need_folder else stat.S_ISREG(info.st_mode)):
+                raise ToolError(f"{path!r} is not a {what}")  # a FIFO or a device is never opened
+            flags = os.O_RDONLY | os.O_NOFOLLOW | (os.O_DIRECTORY if need_folder else os.O_NONBLOCK)
+            try:
+                fd = os.open(name, flags, dir_fd=fds[-1])
+            except OSError as exc:
+                if exc.errno in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
+                    raise _Changed from None  # swapped for a symlink (or removed) since the look-up
+                raise
+            fds.append(fd)
+        return fds.pop()
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _inside_parts(base: Path, path: str, outside: ToolError) -> list[str]:
+    """The names of `path` to walk from the root (an absolute path must lead into the root)."""
+    parts = Path(path).parts
+    if Path(path).is_absolute():
+        if parts[: len(base.parts)] != base.parts:
+            raise outside
+        parts = parts[len(base.parts) :]
+    return list(parts)
 
 
 def _binary(op: type[ast.operator]) -> Any:
@@ -139,11 +251,8 @@ def builtin_tools(root: Path) -> list[AgentTool]:
             path: The file's path, relative to the root folder.
             max_bytes: Read at most this many bytes (the rest is cut).
         """
-        target = resolve_inside(root, path)
-        if not _holds(target.is_file):
-            raise ToolError(f"{path!r} is not a file")
         limit = max(1, min(max_bytes, MAX_READ_BYTES))
-        data = await anyio.to_thread.run_sync(_read_head, target, limit + 1)
+        data = await anyio.to_thread.run_sync(_read_head, root, path, limit + 1)
         text = data[:limit].decode("utf-8", errors="replace")
         return text + ("\n[... cut]" if len(data) > limit else "")
 
@@ -154,10 +263,7 @@ def builtin_tools(root: Path) -> list[AgentTool]:
         Args:
             path: The folder's path, relative to the root folder.
         """
-        target = resolve_inside(root, path)
-        if not _holds(target.is_dir):
-            raise ToolError(f"{path!r} is not a folder")
-        entries = await anyio.to_thread.run_sync(_list, target)
+        entries = await anyio.to_thread.run_sync(_list, root, path)
         shown = entries[:MAX_LIST_ENTRIES]
         more = f"\n[... {len(entries) - len(shown)} more]" if len(entries) > len(shown) else ""
         return "\n".join(shown) + more if shown else "(empty folder)"
@@ -190,11 +296,32 @@ def _holds(check: Any) -> bool:
         return False
 
 
-def _read_head(path: Path, size: int) -> bytes:
-    with open(path, "rb") as file:
-        return file.read(size)
+def _read_head(root: Path, path: str, size: int) -> bytes:
+    fd = open_inside(root, path, folder=False)
+    try:
+        chunks: list[bytes] = []
+        left = size
+        while left > 0:
+            chunk = os.read(fd, left)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
-def _list(path: Path) -> list[str]:
-    with os.scandir(path) as entries:
-        return sorted(entry.name + ("/" if entry.is_dir() else "") for entry in entries)
+def _list(root: Path, path: str) -> list[str]:
+    if not _WALKS:  # pragma: no cover - Windows: scandir takes no descriptor there
+        target = resolve_inside(root, path)
+        if not _holds(target.is_dir):
+            raise ToolError(f"{path!r} is not a folder")
+        with os.scandir(target) as entries:
+            return sorted(entry.name + ("/" if entry.is_dir() else "") for entry in entries)
+    fd = open_inside(root, path, folder=True)
+    try:
+        with os.scandir(fd) as entries:
+            return sorted(entry.name + ("/" if entry.is_dir() else "") for entry in entries)
+    finally:
+        os.close(fd)

@@ -12,7 +12,8 @@ JSON that encodes as UTF-8 (non-finite numbers as null, lone surrogates escaped,
 Both pi generations are read, so an event bus or a store shared with TypeScript services can
 hold either:
 
-- pi-agent-core 0.73 values round-trip exactly (`to_json(from_json(x)) == x`).
+- pi-agent-core 0.73 values round-trip exactly (`to_json(from_json(x)) == x`), except for the
+  `partialJson` its proxy client leaves on a streaming tool call of a snapshot: it is dropped.
 - pi-agent-core 1.x values are read too. A `system` message (`content`, `sections`,
   `toolsAdded`, `toolsRemoved`) is a `CustomMessage` with role "system": every field is kept and
   written back unchanged. The fields 1.x adds that agentloop does not model are read and left
@@ -20,8 +21,7 @@ hold either:
   `providerThinkingLevel`, `responseModel`, `diagnostics`, `rawStopReason`, `endTurn` and
   `deferred`; on tool results `durationMs`, `usage` and `nestedCalls`; in usage `cacheWrite1h`,
   `reasoning` and `cost.totalFromProvider`; on tool calls `namespace`; on `tool_execution_end`
-  `durationMs`; on a tool result's `AgentToolResult` `structuredContent` and `usage`. (So are
-  0.73's `partialJson`, which its proxy client leaves on a streaming tool call.) A 1.x value thus
+  `durationMs`; on a tool result's `AgentToolResult` `structuredContent` and `usage`. A 1.x value thus
   round-trips to itself without those fields, and `from_json(to_json(from_json(x))) ==
   from_json(x)`. The stop reason `deferred` (a 1.x deferred response) has no agentloop
   equivalent: a message or `done` event with it is refused with a ValueError that says so.
@@ -71,7 +71,14 @@ from ._types import (
     UserMessage,
 )
 
-__all__ = ("dumps", "from_json", "loads", "to_json", "tool_result_from_json")
+__all__ = (
+    "dumps",
+    "encode_json",
+    "from_json",
+    "loads",
+    "to_json",
+    "tool_result_from_json",
+)
 
 
 def _put(out: dict[str, Any], key: str, value: Any) -> None:

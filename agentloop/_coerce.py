@@ -18,6 +18,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from ._regex import BoundedPattern, compile_bounded
+
 __all__ = ("coerce_arguments",)
 
 _NUMBER_RE = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
@@ -370,15 +372,16 @@ class _Coercer:
         return out
 
 
-def _patterns(node: dict[str, Any]) -> list[tuple[re.Pattern[str], Any]]:
+def _patterns(node: dict[str, Any]) -> list[tuple[BoundedPattern, Any]]:
+    """The node's `patternProperties`, matched in bounded time (keys come from the model)."""
     patterns = node.get("patternProperties")
     if not isinstance(patterns, dict):
         return []
     out = []
     for pattern, schema in patterns.items():
         try:
-            out.append((re.compile(pattern), schema))
-        except re.error:
+            out.append((compile_bounded(pattern), schema))
+        except (TypeError, ValueError):  # the validation reports it
             continue
     return out
 

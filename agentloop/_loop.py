@@ -24,6 +24,7 @@ from types import AsyncGeneratorType
 from typing import Any, cast
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import TaskGroup
 
 from ._abort import AbortCut, AbortSignal
@@ -66,7 +67,17 @@ from ._util import single_exception
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
-__all__ = ("bare_run", "check_continue", "run_agent_loop", "run_agent_loop_continue", "start_run")
+__all__ = (
+    "bare_run",
+    "check_config",
+    "check_context",
+    "check_continue",
+    "check_messages",
+    "resolve_stream_fn",
+    "run_agent_loop",
+    "run_agent_loop_continue",
+    "start_run",
+)
 
 _MESSAGE_TYPES = (UserMessage, AssistantMessage, ToolResultMessage, CustomMessage)
 _UPDATE_TYPES = frozenset(
@@ -83,6 +94,10 @@ _UPDATE_TYPES = frozenset(
     }
 )
 ABORTED_TEXT = "Request was aborted"
+FAIR_SHARE = 64
+"""A run gives the scheduler a turn at least every this many steps (a model event read, a tool call
+made): a fast model (a cache, a local server) or tools that never wait cannot starve the other
+runs of the process."""
 _CLEANUP_TIMEOUT = 5.0
 
 
@@ -237,7 +252,7 @@ async def _observed(
     async with aclosing(events):
         async for event in events:
             observe(event)
-            yield event
+            yield event  # noqa: ASYNC119 - the context is aclosing: it closes an inner generator, no scope
 
 
 class _Run:
@@ -251,6 +266,7 @@ class _Run:
         "clock",
         "collected",
         "config",
+        "countdown",
         "deliver",
         "messages",
         "model",
@@ -286,6 +302,7 @@ class _Run:
         self.signal = signal if signal is not None else AbortSignal()
         self.stream_fn = stream_fn
         self.clock = config.clock if config.clock is not None else now_ms
+        self.countdown = FAIR_SHARE  # steps left before the run gives the scheduler a turn
         # `deliver(event)` hands an event to the sink and returns what to `settle` (None: nothing
         # to wait for): a plain sink costs no coroutine.
         self.plain = not inspect.iscoroutinefunction(emit)
@@ -300,6 +317,11 @@ class _Run:
         self._llm_seen = 0
         self._llm_messages: list[Message] = []
         self._options: StreamOptions | None = None
+
+    async def fair_share(self) -> None:
+        """Give the other tasks a turn (see `FAIR_SHARE`)."""
+        self.countdown = FAIR_SHARE
+        await anyio.lowlevel.checkpoint()
 
     def take_collected(self) -> list[AgentEvent]:
         """The events a step delivered to a bare run's sink (none for a live sink)."""
@@ -371,7 +393,7 @@ class _Run:
                 else:
                     async with aclosing(self.respond_bare()) as response:
                         async for event in response:
-                            yield event
+                            yield event  # noqa: ASYNC119 - the context is aclosing: it closes an inner generator, no scope
                     message = cast(AssistantMessage, self.messages[-1])  # appended by `response()`
                 turns += 1
                 if message.stop_reason == "error" or message.stop_reason == "aborted":
@@ -382,6 +404,7 @@ class _Run:
                 has_more_tool_calls = False
                 tool_calls = message.tool_calls
                 if tool_calls:
+                    self.countdown -= len(tool_calls)  # steps too (checked at the next model event)
                     if message.stop_reason == "length":
                         tool_results = await fail_truncated_tool_calls(self, tool_calls)
                         terminate = False
@@ -486,13 +509,16 @@ class _Run:
         llm_context, options = await self.request()
         state = _Streaming()
         deliver = self.deliver  # no coroutine per delta for a plain sink
-        with AbortCut(self.signal) as cut:
+        signal = self.signal
+        with AbortCut(signal) as cut:
             async with aclosing(self.read_stream(llm_context, options, state, cut_reads=False)) as stream:
                 async for event in stream:
-                    cut.hold()
+                    cut.held = True
                     if (pending := deliver(event)) is not None:
                         await settle(pending)
-                    cut.release()
+                    cut.held = False
+                    if signal._aborted:
+                        cut.cut()  # aborted during the delivery: the next read is cut
         final = self.response(state)
         if state.last is None and (pending := deliver(MessageStart(final))) is not None:
             await settle(pending)
@@ -506,7 +532,7 @@ class _Run:
         state = _Streaming()
         async with aclosing(self.read_stream(llm_context, options, state, cut_reads=True)) as stream:
             async for event in stream:
-                yield event
+                yield event  # noqa: ASYNC119 - the context is aclosing: it closes an inner generator, no scope
         final = self.response(state)
         if state.last is None:
             yield MessageStart(final)
@@ -538,7 +564,12 @@ class _Run:
         return self.read_other(source, state, cut_reads)
 
     async def read_other(self, source: Any, state: _Streaming, cut_reads: bool) -> AsyncGenerator[AgentEvent, None]:
-        """`read_events` for what a stream function returned when it is not an async generator."""
+        """`read_events` for what a stream function returned when it is not an async generator.
+
+        An async context manager it returns stays entered while its events are read: in a bare
+        run, across the run's yields, so one that holds a cancel scope or a task group is for the
+        `async with` form only.
+        """
         if inspect.isawaitable(source):
             with AbortCut(self.signal) if cut_reads else nullcontext() as cut:
                 source = await source
@@ -547,7 +578,7 @@ class _Run:
         if hasattr(source, "__aenter__"):
             async with source as events:
                 async for event in self.read_events(events, state, cut_reads):
-                    yield event
+                    yield event  # noqa: ASYNC119 - a stream function's own context manager (see read_other)
         else:
             async for event in self.read_events(source, state, cut_reads):
                 yield event
@@ -567,6 +598,9 @@ class _Run:
         read = events.__anext__
         try:
             while True:
+                self.countdown -= 1
+                if self.countdown <= 0:  # a stream that never waits lets the other tasks run now and then
+                    await self.fair_share()
                 if not cut_reads:
                     try:
                         event = await read()
@@ -607,7 +641,7 @@ class _Run:
                 else:
                     raise TypeError(f"stream function yielded an unknown event: {event!r}")
         except BaseException:
-            await _close(events, shielded=True)
+            await _close(events, shielded=True)  # noqa: ASYNC102 - shielded, with a timeout, inside _close
             raise
         if state.final is not None and type(events) is AsyncGeneratorType:
             # After its terminal event a source is let run to its end: a generator normally just

@@ -21,6 +21,7 @@ import abc
 import builtins
 import dataclasses
 import json
+import logging
 import os
 import re
 import threading
@@ -59,8 +60,11 @@ if TYPE_CHECKING:
     from typing import TypeAlias
 
 __all__ = (
+    "Backend",
     "INTERRUPTED_TOOL_TEXT",
+    "JSONDict",
     "JSONLSessionStore",
+    "Meta",
     "SQLiteSessionStore",
     "Session",
     "SessionCorruptError",
@@ -71,11 +75,15 @@ __all__ = (
     "SessionNotFoundError",
     "SessionSettings",
     "SessionStore",
+    "Writer",
+    "check_session_id",
     "missing_tool_results",
     "open_agent",
 )
 
 JSONDict: TypeAlias = dict[str, Any]
+
+_log = logging.getLogger("agentloop.sessions")
 
 INTERRUPTED_TOOL_TEXT = (
     "Tool call was interrupted: the agent stopped before the tool finished, so its effects are unknown. "
@@ -288,8 +296,8 @@ class Backend(abc.ABC):
         """Store a new session (messages as JSON text); SessionError if the id is taken."""
 
     @abc.abstractmethod
-    def list(self) -> builtins.list[Meta]:
-        """Every session's metadata."""
+    def list(self) -> tuple[builtins.list[Meta], builtins.list[SessionCorruptError]]:
+        """Every readable session's metadata, and an error for each one that cannot be read."""
 
     @abc.abstractmethod
     def load(self, session_id: str) -> tuple[Meta, builtins.list[Any]]:
@@ -302,6 +310,10 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def delete(self, session_id: str) -> None:
         """Remove a session; SessionLockedError while a writer holds it."""
+
+    @abc.abstractmethod
+    def break_lock(self, session_id: str) -> None:
+        """Remove the session's write lock whoever holds it; SessionNotFoundError without one."""
 
     @abc.abstractmethod
     def close(self) -> None:
@@ -437,16 +449,31 @@ class SessionStore:
         info: SessionInfo = await self._run(work)
         return info
 
-    async def list(self) -> builtins.list[SessionInfo]:
-        """Every session, most recently updated first."""
+    async def list(self, *, errors: builtins.list[SessionCorruptError] | None = None) -> builtins.list[SessionInfo]:
+        """Every session, most recently updated first.
 
-        def work() -> builtins.list[SessionInfo]:
-            infos = [meta.info() for meta in self._get_backend().list()]
+        A session that cannot be read (a corrupt file or row, or a stray file in a JSONL folder)
+        is left out and logged (logger `agentloop.sessions`, warning); pass a list as `errors`
+        to receive a `SessionCorruptError` for each, naming it.
+        """
+
+        def work() -> tuple[builtins.list[SessionInfo], builtins.list[SessionCorruptError]]:
+            metas, bad = self._get_backend().list()
+            infos = []
+            for meta in metas:
+                try:
+                    infos.append(meta.info())
+                except SessionCorruptError as exc:
+                    bad.append(exc)
             infos.sort(key=lambda i: (-i.updated, i.id))
-            return infos
+            return infos, bad
 
-        infos: builtins.list[SessionInfo] = await self._run(work)
-        return infos
+        infos, bad = await self._run(work)
+        for exc in bad:
+            _log.warning("a session cannot be read, left out of the list: %s", exc)
+        if errors is not None:
+            errors.extend(bad)
+        return infos  # type: ignore[no-any-return]
 
     async def info(self, session_id: str) -> SessionInfo:
         """The info of one session; `SessionNotFoundError` if there is none."""
@@ -501,6 +528,18 @@ class SessionStore:
         """Delete a session; `SessionLockedError` while it is open for writing."""
         check_session_id(session_id)
         await self._run(lambda: self._get_backend().delete(session_id))
+
+    async def break_lock(self, session_id: str) -> None:
+        """Remove the session's write lock, for a writer known to be gone for good.
+
+        A SQLite lease of a process on this host is taken over as soon as the process is gone,
+        and one of another host (a container restarted under a new name) once it was not
+        renewed for `lease_timeout`; this removes it at once. A writer still alive loses the
+        session: its next write raises `SessionLockedError` and writes nothing. JSONL locks are
+        `flock`s that die with their process: there is nothing to break.
+        """
+        check_session_id(session_id)
+        await self._run(lambda: self._get_backend().break_lock(session_id))
 
     def open(self, session_id: str) -> _Opening:
         """Open a session for writing: `async with store.open(id) as session:` (or `await`).
@@ -561,22 +600,33 @@ class SQLiteSessionStore(SessionStore):
         synchronous: SQLite's `synchronous` setting: `FULL` (default) makes every committed
             message survive a power loss; `NORMAL` survives a process crash.
         timeout: Seconds to wait for another connection's write transaction.
+        lease_timeout: Seconds after which the lease of a writer on another host that stopped
+            renewing it is taken over (hosts' clocks must agree to well within it).
 
-    A writer's lock is a lease row naming its host and process; a lease left by a process that
-    died (same host) is taken over at once. Keep the database on a local disk.
+    A writer's lock is a lease row naming its host and process. A lease left by a process that
+    died on this host is taken over at once; a writer's leases are renewed by its writes and a
+    heartbeat thread, so one of another host is taken over `lease_timeout` after its writer
+    died. `break_lock(id)` removes a lease at once. Keep the database on a local disk.
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], *, synchronous: Literal["FULL", "NORMAL"] = "FULL", timeout: float = 30.0
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: Literal["FULL", "NORMAL"] = "FULL",
+        timeout: float = 30.0,
+        lease_timeout: float = 60.0,
     ) -> None:
         if synchronous not in ("FULL", "NORMAL"):
             raise ValueError(f"synchronous must be 'FULL' or 'NORMAL', got {synchronous!r}")
+        if isinstance(lease_timeout, bool) or not isinstance(lease_timeout, (int, float)) or not lease_timeout > 0:
+            raise ValueError(f"lease_timeout must be a positive number of seconds, got {lease_timeout!r}")
         self.path = Path(path)
 
         def factory() -> Backend:
             from ._sessions_sqlite import SQLiteBackend
 
-            return SQLiteBackend(self.path, synchronous=synchronous, timeout=timeout)
+            return SQLiteBackend(self.path, synchronous=synchronous, timeout=timeout, lease_timeout=lease_timeout)
 
         super().__init__(factory)
 

@@ -231,8 +231,9 @@ class JSONLBackend(Backend):
         if self.fsync:
             _fsync_dir(self.directory)
 
-    def list(self) -> builtins.list[Meta]:
+    def list(self) -> tuple[builtins.list[Meta], builtins.list[SessionCorruptError]]:
         metas = []
+        errors = []
         for path in sorted(self.directory.glob("*" + _SUFFIX)):
             if path.name.startswith("."):
                 continue
@@ -240,8 +241,15 @@ class JSONLBackend(Backend):
                 data = path.read_bytes()
             except FileNotFoundError:  # deleted meanwhile
                 continue
-            metas.append(parse(data, str(path), messages=False).meta)
-        return metas
+            try:
+                meta = parse(data, str(path), messages=False).meta
+                if meta.id != path.name[: -len(_SUFFIX)]:
+                    raise SessionCorruptError(f"{path}: holds session {meta.id!r}, not the one of its name")
+            except SessionCorruptError as exc:
+                errors.append(exc)
+                continue
+            metas.append(meta)
+        return metas, errors
 
     def load(self, session_id: str) -> tuple[Meta, builtins.list[Any]]:
         path = self._path(session_id)
@@ -292,6 +300,11 @@ class JSONLBackend(Backend):
                 _fsync_dir(self.directory)
         finally:
             os.close(fd)
+
+    def break_lock(self, session_id: str) -> None:
+        if not self._path(session_id).exists():
+            raise SessionNotFoundError(f"no session {session_id!r} in {self.directory}")
+        # Nothing to break: a writer's flock dies with its process.
 
     def close(self) -> None:
         pass

@@ -1,11 +1,16 @@
 """The SQLite session backend: one database, WAL journal, one transaction per write.
 
 Tables: `sessions` (metadata, settings as JSON text), `messages` (one row per message, the
-codec's JSON text) and `leases` (the writer of a session: a random token, its host and process).
-A lease whose process is gone (same host: no such pid, a zombie, or a pid reused by a process
-started later) is stale and is taken over; every write checks, in its transaction, that the
-lease is still the writer's own. The connection is shared by the store's worker threads under
-a lock (`check_same_thread=False`).
+codec's JSON text) and `leases` (the writer of a session: a random token, its host and process,
+and in `acquired` when it was taken or last renewed, in epoch milliseconds).
+
+A lease is stale, and is taken over, when its process is gone (same host: no such pid, a zombie,
+or a pid reused by a process started later), or, for a writer on another host (whose process
+cannot be checked), when it was not renewed for `lease_timeout` seconds. A writer renews its
+leases with every write and, while idle, from a heartbeat thread every quarter of that time.
+`break_lock` removes a lease at once. Every write checks, in its transaction, that the lease is
+still the writer's own. The connection is shared by the store's worker threads under a lock
+(`check_same_thread=False`).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import os
 import socket
 import sqlite3
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -95,9 +101,17 @@ def _alive(pid: int, start: str | None) -> bool:
     return start is None or now is None or now == start
 
 
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
 class SQLiteBackend(Backend):
-    def __init__(self, path: Path, *, synchronous: str, timeout: float) -> None:
+    def __init__(self, path: Path, *, synchronous: str, timeout: float, lease_timeout: float) -> None:
         self._lock = threading.Lock()
+        self._lease_timeout = lease_timeout
+        self._held: dict[str, str] = {}  # session id -> token of the leases this backend holds
+        self._stop_heartbeat = threading.Event()
+        self._heartbeat: threading.Thread | None = None
         self._host = socket.gethostname()
         self._pid = os.getpid()
         self._pid_start = _process_start(self._pid)
@@ -153,10 +167,17 @@ class SQLiteBackend(Backend):
                 [(meta.id, i, text) for i, text in enumerate(messages)],
             )
 
-    def list(self) -> builtins.list[Meta]:
+    def list(self) -> tuple[builtins.list[Meta], builtins.list[SessionCorruptError]]:
         with self._transaction(False) as conn:
             rows = conn.execute(f"SELECT {_META_COLUMNS} FROM sessions").fetchall()
-        return [_meta(row) for row in rows]
+        metas = []
+        errors = []
+        for row in rows:
+            try:
+                metas.append(_meta(row))
+            except SessionCorruptError as exc:
+                errors.append(exc)
+        return metas, errors
 
     def _meta(self, conn: sqlite3.Connection, session_id: str) -> Meta:
         row = conn.execute(f"SELECT {_META_COLUMNS} FROM sessions WHERE id = ?", (session_id,)).fetchone()
@@ -178,15 +199,27 @@ class SQLiteBackend(Backend):
             return meta, self._messages(conn, meta)
 
     def _check_lease(self, conn: sqlite3.Connection, session_id: str) -> None:
-        row = conn.execute("SELECT host, pid, pid_start FROM leases WHERE session_id = ?", (session_id,)).fetchone()
+        row = conn.execute(
+            "SELECT host, pid, pid_start, acquired FROM leases WHERE session_id = ?", (session_id,)
+        ).fetchone()
         if row is None:
             return
-        host, pid, pid_start = row
-        if host != self._host or _alive(pid, pid_start):
-            where = "this process" if (host, pid) == (self._host, self._pid) else f"process {pid} on {host}"
+        host, pid, pid_start, renewed = row
+        if host == self._host:
+            if not _alive(pid, pid_start):
+                return
+            where = "this process" if pid == self._pid else f"process {pid} on this host"
             raise SessionLockedError(
                 f"session {session_id!r} is open for writing by another Session ({where}); close that one first"
             )
+        age = (_now_ms() - renewed) / 1000
+        if age > self._lease_timeout:
+            return  # its writer stopped renewing it: gone, or cut off
+        raise SessionLockedError(
+            f"session {session_id!r} is open for writing by another Session (process {pid} on {host}, lease "
+            f"renewed {max(age, 0):.0f} s ago); close that one first. A lease expires {self._lease_timeout:g} s "
+            "after its last renewal; if that writer is gone for good, store.break_lock(session_id) removes it now"
+        )
 
     def acquire(self, session_id: str) -> tuple[Writer, Meta, builtins.list[Any]]:
         token = uuid.uuid4().hex
@@ -196,10 +229,41 @@ class SQLiteBackend(Backend):
             conn.execute(
                 "INSERT OR REPLACE INTO leases (session_id, token, host, pid, pid_start, acquired) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
-                (session_id, token, self._host, self._pid, self._pid_start, meta.updated),
+                (session_id, token, self._host, self._pid, self._pid_start, _now_ms()),
             )
             messages = self._messages(conn, meta)
+        with self._lock:
+            self._held[session_id] = token
+            if self._heartbeat is None:
+                self._heartbeat = threading.Thread(
+                    target=self._renew_leases, name="agentloop-sqlite-lease-heartbeat", daemon=True
+                )
+                self._heartbeat.start()
         return _SQLiteWriter(self, session_id, token), meta, messages
+
+    def _renew_leases(self) -> None:
+        """The heartbeat: renew the leases this backend holds, until the backend closes."""
+        while not self._stop_heartbeat.wait(self._lease_timeout / 4):
+            try:
+                with self._transaction(True) as conn:
+                    now = _now_ms()
+                    for session_id, token in list(self._held.items()):
+                        conn.execute(
+                            "UPDATE leases SET acquired = ? WHERE session_id = ? AND token = ?",
+                            (now, session_id, token),
+                        )
+            except SessionError:  # closed meanwhile, or the disk failed: the next beat tries again
+                continue
+
+    def _released(self, session_id: str, token: str) -> None:
+        with self._lock:
+            if self._held.get(session_id) == token:
+                del self._held[session_id]
+
+    def break_lock(self, session_id: str) -> None:
+        with self._transaction(True) as conn:
+            self._meta(conn, session_id)
+            conn.execute("DELETE FROM leases WHERE session_id = ?", (session_id,))
 
     def delete(self, session_id: str) -> None:
         with self._transaction(True) as conn:
@@ -209,6 +273,9 @@ class SQLiteBackend(Backend):
                 conn.execute(f"DELETE FROM {table} WHERE {column} = ?", (session_id,))
 
     def close(self) -> None:
+        self._stop_heartbeat.set()
+        if self._heartbeat is not None:
+            self._heartbeat.join()
         with self._lock:
             conn, self._conn = self._conn, None
         if conn is not None:
@@ -302,9 +369,13 @@ class _SQLiteWriter(Writer):
         row = conn.execute("SELECT token FROM leases WHERE session_id = ?", (self._session_id,)).fetchone()
         if row is None or row[0] != self._token:
             raise SessionLockedError(
-                f"session {self._session_id!r} lost its write lease (the session was deleted, or another "
-                "writer took it over); nothing was written"
+                f"session {self._session_id!r} lost its write lease (the session was deleted, its lock was "
+                "broken, or another writer took it over); nothing was written"
             )
+        conn.execute(
+            "UPDATE leases SET acquired = ? WHERE session_id = ? AND token = ?",
+            (_now_ms(), self._session_id, self._token),
+        )
 
     def append(self, start: int, messages: builtins.list[str], time: int) -> None:
         with self._backend._transaction(True) as conn:
@@ -347,6 +418,7 @@ class _SQLiteWriter(Writer):
         if self._released:
             return
         self._released = True
+        self._backend._released(self._session_id, self._token)
         if self._backend._conn is None:
             return
         with self._backend._transaction(True) as conn:

@@ -26,6 +26,13 @@ without an id connected, and when a connected client reads slower than the log t
 After a reset, reload the state from `GET /sessions/{id}`. A run failure the Agent did not turn
 into events comes as `event: error`.
 
+Access: with `token`, every request needs `Authorization: Bearer <token>` (the event stream may
+pass it as `?token=`, since a browser's EventSource cannot set headers); 401 otherwise. A request
+from a browser page of another origin (its `Origin` header names another host than the request's
+`Host`) is refused with 403 unless `allowed_origins` lists it, so a page elsewhere cannot create
+sessions or abort runs. With `allowed_hosts`, requests for other `Host` names get 400 (DNS
+rebinding).
+
 Runs are tasks of the app's own task group, which lives as long as the ASGI lifespan (or
 `async with app.running():` when the server has no lifespan). Shutting down aborts the runs,
 ends the event streams and releases the sessions. With a `store`, each session is recorded in
@@ -34,16 +41,17 @@ it and sessions of the store are resumed on first use. Runs on asyncio and trio.
 
 from __future__ import annotations
 
+import hmac
 import inspect
 import json
 import re
 import sys
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
 import anyio
 import anyio.abc
@@ -96,12 +104,17 @@ class _Disconnected(Exception):
 class _Live:
     """A session the app serves: its agent, its event log, who waits on it."""
 
-    def __init__(self, session_id: str, agent: Agent, session: Session | None, replay_limit: int) -> None:
+    def __init__(
+        self, session_id: str, agent: Agent, session: Session | None, replay_limit: int, replay_bytes: int
+    ) -> None:
         self.id = session_id
         self.agent = agent
         self.session = session
         self.epoch = uuid.uuid4().hex[:12]
-        self.log: deque[tuple[int, bytes]] = deque(maxlen=replay_limit)
+        self.log: deque[tuple[int, bytes]] = deque()
+        self.log_bytes = 0
+        self.replay_limit = replay_limit
+        self.replay_bytes = replay_bytes
         self.next_id = 1
         self.changed = anyio.Event()
         self.busy = False
@@ -118,7 +131,12 @@ class _Live:
         head = f"id: {self.event_id(number)}\n"
         if event is not None:
             head += f"event: {event}\n"
-        self.log.append((number, f"{head}data: {data}\n\n".encode()))
+        frame = f"{head}data: {data}\n\n".encode()
+        log = self.log
+        log.append((number, frame))
+        self.log_bytes += len(frame)
+        while len(log) > 1 and (len(log) > self.replay_limit or self.log_bytes > self.replay_bytes):
+            self.log_bytes -= len(log.popleft()[1])  # the newest event is always kept
         self.notify()
 
     def notify(self) -> None:
@@ -174,6 +192,14 @@ class AgentSSEApp:
             app serves (new, or resumed from `store`).
         store: Record every session in this store; its sessions are resumed on first use.
         replay_limit: How many events of a session are kept for `Last-Event-ID` resume.
+        replay_bytes: How many bytes of events a session keeps for resume, at most (the newest
+            event is kept whatever its size).
+        token: When set, the bearer token every request must carry.
+        allowed_origins: Browser origins (`https://chat.example.com`) allowed besides the app's
+            own; `["*"]` allows any.
+        allowed_hosts: When set, the `Host` names (`chat.example.com`, `localhost:8000`) the app
+            answers; others get 400. This stops DNS rebinding (a page whose name was pointed at
+            this server) from reaching an app without a token.
         keepalive: Seconds of silence after which an event stream gets a comment line.
         max_body_size: The largest request body accepted (413 above).
         shutdown_timeout: Seconds runs get to finish their abort at shutdown.
@@ -188,15 +214,25 @@ class AgentSSEApp:
         *,
         store: SessionStore | None = None,
         replay_limit: int = 4096,
+        replay_bytes: int = 16 << 20,
         keepalive: float = 15.0,
         max_body_size: int = 1 << 20,
         shutdown_timeout: float = 5.0,
+        token: str | None = None,
+        allowed_origins: Sequence[str] = (),
+        allowed_hosts: Sequence[str] | None = None,
     ) -> None:
         if not callable(agent_factory):
             raise TypeError(f"agent_factory must be callable, got {agent_factory!r}")
         if store is not None and not isinstance(store, SessionStore):
             raise TypeError(f"store must be a SessionStore or None, got {type(store).__name__}")
-        for name, value in (("replay_limit", replay_limit), ("max_body_size", max_body_size)):
+        if token is not None and (not isinstance(token, str) or not token):
+            raise ValueError("token must be a non-empty string or None")
+        for name, names in (("allowed_origins", allowed_origins), ("allowed_hosts", allowed_hosts or ())):
+            if isinstance(names, str) or not all(isinstance(o, str) for o in names):
+                raise TypeError(f"{name} must be a list of strings, got {names!r}")
+        sizes = (("replay_limit", replay_limit), ("replay_bytes", replay_bytes), ("max_body_size", max_body_size))
+        for name, value in sizes:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
         if not isinstance(keepalive, (int, float)) or not keepalive > 0:
@@ -204,6 +240,10 @@ class AgentSSEApp:
         self.agent_factory = agent_factory
         self.store = store
         self.replay_limit = replay_limit
+        self.replay_bytes = replay_bytes
+        self._token = None if token is None else token.encode()
+        self._allowed_origins = frozenset(o.rstrip("/").lower() for o in allowed_origins)
+        self._allowed_hosts = None if allowed_hosts is None else frozenset(h.lower() for h in allowed_hosts)
         self.keepalive = float(keepalive)
         self.max_body_size = max_body_size
         self.shutdown_timeout = shutdown_timeout
@@ -287,7 +327,36 @@ class AgentSSEApp:
         except _Disconnected:
             pass
 
+    def _check_access(self, scope: Scope) -> None:
+        """401 without the token (when one is set), 403 for a page of an origin not allowed."""
+        headers = {bytes(name).lower(): bytes(value) for name, value in scope.get("headers") or []}
+        host = headers.get(b"host", b"").decode("latin-1").lower()
+        if self._allowed_hosts is not None and host not in self._allowed_hosts:
+            raise _HTTPError(400, f"this app does not serve the host {host!r} (see allowed_hosts)")
+        if self._token is not None:
+            scheme, _, credentials = headers.get(b"authorization", b"").strip().partition(b" ")
+            if not credentials and scope.get("path", "").endswith("/events"):
+                # latin-1 both ways: the token's bytes, whatever they are, come back unchanged.
+                query = parse_qs((scope.get("query_string") or b"").decode("latin-1"), encoding="latin-1")
+                credentials = query.get("token", [""])[-1].encode("latin-1")
+                scheme = b"bearer"
+            # Compared in constant time whatever was sent (also when nothing was).
+            if not hmac.compare_digest(credentials.strip(), self._token) or scheme.lower() != b"bearer":
+                raise _HTTPError(
+                    401, "Unauthorized: send Authorization: Bearer <token>", [(b"www-authenticate", b"Bearer")]
+                )
+        origin = headers.get(b"origin")
+        if origin is None or "*" in self._allowed_origins:
+            return
+        text = origin.decode("latin-1").rstrip("/").lower()
+        if text in self._allowed_origins:
+            return
+        if host and urlsplit(text).netloc == host:
+            return  # the app's own page
+        raise _HTTPError(403, f"requests from the origin {text!r} are not allowed (see allowed_origins)")
+
     async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self._check_access(scope)
         match = _ROUTE.match(scope["path"])
         if match is None:
             raise _HTTPError(404, f"no route for {scope['path']!r}: see the AgentSSEApp routes")
@@ -364,7 +433,7 @@ class AgentSSEApp:
             await self.store.create(agent=agent, title=title, session_id=session_id)
             session = await self.store.open(session_id)
             await session.attach(agent)
-        live = self._sessions[session_id] = _Live(session_id, agent, session, self.replay_limit)
+        live = self._sessions[session_id] = _Live(session_id, agent, session, self.replay_limit, self.replay_bytes)
         await _send_json(send, 201, {"id": session_id, "lastEventId": live.last_event_id})
 
     async def _list(self) -> list[dict[str, Any]]:
@@ -404,7 +473,7 @@ class AgentSSEApp:
                 with anyio.CancelScope(shield=True):
                     await session.aclose()
                 raise
-            live = self._sessions[session_id] = _Live(session_id, agent, session, self.replay_limit)
+            live = self._sessions[session_id] = _Live(session_id, agent, session, self.replay_limit, self.replay_bytes)
             return live
 
     async def _delete(self, session_id: str) -> None:
@@ -553,6 +622,8 @@ class AgentSSEApp:
             data = json.loads(body)
         except ValueError as exc:
             raise _HTTPError(400, f"the body is not JSON: {exc}") from None
+        except RecursionError:
+            raise _HTTPError(400, "the body nests too deeply") from None
         if not isinstance(data, dict):
             raise _HTTPError(400, f"the body must be a JSON object, got {type(data).__name__}")
         return data
@@ -584,6 +655,8 @@ def _messages_of(body: dict[str, Any]) -> list[AgentMessage]:
             message = from_json(item)
         except (ValueError, TypeError) as exc:
             raise _HTTPError(400, f"{key} {i}: {exc}") from None
+        except RecursionError:
+            raise _HTTPError(400, f"{key} {i}: the message nests too deeply") from None
         if not isinstance(message, _MESSAGE_TYPES):
             raise _HTTPError(400, f"{key} {i}: not a message (it needs a 'role')")
         messages.append(message)

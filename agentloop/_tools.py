@@ -30,7 +30,7 @@ class ToolExecute(Protocol):
 
     def __call__(
         self, tool_call_id: str, params: Any, signal: AbortSignal, on_update: OnUpdate, /
-    ) -> Awaitable[AgentToolResult]: ...
+    ) -> Awaitable[AgentToolResult | str]: ...
 
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
@@ -118,7 +118,7 @@ class AgentTool:
 
     async def execute(
         self, tool_call_id: str, params: Any, signal: AbortSignal, on_update: OnUpdate
-    ) -> AgentToolResult:
+    ) -> AgentToolResult | str:
         """Run the tool. Override in a subclass, or pass `execute=` to the constructor."""
         assert self._execute is not None
         return await self._execute(tool_call_id, params, signal, on_update)
@@ -158,10 +158,17 @@ def _failure(name: str, lines: list[str], arguments: Any) -> ValueError:
 
 
 def _validator(tool: AgentTool) -> Any:
-    """The tool's JSON-schema validator, built once (jsonschema is imported on first use)."""
+    """The tool's JSON-schema validator, built once (jsonschema is imported on first use).
+
+    Schemas may come from third parties and arguments from the model, so validating never
+    reaches the network (`$ref`s resolve within the schema and the JSON-schema meta-schemas
+    only) and never runs a backtracking regular expression (`_schema_checks`).
+    """
     validator = tool._validator
     if validator is None:
         import jsonschema
+
+        from ._schema_checks import bounded_validator_class, local_registry
 
         schema = dict(tool.parameters)
         cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
@@ -169,7 +176,7 @@ def _validator(tool: AgentTool) -> Any:
             cls.check_schema(schema)
         except jsonschema.SchemaError as exc:
             raise ValueError(f'tool "{tool.name}" has an invalid JSON schema: {exc.message}') from None
-        validator = tool._validator = cls(schema)
+        validator = tool._validator = bounded_validator_class(cls)(schema, registry=local_registry())
     return validator
 
 
@@ -255,7 +262,9 @@ def _errors(validator: Any, args: Any) -> list[Any]:
     try:
         return list(validator.iter_errors(args))
     except referencing.exceptions.Unresolvable as exc:
-        error = jsonschema.ValidationError(f"the schema has a $ref that cannot be resolved ({exc})")
+        error = jsonschema.ValidationError(
+            f"the schema has a $ref that cannot be resolved ({exc}; references outside the schema are not fetched)"
+        )
         return [error]
 
 

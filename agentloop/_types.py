@@ -38,7 +38,9 @@ __all__ = (
     "Usage",
     "UserContent",
     "UserMessage",
+    "error_result",
     "now_ms",
+    "tool_result_message",
 )
 
 StopReason: TypeAlias = Literal["stop", "length", "toolUse", "error", "aborted", "pending"]

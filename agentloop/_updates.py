@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-__all__ = ("DELIVERED", "Delivery", "Flag", "UpdatePump", "settle")
+__all__ = ("DELIVERED", "Delivery", "Flag", "Flags", "UpdatePump", "settle")
 
 
 class Flag:
@@ -188,7 +188,7 @@ class UpdatePump:
             self._done(delivery)
 
 
-async def _raise(exc: Exception) -> None:
+async def _raise(exc: Exception) -> None:  # noqa: ASYNC124 - an awaitable that raises
     raise exc
 
 

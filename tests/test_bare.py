@@ -19,6 +19,7 @@ import pytest
 
 import agentloop as al
 from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedToolCall, check_events
+from tests.support import agent_end, last_assistant, text
 
 MODEL = al.Model(id="m", api="faux", provider="faux")
 
@@ -79,7 +80,7 @@ def barrier_and_hooks(log: list[str]) -> tuple[ScriptedModel, list[al.AgentTool]
         ]
     )
 
-    async def after(context: al.AfterToolCallContext, signal: al.AbortSignal) -> None:
+    async def after(context: al.AfterToolCallContext, signal: al.AbortSignal) -> None:  # noqa: ASYNC124 - an async hook, as users write them
         log.append(f"after {context.tool_call.id}")
 
     return model, tools, {"after_tool_call": after, "max_turns": 5}
@@ -154,7 +155,7 @@ class Probe:
         try:
             async with aclosing(self.model(model, context, options)) as events:  # type: ignore[type-var]
                 async for event in events:
-                    yield event
+                    yield event  # noqa: ASYNC119 - aclosing of the scripted stream: no scope
         finally:
             self.closed += 1
 
@@ -234,12 +235,12 @@ async def test_a_stream_function_that_raises_comes_out_unwrapped(anyio_backend: 
 
 
 async def test_a_tool_batch_failure_comes_out_unwrapped(anyio_backend: object) -> None:
-    def fail(event: object) -> None:
+    def fail() -> list[al.AgentMessage]:
         raise AttributeError("hook failed")
 
     model = ScriptedModel([calls("c1", "c2"), "done"])
     context = al.AgentContext(tools=[sleeper([], 0)])
-    config = al.AgentLoopConfig(model=MODEL, get_steering_messages=lambda: fail(None))
+    config = al.AgentLoopConfig(model=MODEL, get_steering_messages=fail)
     with anyio.fail_after(5), pytest.raises(AttributeError, match="hook failed"):
         async for _event in al.agent_loop([al.UserMessage(content="go")], context, config, None, model):
             pass
@@ -281,7 +282,7 @@ async def test_abort_during_the_model_stream_ends_the_run_with_an_aborted_messag
                 signal.abort()
     check_events(seen)
     assert [e.type for e in seen[-3:]] == ["message_end", "turn_end", "agent_end"]
-    assert seen[-1].messages[-1].stop_reason == "aborted"  # type: ignore[attr-defined]
+    assert last_assistant(seen).stop_reason == "aborted"
     assert probe.closed == probe.opened == 1
 
 
@@ -294,7 +295,7 @@ async def test_abort_cuts_a_stream_function_that_ignores_the_signal(anyio_backen
         try:
             async with aclosing(script(model, context, options)) as events:  # type: ignore[type-var]
                 async for event in events:
-                    yield event
+                    yield event  # noqa: ASYNC119 - aclosing of the scripted stream: no scope
                     if event.type == "text_delta":
                         await anyio.sleep_forever()  # ignores options.signal
         finally:
@@ -333,7 +334,7 @@ async def test_abort_during_a_batch_answers_the_calls_and_ends_the_run(anyio_bac
                 seen.append(event)
     check_events(seen)
     ends = [e for e in seen if isinstance(e, al.ToolExecutionEnd)]
-    assert [(e.tool_call_id, e.result.content[0].text, e.is_error) for e in ends] == [
+    assert [(e.tool_call_id, text(e.result.content[0]), e.is_error) for e in ends] == [
         ("c1", "Operation aborted", True),
         ("c2", "Operation aborted", True),
     ]
@@ -368,4 +369,4 @@ async def test_continue_works_bare(anyio_backend: object) -> None:
         e async for e in al.agent_loop_continue(context, al.AgentLoopConfig(model=MODEL), None, ScriptedModel(["hi"]))
     ]
     check_events(events)
-    assert [m.role for m in events[-1].messages] == ["assistant"]  # type: ignore[attr-defined]
+    assert [m.role for m in agent_end(events).messages] == ["assistant"]

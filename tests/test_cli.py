@@ -242,3 +242,19 @@ def test_base_url_with_a_model_name_makes_an_openai_compatible_model_without_a_k
     assert (
         registered is not None and registered.provider == "openai" and registered.base_url == "http://proxy.example/v1"
     )
+
+
+def test_the_printer_strips_control_sequences_from_model_text_and_tool_results() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    printer = _cli.Printer(out=out, err=err, color=True)
+    hostile = "ok\x1b]52;c;aGk=\x07 \x1b[2J\rgone\x9b31m"
+    partial = al.AssistantMessage(content=[al.TextContent(hostile)])
+    printer.listener(al.MessageUpdate(partial, al.TextDeltaEvent(0, hostile, partial)), al.AbortSignal())
+    result = al.AgentToolResult(content=(al.TextContent(hostile),))
+    printer.listener(al.ToolExecutionStart("c1", "read\x1b[2Jfile", {"path": hostile}), al.AbortSignal())
+    printer.listener(al.ToolExecutionEnd("c1", "read_file", result, False), al.AbortSignal())
+    shown = out.getvalue()
+    for control in ("\x1b]", "\x07", "\x1b[2J", "\r", "\x9b"):
+        assert control not in shown
+    assert "ok]52;c;aGk= [2Jgone31m" in shown  # the text is kept, without its controls
+    assert "\x1b[2m" in shown or "\x1b[36m" in shown  # the printer's own colours still apply

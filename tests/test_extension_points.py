@@ -12,6 +12,7 @@ import pytest
 
 import agentloop as al
 from agentloop.testing import Response, ScriptedModel, ScriptedToolCall, check_events
+from tests.support import last_assistant, text, tool_results
 
 MODEL = al.Model(id="m", api="faux", provider="faux")
 
@@ -54,9 +55,7 @@ async def run(tools: list[al.AgentTool], model: ScriptedModel, **config: Any) ->
 
 def ends(events: list[al.AgentEvent]) -> list[tuple[str, str, bool]]:
     return [
-        (e.tool_call_id, e.result.content[0].text, e.is_error)  # type: ignore[union-attr]
-        for e in events
-        if isinstance(e, al.ToolExecutionEnd)
+        (e.tool_call_id, text(e.result.content[0]), e.is_error) for e in events if isinstance(e, al.ToolExecutionEnd)
     ]
 
 
@@ -72,7 +71,7 @@ async def test_a_tool_past_its_timeout_gets_an_error_result_and_the_run_goes_on(
         ("c2", "quick done", False),
     ]
     assert "cancelled c1" in log
-    assert events[-1].messages[-1].text == "after"  # type: ignore[attr-defined]
+    assert last_assistant(events).text == "after"
 
 
 async def test_max_concurrency_limits_a_tool_and_keeps_source_order(anyio_backend: object) -> None:
@@ -97,8 +96,7 @@ async def test_max_concurrency_limits_a_tool_and_keeps_source_order(anyio_backen
     assert order == [f"c{i}" for i in range(1, 7)]
     starts = [e.tool_call_id for e in events if isinstance(e, al.ToolExecutionStart)]
     assert starts == [f"c{i}" for i in range(1, 7)]
-    results = [m.tool_call_id for m in events[-1].messages if m.role == "toolResult"]  # type: ignore[attr-defined]
-    assert results == [f"c{i}" for i in range(1, 7)]
+    assert [m.tool_call_id for m in tool_results(events)] == [f"c{i}" for i in range(1, 7)]
 
 
 async def test_max_parallel_tool_calls_limits_a_batch(anyio_backend: object) -> None:
@@ -136,7 +134,7 @@ class EngineError(Exception):
 async def test_propagate_exceptions_end_the_run_instead_of_becoming_results(
     anyio_backend: object, where: str, execution: str
 ) -> None:
-    failed = []
+    failed: list[str] = []
 
     async def fail(*args: Any) -> Any:
         if not failed:  # the first call only: several at once would come out as an ExceptionGroup
@@ -148,7 +146,7 @@ async def test_propagate_exceptions_end_the_run_instead_of_becoming_results(
             return "ok"
         return None
 
-    async def ok(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> str:
+    async def ok(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> str:  # noqa: ASYNC124 - an async tool, as users write them
         return "ok"
 
     tool = al.AgentTool(
@@ -167,7 +165,7 @@ async def test_propagate_exceptions_end_the_run_instead_of_becoming_results(
 
 
 async def test_other_exceptions_still_become_error_results(anyio_backend: object) -> None:
-    async def fail(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> str:
+    async def fail(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> str:  # noqa: ASYNC124 - an async tool, as users write them
         raise ValueError("an ordinary failure")
 
     tool = al.AgentTool(name="t", description="", parameters={"type": "object"}, execute=fail)
@@ -179,8 +177,7 @@ async def test_the_clock_stamps_the_messages_the_loop_makes(anyio_backend: objec
     log: list[str] = []
     signal = al.AbortSignal()
     events = await run([sleeper("t", 0, log)], ScriptedModel([calls("t"), "done"]), clock=lambda: 1_000)
-    results = [m for m in events[-1].messages if m.role == "toolResult"]  # type: ignore[attr-defined]
-    assert [m.timestamp for m in results] == [1_000]
+    assert [m.timestamp for m in tool_results(events)] == [1_000]
     signal.abort()
     aborted: list[al.AgentEvent] = []
     await al.run_agent_loop(
@@ -191,8 +188,8 @@ async def test_the_clock_stamps_the_messages_the_loop_makes(anyio_backend: objec
         signal,
         lambda model, context, options: _silent(),
     )
-    assert aborted[-1].messages[-1].stop_reason == "aborted"  # type: ignore[attr-defined]
-    assert aborted[-1].messages[-1].timestamp == 2_000  # type: ignore[attr-defined]
+    assert last_assistant(aborted).stop_reason == "aborted"
+    assert last_assistant(aborted).timestamp == 2_000
 
 
 async def _silent() -> Any:
@@ -229,7 +226,7 @@ async def test_a_sync_tool_runs_in_a_worker_thread(anyio_backend: object) -> Non
     assert threads and threads[0] != threading.current_thread().name
     assert ends(events) == [("c1", "slept 0.01", False)]
     updates = [e for e in events if isinstance(e, al.ToolExecutionUpdate)]
-    assert [u.partial_result.content[0].text for u in updates] == ["half way"]  # type: ignore[union-attr]
+    assert [text(u.partial_result.content[0]) for u in updates] == ["half way"]
 
 
 async def test_an_aborted_sync_tool_is_answered_after_the_grace_period(anyio_backend: object) -> None:
@@ -290,3 +287,51 @@ async def test_observe_sees_every_event_in_the_loop_s_task(anyio_backend: object
 def test_observe_must_be_callable() -> None:
     with pytest.raises(TypeError, match="observe must be callable"):
         al.AgentLoopConfig(model=MODEL, observe="print")  # type: ignore[arg-type]
+
+
+async def test_the_agent_takes_the_same_options(anyio_backend: object) -> None:
+    seen_options: list[al.StreamOptions] = []
+    wrapped: list[str] = []
+    observed: list[str] = []
+    script = ScriptedModel([calls("t"), "done"])
+
+    def stream_fn(model: al.Model, context: al.Context, options: al.StreamOptions) -> Any:
+        seen_options.append(options)
+        return script(model, context, options)
+
+    async def wrap(invocation: al.ToolInvocation, proceed: Any) -> object:
+        wrapped.append(invocation.tool_call.id)
+        return await proceed()
+
+    agent = al.Agent(
+        model=MODEL,
+        tools=[sleeper("t", 0, [])],
+        stream_fn=stream_fn,
+        temperature=0.25,
+        headers={"x-team": "a"},
+        metadata={"user": "u1"},
+        api_key="sk-test",
+        wrap_tool_call=wrap,
+        observe=lambda event: observed.append(event.type),
+        clock=lambda: 7,
+        max_parallel_tool_calls=1,
+    )
+    with anyio.fail_after(5):
+        await agent.prompt("go")
+    options = seen_options[0]
+    assert (options.temperature, options.headers, options.metadata, options.api_key) == (
+        0.25,
+        {"x-team": "a"},
+        {"user": "u1"},
+        "sk-test",
+    )
+    assert wrapped == ["c1"]
+    assert observed[0] == "agent_start" and observed[-1] == "agent_end"
+    assert [m.timestamp for m in agent.state.messages if isinstance(m, al.ToolResultMessage)] == [7]
+
+
+def test_the_agent_names_a_bad_option() -> None:
+    with pytest.raises(ValueError, match=r"^max_parallel_tool_calls must be a positive int"):
+        al.Agent(max_parallel_tool_calls=0)
+    with pytest.raises(TypeError, match=r"^observe must be callable"):
+        al.Agent(observe=3)  # type: ignore[arg-type]

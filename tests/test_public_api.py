@@ -55,3 +55,40 @@ def test_importing_agentloop_loads_no_http_stack_nor_validators() -> None:
 
 def test_version_is_a_string() -> None:
     assert isinstance(agentloop.__version__, str) and agentloop.__version__.count(".") == 2
+
+
+def _internal_imports() -> list[tuple[str, str, str]]:
+    """(importing module, imported module, name) for every `from .x import name` in agentloop."""
+    import ast
+    from pathlib import Path
+
+    root = Path(agentloop.__file__).parent
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        package = module if parts[-1] == "__init__" else module.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                target = ".".join([*base, node.module] if node.module else base)
+                found += [(module, target, alias.name) for alias in node.names]
+    return found
+
+
+def test_every_module_lists_what_the_others_import_from_it() -> None:
+    """A module's `__all__` is accurate: every name it lists exists, and every public name another
+    module of agentloop imports from it is listed (private helpers start with `_`)."""
+    import importlib
+
+    unlisted = []
+    for module, target, name in _internal_imports():
+        imported = importlib.import_module(target)
+        listed = getattr(imported, "__all__", None)
+        assert listed is not None, f"{target} has no __all__"
+        for listed_name in listed:
+            assert hasattr(imported, listed_name), f"{target}.__all__ lists {listed_name!r}, which it lacks"
+        is_module = isinstance(getattr(imported, name, None), type(importlib))
+        if not name.startswith("_") and name not in listed and not is_module:
+            unlisted.append(f"{module} imports {name} from {target}")
+    assert unlisted == []

@@ -1,5 +1,5 @@
 """LLM providers: stream functions for OpenAI Chat Completions, OpenAI Responses and Anthropic
-Messages over httpx + httpx-sse, a model registry, and `stream_simple`, which dispatches on
+Messages over httpx, a model registry, and `stream_simple`, which dispatches on
 `model.api`.
 
 Every stream function has the signature of `agentloop.StreamFn` (plus keyword-only `http=` and
@@ -10,6 +10,22 @@ content kept; an abort of `options.signal` ends it with reason `aborted`.
 
 Importing `agentloop` does not import this package (nor httpx): the default stream function
 loads it on first use.
+
+The events and final messages are pi-ai 1.6.0's for the same bytes (checked on recorded streams
+by `tests/providers/test_differential.py`), except where agentloop keeps its own policy:
+
+- Chat Completions with `n > 1`: only choice 0 is read (pi-ai appends every choice's deltas to
+  one text, which mixes the answers).
+- A Chat Completions refusal (`delta.refusal`) is text (pi-ai drops it: an empty message).
+- A stream cut before its end marker ends with agentloop's own error text (the same events and
+  content as pi-ai otherwise).
+- Responses reasoning summaries: the `"\\n\\n"` between parts is a delta between parts, and an
+  initial text in an Anthropic `content_block_start` (`redacted_thinking`'s placeholder) is a
+  delta: the deltas always add up to the final text (pi-ai also sends a separator after the last
+  part and drops it from the final text, and puts initial text in the block without a delta).
+- A new tool-call `id` at a known Chat Completions `index` starts a new call (pi-ai merges the
+  two), for servers that number every parallel call 0.
+- A Responses server that omits `output_index` still has its items routed by `item_id`.
 """
 
 from __future__ import annotations

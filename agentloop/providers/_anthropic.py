@@ -336,8 +336,11 @@ class AnthropicParser(SSEParser):
                 state.redacted = True
                 state.signature.append(block.get("data") or "")
                 out.append(builder.thinking_delta(_REDACTED, state.index))
-            elif isinstance(block.get("thinking"), str) and block["thinking"]:
-                out.append(builder.thinking_delta(block["thinking"], state.index))
+            else:
+                if isinstance(block.get("signature"), str):
+                    state.signature.append(block["signature"])
+                if isinstance(block.get("thinking"), str) and block["thinking"]:
+                    out.append(builder.thinking_delta(block["thinking"], state.index))
         elif kind == "tool_use":
             state = _Block("tool", 0)
             state.id = as_str(block.get("id"))
@@ -383,7 +386,8 @@ class AnthropicParser(SSEParser):
         if block.kind == "text":
             return builder.text_end(block.index)
         if block.kind == "thinking":
-            signature = "".join(block.signature) or None
+            # Always a string, "" when the server sent none (as pi-ai); replay skips an empty one.
+            signature = "".join(block.signature)
             return builder.thinking_end(block.index, signature=signature, redacted=block.redacted)
         arguments, error = block.args.final()
         return builder.tool_call_end(ToolCall(block.id, block.name, arguments, arguments_error=error), block.index)

@@ -18,18 +18,19 @@ from .._types import AssistantMessage, Context, Cost, ImageContent, Model, ToolR
 
 __all__ = (
     "ABORTED_TEXT",
-    "ENV_API_KEYS",
     "AssistantMessageEventStream",
+    "ENV_API_KEYS",
     "ProviderError",
     "SSEParser",
-    "calculate_cost",
     "as_int",
     "as_str",
+    "calculate_cost",
     "check_arguments",
     "check_llm_messages",
     "compat",
     "data_url",
     "env_api_key",
+    "error_text",
     "is_one_of",
     "json_text",
     "make_usage",
@@ -318,6 +319,9 @@ class SSEParser:
 
     end_marker = "end marker"
     """What the protocol ends with, for the error when a stream stops before it."""
+    complete_at_eof = False
+    """True when the body may end without the end marker (`finish` then decides, as the official
+    SDK does for Chat Completions); otherwise such a stream ends in an "incomplete" error."""
 
     def __init__(self, model: Model, builder: AssistantMessageBuilder) -> None:
         self.model = model

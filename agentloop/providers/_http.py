@@ -26,7 +26,7 @@ import anyio
 import httpx
 from httpx_sse import ServerSentEvent, SSEError
 
-from .._abort import AbortSignal
+from .._abort import AbortCut, AbortSignal
 from .._config import StreamOptions
 from .._events import AssistantMessageEvent
 from .._partial import AssistantMessageBuilder
@@ -128,28 +128,18 @@ class _Interrupted(Exception):
 
 
 class _Guard:
-    """Runs each wait on the outside world in its own cancel scope, cancelled by an abort of the
-    signal or the total deadline; the scope never spans a `yield` of the generator."""
+    """Runs each wait on the outside world in an abort cut bounded by the total deadline; a cut
+    never spans a `yield` of the generator."""
 
     def __init__(self, signal: AbortSignal, deadline: float) -> None:
         self.signal = signal
         self.deadline = deadline
-        self.scope: anyio.CancelScope | None = None
-        self.remove = signal.on_abort(self._on_abort)
-
-    def _on_abort(self) -> None:
-        if self.scope is not None:
-            self.scope.cancel()
 
     async def run(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
         if self.signal.aborted or anyio.current_time() >= self.deadline:
             raise _Interrupted
-        with anyio.CancelScope(deadline=self.deadline) as scope:
-            self.scope = scope
-            try:
-                return await fn(*args)
-            finally:
-                self.scope = None
+        with AbortCut(self.signal, deadline=self.deadline):
+            return await fn(*args)
         raise _Interrupted
 
 
@@ -267,7 +257,6 @@ async def _run(
             text = _transport_error(exc) if isinstance(exc, httpx.HTTPError) else _describe(exc)
             yield builder.error("error", redact(text, secret))
     finally:
-        guard.remove()
         if own:
             await _close(active)
 
@@ -366,7 +355,7 @@ async def _attempt(
                 return
             for event in events:
                 yield event
-        if not parser.finished:
+        if not parser.finished and not parser.complete_at_eof:
             yield builder.error(
                 "error",
                 f"The stream ended before its {parser.end_marker}: the connection closed early and the "

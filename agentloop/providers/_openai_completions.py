@@ -65,7 +65,13 @@ from ._http import AsyncClient, HTTPOptions, Request, run_stream
 from ._json_stream import ToolArguments
 from ._transform import normalize_completions_id, normalize_mistral_id, transform_messages
 
-__all__ = ("OPENAI_BASE_URL", "CompletionsParser", "build_completions_request", "stream_openai_completions")
+__all__ = (
+    "CompletionsParser",
+    "OPENAI_BASE_URL",
+    "base_url",
+    "build_completions_request",
+    "stream_openai_completions",
+)
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 _REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
@@ -318,6 +324,7 @@ class CompletionsParser(SSEParser):
     """
 
     end_marker = "[DONE] marker"
+    complete_at_eof = True  # as the OpenAI SDK (and pi-ai): the finish_reason decides, not [DONE]
 
     def __init__(self, model: Model, builder: AssistantMessageBuilder) -> None:
         super().__init__(model, builder)
@@ -449,6 +456,15 @@ class CompletionsParser(SSEParser):
     def finish(self) -> list[AssistantMessageEvent]:
         out: list[AssistantMessageEvent] = []
         self._close(out)
+        if not self.finished and not self.finish_reason:
+            out.append(
+                self.builder.error(
+                    "error",
+                    "The stream ended before its finish_reason: the connection closed early and the response is "
+                    "incomplete.",
+                )
+            )
+            return out
         reason = map_finish_reason(self.finish_reason)
         if reason == "error":
             out.append(

@@ -376,8 +376,8 @@ class ResponsesParser(SSEParser):
             )
             if not state.streamed and text:
                 out.append(builder.thinking_delta(text, state.index))
-            signed = bool(summary) or bool(item.get("encrypted_content"))
-            out.append(builder.thinking_end(state.index, signature=encode_json(item) if signed else None))
+            # The item is the signature (replayed to the same model), as pi-ai keeps it.
+            out.append(builder.thinking_end(state.index, signature=encode_json(item)))
         elif kind == "message":
             text = "".join(_part_text(p) for p in _parts(item, "content"))
             if not state.streamed and text:
@@ -445,10 +445,12 @@ class ResponsesParser(SSEParser):
         self.open = []
         status = self.status
         if status == "incomplete":
-            if self.incomplete_reason == "content_filter":
-                out.append(builder.error("error", "The provider stopped the response (content_filter)"))
-                return out
-            out.append(builder.done("length"))
+            reason = self.incomplete_reason
+            if reason == "max_output_tokens":
+                out.append(builder.done("length"))
+            else:  # pi-ai's texts
+                text = f"Response incomplete: {reason}" if reason else "Response incomplete without a provider reason"
+                out.append(builder.error("error", text))
         elif status in ("failed", "cancelled"):
             out.append(builder.error("error", f"The response ended with status {status!r}"))
         else:

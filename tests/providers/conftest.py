@@ -9,6 +9,8 @@ that says how to start it, never a skip.
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import urllib.request
 from pathlib import Path
 
@@ -65,3 +67,34 @@ def aimock_url() -> str:
 def llama_url() -> str:
     """The root URL of the llama.cpp server (no /v1)."""
     return _server_url("AGENTLOOP_LLAMA_URL", "/health", "llama.cpp")
+
+
+PI_PACKAGES = (
+    "@earendil-works/pi-agent-core@1.6.0",  # brings @earendil-works/pi-ai 1.6.0
+    "pi-agent-core-0.73.1@npm:@mariozechner/pi-agent-core@0.73.1",
+)
+PI_CACHE = Path(os.environ.get("AGENTLOOP_PI_CACHE", Path.home() / ".cache" / "agentloop" / "pi-npm"))
+
+
+@pytest.fixture(scope="session")
+def pi_node_modules() -> Path:
+    """The `node_modules` of the TypeScript reference (pi-agent-core 1.6.0 with pi-ai 1.6.0, and
+    pi-agent-core 0.73.1), installed by npm into a cache directory outside the repository the
+    first time, as the MCP tests install server-everything."""
+    modules = PI_CACHE / "node_modules"
+    entries = [
+        modules / "@earendil-works" / "pi-agent-core",
+        modules / "@earendil-works" / "pi-ai",
+        modules / "pi-agent-core-0.73.1",
+    ]
+    if not all((entry / "dist" / "index.js").exists() for entry in entries):
+        npm = shutil.which("npm")
+        assert npm is not None, "the pi reference tests need Node 20+ and npm on PATH"
+        PI_CACHE.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [npm, "install", "--prefix", str(PI_CACHE), "--no-audit", "--no-fund", "--silent", *PI_PACKAGES],
+            check=True,
+            timeout=300,
+        )
+    assert all((entry / "dist" / "index.js").exists() for entry in entries), f"npm did not install into {PI_CACHE}"
+    return modules

@@ -1,4 +1,4 @@
-"""Start and stop the real servers the `servers` tests talk to, on fixed loopback ports.
+"""Start and stop the real servers the `servers` tests talk to, on free loopback ports.
 
     python tests/providers/servers.py start    # install if needed, start both, wait until healthy
     python tests/providers/servers.py stop
@@ -15,8 +15,9 @@
 Both listen on 127.0.0.1 only. The URLs go to `<cache>/servers.env` as AGENTLOOP_AIMOCK_URL and
 AGENTLOOP_LLAMA_URL (`set -a; . <cache>/servers.env; set +a`); the test fixtures also read that
 file when the variables are unset. The cache folder is `.ci-cache/providers` in the repository
-(override with AGENTLOOP_SERVERS_CACHE); it ignores itself in git. Ports: AGENTLOOP_AIMOCK_PORT
-(47310) and AGENTLOOP_LLAMA_PORT (47320).
+(override with AGENTLOOP_SERVERS_CACHE); it ignores itself in git. Ports: free ones chosen at
+start (another suite on the same machine cannot collide), or AGENTLOOP_AIMOCK_PORT and
+AGENTLOOP_LLAMA_PORT. A server already running from this cache is reused.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import contextlib
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -40,8 +42,6 @@ CACHE = Path(os.environ.get("AGENTLOOP_SERVERS_CACHE") or ROOT / ".ci-cache" / "
 ENV_FILE = CACHE / "servers.env"
 AIMOCK_VERSION = "1.43.0"
 HOST = "127.0.0.1"
-AIMOCK_PORT = int(os.environ.get("AGENTLOOP_AIMOCK_PORT", "47310"))
-LLAMA_PORT = int(os.environ.get("AGENTLOOP_LLAMA_PORT", "47320"))
 START_TIMEOUT = 180.0
 
 
@@ -127,12 +127,39 @@ def install_aimock() -> Path:
     return binary
 
 
+def running_url(name: str, variable: str, health: str) -> str | None:
+    """The URL of a server this cache started and that still answers, if any."""
+    url = read_env().get(variable)
+    if url and alive(CACHE / f"{name}.pid") and healthy(url + health):
+        log(f"{name} already running: {url}")
+        return url
+    return None
+
+
+def read_env() -> dict[str, str]:
+    try:
+        lines = ENV_FILE.read_text().splitlines()
+    except OSError:
+        return {}
+    return dict(line.split("=", 1) for line in lines if "=" in line)
+
+
+def port(variable: str) -> int:
+    """The port named by `variable`, else a free one (the kernel's choice, released for the server)."""
+    if os.environ.get(variable):
+        return int(os.environ[variable])
+    with socket.socket() as probe:
+        probe.bind((HOST, 0))
+        return int(probe.getsockname()[1])
+
+
 def start_aimock() -> str:
-    url = f"http://{HOST}:{AIMOCK_PORT}"
-    if alive(CACHE / "aimock.pid") and healthy(url + "/__aimock/health"):
-        log(f"aimock already running: {url}")
+    url = running_url("aimock", "AGENTLOOP_AIMOCK_URL", "/__aimock/health")
+    if url is not None:
         return url
     binary = install_aimock()
+    aimock_port = port("AGENTLOOP_AIMOCK_PORT")
+    url = f"http://{HOST}:{aimock_port}"
     # the `llmock` bin takes -f/-p/-h; the `aimock` bin wants a --config file
     spawn(
         "aimock",
@@ -141,7 +168,7 @@ def start_aimock() -> str:
             "-h",
             HOST,
             "-p",
-            str(AIMOCK_PORT),
+            str(aimock_port),
             "-f",
             str(HERE / "aimock-fixtures.json"),
             "--log-level",
@@ -162,9 +189,8 @@ def model_path() -> Path:
 
 
 def start_llama() -> str:
-    url = f"http://{HOST}:{LLAMA_PORT}"
-    if alive(CACHE / "llama.pid") and healthy(url + "/health"):
-        log(f"llama.cpp already running: {url}")
+    url = running_url("llama", "AGENTLOOP_LLAMA_URL", "/health")
+    if url is not None:
         return url
     try:
         import xllamacpp  # noqa: F401
@@ -173,7 +199,9 @@ def start_llama() -> str:
             f"xllamacpp is not installed in {sys.executable}: install the `local` extra (pip install -e '.[local]')"
         ) from None
     model = model_path()
-    spawn("llama", [sys.executable, str(Path(__file__).resolve()), "serve-llama", str(model), str(LLAMA_PORT)])
+    llama_port = port("AGENTLOOP_LLAMA_PORT")
+    url = f"http://{HOST}:{llama_port}"
+    spawn("llama", [sys.executable, str(Path(__file__).resolve()), "serve-llama", str(model), str(llama_port)])
     wait_healthy("llama", url + "/health")
     return url
 
@@ -209,6 +237,7 @@ def serve_llama(model: str, port: int) -> None:
 def start() -> None:
     prepare_cache()
     aimock = start_aimock()
+    ENV_FILE.write_text(f"AGENTLOOP_AIMOCK_URL={aimock}\n")  # stop() finds it even if llama fails
     llama = start_llama()
     ENV_FILE.write_text(f"AGENTLOOP_AIMOCK_URL={aimock}\nAGENTLOOP_LLAMA_URL={llama}\n")
     log(f"URLs written to {ENV_FILE}")

@@ -106,16 +106,25 @@ async def test_a_last_line_without_its_end_that_is_not_the_end_marker_is_still_i
     _, final = await run(Server(ok(body)))
     assert final.stop_reason == "error"  # type: ignore[attr-defined]
     assert final.text == "Hel"  # type: ignore[attr-defined]
-    assert "ended before its [DONE] marker" in (final.error_message or "")  # type: ignore[attr-defined]
+    assert "ended before its finish_reason" in (final.error_message or "")  # type: ignore[attr-defined]
+
+
+async def test_a_stream_with_its_finish_reason_but_no_done_marker_is_complete() -> None:
+    # As the OpenAI SDK and pi-ai read Chat Completions: the body's end is the end.
+    body = sse_data(chat_chunk({"content": "Hi"}), chat_chunk(finish="length"), done=False)
+    events, final = await run(Server(ok(body)))
+    assert types(events) == ["start", "text_start", "text_delta", "text_end", "done"]
+    assert (final.stop_reason, final.text) == ("length", "Hi")  # type: ignore[attr-defined]
 
 
 async def test_truncated_stream_is_an_error_with_the_partial_content() -> None:
     body = sse_data(chat_chunk({"content": "Hel"}), chat_chunk({"content": "lo wor"}), done=False)
     events, final = await run(Server(ok(body)))
-    assert types(events) == ["start", "text_start", "text_delta", "text_delta", "error"]
+    # pi-ai's order: the open blocks end, then the error (it used to be the error alone).
+    assert types(events) == ["start", "text_start", "text_delta", "text_delta", "text_end", "error"]
     assert final.stop_reason == "error"
     assert final.text == "Hello wor"
-    assert "ended before its [DONE] marker" in (final.error_message or "")
+    assert "ended before its finish_reason" in (final.error_message or "")
 
 
 async def test_empty_200_body_is_an_error() -> None:

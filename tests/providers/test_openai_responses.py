@@ -263,7 +263,20 @@ async def test_llama_cpp_shape_without_output_index_and_interleaved_items() -> N
         "text_end",
         "done",
     ]
-    assert final.content == (ThinkingContent("\nI'm"), TextContent("A terse", text_signature='{"v":1,"id":"msg_9"}'))
+    item = {
+        "id": "rs_9",
+        "summary": [],
+        "type": "reasoning",
+        "content": [{"text": "\nI'm", "type": "reasoning_text"}],
+        "encrypted_content": "",
+    }
+    # Every reasoning item is the signature of its block, as pi-ai keeps it (it used to be only
+    # items with a summary or encrypted content).
+    signature = json.dumps(item, separators=(",", ":"))
+    assert final.content == (
+        ThinkingContent("\nI'm", thinking_signature=signature),
+        TextContent("A terse", text_signature='{"v":1,"id":"msg_9"}'),
+    )
     assert final.usage.total_tokens == 36
 
 
@@ -299,7 +312,10 @@ async def test_incomplete_is_length_and_content_filter_an_error() -> None:
     _, final = await stream(
         [created(), *text, completed("incomplete", incomplete_details={"reason": "content_filter"})]
     )
-    assert final.stop_reason == "error" and "content_filter" in (final.error_message or "")
+    assert (final.stop_reason, final.error_message) == ("error", "Response incomplete: content_filter")
+    _, final = await stream([created(), *text, completed("incomplete")])
+    # pi-ai's reading: without a reason, an incomplete response is an error (it used to be `length`).
+    assert (final.stop_reason, final.error_message) == ("error", "Response incomplete without a provider reason")
 
 
 async def test_failed_and_error_events() -> None:

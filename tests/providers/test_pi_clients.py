@@ -13,9 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import os
-import shutil
 import socket
-import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -41,11 +39,6 @@ from agentloop.providers._proxy_client import stream_proxy
 from agentloop.providers._proxy_server import proxy_app
 from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedThinking, ScriptedToolCall, check_events
 
-PACKAGES = {
-    "1.6.0": "@earendil-works/pi-agent-core@1.6.0",
-    "0.73.1": "pi-agent-core-0.73.1@npm:@mariozechner/pi-agent-core@0.73.1",
-}
-CACHE = Path(os.environ.get("AGENTLOOP_PI_CACHE", Path.home() / ".cache" / "agentloop" / "pi-npm"))
 DRIVER = Path(__file__).with_name("pi_wire") / "pi_agent.mjs"
 TOKEN = "pi-client-token"
 MODEL = Model(
@@ -81,24 +74,6 @@ def script() -> list[Response]:
     ]
 
 
-@pytest.fixture(scope="session")
-def pi_node_modules() -> Path:
-    """The npm cache holding both client generations (npm installs them the first time)."""
-    modules = CACHE / "node_modules"
-    entries = [modules / "@earendil-works" / "pi-agent-core", modules / "pi-agent-core-0.73.1"]
-    if not all((entry / "dist" / "index.js").exists() for entry in entries):
-        npm = shutil.which("npm")
-        assert npm is not None, "the pi client tests need Node 20+ and npm on PATH"
-        CACHE.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [npm, "install", "--prefix", str(CACHE), "--no-audit", "--no-fund", "--silent", *PACKAGES.values()],
-            check=True,
-            timeout=300,
-        )
-    assert all((entry / "dist" / "index.js").exists() for entry in entries), f"npm did not install into {CACHE}"
-    return modules
-
-
 @asynccontextmanager
 async def served() -> AsyncIterator[tuple[str, ScriptedModel]]:
     """A fresh `proxy_app` over hypercorn on a loopback port; yields its URL and its model."""
@@ -132,7 +107,7 @@ async def typescript_events(version: str, modules: Path) -> tuple[list[dict[str,
             ["node", str(DRIVER), version, url, TOKEN], env={**os.environ, "NODE_PATH": str(modules)}, check=False
         )
     assert done.returncode == 0, done.stderr.decode()
-    return [json.loads(line) for line in done.stdout.decode().splitlines()], model
+    return [json.loads(line) for line in done.stdout.decode().split("\n") if line], model
 
 
 def weather_tool() -> AgentTool:

@@ -723,6 +723,22 @@ async def test_a_1x_request_folds_its_system_messages_into_the_prompt_and_tools(
     assert got.messages == (UserMessage(content="hi", timestamp=1),)
 
 
+async def test_top_level_prompt_and_tools_come_before_the_system_messages(anyio_backend: object) -> None:
+    # As pi-ai's normalizeContext puts them: a leading system message made of the top-level fields.
+    got = await served_context(
+        {
+            "systemPrompt": "First.",
+            "tools": [tool_json("a", "old a")],
+            "messages": [
+                {"role": "system", "content": "Second.", "toolsAdded": [tool_json("a", "new a"), tool_json("b")]},
+                {"role": "user", "content": "hi", "timestamp": 1},
+            ],
+        }
+    )
+    assert got.system_prompt == "First.\n\nSecond."
+    assert [(t.name, t.description) for t in got.tools] == [("a", "new a"), ("b", "")]
+
+
 async def test_a_0_73_request_and_a_1x_request_give_the_same_context(anyio_backend: object) -> None:
     user = {"role": "user", "content": "hi", "timestamp": 1}
     old = await served_context({"systemPrompt": "Be brief.", "messages": [user], "tools": [tool_json("echo")]})

@@ -111,8 +111,8 @@ def test_tool_decorator_names_the_bad_argument() -> None:
         al.tool(name="bad name")(fn)
     with pytest.raises(ValueError, match="execution_mode must be"):
         al.tool(execution_mode="later")(fn)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="@tool needs an async def function"):
-        al.tool(lambda a: a)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="@tool needs a function"):
+        al.tool(42)  # type: ignore[arg-type]
 
 
 @settings_for(examples(300, 5000))
@@ -425,11 +425,11 @@ async def test_a_huge_tool_argument_validates_in_bounded_time(anyio_backend: obj
         },
         execute=_noop_execute,
     )
-    started = time.perf_counter()
+    started = time.process_time()  # the work done, not how busy the machine is
     assert tool.validate({"a": "x" * HUGE, "n": "5"}) == {"a": "x" * HUGE, "n": 5}
     with pytest.raises(ValueError, match="Validation failed"):
         tool.validate({"a": LONE * 1000 + "y" * HUGE})
-    assert time.perf_counter() - started < 10
+    assert time.process_time() - started < 10
 
 
 # --- AbortSignal ------------------------------------------------------------------------------------

@@ -1,0 +1,584 @@
+"""OpenTelemetry traces of agent runs, following the GenAI semantic conventions.
+
+Extra `[otel]` (`opentelemetry-api`); `import agentloop` never imports this module. Tracing is
+built on the loop's extension points and nothing else:
+
+- `observe(event)` opens and closes the run's `invoke_agent` span and one `turn` span per turn;
+- the wrapped stream function opens a `chat {model}` span when it is called and ends it at the
+  stream's terminal event (`done` or `error`), or when the stream is cut;
+- `wrap_tool_call` opens an `execute_tool {tool}` span and makes it current around the tool, so a
+  tool's own spans (an HTTP client's, a nested agent's) nest under it, in a sequential batch and
+  in the tasks of a parallel one, on asyncio and trio.
+
+The tree of one run::
+
+    invoke_agent [agent name]          INTERNAL
+      turn                             INTERNAL (agentloop.turn.index = 1, 2, ...)
+        chat {model}                   CLIENT
+        execute_tool {tool}            INTERNAL (one per call; parallel calls are siblings)
+          ...the tool's own spans
+
+No span is made current across a `yield` of the run (a bare `async for` runs the loop in the
+consumer's task): parents are passed explicitly, and only `execute_tool` is current, inside the
+tool call. Spans find their run through a context variable set at `agent_start` in the loop's
+task, so concurrent runs sharing one instrumented config do not mix.
+
+Content (messages, system prompt, tool arguments and results) is recorded only with
+`record_content=True`; API keys are never read into spans, and the key a model call used is
+masked out of any error text or content that is recorded.
+
+`error.type` values: `model_error` (the model stream ended with stop reason `error`), `aborted`
+(the run's signal aborted the call), `timeout` (a tool ran past its `timeout`), `tool_error` (a
+tool returned an error result), `cancelled` (the run was cancelled from outside), or the class
+name of an exception a tool or stream function raised.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import replace
+from typing import Any
+
+import anyio
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
+
+from ._abort import AbortSignal
+from ._config import AgentLoopConfig, StreamFn, StreamOptions, ToolInvocation, call
+from ._events import AgentEvent, AssistantMessageEvent
+from ._loop import resolve_stream_fn
+from ._tools import AgentTool, OnUpdate
+from ._types import AgentToolResult, AssistantMessage, Context, Model, ToolCall, Usage
+
+__all__ = ("Tracing", "instrument")
+
+_SCOPE = "agentloop"
+_FINISH_REASONS = {"stop": "stop", "length": "length", "toolUse": "tool_call", "error": "error", "aborted": "aborted"}
+_ERROR_TYPES = {"error": "model_error", "aborted": "aborted"}
+_CLEANUP_TIMEOUT = 5.0
+_RUN_ATTRIBUTES = ("gen_ai.provider.name", "gen_ai.request.model", "gen_ai.conversation.id")
+
+
+class _RunSpans:
+    """The spans of one run in progress, found through `_CURRENT` by the model and tool wrappers."""
+
+    __slots__ = (
+        "api_key",
+        "chats",
+        "context",
+        "done",
+        "input_tokens",
+        "output_tokens",
+        "previous",
+        "span",
+        "turn",
+        "turns",
+    )
+
+    def __init__(self, span: Span, previous: _RunSpans | None) -> None:
+        self.span = span
+        self.context = trace.set_span_in_context(span)
+        self.previous = previous
+        self.turn: tuple[Span, otel_context.Context] | None = None
+        self.turns = 0
+        self.chats = 0
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.api_key: str | None = None  # the key the last model call got: masked out of recorded text
+        self.done = False
+
+    def parent(self) -> otel_context.Context:
+        """Where a model or tool call of this run hangs: the current turn, else the run."""
+        return self.turn[1] if self.turn is not None else self.context
+
+    def end_turn(self, error_type: str | None, description: str | None = None) -> None:
+        if self.turn is not None:
+            span = self.turn[0]
+            self.turn = None
+            _end(span, error_type, description)
+
+    def fail(self, error_type: str, description: str | None) -> None:
+        """End the turn and the run: the run is ending without its `agent_end` (cancelled, or an exception)."""
+        if self.done:
+            return
+        self.end_turn(error_type, description)
+        self.done = True
+        _end(self.span, error_type, description)
+
+
+_CURRENT: ContextVar[_RunSpans | None] = ContextVar("agentloop_otel_run", default=None)
+
+
+class Tracing:
+    """Traces runs as OpenTelemetry spans; `instrument` applies it to a config and a stream function.
+
+    Args:
+        tracer_provider: Where spans go (default: the global provider, `trace.get_tracer_provider()`).
+        record_content: Record messages, the system prompt, tool arguments and tool results
+            (`gen_ai.input.messages`, `gen_ai.output.messages`, `gen_ai.system_instructions`,
+            `gen_ai.tool.call.arguments`, `gen_ai.tool.call.result`). Off by default: they may hold
+            personal data.
+        agent_name: `gen_ai.agent.name` of the run spans (the span is named `invoke_agent {name}`).
+    """
+
+    def __init__(
+        self,
+        *,
+        tracer_provider: TracerProvider | None = None,
+        record_content: bool = False,
+        agent_name: str | None = None,
+    ) -> None:
+        if type(record_content) is not bool:
+            raise TypeError(f"record_content must be a bool, got {type(record_content).__name__}")
+        if agent_name is not None and not isinstance(agent_name, str):
+            raise TypeError(f"agent_name must be a str or None, got {type(agent_name).__name__}")
+        if tracer_provider is not None and not hasattr(tracer_provider, "get_tracer"):
+            raise TypeError(f"tracer_provider must be an OpenTelemetry TracerProvider or None, got {tracer_provider!r}")
+        self.tracer: Tracer = trace.get_tracer(_SCOPE, tracer_provider=tracer_provider)
+        self.record_content = record_content
+        self.agent_name = agent_name
+        self._handlers: dict[str, Callable[[Any], None]] = {
+            "agent_start": self._agent_start,
+            "turn_start": self._turn_start,
+            "message_end": self._message_end,
+            "turn_end": self._turn_end,
+            "agent_end": self._agent_end,
+        }
+
+    # --- applying it ----------------------------------------------------------------------
+
+    def instrument(
+        self, config: AgentLoopConfig, stream_fn: StreamFn | None = None
+    ) -> tuple[AgentLoopConfig, StreamFn]:
+        """A copy of `config` that traces its runs, and the stream function to run it with.
+
+        `stream_fn` None means the default one (dispatch on `model.api`). An `observe` or
+        `wrap_tool_call` the config already has keeps working: it is called from the tracing one
+        (inside the tool's span, so its own spans nest there too).
+        """
+        if not isinstance(config, AgentLoopConfig):
+            raise TypeError(f"config must be an agentloop.AgentLoopConfig, got {type(config).__name__}")
+        inner = resolve_stream_fn(stream_fn)
+        user_observe = config.observe
+        user_wrap = config.wrap_tool_call
+        observe = self.observe if user_observe is None else _chain_observe(self.observe, user_observe)
+
+        propagate = config.propagate
+
+        async def wrap_tool_call(invocation: ToolInvocation, proceed: Callable[[], Awaitable[object]]) -> object:
+            if user_wrap is None:
+                return await self._tool_call(invocation, proceed, propagate)
+            return await self._tool_call(invocation, lambda: call(user_wrap, invocation, proceed), propagate)
+
+        traced = replace(config, observe=observe, wrap_tool_call=wrap_tool_call)
+        return traced, self.wrap_stream_fn(inner)
+
+    # --- runs and turns (observe) -------------------------------------------------------
+
+    def observe(self, event: AgentEvent) -> None:
+        """Open and close the run and turn spans; pass as `AgentLoopConfig(observe=...)`."""
+        handler = self._handlers.get(event.type)
+        if handler is not None:
+            handler(event)
+
+    def listener(self, event: AgentEvent, signal: object = None) -> None:
+        """`observe` in the shape of an `Agent` listener (`agent.subscribe(tracing.listener)`)."""
+        self.observe(event)
+
+    def _agent_start(self, event: Any) -> None:
+        previous = _CURRENT.get()
+        if previous is not None and previous.done:
+            previous = None  # a run that ended without agent_end in this task: not a parent
+        # The model, provider and conversation id are set by the run's first model call.
+        attributes: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent"}
+        if self.agent_name:
+            attributes["gen_ai.agent.name"] = self.agent_name
+        name = f"invoke_agent {self.agent_name}" if self.agent_name else "invoke_agent"
+        span = self.tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attributes)
+        _CURRENT.set(_RunSpans(span, previous))
+
+    def _turn_start(self, event: Any) -> None:
+        run = _CURRENT.get()
+        if run is None or run.done:
+            return
+        run.end_turn(None)
+        run.turns += 1
+        span = self.tracer.start_span(
+            "turn", context=run.context, kind=SpanKind.INTERNAL, attributes={"agentloop.turn.index": run.turns}
+        )
+        run.turn = (span, trace.set_span_in_context(span, run.context))
+
+    def _message_end(self, event: Any) -> None:
+        message = event.message
+        if message.role != "assistant":
+            return
+        run = _CURRENT.get()
+        if run is not None and not run.done:
+            usage: Usage = message.usage
+            run.input_tokens += _input_tokens(usage)
+            run.output_tokens += usage.output
+
+    def _turn_end(self, event: Any) -> None:
+        run = _CURRENT.get()
+        if run is None or run.done:
+            return
+        message: AssistantMessage = event.message
+        error_type = _ERROR_TYPES.get(message.stop_reason)
+        run.end_turn(error_type, _mask(message.error_message, run.api_key) if error_type else None)
+
+    def _agent_end(self, event: Any) -> None:
+        run = _CURRENT.get()
+        if run is None:
+            return
+        _CURRENT.set(run.previous)
+        if run.done:
+            return  # already ended by the exception or cancellation that ends the run
+        run.end_turn(None)
+        run.done = True
+        span = run.span
+        if span.is_recording():
+            span.set_attribute("gen_ai.usage.input_tokens", run.input_tokens)
+            span.set_attribute("gen_ai.usage.output_tokens", run.output_tokens)
+        last = next((m for m in reversed(event.messages) if m.role == "assistant"), None)
+        error_type = None if last is None else _ERROR_TYPES.get(last.stop_reason)
+        _end(span, error_type, _mask(last.error_message, run.api_key) if error_type and last else None)
+
+    # --- model calls (the stream function) -----------------------------------------------
+
+    def wrap_stream_fn(self, stream_fn: StreamFn | None = None) -> StreamFn:
+        """`stream_fn` (None: the default one) with a `chat {model}` span around each call."""
+        stream_fn = resolve_stream_fn(stream_fn)
+
+        def traced(model: Model, context: Context, options: StreamOptions) -> Any:
+            run = _CURRENT.get()
+            if run is not None and run.done:
+                run = None
+            attributes = self._chat_attributes(model, context, options)
+            if run is not None:
+                run.api_key = options.api_key
+                if run.chats == 0:
+                    run.chats = 1
+                    if run.span.is_recording():
+                        run.span.set_attributes({k: attributes[k] for k in _RUN_ATTRIBUTES if k in attributes})
+            span = self.tracer.start_span(
+                f"chat {model.id}",
+                context=run.parent() if run is not None else None,
+                kind=SpanKind.CLIENT,
+                attributes=attributes,
+            )
+            try:
+                source = stream_fn(model, context, options)
+            except BaseException as exc:
+                _fail(span, run, exc, options.signal.aborted, options.api_key)
+                raise
+            if not span.is_recording():
+                return source  # sampled out: nothing to record, no cost per event
+            return self._chat_events(span, run, source, options)
+
+        return traced
+
+    def _chat_attributes(self, model: Model, context: Context, options: StreamOptions) -> dict[str, Any]:
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": model.provider or model.api,
+            "gen_ai.request.model": model.id,
+        }
+        if options.temperature is not None:
+            attributes["gen_ai.request.temperature"] = float(options.temperature)
+        if options.max_tokens is not None:
+            attributes["gen_ai.request.max_tokens"] = options.max_tokens
+        if options.session_id:
+            attributes["gen_ai.conversation.id"] = options.session_id
+        if model.base_url:
+            host = model.base_url.split("://", 1)[-1].split("/", 1)[0].rsplit("@", 1)[-1]
+            attributes["server.address"] = host.split(":", 1)[0]
+        if self.record_content:
+            key = options.api_key
+            if context.system_prompt:
+                attributes["gen_ai.system_instructions"] = _json(
+                    [{"type": "text", "content": context.system_prompt}], key
+                )
+            attributes["gen_ai.input.messages"] = _json([_message_parts(m) for m in context.messages], key)
+        return attributes
+
+    async def _chat_events(
+        self, span: Span, run: _RunSpans | None, source: Any, options: StreamOptions
+    ) -> AsyncIterator[AssistantMessageEvent]:
+        """The model's events, unchanged; the span ends at the terminal one (or when cut)."""
+        events: Any = None
+        ended = False
+        try:
+            if inspect.isawaitable(source):
+                source = await source
+            if hasattr(source, "__aenter__"):
+                async with source as events:
+                    async for event in events:
+                        if not ended and event.type in ("done", "error"):
+                            ended = True
+                            self._chat_end(span, event, options.api_key)
+                        yield event
+            else:
+                events = source
+                if not hasattr(events, "__anext__"):
+                    raise TypeError(
+                        "a stream function must return an async iterator of AssistantMessageEvent or an async "
+                        f"context manager yielding one, got {type(events).__name__}"
+                    )
+                read = events.__anext__
+                while True:
+                    try:
+                        event = await read()
+                    except StopAsyncIteration:
+                        break
+                    if not ended and event.type in ("done", "error"):
+                        ended = True
+                        self._chat_end(span, event, options.api_key)
+                    yield event
+        except BaseException as exc:
+            if not ended:
+                ended = True
+                _fail(span, run, exc, options.signal.aborted, options.api_key)
+            await _close(events)
+            raise
+        finally:
+            if not ended:  # the stream ended without a terminal event
+                _end(span, "aborted" if options.signal.aborted else "model_error", "no terminal event")
+
+    def _chat_end(self, span: Span, event: Any, api_key: str | None) -> None:
+        message: AssistantMessage = event.message if event.type == "done" else event.error
+        span.set_attribute("gen_ai.response.model", message.model)
+        if message.response_id:
+            span.set_attribute("gen_ai.response.id", message.response_id)
+        span.set_attribute("gen_ai.response.finish_reasons", (_FINISH_REASONS.get(message.stop_reason, "error"),))
+        usage = message.usage
+        span.set_attribute("gen_ai.usage.input_tokens", _input_tokens(usage))
+        span.set_attribute("gen_ai.usage.output_tokens", usage.output)
+        if usage.cache_read:
+            span.set_attribute("gen_ai.usage.cache_read.input_tokens", usage.cache_read)
+        if usage.cache_write:
+            span.set_attribute("gen_ai.usage.cache_creation.input_tokens", usage.cache_write)
+        if self.record_content:
+            output = _message_parts(message)
+            output["finish_reason"] = _FINISH_REASONS.get(message.stop_reason, "error")
+            span.set_attribute("gen_ai.output.messages", _json([output], api_key))
+        error_type = _ERROR_TYPES.get(message.stop_reason)
+        _end(span, error_type, _mask(message.error_message, api_key) if error_type else None)
+
+    # --- tool calls (wrap_tool_call) -----------------------------------------------------
+
+    async def wrap_tool_call(self, invocation: ToolInvocation, proceed: Callable[[], Awaitable[object]]) -> object:
+        """Run a tool call in an `execute_tool {tool}` span, current while the tool runs.
+
+        Pass as `AgentLoopConfig(wrap_tool_call=...)` (`instrument` does this, chaining yours, and
+        knows the config's `propagate` exceptions, which end the run and its spans).
+        """
+        return await self._tool_call(invocation, proceed, ())
+
+    async def _tool_call(
+        self,
+        invocation: ToolInvocation,
+        proceed: Callable[[], Awaitable[object]],
+        propagate: tuple[type[BaseException], ...],
+    ) -> object:
+        run = _CURRENT.get()
+        if run is not None and run.done:
+            run = None
+        tool = invocation.tool
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": tool.name,
+            "gen_ai.tool.call.id": invocation.tool_call.id,
+            "gen_ai.tool.type": "function",
+        }
+        if tool.description:
+            attributes["gen_ai.tool.description"] = tool.description
+        key = run.api_key if run is not None else None
+        if self.record_content:
+            attributes["gen_ai.tool.call.arguments"] = _json(_plain(invocation.args), key)
+        span = self.tracer.start_span(
+            f"execute_tool {tool.name}",
+            context=run.parent() if run is not None else None,
+            kind=SpanKind.INTERNAL,
+            attributes=attributes,
+        )
+        started = anyio.current_time()
+        try:
+            with trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
+                result = await proceed()
+        except BaseException as exc:
+            if isinstance(exc, anyio.get_cancelled_exc_class()):
+                if invocation.signal.aborted:
+                    _end(span, "aborted", "aborted")
+                elif tool.timeout is not None and anyio.current_time() - started >= tool.timeout:
+                    _end(span, "timeout", f"timed out after {tool.timeout:g} s")
+                else:
+                    _end(span, "cancelled", "cancelled")
+                    if run is not None:
+                        run.fail("cancelled", "cancelled")
+            else:
+                error_type = type(exc).__qualname__
+                _end(span, error_type, _mask(str(exc), key))
+                if run is not None and (not isinstance(exc, Exception) or isinstance(exc, propagate)):
+                    run.fail(error_type, _mask(str(exc), key))
+            raise
+        if isinstance(result, AgentToolResult):
+            if self.record_content:
+                span.set_attribute("gen_ai.tool.call.result", _json(_content_text(result.content), key))
+            if result.is_error:
+                _end(span, "tool_error", _mask(_content_text(result.content), key))
+                return result
+        elif self.record_content and isinstance(result, str):
+            span.set_attribute("gen_ai.tool.call.result", _json(result, key))
+        _end(span, None)
+        return result
+
+    def wrap_tools(self, tools: Sequence[AgentTool]) -> list[AgentTool]:
+        """Copies of `tools` whose calls are traced, for an `Agent` (which takes no `wrap_tool_call`).
+
+        ```python
+        agent = Agent(model=model, tools=tracing.wrap_tools(tools), stream_fn=tracing.wrap_stream_fn(stream_fn))
+        agent.subscribe(tracing.listener)
+        ```
+        """
+        return [self._traced_tool(tool) for tool in tools]
+
+    def _traced_tool(self, tool: AgentTool) -> AgentTool:
+        if not isinstance(tool, AgentTool):
+            raise TypeError(f"tools must be AgentTool instances, got {type(tool).__name__}")
+        original = tool.execute
+
+        async def execute(tool_call_id: str, params: Any, signal: AbortSignal, on_update: OnUpdate) -> Any:
+            invocation = ToolInvocation(
+                tool=tool,
+                tool_call=ToolCall(tool_call_id, tool.name, params if isinstance(params, Mapping) else {}),
+                args=params,
+                signal=signal,
+                on_update=on_update,
+            )
+            return await self.wrap_tool_call(invocation, lambda: original(tool_call_id, params, signal, on_update))
+
+        traced = copy.copy(tool)
+        traced._execute = execute  # what the loop calls; the original's own execute runs inside
+        return traced
+
+
+def instrument(
+    config: AgentLoopConfig,
+    stream_fn: StreamFn | None = None,
+    *,
+    tracer_provider: TracerProvider | None = None,
+    record_content: bool = False,
+    agent_name: str | None = None,
+) -> tuple[AgentLoopConfig, StreamFn]:
+    """Trace the runs of `config`: returns the config and the stream function to run with.
+
+    ```python
+    config, stream_fn = agentloop.otel.instrument(config, stream_fn)
+    async with agent_loop(prompts, context, config, stream_fn=stream_fn) as events: ...
+    ```
+
+    See `Tracing` for the arguments.
+    """
+    tracing = Tracing(tracer_provider=tracer_provider, record_content=record_content, agent_name=agent_name)
+    return tracing.instrument(config, stream_fn)
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _chain_observe(
+    first: Callable[[AgentEvent], None], second: Callable[[AgentEvent], None]
+) -> Callable[[AgentEvent], None]:
+    def observe(event: AgentEvent) -> None:
+        first(event)
+        second(event)
+
+    return observe
+
+
+def _end(span: Span, error_type: str | None, description: str | None = None) -> None:
+    if error_type is not None:
+        span.set_attribute("error.type", error_type)
+        span.set_status(Status(StatusCode.ERROR, description or error_type))
+    span.end()
+
+
+def _fail(span: Span, run: _RunSpans | None, exc: BaseException, aborted: bool, key: str | None) -> None:
+    """A model call cut by an exception: abort (the run goes on) or anything else (the run ends)."""
+    description: str | None
+    if isinstance(exc, (anyio.get_cancelled_exc_class(), GeneratorExit)):
+        if aborted:
+            _end(span, "aborted", "aborted")
+            return
+        error_type, description = "cancelled", "cancelled"
+    else:
+        error_type, description = type(exc).__qualname__, _mask(str(exc), key)
+    _end(span, error_type, description)
+    if run is not None:
+        run.fail(error_type, description)
+
+
+async def _close(events: Any) -> None:
+    """Close the model's stream after a failure, bounded and shielded from the cancellation."""
+    aclose = getattr(events, "aclose", None)
+    if aclose is not None:
+        with anyio.move_on_after(_CLEANUP_TIMEOUT, shield=True):
+            await aclose()
+
+
+def _input_tokens(usage: Usage) -> int:
+    """All input tokens, cached ones included (the conventions count them in the input)."""
+    return usage.input + usage.cache_read + usage.cache_write
+
+
+def _mask(text: str | None, key: str | None) -> str | None:
+    if text is None or not key:
+        return text
+    return text.replace(key, "***")
+
+
+def _json(value: Any, key: str | None) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return _mask(text, key) or text
+
+
+def _plain(value: Any) -> Any:
+    """Tool arguments as JSON can hold them (a pydantic model as its dump)."""
+    dump = getattr(value, "model_dump", None)
+    return dump(mode="json") if callable(dump) else value
+
+
+def _content_text(content: Sequence[Any]) -> str:
+    return "\n".join(block.text if block.type == "text" else f"[{block.type}]" for block in content)
+
+
+def _message_parts(message: Any) -> dict[str, Any]:
+    """A message in the conventions' shape: `{"role", "parts": [...]}`; images are named, not inlined."""
+    role = message.role
+    if role == "toolResult":
+        return {
+            "role": "tool",
+            "parts": [
+                {"type": "tool_call_response", "id": message.tool_call_id, "response": _content_text(message.content)}
+            ],
+        }
+    content = message.content
+    if isinstance(content, str):
+        return {"role": role, "parts": [{"type": "text", "content": content}]}
+    parts: list[dict[str, Any]] = []
+    for block in content:
+        kind = block.type
+        if kind == "text":
+            parts.append({"type": "text", "content": block.text})
+        elif kind == "thinking":
+            parts.append({"type": "reasoning", "content": block.thinking})
+        elif kind == "toolCall":
+            parts.append({"type": "tool_call", "id": block.id, "name": block.name, "arguments": block.arguments})
+        elif kind == "image":
+            parts.append({"type": "blob", "modality": "image", "mime_type": block.mime_type})
+    return {"role": "assistant" if role == "assistant" else role, "parts": parts}

@@ -1,0 +1,57 @@
+// Streams recorded provider responses through pi-ai's own providers and prints what they emit.
+//
+//   NODE_PATH=<cache>/node_modules node pi_replay.mjs < cases.json
+//
+// stdin: [{"id", "api", "baseUrl"}]: each case's base URL serves its recorded body (the replay
+// server in test_differential.py). stdout: one JSON line per case, {"id", "events"}, the events
+// without their `partial` (the done/error event keeps its final message; a toolcall_delta has the
+// call's `partialArguments` then).
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+
+const root = path.join(process.env.NODE_PATH ?? "node_modules", "@earendil-works", "pi-ai", "dist");
+const load = (file) => import(pathToFileURL(path.join(root, file)).href);
+const { normalizeContext, AssistantMessageEventStream } = await load("index.js");
+// A tool call's partial arguments as they are when the provider pushes each delta (the consumer
+// may run later, when the shared partial has moved on).
+const push = AssistantMessageEventStream.prototype.push;
+AssistantMessageEventStream.prototype.push = function (event) {
+	if (event.type === "toolcall_delta") {
+		const block = event.partial.content[event.contentIndex];
+		event = { ...event, partialArguments: JSON.parse(JSON.stringify(block.arguments ?? {})) };
+	}
+	return push.call(this, event);
+};
+const providers = {
+	"openai-completions": await load("api/openai-completions.js"),
+	"openai-responses": await load("api/openai-responses.js"),
+	"anthropic-messages": await load("api/anthropic-messages.js"),
+};
+
+let input = "";
+for await (const chunk of process.stdin) input += chunk;
+const context = normalizeContext({
+	systemPrompt: "You are terse.",
+	messages: [{ role: "user", content: "hello", timestamp: 0 }],
+});
+for (const { id, api, baseUrl } of JSON.parse(input)) {
+	const model = {
+		id: "replay",
+		name: "replay",
+		api,
+		provider: "replay",
+		baseUrl,
+		reasoning: true,
+		input: ["text"],
+		cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 },
+		contextWindow: 100000,
+		maxTokens: 1000,
+	};
+	const events = [];
+	const stream = providers[api].stream(model, context, { apiKey: "sk-replay", maxRetries: 0 });
+	for await (const event of stream) {
+		const { partial, ...rest } = event;
+		events.push(rest);
+	}
+	process.stdout.write(`${JSON.stringify({ id, events })}\n`);
+}
