@@ -41,7 +41,9 @@ class ActivityOptions:
         start_to_close_timeout: The longest one attempt may take.
         heartbeat_timeout: An attempt that has not heartbeaten for this long is retried (a
             crashed worker is noticed this soon). The activity heartbeats every half of it
-            while the call runs; None: a crash is noticed at `start_to_close_timeout`.
+            while the call runs. None: no heartbeats; a crash is noticed only at
+            `start_to_close_timeout`, and an abort cannot reach the running call (Temporal
+            delivers cancellation with heartbeats).
         retry_policy: Temporal's retry policy for failed attempts (None: Temporal's default,
             which retries without limit).
         schedule_to_close_timeout: The longest all attempts together may take.
@@ -70,8 +72,14 @@ class ActivityOptions:
         }
 
 
-_DEFAULT_MODEL_ACTIVITY = ActivityOptions(retry_policy=RetryPolicy(maximum_attempts=5))
-_DEFAULT_TOOL_ACTIVITY = ActivityOptions(retry_policy=RetryPolicy(maximum_attempts=3))
+# Heartbeats by default: a crashed worker is noticed in 30 s (not at the 10-minute timeout), and an
+# abort or a cancelled workflow reaches a running call (cancellation travels on heartbeats).
+_DEFAULT_MODEL_ACTIVITY = ActivityOptions(
+    heartbeat_timeout=timedelta(seconds=30), retry_policy=RetryPolicy(maximum_attempts=5)
+)
+_DEFAULT_TOOL_ACTIVITY = ActivityOptions(
+    heartbeat_timeout=timedelta(seconds=30), retry_policy=RetryPolicy(maximum_attempts=3)
+)
 
 _current_call: contextvars.ContextVar[str] = contextvars.ContextVar("agentloop_temporal_tool_call")
 
@@ -107,9 +115,9 @@ class TemporalAgent:
         api_key: The key the model activity uses; get_api_key: `(provider) -> key`, called in
             the activity. Keys never enter the workflow's history.
         model_activity: Timeouts and retries of the model call (default: 10 minutes an
-            attempt, 5 attempts).
+            attempt, a heartbeat every 15 s with a 30 s timeout, 5 attempts).
         tool_activities: Per tool name, its `ActivityOptions`; default_tool_activity: for the
-            others (default: 10 minutes an attempt, 3 attempts).
+            others (default: 10 minutes an attempt, 30 s heartbeat timeout, 3 attempts).
         turns_per_history: After this many turns a workflow continues as new, carrying the
             transcript, so that its history stays bounded (see `AgentWorkflow`).
         max_turns, tool_execution, max_parallel_tool_calls, tool_abort_grace, reasoning,
