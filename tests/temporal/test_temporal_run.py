@@ -163,7 +163,7 @@ async def test_an_abort_signal_cuts_the_tool_activity_and_ends_the_run(
 async def test_a_steering_signal_reaches_the_next_turn(
     client: Client, queue: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("SLOW_TOOL_SECONDS", "0.5")
+    monkeypatch.setenv("SLOW_TOOL_SECONDS", "2")
     steer = al.UserMessage(content="also check y", timestamp=2)
     with anyio.fail_after(30):
         async with worker(client, task_queue=queue, agents=agents.ALL):
@@ -184,7 +184,7 @@ async def test_a_steering_signal_reaches_the_next_turn(
 async def test_a_follow_up_signal_is_taken_when_the_agent_would_stop(
     client: Client, queue: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("SLOW_TOOL_SECONDS", "0.5")
+    monkeypatch.setenv("SLOW_TOOL_SECONDS", "2")
     follow = al.UserMessage(content="and y?", timestamp=3)
     with anyio.fail_after(30):
         async with worker(client, task_queue=queue, agents=agents.ALL):
