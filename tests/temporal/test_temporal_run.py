@@ -375,3 +375,18 @@ async def test_a_run_without_prompts_continues_the_transcript_or_fails_saying_wh
                 await stuck.result()
     assert [m.role for m in result] == ["assistant", "toolResult", "assistant"]  # the prompt was already there
     assert "Cannot continue from message role: assistant" in str(failure.value.cause)
+
+
+@pytest.mark.parametrize("agent", [agents.parallel, agents.many_turns], ids=lambda a: a.name)
+async def test_a_worker_without_a_workflow_cache_replays_every_step_to_the_same_run(
+    client: Client, queue: str, agent: TemporalAgent
+) -> None:
+    """`max_cached_workflows=0`: every workflow task rebuilds the run from its history (replay)."""
+    expected, expected_messages = await in_process(agent)
+    with anyio.fail_after(60):
+        async with worker(client, task_queue=queue, agents=agents.ALL, max_cached_workflows=0):
+            envelopes, handle = await durable_run(client, agent, queue)
+            result = await handle.result()
+    check_envelopes(envelopes)
+    assert comparable([e.event for e in envelopes]) == comparable(expected)
+    assert normalized([al.to_json(m) for m in result]) == normalized([al.to_json(m) for m in expected_messages])
