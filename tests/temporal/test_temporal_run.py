@@ -26,6 +26,7 @@ from agentloop.temporal import (
     worker,
 )
 
+from ..conformance.run import event_line
 from . import agents
 
 PROMPT = al.UserMessage(content="go", timestamp=1)
@@ -41,18 +42,10 @@ def normalized(value: Any) -> Any:
 
 
 def comparable(events: Sequence[al.AgentEvent]) -> list[Any]:
-    """Events as JSON, without the model's token deltas (the model activity consumes them: the
-    workflow's stream yields `start` and `done` only) and with an assistant `message_start`
-    reduced to its role (the in-process partial is the builder's, the workflow's the message's)."""
-    out = []
-    for event in events:
-        if event.type == "message_update":
-            continue
-        data = normalized(al.to_json(event))
-        if event.type == "message_start" and data["message"]["role"] == "assistant":
-            data = {"type": "message_start", "role": "assistant"}
-        out.append(data)
-    return out
+    """The conformance runner's trace of a run (timestamps dropped, a streaming assistant message
+    as its content so far), without `message_update`: the model activity consumes the token
+    deltas, and the workflow's stream yields `start` and `done` only."""
+    return [event_line(event) for event in events if event.type != "message_update"]
 
 
 async def in_process(agent: TemporalAgent) -> tuple[list[al.AgentEvent], list[al.AgentMessage]]:
