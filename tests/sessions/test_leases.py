@@ -19,7 +19,7 @@ import agentloop as al
 from agentloop._sessions import JSONLSessionStore, SessionLockedError, SessionNotFoundError, SQLiteSessionStore
 
 
-def put_foreign_lease(store: SQLiteSessionStore, session_id: str, age: float) -> None:
+def put_foreign_lease(store: Any, session_id: str, age: float) -> None:
     """A lease as a writer on another host leaves it, last renewed `age` seconds ago."""
     backend: Any = store._backend
     renewed = int((time.time() - age) * 1000)

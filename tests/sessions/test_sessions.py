@@ -517,7 +517,7 @@ async def test_lone_surrogates_and_non_finite_numbers_are_stored_and_read_back(
 ) -> None:
     # Text that is not valid UTF-8 (a lone surrogate from a bad decoder) and arguments with NaN
     # and infinities (a provider's `1e999`) must not stop a session from being written.
-    messages = [
+    messages: list[al.AgentMessage] = [
         al.UserMessage(content="broken \ud800 text", timestamp=1),
         al.AssistantMessage(
             content=(al.ToolCall("c1", "echo", {"n": float("nan"), "i": float("inf"), "s": "\udfff"}),),

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -49,9 +50,9 @@ def lines(path: Path) -> list[str]:
 
 
 @pytest.fixture
-def workers() -> list[subprocess.Popen[str]]:
+def workers() -> Iterator[list[subprocess.Popen[str]]]:
     started: list[subprocess.Popen[str]] = []
-    yield started  # type: ignore[misc]
+    yield started
     for process in started:
         if process.poll() is None:
             process.terminate()

@@ -27,6 +27,7 @@ from agentloop.temporal import (
 )
 
 from ..conformance.run import event_line
+from ..support import as_assistant, text
 from . import agents
 
 PROMPT = al.UserMessage(content="go", timestamp=1)
@@ -146,10 +147,10 @@ async def test_an_abort_signal_cuts_the_tool_activity_and_ends_the_run(
             result = await handle.result()
     check_envelopes(envelopes)
     end = next(e.event for e in envelopes if isinstance(e.event, al.ToolExecutionEnd))
-    assert end.is_error and end.result.content[0].text == "Operation aborted"
+    assert end.is_error and text(end.result.content[0]) == "Operation aborted"
     # as in one process: the next model call sees the aborted signal and ends at once, aborted
     assert [m.role for m in result] == ["user", "assistant", "toolResult", "assistant"]
-    assert result[-1].stop_reason == "aborted"
+    assert as_assistant(result[-1]).stop_reason == "aborted"
     assert envelopes[-1].type == "agent_end"
 
 
@@ -188,7 +189,7 @@ async def test_a_follow_up_signal_is_taken_when_the_agent_would_stop(
             result = await handle.result()
     assert [m.role for m in result] == ["user", "assistant", "toolResult", "assistant", "user", "assistant"]
     assert result[4] == follow
-    assert result[5].content[0].text == "y is 43"
+    assert as_assistant(result[5]).text == "y is 43"
 
 
 async def test_cancelling_the_workflow_mid_tool_cancels_it_and_is_no_tool_result(
