@@ -655,7 +655,7 @@ SYSTEM_1X = {
     "toolsRemoved": [{"name": "old"}],
     "timestamp": 0,
 }
-ASSISTANT_1X = {
+ASSISTANT_1X: dict[str, Any] = {
     "role": "assistant",
     "content": [{"type": "toolCall", "id": "c1", "name": "echo", "arguments": {}, "namespace": "mcp"}],
     "api": "openai-completions",
