@@ -3,6 +3,13 @@
 Everything here is an immutable value: messages travel through buffered event streams and outlive
 the state that produced them, so a message a consumer holds never changes under it. Field names are
 snake_case; the JSON codec (`_codec.py`) maps them to the TypeScript camelCase keys.
+
+The records the codec reads from JSON objects (content blocks, messages, usage, cost, tool
+results, and the events in `_events.py`) also carry `extra`: the keys of their JSON form that
+agentloop does not model (the fields pi-agent-core 1.x adds, or an application's own), None when
+there are none. `to_json` writes them back, so a value read from another generation round-trips
+whole. `extra` takes part in `==` (a value is equal to another only if both write the same JSON;
+it is left out of the hash, which stays that of the modelled fields) and not in `repr`.
 """
 
 from __future__ import annotations
@@ -67,6 +74,43 @@ class _Default:
 _UNSET: Any = _Default()
 
 
+class _Extra:
+    """Base of the records with an `extra` slot: reads it as None while it is unset.
+
+    The constructors of the records built per delta (events, blocks, snapshots) leave the slot
+    unset unless they are given a mapping, so carrying it costs them nothing; the codec sets it.
+    """
+
+    __slots__ = ()
+
+    if not TYPE_CHECKING:  # for the type checker every other attribute stays an error
+
+        def __getattr__(self, name: str) -> Any:
+            if name == "extra":
+                return None
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+
+def _check_extra(owner: object, extra: object) -> None:
+    if not isinstance(extra, Mapping):
+        raise TypeError(
+            f"{type(owner).__name__} extra must be a mapping of JSON keys to values (or None), "
+            f"got {type(extra).__name__}"
+        )
+
+
+def _store_extra(owner: object, extra: object) -> None:
+    """`__post_init__` of a dataclass given `extra`: check it, and keep an empty one as None."""
+    _check_extra(owner, extra)
+    if not extra:
+        object.__setattr__(owner, "extra", None)
+
+
+def _extra_field() -> Any:
+    """The dataclass field `extra`: keyword-only, None by default, compared but not hashed or shown."""
+    return field(default=None, kw_only=True, hash=False, repr=False)
+
+
 def _slot_setter(cls: type, name: str) -> Callable[[Any, Any], None]:
     """Set a field of a frozen slotted class from its own `__init__`.
 
@@ -76,7 +120,7 @@ def _slot_setter(cls: type, name: str) -> Callable[[Any, Any], None]:
     return cls.__dict__[name].__set__  # type: ignore[no-any-return]
 
 
-class _LazyText:
+class _LazyText(_Extra):
     """Base for text-bearing blocks whose text may be the join of a shared, append-only chunk list.
 
     A streaming response grows one block by a delta at a time. Joining the whole text for every
@@ -123,15 +167,22 @@ _set_n = _slot_setter(_LazyText, "_n")
 class TextContent(_LazyText):
     """A block of text in a message."""
 
-    __slots__ = ("text_signature",)
+    __slots__ = ("extra", "text_signature")
     __match_args__ = ("text",)
     type: ClassVar[Literal["text"]] = "text"
     text_signature: str | None
     """Provider metadata attached to the block (for example an OpenAI Responses message id)."""
+    extra: Mapping[str, Any] | None
+    """The block's JSON keys agentloop does not model (see the module docstring). Read-only."""
 
-    def __init__(self, text: str = "", *, text_signature: str | None = None) -> None:
+    def __init__(
+        self, text: str = "", *, text_signature: str | None = None, extra: Mapping[str, Any] | None = None
+    ) -> None:
         self._init_text(text)
         _set_text_signature(self, text_signature)
+        if extra:
+            _check_extra(self, extra)
+            _set_text_extra(self, extra)
 
     @classmethod
     def _streaming(cls, parts: list[str], n: int, text_signature: str | None = None) -> TextContent:
@@ -150,7 +201,7 @@ class TextContent(_LazyText):
     def __eq__(self, other: object) -> bool:
         if type(other) is not TextContent:
             return NotImplemented
-        return self.text == other.text and self.text_signature == other.text_signature
+        return self.text == other.text and self.text_signature == other.text_signature and self.extra == other.extra
 
     def __hash__(self) -> int:
         return hash((TextContent, self.text, self.text_signature))
@@ -160,27 +211,40 @@ class TextContent(_LazyText):
         return f"TextContent(text={self.text!r}{extra})"
 
     def __reduce__(self) -> tuple[Any, ...]:  # copy and pickle (the slots cannot be set back)
-        return (_text_content, (self.text, self.text_signature))
+        return (_text_content, (self.text, self.text_signature, self.extra))
 
 
 _set_text_signature = _slot_setter(TextContent, "text_signature")
+_set_text_extra = _slot_setter(TextContent, "extra")
 
 
 class ThinkingContent(_LazyText):
     """A block of model reasoning."""
 
-    __slots__ = ("redacted", "thinking_signature")
+    __slots__ = ("extra", "redacted", "thinking_signature")
     __match_args__ = ("thinking",)
     type: ClassVar[Literal["thinking"]] = "thinking"
     thinking_signature: str | None
     """Opaque provider signature that lets the same provider verify the reasoning later."""
     redacted: bool
     """True when the provider redacted the reasoning; the payload is in `thinking_signature`."""
+    extra: Mapping[str, Any] | None
+    """The block's JSON keys agentloop does not model (see the module docstring). Read-only."""
 
-    def __init__(self, thinking: str = "", *, thinking_signature: str | None = None, redacted: bool = False) -> None:
+    def __init__(
+        self,
+        thinking: str = "",
+        *,
+        thinking_signature: str | None = None,
+        redacted: bool = False,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
         self._init_text(thinking)
         _set_thinking_signature(self, thinking_signature)
         _set_redacted(self, redacted)
+        if extra:
+            _check_extra(self, extra)
+            _set_thinking_extra(self, extra)
 
     @classmethod
     def _streaming(cls, parts: list[str], n: int, thinking_signature: str | None = None) -> ThinkingContent:
@@ -200,10 +264,11 @@ class ThinkingContent(_LazyText):
     def __eq__(self, other: object) -> bool:
         if type(other) is not ThinkingContent:
             return NotImplemented
-        return (self.thinking, self.thinking_signature, self.redacted) == (
+        return (self.thinking, self.thinking_signature, self.redacted, self.extra) == (
             other.thinking,
             other.thinking_signature,
             other.redacted,
+            other.extra,
         )
 
     def __hash__(self) -> int:
@@ -218,23 +283,26 @@ class ThinkingContent(_LazyText):
         return f"ThinkingContent(thinking={self.thinking!r}{extra})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_thinking_content, (self.thinking, self.thinking_signature, self.redacted))
+        return (_thinking_content, (self.thinking, self.thinking_signature, self.redacted, self.extra))
 
 
 _set_thinking_signature = _slot_setter(ThinkingContent, "thinking_signature")
 _set_redacted = _slot_setter(ThinkingContent, "redacted")
+_set_thinking_extra = _slot_setter(ThinkingContent, "extra")
 
 
-def _text_content(text: str, text_signature: str | None) -> TextContent:
-    return TextContent(text, text_signature=text_signature)
+def _text_content(text: str, text_signature: str | None, extra: Mapping[str, Any] | None = None) -> TextContent:
+    return TextContent(text, text_signature=text_signature, extra=extra)
 
 
-def _thinking_content(thinking: str, thinking_signature: str | None, redacted: bool) -> ThinkingContent:
-    return ThinkingContent(thinking, thinking_signature=thinking_signature, redacted=redacted)
+def _thinking_content(
+    thinking: str, thinking_signature: str | None, redacted: bool, extra: Mapping[str, Any] | None = None
+) -> ThinkingContent:
+    return ThinkingContent(thinking, thinking_signature=thinking_signature, redacted=redacted, extra=extra)
 
 
 @dataclass(frozen=True, slots=True)
-class ImageContent:
+class ImageContent(_Extra):
     """An image, base64-encoded."""
 
     data: str
@@ -242,10 +310,16 @@ class ImageContent:
     mime_type: str
     """For example `image/png`."""
     type: Literal["image"] = field(default="image", init=False)
+    extra: Mapping[str, Any] | None = _extra_field()
+    """The block's JSON keys agentloop does not model (see the module docstring). Read-only."""
+
+    def __post_init__(self) -> None:
+        if self.extra is not None:
+            _store_extra(self, self.extra)
 
 
 @dataclass(frozen=True, slots=True, init=False)
-class ToolCall:
+class ToolCall(_Extra):
     """A tool call requested by the model."""
 
     id: str
@@ -257,6 +331,8 @@ class ToolCall:
     arguments_error: str | None = field(default=None, kw_only=True)
     """Set by a provider when the argument text was not a JSON object (`arguments` is then `{}`)."""
     type: Literal["toolCall"] = field(default="toolCall", init=False)
+    extra: Mapping[str, Any] | None = _extra_field()
+    """The call's JSON keys agentloop does not model (pi 1.x's `namespace`, ...). Read-only."""
 
     def __init__(
         self,
@@ -266,6 +342,7 @@ class ToolCall:
         *,
         thought_signature: str | None = None,
         arguments_error: str | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> None:
         # Hand-written (see `_slot_setter`): a streamed response builds several per call.
         _set_call_id(self, id)
@@ -274,6 +351,9 @@ class ToolCall:
         _set_call_thought_signature(self, thought_signature)
         _set_call_arguments_error(self, arguments_error)
         _set_call_type(self, "toolCall")
+        if extra:
+            _check_extra(self, extra)
+            _set_call_extra(self, extra)
 
 
 _set_call_id = _slot_setter(ToolCall, "id")
@@ -282,6 +362,7 @@ _set_call_arguments = _slot_setter(ToolCall, "arguments")
 _set_call_thought_signature = _slot_setter(ToolCall, "thought_signature")
 _set_call_arguments_error = _slot_setter(ToolCall, "arguments_error")
 _set_call_type = _slot_setter(ToolCall, "type")
+_set_call_extra = _slot_setter(ToolCall, "extra")
 
 
 UserContent: TypeAlias = TextContent | ImageContent
@@ -291,7 +372,7 @@ ContentBlock: TypeAlias = TextContent | ThinkingContent | ImageContent | ToolCal
 
 
 @dataclass(frozen=True, slots=True)
-class Cost:
+class Cost(_Extra):
     """Cost of a response in dollars."""
 
     input: float = 0.0
@@ -299,10 +380,16 @@ class Cost:
     cache_read: float = 0.0
     cache_write: float = 0.0
     total: float = 0.0
+    extra: Mapping[str, Any] | None = _extra_field()
+    """The cost's JSON keys agentloop does not model (pi 1.x's `totalFromProvider`, ...). Read-only."""
+
+    def __post_init__(self) -> None:
+        if self.extra is not None:
+            _store_extra(self, self.extra)
 
 
 @dataclass(frozen=True, slots=True)
-class Usage:
+class Usage(_Extra):
     """Token counts of a response and what they cost."""
 
     input: int = 0
@@ -311,6 +398,15 @@ class Usage:
     cache_write: int = 0
     total_tokens: int = 0
     cost: Cost = field(default_factory=Cost)
+    extra: Mapping[str, Any] | None = _extra_field()
+    """The usage's JSON keys agentloop does not model (pi 1.x's `cacheWrite1h`, `reasoning`, ...).
+
+    Read-only.
+    """
+
+    def __post_init__(self) -> None:
+        if self.extra is not None:
+            _store_extra(self, self.extra)
 
 
 _ZERO_USAGE = Usage()
@@ -343,15 +439,19 @@ def _check_timestamp(owner: object, timestamp: object) -> None:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class UserMessage:
+class UserMessage(_Extra):
     """A message from the user: a string, or text and image blocks."""
 
     content: str | tuple[UserContent, ...]
     timestamp: int = field(default_factory=now_ms)
     """Milliseconds since the epoch."""
     role: Literal["user"] = field(default="user", init=False)
+    extra: Mapping[str, Any] | None = _extra_field()
+    """The message's JSON keys agentloop does not model (see the module docstring). Read-only."""
 
     def __post_init__(self) -> None:
+        if self.extra is not None:
+            _store_extra(self, self.extra)
         content = self.content
         if type(content) is not str and not isinstance(content, str):
             if not isinstance(content, (list, tuple)):
@@ -365,7 +465,7 @@ class UserMessage:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)
-class AssistantMessage:
+class AssistantMessage(_Extra):
     """A response from the model."""
 
     content: tuple[AssistantContent, ...] = ()
@@ -380,6 +480,11 @@ class AssistantMessage:
     """The provider's id for the response, when it sends one."""
     timestamp: int = field(default_factory=now_ms)
     role: Literal["assistant"] = field(default="assistant", init=False)
+    extra: Mapping[str, Any] | None = _extra_field()
+    """The message's JSON keys agentloop does not model (pi 1.x's `durationMs`, `thinkingLevel`, ...).
+
+    Read-only.
+    """
 
     def __init__(
         self,
@@ -393,6 +498,7 @@ class AssistantMessage:
         error_message: str | None = None,
         response_id: str | None = None,
         timestamp: int = _UNSET,
+        extra: Mapping[str, Any] | None = None,
     ) -> None:
         _set_assistant_content(self, content)
         _set_assistant_api(self, api)
@@ -404,6 +510,9 @@ class AssistantMessage:
         _set_assistant_response_id(self, response_id)
         _set_assistant_timestamp(self, now_ms() if timestamp is _UNSET else timestamp)
         _set_assistant_role(self, "assistant")
+        if extra:
+            _check_extra(self, extra)
+            _set_assistant_extra(self, extra)
 
     @property
     def text(self) -> str:
@@ -426,10 +535,11 @@ _set_assistant_error_message = _slot_setter(AssistantMessage, "error_message")
 _set_assistant_response_id = _slot_setter(AssistantMessage, "response_id")
 _set_assistant_timestamp = _slot_setter(AssistantMessage, "timestamp")
 _set_assistant_role = _slot_setter(AssistantMessage, "role")
+_set_assistant_extra = _slot_setter(AssistantMessage, "extra")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)
-class ToolResultMessage:
+class ToolResultMessage(_Extra):
     """The result of one tool call, sent back to the model."""
 
     tool_call_id: str
@@ -440,6 +550,8 @@ class ToolResultMessage:
     is_error: bool = False
     timestamp: int = field(default_factory=now_ms)
     role: Literal["toolResult"] = field(default="toolResult", init=False)
+    extra: Mapping[str, Any] | None = _extra_field()
+    """The message's JSON keys agentloop does not model (pi 1.x's `durationMs`, `usage`, ...). Read-only."""
 
     def __init__(
         self,
@@ -450,6 +562,7 @@ class ToolResultMessage:
         details: Any = None,
         is_error: bool = False,
         timestamp: int = _UNSET,
+        extra: Mapping[str, Any] | None = None,
     ) -> None:
         _set_result_tool_call_id(self, tool_call_id)
         _set_result_tool_name(self, tool_name)
@@ -463,6 +576,9 @@ class ToolResultMessage:
             raise TypeError(f"ToolResultMessage is_error must be a bool, got {type(is_error).__name__}")
         if timestamp is not _UNSET and type(timestamp) is not int:
             _check_timestamp(self, timestamp)
+        if extra:
+            _check_extra(self, extra)
+            _set_result_extra(self, extra)
 
 
 _set_result_tool_call_id = _slot_setter(ToolResultMessage, "tool_call_id")
@@ -472,6 +588,7 @@ _set_result_details = _slot_setter(ToolResultMessage, "details")
 _set_result_is_error = _slot_setter(ToolResultMessage, "is_error")
 _set_result_timestamp = _slot_setter(ToolResultMessage, "timestamp")
 _set_result_role = _slot_setter(ToolResultMessage, "role")
+_set_result_extra = _slot_setter(ToolResultMessage, "extra")
 
 
 def tool_result_message(
@@ -589,7 +706,7 @@ _set_context_tools = _slot_setter(Context, "tools")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)
-class AgentToolResult:
+class AgentToolResult(_Extra):
     """What a tool returns: content for the model, details for the application.
 
     Returning `is_error=True` reports a failure without raising (the details are kept);
@@ -600,6 +717,11 @@ class AgentToolResult:
     details: Any = None
     is_error: bool | None = None
     terminate: bool | None = None
+    extra: Mapping[str, Any] | None = _extra_field()
+    """The result's JSON keys agentloop does not model (pi 1.x's `structuredContent`, `usage`, ...).
+
+    Read-only.
+    """
 
     def __init__(
         self,
@@ -608,6 +730,7 @@ class AgentToolResult:
         details: Any = None,
         is_error: bool | None = None,
         terminate: bool | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> None:
         _set_tool_result_content(self, content)
         _set_tool_result_details(self, details)
@@ -618,6 +741,9 @@ class AgentToolResult:
             raise TypeError(f"AgentToolResult is_error must be a bool or None, got {type(is_error).__name__}")
         if terminate is not None and type(terminate) is not bool:
             raise TypeError(f"AgentToolResult terminate must be a bool or None, got {type(terminate).__name__}")
+        if extra:
+            _check_extra(self, extra)
+            _set_tool_result_extra(self, extra)
 
     @classmethod
     def from_text(cls, text: str, details: Any = None) -> AgentToolResult:
@@ -636,6 +762,7 @@ _set_tool_result_content = _slot_setter(AgentToolResult, "content")
 _set_tool_result_details = _slot_setter(AgentToolResult, "details")
 _set_tool_result_is_error = _slot_setter(AgentToolResult, "is_error")
 _set_tool_result_terminate = _slot_setter(AgentToolResult, "terminate")
+_set_tool_result_extra = _slot_setter(AgentToolResult, "extra")
 
 
 def error_result(message: str) -> AgentToolResult:
