@@ -128,14 +128,15 @@ _EVENT_KEYS: dict[str, frozenset[str]] = {
 
 
 def _put_extra(out: dict[str, Any], value: Any, known: frozenset[str]) -> dict[str, Any]:
-    """`out` with the keys of `value.extra` (the ones the record does not model) added after its own."""
-    extra = value.extra
-    if extra:
-        for key, item in extra.items():
-            if key in known or type(key) is not str:
-                what = "is a field agentloop models: set the field instead" if key in known else "is not a string"
-                raise ValueError(f"{type(value).__name__} extra key {key!r} {what}")
-            out[key] = item
+    """`out` with the keys of `value.extra` (the ones the record does not model) added after its own.
+
+    The encoders call it only when there is an `extra`: most values have none.
+    """
+    for key, item in value.extra.items():
+        if key in known or type(key) is not str:
+            what = "is a field agentloop models: set the field instead" if key in known else "is not a string"
+            raise ValueError(f"{type(value).__name__} extra key {key!r} {what}")
+        out[key] = item
     return out
 
 
@@ -147,20 +148,29 @@ def _block(block: Any) -> dict[str, Any]:
     if kind is TextContent:
         out = {"type": "text", "text": block.text}
         _put(out, "textSignature", block.text_signature)
-        return _put_extra(out, block, _TEXT_KEYS)
+        if block.extra:
+            _put_extra(out, block, _TEXT_KEYS)
+        return out
     if kind is ThinkingContent:
         out = {"type": "thinking", "thinking": block.thinking}
         _put(out, "thinkingSignature", block.thinking_signature)
         if block.redacted:
             out["redacted"] = True
-        return _put_extra(out, block, _THINKING_KEYS)
+        if block.extra:
+            _put_extra(out, block, _THINKING_KEYS)
+        return out
     if kind is ImageContent:
-        return _put_extra({"type": "image", "data": block.data, "mimeType": block.mime_type}, block, _IMAGE_KEYS)
+        out = {"type": "image", "data": block.data, "mimeType": block.mime_type}
+        if block.extra:
+            _put_extra(out, block, _IMAGE_KEYS)
+        return out
     if kind is ToolCall:
         out = {"type": "toolCall", "id": block.id, "name": block.name, "arguments": dict(block.arguments)}
         _put(out, "thoughtSignature", block.thought_signature)
         _put(out, "argumentsError", block.arguments_error)
-        return _put_extra(out, block, _TOOL_CALL_KEYS)
+        if block.extra:
+            _put_extra(out, block, _TOOL_CALL_KEYS)
+        return out
     raise TypeError(f"not a content block: {block!r}")
 
 
@@ -179,9 +189,11 @@ def _usage(usage: Usage) -> dict[str, Any]:
         "cacheRead": usage.cache_read,
         "cacheWrite": usage.cache_write,
         "totalTokens": usage.total_tokens,
-        "cost": _put_extra(cost_json, cost, _COST_KEYS),
+        "cost": _put_extra(cost_json, cost, _COST_KEYS) if cost.extra else cost_json,
     }
-    return _put_extra(out, usage, _USAGE_KEYS)
+    if usage.extra:
+        _put_extra(out, usage, _USAGE_KEYS)
+    return out
 
 
 def _message(message: Any) -> dict[str, Any]:
@@ -193,7 +205,9 @@ def _message(message: Any) -> dict[str, Any]:
             "content": content if isinstance(content, str) else [_block(b) for b in content],
             "timestamp": message.timestamp,
         }
-        return _put_extra(out, message, _USER_KEYS)
+        if message.extra:
+            _put_extra(out, message, _USER_KEYS)
+        return out
     if kind is AssistantMessage:
         out = {
             "role": "assistant",
@@ -207,7 +221,9 @@ def _message(message: Any) -> dict[str, Any]:
         _put(out, "errorMessage", message.error_message)
         _put(out, "responseId", message.response_id)
         out["timestamp"] = message.timestamp
-        return _put_extra(out, message, _ASSISTANT_KEYS)
+        if message.extra:
+            _put_extra(out, message, _ASSISTANT_KEYS)
+        return out
     if kind is ToolResultMessage:
         out = {
             "role": "toolResult",
@@ -218,7 +234,9 @@ def _message(message: Any) -> dict[str, Any]:
         _put(out, "details", message.details)
         out["isError"] = message.is_error
         out["timestamp"] = message.timestamp
-        return _put_extra(out, message, _TOOL_RESULT_MESSAGE_KEYS)
+        if message.extra:
+            _put_extra(out, message, _TOOL_RESULT_MESSAGE_KEYS)
+        return out
     if kind is CustomMessage:
         return {"role": message.role, **message.data, "timestamp": message.timestamp}
     raise TypeError(f"not a message: {message!r}")
@@ -229,7 +247,9 @@ def _tool_result(result: AgentToolResult) -> dict[str, Any]:
     _put(out, "details", result.details)
     _put(out, "isError", result.is_error)
     _put(out, "terminate", result.terminate)
-    return _put_extra(out, result, _TOOL_RESULT_KEYS)
+    if result.extra:
+        _put_extra(out, result, _TOOL_RESULT_KEYS)
+    return out
 
 
 def _assistant_event(event: Any) -> dict[str, Any]:
@@ -237,10 +257,14 @@ def _assistant_event(event: Any) -> dict[str, Any]:
     kind = type(event)
     if kind is DoneEvent:
         out = {"type": "done", "reason": event.reason, "message": _message(event.message)}
-        return _put_extra(out, event, _EVENT_KEYS["done"])
+        if event.extra:
+            _put_extra(out, event, _EVENT_KEYS["done"])
+        return out
     if kind is ErrorEvent:
         out = {"type": "error", "reason": event.reason, "error": _message(event.error)}
-        return _put_extra(out, event, _EVENT_KEYS["error"])
+        if event.extra:
+            _put_extra(out, event, _EVENT_KEYS["error"])
+        return out
     if kind is not StartEvent:
         out["contentIndex"] = event.content_index
     if kind in (TextDeltaEvent, ThinkingDeltaEvent, ToolCallDeltaEvent):
@@ -250,7 +274,9 @@ def _assistant_event(event: Any) -> dict[str, Any]:
     elif kind is ToolCallEndEvent:
         out["toolCall"] = _block(event.tool_call)
     out["partial"] = _message(event.partial)
-    return _put_extra(out, event, _EVENT_KEYS[event.type])
+    if event.extra:
+        _put_extra(out, event, _EVENT_KEYS[event.type])
+    return out
 
 
 def to_json(value: Any) -> dict[str, Any]:
@@ -258,7 +284,10 @@ def to_json(value: Any) -> dict[str, Any]:
     kind = type(value)
     encoder = _ENCODERS.get(kind)
     if encoder is not None:
-        return _put_extra(encoder(value), value, _EVENT_KEYS[value.type])
+        out = encoder(value)
+        if value.extra:
+            _put_extra(out, value, _EVENT_KEYS[value.type])
+        return out
     if kind in _ASSISTANT_EVENTS.values() or kind is DoneEvent or kind is ErrorEvent:
         return _assistant_event(value)
     if kind in (UserMessage, AssistantMessage, ToolResultMessage, CustomMessage):
@@ -462,10 +491,12 @@ _USER_BLOCKS = ("text", "image")
 _ASSISTANT_BLOCKS = ("text", "thinking", "toolCall")
 
 
-def _extra(data: Mapping[str, Any], known: frozenset[str]) -> dict[str, Any] | None:
-    """The keys of `data` that its record does not model (None when there are none)."""
-    if known.issuperset(data):
-        return None
+def _extra(data: Mapping[str, Any], known: frozenset[str]) -> dict[str, Any]:
+    """The keys of `data` that its record does not model.
+
+    The decoders call it only when there are some (`known.issuperset(data)` is false): most
+    objects have none.
+    """
     return {k: v for k, v in data.items() if k not in known}
 
 
@@ -477,17 +508,23 @@ def _block_from(data: Any, allowed: tuple[str, ...] | None = None) -> Any:
         raise _wrong("type", "one of " + ", ".join(repr(a) for a in allowed) + " here", kind)
     if kind == "text":
         return TextContent(
-            _str(data, "text"), text_signature=_opt_str(data, "textSignature"), extra=_extra(data, _TEXT_KEYS)
+            _str(data, "text"),
+            text_signature=_opt_str(data, "textSignature"),
+            extra=None if _TEXT_KEYS.issuperset(data) else _extra(data, _TEXT_KEYS),
         )
     if kind == "thinking":
         return ThinkingContent(
             _str(data, "thinking"),
             thinking_signature=_opt_str(data, "thinkingSignature"),
             redacted=_bool(data, "redacted", False),
-            extra=_extra(data, _THINKING_KEYS),
+            extra=None if _THINKING_KEYS.issuperset(data) else _extra(data, _THINKING_KEYS),
         )
     if kind == "image":
-        return ImageContent(_str(data, "data"), _str(data, "mimeType"), extra=_extra(data, _IMAGE_KEYS))
+        return ImageContent(
+            _str(data, "data"),
+            _str(data, "mimeType"),
+            extra=None if _IMAGE_KEYS.issuperset(data) else _extra(data, _IMAGE_KEYS),
+        )
     if kind == "toolCall":
         return ToolCall(
             _str(data, "id"),
@@ -495,7 +532,7 @@ def _block_from(data: Any, allowed: tuple[str, ...] | None = None) -> Any:
             dict(_object(data, "arguments")),
             thought_signature=_opt_str(data, "thoughtSignature"),
             arguments_error=_opt_str(data, "argumentsError"),
-            extra=_extra(data, _TOOL_CALL_KEYS),
+            extra=None if _TOOL_CALL_KEYS.issuperset(data) else _extra(data, _TOOL_CALL_KEYS),
         )
     raise _Bad(f"unknown content block type {kind!r}")
 
@@ -517,7 +554,7 @@ def _cost_from(data: Any) -> Cost:
         cache_read=_cost_number(data, "cacheRead"),
         cache_write=_cost_number(data, "cacheWrite"),
         total=_cost_number(data, "total"),
-        extra=_extra(data, _COST_KEYS),
+        extra=None if _COST_KEYS.issuperset(data) else _extra(data, _COST_KEYS),
     )
 
 
@@ -532,7 +569,7 @@ def _usage_from(data: Any) -> Usage:
         cache_write=_int(data, "cacheWrite", 0),
         total_tokens=_int(data, "totalTokens", 0),
         cost=Cost() if cost is None else _inside("cost", _cost_from, cost),
-        extra=_extra(data, _USAGE_KEYS),
+        extra=None if _USAGE_KEYS.issuperset(data) else _extra(data, _USAGE_KEYS),
     )
 
 
@@ -545,7 +582,7 @@ def _message_from(data: Any) -> Any:
         return UserMessage(
             content=content if isinstance(content, str) else _each(data, "content", _user_block),
             timestamp=_int(data, "timestamp", 0),
-            extra=_extra(data, _USER_KEYS),
+            extra=None if _USER_KEYS.issuperset(data) else _extra(data, _USER_KEYS),
         )
     if role == "assistant":
         if data.get("stopReason") == "deferred":
@@ -561,7 +598,7 @@ def _message_from(data: Any) -> Any:
             error_message=_opt_str(data, "errorMessage"),
             response_id=_opt_str(data, "responseId"),
             timestamp=_int(data, "timestamp", 0),
-            extra=_extra(data, _ASSISTANT_KEYS),
+            extra=None if _ASSISTANT_KEYS.issuperset(data) else _extra(data, _ASSISTANT_KEYS),
         )
     if role == "toolResult":
         content = data.get("content", ())
@@ -572,7 +609,7 @@ def _message_from(data: Any) -> Any:
             details=data.get("details"),
             is_error=_bool(data, "isError", False),
             timestamp=_int(data, "timestamp", 0),
-            extra=_extra(data, _TOOL_RESULT_MESSAGE_KEYS),
+            extra=None if _TOOL_RESULT_MESSAGE_KEYS.issuperset(data) else _extra(data, _TOOL_RESULT_MESSAGE_KEYS),
         )
     if isinstance(role, str) and role:
         rest = {k: v for k, v in data.items() if k not in ("role", "timestamp")}
@@ -588,7 +625,7 @@ def _tool_result_from(data: Any) -> AgentToolResult:
         details=data.get("details"),
         is_error=_opt_bool(data, "isError"),
         terminate=_opt_bool(data, "terminate"),
-        extra=_extra(data, _TOOL_RESULT_KEYS),
+        extra=None if _TOOL_RESULT_KEYS.issuperset(data) else _extra(data, _TOOL_RESULT_KEYS),
     )
 
 
@@ -636,7 +673,8 @@ def _assistant_event_from(data: Any) -> Any:
     if not isinstance(data, Mapping):
         raise _Bad(f"an assistant message event must be an object, got {_described(data)}")
     event = _assistant_event_fields(data)
-    return _with_extra(event, _extra(data, _EVENT_KEYS[event.type]))
+    known = _EVENT_KEYS[event.type]
+    return event if known.issuperset(data) else _with_extra(event, _extra(data, known))
 
 
 def _assistant_event_fields(data: Mapping[str, Any]) -> Any:
@@ -708,7 +746,8 @@ def _decode(data: Mapping[str, Any]) -> Any:
     if kind in ("text", "thinking", "image", "toolCall"):
         return _block_from(data)
     event = _agent_event_fields(kind, data)
-    return _with_extra(event, _extra(data, _EVENT_KEYS[kind]))
+    known = _EVENT_KEYS[kind]
+    return event if known.issuperset(data) else _with_extra(event, _extra(data, known))
 
 
 def _agent_event_fields(kind: str, data: Mapping[str, Any]) -> Any:

@@ -74,35 +74,19 @@ class _Default:
 _UNSET: Any = _Default()
 
 
-class _Extra:
-    """Base of the records with an `extra` slot: reads it as None while it is unset.
-
-    The constructors of the records built per delta (events, blocks, snapshots) leave the slot
-    unset unless they are given a mapping, so carrying it costs them nothing; the codec sets it.
-    """
-
-    __slots__ = ()
-
-    if not TYPE_CHECKING:  # for the type checker every other attribute stays an error
-
-        def __getattr__(self, name: str) -> Any:
-            if name == "extra":
-                return None
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
-
-def _check_extra(owner: object, extra: object) -> None:
+def _checked_extra(owner: object, extra: object) -> Any:
+    """`extra` given to a constructor (not None): a mapping, kept; an empty one is None."""
     if not isinstance(extra, Mapping):
         raise TypeError(
             f"{type(owner).__name__} extra must be a mapping of JSON keys to values (or None), "
             f"got {type(extra).__name__}"
         )
+    return extra or None
 
 
 def _store_extra(owner: object, extra: object) -> None:
     """`__post_init__` of a dataclass given `extra`: check it, and keep an empty one as None."""
-    _check_extra(owner, extra)
-    if not extra:
+    if _checked_extra(owner, extra) is None:
         object.__setattr__(owner, "extra", None)
 
 
@@ -120,7 +104,7 @@ def _slot_setter(cls: type, name: str) -> Callable[[Any, Any], None]:
     return cls.__dict__[name].__set__  # type: ignore[no-any-return]
 
 
-class _LazyText(_Extra):
+class _LazyText:
     """Base for text-bearing blocks whose text may be the join of a shared, append-only chunk list.
 
     A streaming response grows one block by a delta at a time. Joining the whole text for every
@@ -180,17 +164,16 @@ class TextContent(_LazyText):
     ) -> None:
         self._init_text(text)
         _set_text_signature(self, text_signature)
-        if extra:
-            _check_extra(self, extra)
-            _set_text_extra(self, extra)
+        _set_text_extra(self, None if extra is None else _checked_extra(self, extra))
 
     @classmethod
     def _streaming(cls, parts: list[str], n: int, text_signature: str | None = None) -> TextContent:
         block = object.__new__(cls)
-        object.__setattr__(block, "_value", None)
-        object.__setattr__(block, "_parts", parts)
-        object.__setattr__(block, "_n", n)
-        object.__setattr__(block, "text_signature", text_signature)
+        _set_value(block, None)
+        _set_parts(block, parts)
+        _set_n(block, n)
+        _set_text_signature(block, text_signature)
+        _set_text_extra(block, None)
         return block
 
     @property
@@ -242,18 +225,17 @@ class ThinkingContent(_LazyText):
         self._init_text(thinking)
         _set_thinking_signature(self, thinking_signature)
         _set_redacted(self, redacted)
-        if extra:
-            _check_extra(self, extra)
-            _set_thinking_extra(self, extra)
+        _set_thinking_extra(self, None if extra is None else _checked_extra(self, extra))
 
     @classmethod
     def _streaming(cls, parts: list[str], n: int, thinking_signature: str | None = None) -> ThinkingContent:
         block = object.__new__(cls)
-        object.__setattr__(block, "_value", None)
-        object.__setattr__(block, "_parts", parts)
-        object.__setattr__(block, "_n", n)
-        object.__setattr__(block, "thinking_signature", thinking_signature)
-        object.__setattr__(block, "redacted", False)
+        _set_value(block, None)
+        _set_parts(block, parts)
+        _set_n(block, n)
+        _set_thinking_signature(block, thinking_signature)
+        _set_redacted(block, False)
+        _set_thinking_extra(block, None)
         return block
 
     @property
@@ -302,7 +284,7 @@ def _thinking_content(
 
 
 @dataclass(frozen=True, slots=True)
-class ImageContent(_Extra):
+class ImageContent:
     """An image, base64-encoded."""
 
     data: str
@@ -319,7 +301,7 @@ class ImageContent(_Extra):
 
 
 @dataclass(frozen=True, slots=True, init=False)
-class ToolCall(_Extra):
+class ToolCall:
     """A tool call requested by the model."""
 
     id: str
@@ -351,9 +333,7 @@ class ToolCall(_Extra):
         _set_call_thought_signature(self, thought_signature)
         _set_call_arguments_error(self, arguments_error)
         _set_call_type(self, "toolCall")
-        if extra:
-            _check_extra(self, extra)
-            _set_call_extra(self, extra)
+        _set_call_extra(self, None if extra is None else _checked_extra(self, extra))
 
 
 _set_call_id = _slot_setter(ToolCall, "id")
@@ -372,7 +352,7 @@ ContentBlock: TypeAlias = TextContent | ThinkingContent | ImageContent | ToolCal
 
 
 @dataclass(frozen=True, slots=True)
-class Cost(_Extra):
+class Cost:
     """Cost of a response in dollars."""
 
     input: float = 0.0
@@ -389,7 +369,7 @@ class Cost(_Extra):
 
 
 @dataclass(frozen=True, slots=True)
-class Usage(_Extra):
+class Usage:
     """Token counts of a response and what they cost."""
 
     input: int = 0
@@ -439,7 +419,7 @@ def _check_timestamp(owner: object, timestamp: object) -> None:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class UserMessage(_Extra):
+class UserMessage:
     """A message from the user: a string, or text and image blocks."""
 
     content: str | tuple[UserContent, ...]
@@ -465,7 +445,7 @@ class UserMessage(_Extra):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)
-class AssistantMessage(_Extra):
+class AssistantMessage:
     """A response from the model."""
 
     content: tuple[AssistantContent, ...] = ()
@@ -510,9 +490,7 @@ class AssistantMessage(_Extra):
         _set_assistant_response_id(self, response_id)
         _set_assistant_timestamp(self, now_ms() if timestamp is _UNSET else timestamp)
         _set_assistant_role(self, "assistant")
-        if extra:
-            _check_extra(self, extra)
-            _set_assistant_extra(self, extra)
+        _set_assistant_extra(self, None if extra is None else _checked_extra(self, extra))
 
     @property
     def text(self) -> str:
@@ -539,7 +517,7 @@ _set_assistant_extra = _slot_setter(AssistantMessage, "extra")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)
-class ToolResultMessage(_Extra):
+class ToolResultMessage:
     """The result of one tool call, sent back to the model."""
 
     tool_call_id: str
@@ -576,9 +554,7 @@ class ToolResultMessage(_Extra):
             raise TypeError(f"ToolResultMessage is_error must be a bool, got {type(is_error).__name__}")
         if timestamp is not _UNSET and type(timestamp) is not int:
             _check_timestamp(self, timestamp)
-        if extra:
-            _check_extra(self, extra)
-            _set_result_extra(self, extra)
+        _set_result_extra(self, None if extra is None else _checked_extra(self, extra))
 
 
 _set_result_tool_call_id = _slot_setter(ToolResultMessage, "tool_call_id")
@@ -603,6 +579,7 @@ def tool_result_message(
     _set_result_is_error(message, is_error)
     _set_result_timestamp(message, timestamp)
     _set_result_role(message, "toolResult")
+    _set_result_extra(message, None)
     return message
 
 
@@ -706,7 +683,7 @@ _set_context_tools = _slot_setter(Context, "tools")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)
-class AgentToolResult(_Extra):
+class AgentToolResult:
     """What a tool returns: content for the model, details for the application.
 
     Returning `is_error=True` reports a failure without raising (the details are kept);
@@ -741,9 +718,7 @@ class AgentToolResult(_Extra):
             raise TypeError(f"AgentToolResult is_error must be a bool or None, got {type(is_error).__name__}")
         if terminate is not None and type(terminate) is not bool:
             raise TypeError(f"AgentToolResult terminate must be a bool or None, got {type(terminate).__name__}")
-        if extra:
-            _check_extra(self, extra)
-            _set_tool_result_extra(self, extra)
+        _set_tool_result_extra(self, None if extra is None else _checked_extra(self, extra))
 
     @classmethod
     def from_text(cls, text: str, details: Any = None) -> AgentToolResult:
@@ -755,6 +730,7 @@ class AgentToolResult(_Extra):
         _set_tool_result_details(result, details)
         _set_tool_result_is_error(result, None)
         _set_tool_result_terminate(result, None)
+        _set_tool_result_extra(result, None)
         return result
 
 
