@@ -49,21 +49,25 @@ __all__ = (
 
 
 class _Event:
-    """Base of every event: the `extra` slot (None from the constructors, see `_with_extra`)."""
+    """Base of every event: `extra`, None unless `_with_extra` gave the event one.
 
-    __slots__ = ("extra",)
-    extra: Mapping[str, Any] | None
+    Events are made per delta, so `extra` costs their constructors nothing: it is this class's
+    attribute, shadowed by an entry of the instance's `__dict__` (the only use of that dict, which
+    exists only for the events that carry an `extra`).
+    """
+
+    __slots__ = ("__dict__",)
+    extra: Mapping[str, Any] | None = None
     """The event's JSON keys agentloop does not model (see the module docstring). Read-only."""
 
 
-_set_extra = _setter(_Event, "extra")
 _E = TypeVar("_E", bound=_Event)
 
 
 def _with_extra(event: _E, extra: Mapping[str, Any] | None) -> _E:
     """`event`, carrying `extra` when there is any (how `from_json` and unpickling set it)."""
     if extra:
-        _set_extra(event, extra)
+        object.__setattr__(event, "extra", extra)
     return event
 
 
@@ -137,7 +141,6 @@ class StartEvent(_StreamEvent):
 
     def __init__(self, partial: AssistantMessage) -> None:
         _set_partial(self, partial)
-        _set_extra(self, None)
 
 
 class _IndexEvent(_StreamEvent):
@@ -150,7 +153,6 @@ class _IndexEvent(_StreamEvent):
     def __init__(self, content_index: int, partial: AssistantMessage) -> None:
         _set_index_index(self, content_index)
         _set_partial(self, partial)
-        _set_extra(self, None)
 
 
 _set_index_index = _setter(_IndexEvent, "content_index")
@@ -168,7 +170,6 @@ class _DeltaEvent(_StreamEvent):
         _set_delta_index(self, content_index)
         _set_delta(self, delta)
         _set_partial(self, partial)
-        _set_extra(self, None)
 
 
 _set_delta_index = _setter(_DeltaEvent, "content_index")
@@ -187,7 +188,6 @@ class _EndEvent(_StreamEvent):
         _set_end_index(self, content_index)
         _set_end_content(self, content)
         _set_partial(self, partial)
-        _set_extra(self, None)
 
 
 _set_end_index = _setter(_EndEvent, "content_index")
@@ -264,7 +264,6 @@ class ToolCallEndEvent(_StreamEvent):
         _set_call_index(self, content_index)
         _set_tool_call(self, tool_call)
         _set_partial(self, partial)
-        _set_extra(self, None)
 
 
 _set_call_index = _setter(ToolCallEndEvent, "content_index")
@@ -317,7 +316,6 @@ class DoneEvent(_Record):
     def __init__(self, reason: Literal["stop", "length", "toolUse"], message: AssistantMessage) -> None:
         _set_DoneEvent_reason(self, reason)
         _set_DoneEvent_message(self, message)
-        _set_extra(self, None)
 
 
 _set_DoneEvent_reason = _setter(DoneEvent, "reason")
@@ -337,7 +335,6 @@ class ErrorEvent(_Record):
     def __init__(self, reason: Literal["error", "aborted"], error: AssistantMessage) -> None:
         _set_ErrorEvent_reason(self, reason)
         _set_ErrorEvent_error(self, error)
-        _set_extra(self, None)
 
 
 _set_ErrorEvent_reason = _setter(ErrorEvent, "reason")
@@ -369,9 +366,6 @@ class AgentStart(_Record):
     __slots__ = ()
     type: Literal["agent_start"] = "agent_start"
 
-    def __init__(self) -> None:
-        _set_extra(self, None)
-
 
 class AgentEnd(_Record):
     """A run ended. Always the last event; `messages` are the messages the run added."""
@@ -384,7 +378,6 @@ class AgentEnd(_Record):
 
     def __init__(self, messages: Sequence[AgentMessage]) -> None:
         _set_AgentEnd_messages(self, messages if type(messages) is tuple else tuple(messages))
-        _set_extra(self, None)
 
 
 _set_AgentEnd_messages = _setter(AgentEnd, "messages")
@@ -395,9 +388,6 @@ class TurnStart(_Record):
 
     __slots__ = ()
     type: Literal["turn_start"] = "turn_start"
-
-    def __init__(self) -> None:
-        _set_extra(self, None)
 
 
 class TurnEnd(_Record):
@@ -413,7 +403,6 @@ class TurnEnd(_Record):
     def __init__(self, message: AssistantMessage, tool_results: Sequence[ToolResultMessage]) -> None:
         _set_TurnEnd_message(self, message)
         _set_TurnEnd_tool_results(self, tool_results if type(tool_results) is tuple else tuple(tool_results))
-        _set_extra(self, None)
 
 
 _set_TurnEnd_message = _setter(TurnEnd, "message")
@@ -434,14 +423,12 @@ class MessageStart(_Record):
 
     def __init__(self, message: AgentMessage) -> None:
         _set_MessageStart_message(self, message)
-        _set_extra(self, None)
 
     @classmethod
     def _streaming(cls, start: StartEvent) -> MessageStart:
         """The `message_start` of a streaming response: the snapshot is built if someone reads it."""
         event = object.__new__(cls)
         _set_MessageStart_message(event, start)
-        _set_extra(event, None)
         return event
 
     @property
@@ -473,7 +460,6 @@ class MessageUpdate(_Event):
     def __init__(self, message: AssistantMessage | None, assistant_message_event: AssistantMessageEvent) -> None:
         _set_message(self, message)
         _set_update_event(self, assistant_message_event)
-        _set_extra(self, None)
 
     @property
     def message(self) -> AssistantMessage:
@@ -523,7 +509,6 @@ class MessageEnd(_Record):
 
     def __init__(self, message: AgentMessage) -> None:
         _set_MessageEnd_message(self, message)
-        _set_extra(self, None)
 
 
 _set_MessageEnd_message = _setter(MessageEnd, "message")
@@ -544,7 +529,6 @@ class ToolExecutionStart(_Record):
         _set_ToolExecutionStart_tool_call_id(self, tool_call_id)
         _set_ToolExecutionStart_tool_name(self, tool_name)
         _set_ToolExecutionStart_args(self, args)
-        _set_extra(self, None)
 
 
 _set_ToolExecutionStart_tool_call_id = _setter(ToolExecutionStart, "tool_call_id")
@@ -569,7 +553,6 @@ class ToolExecutionUpdate(_Record):
         _set_ToolExecutionUpdate_tool_name(self, tool_name)
         _set_ToolExecutionUpdate_args(self, args)
         _set_ToolExecutionUpdate_partial_result(self, partial_result)
-        _set_extra(self, None)
 
 
 _set_ToolExecutionUpdate_tool_call_id = _setter(ToolExecutionUpdate, "tool_call_id")
@@ -595,7 +578,6 @@ class ToolExecutionEnd(_Record):
         _set_ToolExecutionEnd_tool_name(self, tool_name)
         _set_ToolExecutionEnd_result(self, result)
         _set_ToolExecutionEnd_is_error(self, is_error)
-        _set_extra(self, None)
 
 
 _set_ToolExecutionEnd_tool_call_id = _setter(ToolExecutionEnd, "tool_call_id")
