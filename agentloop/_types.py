@@ -9,7 +9,9 @@ results, and the events in `_events.py`) also carry `extra`: the keys of their J
 agentloop does not model (the fields pi-agent-core 1.x adds, or an application's own), None when
 there are none. `to_json` writes them back, so a value read from another generation round-trips
 whole. `extra` takes part in `==` (a value is equal to another only if both write the same JSON;
-it is left out of the hash, which stays that of the modelled fields) and not in `repr`.
+it is left out of the hash, which stays that of the modelled fields) and not in `repr`. Here it
+is a keyword-only field (a slot) that every constructor sets; the events, made per delta, keep it
+without a slot (see `_events._Event`).
 """
 
 from __future__ import annotations
