@@ -25,8 +25,10 @@ from ._config import AgentLoopConfig as AgentLoopConfig
 from ._config import BeforeToolCallContext as BeforeToolCallContext
 from ._config import BeforeToolCallResult as BeforeToolCallResult
 from ._config import NextTurn as NextTurn
+from ._config import QueueMode as QueueMode
 from ._config import StreamFn as StreamFn
 from ._config import StreamOptions as StreamOptions
+from ._config import ToolExecution as ToolExecution
 from ._config import ToolInvocation as ToolInvocation
 from ._config import TurnContext as TurnContext
 from ._config import default_convert_to_llm as default_convert_to_llm
@@ -88,6 +90,8 @@ from ._types import Usage as Usage
 from ._types import UserMessage as UserMessage
 
 if _TYPE_CHECKING:
+    from ._compact import CompactDecoder as CompactDecoder
+    from ._compact import CompactEncoder as CompactEncoder
     from ._envelope import Enveloper as Enveloper
     from ._envelope import EnvelopeStream as EnvelopeStream
     from ._envelope import EventEnvelope as EventEnvelope
@@ -113,6 +117,8 @@ if _TYPE_CHECKING:
 # Sessions, envelopes and the SSE app load on first use: `import agentloop` stays small.
 _LAZY = {
     "AgentSSEApp": "_sse_app",
+    "CompactDecoder": "_compact",
+    "CompactEncoder": "_compact",
     "EnvelopeStream": "_envelope",
     "Enveloper": "_envelope",
     "EventEnvelope": "_envelope",
@@ -180,6 +186,8 @@ __all__ = (
     "AssistantMessageEvent",
     "BeforeToolCallContext",
     "BeforeToolCallResult",
+    "CompactDecoder",
+    "CompactEncoder",
     "Context",
     "Cost",
     "CustomMessage",
@@ -198,6 +206,7 @@ __all__ = (
     "Model",
     "ModelCost",
     "NextTurn",
+    "QueueMode",
     "SQLiteSessionStore",
     "Session",
     "SessionCorruptError",
@@ -226,6 +235,7 @@ __all__ = (
     "ToolCallEndEvent",
     "ToolCallStartEvent",
     "ToolError",
+    "ToolExecution",
     "ToolExecutionEnd",
     "ToolExecutionStart",
     "ToolExecutionUpdate",

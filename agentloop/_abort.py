@@ -53,7 +53,7 @@ class AbortSignal:
         for callback in callbacks:
             try:
                 callback()
-            except BaseException as exc:  # every callback runs; the first failure is raised after
+            except BaseException as exc:  # every callback runs; the first failure is raised after  # noqa: ASYNC103 - re-raised below (callbacks are plain functions)
                 failure = failure or exc
         if failure is not None:
             raise failure
@@ -112,20 +112,18 @@ class AbortCut:
     `deadline` (anyio's clock) bounds the block too: `cancelled_caught` is then the abort's cut
     or the deadline (the signal tells which).
 
-    `hold()` and `release()` bracket work that an abort must not cut (the loop holds the cut while
-    it delivers an event: a listener that aborts must not cancel its own delivery); an abort that
-    comes meanwhile is applied on `release()`.
+    While `held` is True an abort does not cut the block (the loop holds the cut while it delivers
+    an event: a listener that aborts must not cancel its own delivery); `cut()` applies it after.
     """
 
-    __slots__ = ("_grace", "_held", "_key", "_noted", "_scope", "_signal")
+    __slots__ = ("_grace", "_key", "_scope", "_signal", "held")
 
     def __init__(self, signal: AbortSignal, grace: float = 0.0, *, deadline: float = math.inf) -> None:
         self._signal = signal
         self._grace = grace
         self._scope = anyio.CancelScope(deadline=deadline)
         self._key = -1
-        self._held = False
-        self._noted = False  # an abort came while held
+        self.held = False
 
     @property
     def cancelled_caught(self) -> bool:
@@ -136,7 +134,7 @@ class AbortCut:
         self._scope.__enter__()
         signal = self._signal
         if signal._aborted:
-            self._cut()
+            self.cut()
         else:
             self._key = signal._listen(self._on_abort)
         return self
@@ -147,24 +145,12 @@ class AbortCut:
         self._signal._callbacks.pop(self._key, None)
         return bool(self._scope.__exit__(exc_type, exc, tb))
 
-    def hold(self) -> None:
-        """Until `release()`, an abort is noted but does not cut the block."""
-        self._held = True
-
-    def release(self) -> None:
-        """Apply an abort noted while held."""
-        self._held = False
-        if self._noted:
-            self._noted = False
-            self._cut()
-
     def _on_abort(self) -> None:
-        if self._held:
-            self._noted = True
-        else:
-            self._cut()
+        if not self.held:
+            self.cut()
 
-    def _cut(self) -> None:
+    def cut(self) -> None:
+        """Cut the block as the abort does: at once, or after the grace period."""
         if self._grace <= 0:
             self._scope.cancel()
         else:

@@ -25,6 +25,7 @@ from ._config import (
     QueueMode,
     StreamFn,
     ToolExecution,
+    ToolInvocation,
     TurnContext,
     check_options,
     default_convert_to_llm,
@@ -53,6 +54,7 @@ from ._types import (
     UserMessage,
 )
 from ._updates import Flag
+from ._util import exception_text
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -223,6 +225,35 @@ class _ActiveRun(Flag):
         self.signal = AbortSignal()
 
 
+_LOOP_OPTIONS = (
+    "after_tool_call",
+    "api_key",
+    "before_tool_call",
+    "clock",
+    "convert_to_llm",
+    "get_api_key",
+    "headers",
+    "max_parallel_tool_calls",
+    "max_retry_delay",
+    "max_tokens",
+    "max_turns",
+    "metadata",
+    "observe",
+    "prepare_next_turn",
+    "propagate",
+    "session_id",
+    "should_stop_after_turn",
+    "temperature",
+    "thinking_budgets",
+    "tool_abort_grace",
+    "tool_execution",
+    "transform_context",
+    "wrap_tool_call",
+)
+"""The `AgentLoopConfig` options an Agent holds as attributes of its own and passes to every run
+(the same names and meanings: see `AgentLoopConfig`)."""
+
+
 class Agent:
     """A stateful agent: a transcript, tools, listeners, and steering / follow-up queues.
 
@@ -246,20 +277,29 @@ class Agent:
         "_state",
         "_steering",
         "after_tool_call",
+        "api_key",
         "before_tool_call",
+        "clock",
         "convert_to_llm",
         "get_api_key",
+        "headers",
+        "max_parallel_tool_calls",
         "max_retry_delay",
         "max_tokens",
         "max_turns",
+        "metadata",
+        "observe",
         "prepare_next_turn",
+        "propagate",
         "session_id",
         "should_stop_after_turn",
         "stream_fn",
+        "temperature",
         "thinking_budgets",
         "tool_abort_grace",
         "tool_execution",
         "transform_context",
+        "wrap_tool_call",
     )
 
     def __init__(
@@ -293,6 +333,17 @@ class Agent:
         thinking_budgets: Mapping[str, int] | None = None,
         max_retry_delay: float | None = None,
         max_tokens: int | None = None,
+        temperature: float | None = None,
+        headers: Mapping[str, str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        api_key: str | None = None,
+        max_parallel_tool_calls: int | None = None,
+        wrap_tool_call: (
+            Callable[[ToolInvocation, Callable[[], Awaitable[object]]], MaybeAwaitable[object]] | None
+        ) = None,
+        propagate: tuple[type[BaseException], ...] = (),
+        clock: Callable[[], int] | None = None,
+        observe: Callable[[AgentEvent], None] | None = None,
     ) -> None:
         self._state = AgentState(
             system_prompt=system_prompt,
@@ -318,6 +369,15 @@ class Agent:
         self.thinking_budgets = thinking_budgets
         self.max_retry_delay = max_retry_delay
         self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.headers = headers
+        self.metadata = metadata
+        self.api_key = api_key
+        self.max_parallel_tool_calls = max_parallel_tool_calls
+        self.wrap_tool_call = wrap_tool_call
+        self.propagate = propagate
+        self.clock = clock
+        self.observe = observe
         self._steering = _Queue(_check_mode(steering_mode, "steering_mode"))
         self._follow_up = _Queue(_check_mode(follow_up_mode, "follow_up_mode"))
         self._listeners: tuple[AgentListener, ...] = ()
@@ -473,22 +533,9 @@ class Agent:
         return AgentLoopConfig(
             model=state.model,
             reasoning=None if state.thinking_level == "off" else state.thinking_level,
-            convert_to_llm=self.convert_to_llm,
-            transform_context=self.transform_context,
-            get_api_key=self.get_api_key,
             get_steering_messages=steering,
             get_follow_up_messages=self._follow_up.drain,
-            tool_execution=self.tool_execution,
-            before_tool_call=self.before_tool_call,
-            after_tool_call=self.after_tool_call,
-            should_stop_after_turn=self.should_stop_after_turn,
-            prepare_next_turn=self.prepare_next_turn,
-            max_turns=self.max_turns,
-            tool_abort_grace=self.tool_abort_grace,
-            session_id=self.session_id,
-            thinking_budgets=self.thinking_budgets,
-            max_retry_delay=self.max_retry_delay,
-            max_tokens=self.max_tokens,
+            **{name: getattr(self, name) for name in _LOOP_OPTIONS},
         )
 
     async def _run(self, messages: list[AgentMessage] | None, skip_initial_steering_poll: bool = False) -> None:
@@ -526,7 +573,7 @@ class Agent:
             provider=model.provider,
             model=model.id,
             stop_reason="aborted" if aborted else "error",
-            error_message=str(exc) or type(exc).__name__,
+            error_message=exception_text(exc),
         )
         await self._process(MessageStart(failure))
         await self._process(MessageEnd(failure))

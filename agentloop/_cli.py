@@ -20,6 +20,7 @@ import io
 import json
 import math
 import os
+import re
 import signal
 import sys
 import threading
@@ -186,6 +187,12 @@ def choose_model(spec: str | None, base_url: str | None) -> Model | None:
     return model
 
 
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""Control characters but newline and tab: model text, tool results and error messages are shown
+without them, so none can move the cursor, erase the screen or send an escape sequence (OSC 52
+writes the clipboard). The printer's own colours and spinner are added after."""
+
+
 @dataclass
 class Printer:
     """Turns events into terminal output (or JSON lines), a spinner and a summary.
@@ -306,6 +313,7 @@ class Printer:
     def _write_block(self, kind: str, text: str) -> None:
         if self.jsonl:
             return
+        text = _CONTROLS.sub("", text)
         if self._column == 0:  # the model's leading newlines would leave blank lines
             text = text.lstrip("\n")
             if not text:
@@ -327,6 +335,7 @@ class Printer:
         self._block = ""
 
     def _human(self, line: str, style: str = "") -> None:
+        line = _CONTROLS.sub("", line)
         self._end_line()
         if self.color and style:
             line = f"\x1b[{style}m{line}\x1b[0m"

@@ -252,7 +252,8 @@ def _tool_result(result: AgentToolResult) -> dict[str, Any]:
     return out
 
 
-def _assistant_event(event: Any) -> dict[str, Any]:
+def _assistant_event(event: Any, *, partial: bool = True) -> dict[str, Any]:
+    """The JSON form of an assistant stream event; without its `partial` for the compact wire form."""
     out: dict[str, Any] = {"type": event.type}
     kind = type(event)
     if kind is DoneEvent:
@@ -273,7 +274,8 @@ def _assistant_event(event: Any) -> dict[str, Any]:
         out["content"] = event.content
     elif kind is ToolCallEndEvent:
         out["toolCall"] = _block(event.tool_call)
-    out["partial"] = _message(event.partial)
+    if partial:
+        out["partial"] = _message(event.partial)
     if event.extra:
         _put_extra(out, event, _EVENT_KEYS[event.type])
     return out
@@ -810,6 +812,9 @@ def dumps(value: Any) -> str:
     return encode_json(to_json(value))
 
 
+_strict_encoders: dict[Callable[[Any], Any] | None, Callable[[Any], str]] = {}
+
+
 def encode_json(data: Any, default: Callable[[Any], Any] | None = None) -> str:
     """Compact, strict JSON text of JSON values, always encodable as UTF-8 (see `dumps`).
 
@@ -820,7 +825,14 @@ def encode_json(data: Any, default: Callable[[Any], Any] | None = None) -> str:
 
     try:
         try:
-            text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=default)
+            encode = _strict_encoders.get(default)
+            if encode is None:  # one encoder per `default` hook, not one made per call (per event)
+                encode = json.JSONEncoder(
+                    ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=default
+                ).encode
+                if len(_strict_encoders) < 16:
+                    _strict_encoders[default] = encode
+            text = encode(data)
         except ValueError:  # NaN or an infinity somewhere (or a circular value, which _finite meets)
             if default is not None:
                 data = json.loads(json.dumps(data, default=default))

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ._abort import AbortSignal
 from ._events import AgentEvent, AssistantMessageEvent
-from ._tools import AgentTool
+from ._tools import AgentTool, ExecutionMode
 from ._types import (
     AgentMessage,
     AgentToolResult,
@@ -54,8 +54,10 @@ T = TypeVar("T")
 MaybeAwaitable: TypeAlias = T | Awaitable[T]
 """Callbacks may be plain or `async` functions."""
 
-ToolExecution: TypeAlias = Literal["parallel", "sequential"]
+ToolExecution: TypeAlias = ExecutionMode
+"""How a batch's calls run: "parallel" (the default) or "sequential" (one at a time)."""
 QueueMode: TypeAlias = Literal["all", "one-at-a-time"]
+"""How many queued steering or follow-up messages a turn takes: "all" or "one-at-a-time"."""
 
 Emit: TypeAlias = Callable[[AgentEvent], MaybeAwaitable[None]]
 """The event sink of `run_agent_loop`; awaited for every event."""
@@ -308,21 +310,12 @@ class AgentLoopConfig:
         if self.reasoning is not None and self.reasoning not in _THINKING_LEVELS:
             raise ValueError(f"config.reasoning must be one of {_THINKING_LEVELS} or None, got {self.reasoning!r}")
         check_options(self, "config.")
-        limit = self.max_parallel_tool_calls
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-            raise ValueError(f"config.max_parallel_tool_calls must be a positive int or None, got {limit!r}")
-        for name in ("wrap_tool_call", "clock", "observe"):
-            value = getattr(self, name)
-            if value is not None and not callable(value):
-                raise TypeError(f"config.{name} must be callable or None, got {value!r}")
-        propagate = self.propagate
-        if not isinstance(propagate, tuple) or not all(
-            isinstance(cls, type) and issubclass(cls, BaseException) for cls in propagate
-        ):
-            raise TypeError(f"config.propagate must be a tuple of exception classes, got {propagate!r}")
 
 
 _CALLBACKS = (
+    "wrap_tool_call",
+    "clock",
+    "observe",
     "transform_context",
     "get_api_key",
     "get_steering_messages",
@@ -397,6 +390,14 @@ def check_options(source: object, prefix: str) -> None:
     metadata = getattr(source, "metadata", None)
     if metadata is not None and not isinstance(metadata, Mapping):
         raise TypeError(f"{prefix}metadata must be a mapping or None, got {type(metadata).__name__}")
+    limit = getattr(source, "max_parallel_tool_calls", None)
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"{prefix}max_parallel_tool_calls must be a positive int or None, got {limit!r}")
+    propagate = getattr(source, "propagate", ())
+    if not isinstance(propagate, tuple) or not all(
+        isinstance(cls, type) and issubclass(cls, BaseException) for cls in propagate
+    ):
+        raise TypeError(f"{prefix}propagate must be a tuple of exception classes, got {propagate!r}")
 
 
 def _is_finite_number(value: object) -> bool:

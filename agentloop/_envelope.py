@@ -20,6 +20,7 @@ from typing import Any
 
 from ._abort import AbortSignal
 from ._codec import from_json, to_json
+from ._compact import CompactEncoder
 from ._config import MaybeAwaitable
 from ._events import AgentEvent, AgentStart, TurnStart
 from ._json_fallback import encode_lenient
@@ -162,8 +163,12 @@ def enveloping(
     return on_event
 
 
-def envelope_to_json(envelope: EventEnvelope) -> dict[str, Any]:
-    """The JSON form: `{"runId", "seq", "turn", "timestamp", "event"}` (the event's `to_json`)."""
+def envelope_to_json(envelope: EventEnvelope, *, compact: CompactEncoder | None = None) -> dict[str, Any]:
+    """The JSON form: `{"runId", "seq", "turn", "timestamp", "event"}` (the event's `to_json`).
+
+    With `compact=` (the encoder of this stream of envelopes) the event is in the compact wire
+    form (`CompactEncoder`: a `message_update` without the whole message so far).
+    """
     if not isinstance(envelope, EventEnvelope):
         raise TypeError(f"envelope_to_json expects an EventEnvelope, got {type(envelope).__name__}")
     return {
@@ -171,7 +176,7 @@ def envelope_to_json(envelope: EventEnvelope) -> dict[str, Any]:
         "seq": envelope.seq,
         "turn": envelope.turn,
         "timestamp": envelope.timestamp,
-        "event": to_json(envelope.event),
+        "event": to_json(envelope.event) if compact is None else compact.to_json(envelope.event),
     }
 
 
@@ -191,10 +196,10 @@ def envelope_from_json(data: Any) -> EventEnvelope:
     )
 
 
-def dumps_envelope(envelope: EventEnvelope) -> str:
-    """`envelope_to_json` as one compact line of JSON.
+def dumps_envelope(envelope: EventEnvelope, *, compact: CompactEncoder | None = None) -> str:
+    """`envelope_to_json` as one compact line of JSON (`compact=` as there).
 
     Tool `details` JSON cannot hold are written as session stores write them (anything without
     a JSON form of its own as its `str()`), so every event reaches the bus or the browser.
     """
-    return encode_lenient(envelope_to_json(envelope))
+    return encode_lenient(envelope_to_json(envelope, compact=compact))

@@ -33,7 +33,7 @@ from ._types import (
     tool_result_message,
 )
 from ._updates import DELIVERED, Delivery, Flag, Flags, UpdatePump, settle
-from ._util import single_exception
+from ._util import exception_text, single_exception
 
 if TYPE_CHECKING:
     from ._loop import _Run
@@ -84,10 +84,6 @@ class _Finalized:
         self.tool_call = tool_call
         self.result = result
         self.is_error = is_error
-
-
-def _message(exc: BaseException) -> str:
-    return str(exc) or type(exc).__name__
 
 
 def _end_event(fin: _Finalized) -> ToolExecutionEnd:
@@ -462,7 +458,7 @@ class _Batch:
             else:
                 await self.task_group.start(self.settle_end, k, pending)
 
-    async def settle_end(self, k: int, pending: Any, *, task_status: TaskStatus[None]) -> None:
+    async def settle_end(self, k: int, pending: Any, *, task_status: TaskStatus[None]) -> None:  # noqa: ASYNC114 - started by the batch alone
         task_status.started()  # the delivery runs up to its first wait before the releaser goes on
         try:
             await settle(pending)
@@ -561,7 +557,7 @@ def _outcome(prepared: _Prepared, value: object, failure: AgentToolResult | None
         try:
             value = _check_result(prepared.tool, value)
         except Exception as exc:
-            return _Finalized(tool_call, error_result(_message(exc)), True)
+            return _Finalized(tool_call, error_result(exception_text(exc)), True)
     return _Finalized(tool_call, value, value.is_error is True)
 
 
@@ -612,7 +608,7 @@ def _error(run: _Run, exc: Exception) -> AgentToolResult:
     """The error result of a failed step, unless its exception must propagate (`config.propagate`)."""
     if run.config.propagate and isinstance(exc, run.config.propagate):
         raise exc
-    return error_result(_message(exc))
+    return error_result(exception_text(exc))
 
 
 async def _finalize(run: _Run, assistant: AssistantMessage, prepared: _Prepared, fin: _Finalized) -> _Finalized:

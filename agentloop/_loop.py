@@ -252,7 +252,7 @@ async def _observed(
     async with aclosing(events):
         async for event in events:
             observe(event)
-            yield event
+            yield event  # noqa: ASYNC119 - the context is aclosing: it closes an inner generator, no scope
 
 
 class _Run:
@@ -393,7 +393,7 @@ class _Run:
                 else:
                     async with aclosing(self.respond_bare()) as response:
                         async for event in response:
-                            yield event
+                            yield event  # noqa: ASYNC119 - the context is aclosing: it closes an inner generator, no scope
                     message = cast(AssistantMessage, self.messages[-1])  # appended by `response()`
                 turns += 1
                 if message.stop_reason == "error" or message.stop_reason == "aborted":
@@ -509,13 +509,16 @@ class _Run:
         llm_context, options = await self.request()
         state = _Streaming()
         deliver = self.deliver  # no coroutine per delta for a plain sink
-        with AbortCut(self.signal) as cut:
+        signal = self.signal
+        with AbortCut(signal) as cut:
             async with aclosing(self.read_stream(llm_context, options, state, cut_reads=False)) as stream:
                 async for event in stream:
-                    cut.hold()
+                    cut.held = True
                     if (pending := deliver(event)) is not None:
                         await settle(pending)
-                    cut.release()
+                    cut.held = False
+                    if signal._aborted:
+                        cut.cut()  # aborted during the delivery: the next read is cut
         final = self.response(state)
         if state.last is None and (pending := deliver(MessageStart(final))) is not None:
             await settle(pending)
@@ -529,7 +532,7 @@ class _Run:
         state = _Streaming()
         async with aclosing(self.read_stream(llm_context, options, state, cut_reads=True)) as stream:
             async for event in stream:
-                yield event
+                yield event  # noqa: ASYNC119 - the context is aclosing: it closes an inner generator, no scope
         final = self.response(state)
         if state.last is None:
             yield MessageStart(final)
@@ -561,7 +564,12 @@ class _Run:
         return self.read_other(source, state, cut_reads)
 
     async def read_other(self, source: Any, state: _Streaming, cut_reads: bool) -> AsyncGenerator[AgentEvent, None]:
-        """`read_events` for what a stream function returned when it is not an async generator."""
+        """`read_events` for what a stream function returned when it is not an async generator.
+
+        An async context manager it returns stays entered while its events are read: in a bare
+        run, across the run's yields, so one that holds a cancel scope or a task group is for the
+        `async with` form only.
+        """
         if inspect.isawaitable(source):
             with AbortCut(self.signal) if cut_reads else nullcontext() as cut:
                 source = await source
@@ -570,7 +578,7 @@ class _Run:
         if hasattr(source, "__aenter__"):
             async with source as events:
                 async for event in self.read_events(events, state, cut_reads):
-                    yield event
+                    yield event  # noqa: ASYNC119 - a stream function's own context manager (see read_other)
         else:
             async for event in self.read_events(source, state, cut_reads):
                 yield event
@@ -633,7 +641,7 @@ class _Run:
                 else:
                     raise TypeError(f"stream function yielded an unknown event: {event!r}")
         except BaseException:
-            await _close(events, shielded=True)
+            await _close(events, shielded=True)  # noqa: ASYNC102 - shielded, with a timeout, inside _close
             raise
         if state.final is not None and type(events) is AsyncGeneratorType:
             # After its terminal event a source is let run to its end: a generator normally just

@@ -37,7 +37,7 @@ from ._types import (
     now_ms,
 )
 
-__all__ = ("AssistantMessageBuilder",)
+__all__ = ("AssistantMessageBuilder", "appends_only")
 
 
 def _with_arguments(call: ToolCall, arguments: Mapping[str, Any]) -> ToolCall:
@@ -62,6 +62,33 @@ def _build(
         else:
             last = _with_arguments(last, parts)
     return _message(header, (*head[:count], last), stop_reason, error_message)
+
+
+def appends_only(before: Any, after: Any) -> bool:
+    """Whether `after`'s partial is `before`'s with only `after.delta` appended to the open text or
+    thinking block, told in O(1) from the captures of two events of one builder (False when either
+    partial is not a capture, or anything else changed). The compact wire form relies on it."""
+    old, new = before._partial, after._partial
+    if type(old) is not tuple or type(new) is not tuple:
+        return False
+    _, header, head, count, last, parts, part_count, kind = new
+    return bool(
+        parts is not None
+        and part_count > 0
+        and (
+            kind == "text"
+            if type(after) is TextDeltaEvent
+            else kind == "thinking" and type(after) is ThinkingDeltaEvent
+        )
+        and after.content_index == count
+        and old[5] is parts
+        and old[6] == part_count - 1
+        and old[1] is header
+        and old[2] is head
+        and old[3] == count
+        and old[4] is last
+        and parts[part_count - 1] is after.delta
+    )
 
 
 def _message(

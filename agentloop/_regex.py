@@ -44,6 +44,14 @@ def _is_word(ch: str) -> bool:
     return ch.isalnum() or ch == "_"
 
 
+_CATEGORY_CODES = {
+    _c.CATEGORY_DIGIT: "\\d",
+    _c.CATEGORY_NOT_DIGIT: "\\D",
+    _c.CATEGORY_SPACE: "\\s",
+    _c.CATEGORY_NOT_SPACE: "\\S",
+    _c.CATEGORY_WORD: "\\w",
+    _c.CATEGORY_NOT_WORD: "\\W",
+}
 _CATEGORIES: dict[Any, Callable[[str], bool]] = {
     _c.CATEGORY_DIGIT: str.isdecimal,
     _c.CATEGORY_NOT_DIGIT: lambda ch: not ch.isdecimal(),
@@ -62,24 +70,38 @@ class BoundedPattern:
     """A compiled pattern: `search(text)` says whether it matches anywhere in `text`.
 
     The automaton's steps are remembered as they are first taken (a DFA built lazily, up to
-    `_MAX_STEPS_CACHED` steps; past that, steps are computed each time, still in bounded time).
+    `_MAX_STEPS_CACHED` steps; past that it starts afresh, still in bounded time). While no match
+    is under way, the search jumps to the next character that can start one (found by `re` with a
+    one-character pattern, which cannot backtrack), and an anchored pattern stops there.
     """
 
     __slots__ = (
         "_accepting",
+        "_anchored",
         "_arg",
         "_asserts",
+        "_idle",
         "_ids",
         "_kind",
         "_out1",
         "_out2",
         "_sets",
+        "_skip",
         "_start",
         "_steps",
         "pattern",
     )
 
-    def __init__(self, pattern: str, kind: list[int], arg: list[Any], out1: list[int], out2: list[int], start: int):
+    def __init__(
+        self,
+        pattern: str,
+        kind: list[int],
+        arg: list[Any],
+        out1: list[int],
+        out2: list[int],
+        start: int,
+        fragments: list[str | None],
+    ) -> None:
         self.pattern = pattern
         self._kind = kind
         self._arg = arg
@@ -87,10 +109,21 @@ class BoundedPattern:
         self._out2 = out2
         self._start = start
         self._asserts = _ASSERT in kind
+        self._anchored = self._only_at_start()
         self._ids: dict[tuple[int, ...], int] = {}
         self._sets: list[tuple[int, ...]] = []
         self._accepting: list[bool] = []
         self._steps: dict[tuple[int, str, Any], int] = {}
+        self._skip: re.Pattern[str] | None = None
+        self._idle: tuple[int, ...] = ()
+        if not self._asserts:
+            # Without assertions the states of "no match under way" are the same everywhere:
+            # they keep id 0, and a character that none of them accepts can be skipped.
+            self._idle = tuple(self._close([start], 0, ""))
+            self._intern(list(self._idle))
+            firsts = [fragments[state] for state in self._idle if kind[state] == _CHAR]
+            if firsts and all(f is not None for f in firsts) and _MATCH not in (kind[s] for s in self._idle):
+                self._skip = re.compile("|".join(f for f in firsts if f is not None))
 
     def __repr__(self) -> str:
         return f"compile_bounded({self.pattern!r})"
@@ -98,11 +131,20 @@ class BoundedPattern:
     def search(self, text: str) -> bool:
         """Whether the pattern matches somewhere in `text` (as `re.search(pattern, text)` would)."""
         n = len(text)
-        steps, accepting, asserts = self._steps, self._accepting, self._asserts
+        steps, accepting, asserts, skip = self._steps, self._accepting, self._asserts, self._skip
         current = self._intern(self._close([self._start], 0, text))
-        for i in range(n):
+        sets, anchored = self._sets, self._anchored
+        i = 0
+        while i < n:
             if accepting[current]:
                 return True
+            if anchored and i and not sets[current]:
+                return False  # no match under way, and none can start after the text's start
+            if skip is not None and current == 0:
+                found = skip.search(text, i)
+                if found is None:
+                    return False  # no character left that can start a match
+                i = found.start()
             ch = text[i]
             # What the assertions at position i + 1 can see besides the character before it.
             context = (
@@ -114,13 +156,36 @@ class BoundedPattern:
             following = steps.get(key)
             if following is None:
                 kind, arg, out1 = self._kind, self._arg, self._out1
-                targets = [out1[state] for state in self._sets[current] if kind[state] == _CHAR and arg[state](ch)]
+                targets = [out1[state] for state in sets[current] if kind[state] == _CHAR and arg[state](ch)]
                 targets.append(self._start)  # a match may also start at the next position
+                before = len(sets)
                 following = self._intern(self._close(targets, i + 1, text))
-                if len(steps) < _MAX_STEPS_CACHED:
+                if len(sets) >= before and len(steps) < _MAX_STEPS_CACHED:  # ids still the same
                     steps[key] = following
             current = following
+            i += 1
         return accepting[current]
+
+    def _only_at_start(self) -> bool:
+        """Whether every match must start at the text's start (`^...`, `\\A...`): then a search
+        with no match under way can stop (as `re` does)."""
+        kind, arg, out1, out2 = self._kind, self._arg, self._out1, self._out2
+        seen: set[int] = set()
+        stack = [self._start]
+        while stack:
+            state = stack.pop()
+            if state in seen:
+                continue
+            seen.add(state)
+            k = kind[state]
+            if k == _SPLIT:
+                stack += (out1[state], out2[state])
+            elif k == _ASSERT:
+                if arg[state] is not _c.AT_BEGINNING and arg[state] is not _c.AT_BEGINNING_STRING:
+                    stack.append(out1[state])
+            else:
+                return False  # a character or the match can be reached away from the start
+        return True
 
     def _intern(self, states: list[int]) -> int:
         key = tuple(states)
@@ -131,6 +196,13 @@ class BoundedPattern:
                 self._sets.clear()
                 self._accepting.clear()
                 self._steps.clear()
+                if self._idle:  # id 0 stays the idle states'
+                    self._ids[self._idle] = 0
+                    self._sets.append(self._idle)
+                    self._accepting.append(False)
+                found = self._ids.get(key)
+                if found is not None:
+                    return found
             found = self._ids[key] = len(self._sets)
             self._sets.append(key)
             self._accepting.append(any(self._kind[state] == _MATCH for state in key))
@@ -183,14 +255,16 @@ class _Builder:
         self.arg: list[Any] = []
         self.out1: list[int] = []
         self.out2: list[int] = []
+        self.fragments: list[str | None] = []  # a character state's test as a one-character `re`
 
-    def new(self, kind: int, arg: Any = None, out1: int = -1, out2: int = -1) -> int:
+    def new(self, kind: int, arg: Any = None, out1: int = -1, out2: int = -1, fragment: str | None = None) -> int:
         if len(self.kind) >= MAX_STATES:
             raise ValueError(f"the pattern {self.pattern!r} is too large to match in bounded time")
         self.kind.append(kind)
         self.arg.append(arg)
         self.out1.append(out1)
         self.out2.append(out2)
+        self.fragments.append(fragment)
         return len(self.kind) - 1
 
     def unsupported(self, what: str) -> ValueError:
@@ -203,13 +277,14 @@ class _Builder:
 
     def item(self, op: Any, av: Any, after: int) -> int:
         if op is _c.LITERAL:
-            return self.new(_CHAR, functools.partial(str.__eq__, chr(av)), after)
+            return self.new(_CHAR, functools.partial(str.__eq__, chr(av)), after, fragment=re.escape(chr(av)))
         if op is _c.NOT_LITERAL:
-            return self.new(_CHAR, functools.partial(str.__ne__, chr(av)), after)
+            return self.new(_CHAR, functools.partial(str.__ne__, chr(av)), after, fragment=f"[^{re.escape(chr(av))}]")
         if op is _c.ANY:
-            return self.new(_CHAR, functools.partial(str.__ne__, "\n"), after)
+            return self.new(_CHAR, functools.partial(str.__ne__, "\n"), after, fragment="[^\\n]")
         if op is _c.IN:
-            return self.new(_CHAR, self.char_class(av), after)
+            test, fragment = self.char_class(av)
+            return self.new(_CHAR, test, after, fragment=fragment)
         if op is _c.AT:
             if av not in _AT_CODES:
                 raise self.unsupported(f"the anchor {av}")
@@ -245,20 +320,25 @@ class _Builder:
             start = self.sequence(items, start)
         return start
 
-    def char_class(self, items: Any) -> Callable[[str], bool]:
+    def char_class(self, items: Any) -> tuple[Callable[[str], bool], str]:
+        """The test of a `[...]` class, and the class as a one-character `re`."""
         negate = False
         chars: set[str] = set()
         ranges: list[tuple[int, int]] = []
         tests: list[Callable[[str], bool]] = []
+        parts: list[str] = []
         for op, av in items:
             if op is _c.NEGATE:
                 negate = True
             elif op is _c.LITERAL:
                 chars.add(chr(av))
+                parts.append(re.escape(chr(av)))
             elif op is _c.RANGE:
                 ranges.append(av)
+                parts.append(f"{re.escape(chr(av[0]))}-{re.escape(chr(av[1]))}")
             elif op is _c.CATEGORY and av in _CATEGORIES:
                 tests.append(_CATEGORIES[av])
+                parts.append(_CATEGORY_CODES[av])
             else:
                 raise self.unsupported(f"the class item {op}")
         frozen = frozenset(chars)
@@ -267,7 +347,7 @@ class _Builder:
             found = ch in frozen or any(lo <= ord(ch) <= hi for lo, hi in ranges) or any(t(ch) for t in tests)
             return found != negate
 
-        return test
+        return test, f"[{'^' if negate else ''}{''.join(parts)}]" if parts else ("[\\s\\S]" if negate else "(?!)")
 
 
 @functools.lru_cache(maxsize=512)
@@ -289,4 +369,4 @@ def compile_bounded(pattern: str) -> BoundedPattern:
         start = builder.sequence(parsed, builder.new(_MATCH))
     except RecursionError:
         raise ValueError(f"the pattern {pattern!r} nests too deeply") from None
-    return BoundedPattern(pattern, builder.kind, builder.arg, builder.out1, builder.out2, start)
+    return BoundedPattern(pattern, builder.kind, builder.arg, builder.out1, builder.out2, start, builder.fragments)

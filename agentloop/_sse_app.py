@@ -16,7 +16,11 @@ Routes (JSON bodies and answers; errors are `{"error": "..."}` with a 4xx status
 Every event of a session is one SSE message: `id:` is `<epoch>-<n>`, the event's number `n` in
 the session's event log (1, 2, 3, ... across runs) after an epoch that is new each time the app
 takes the session up (so an id from before a restart is never taken for a new one); `data:` is
-the event envelope's JSON form (run id, seq within the run, turn, timestamp, event). A client
+the event envelope's JSON form (run id, seq within the run, turn, timestamp, event), the event
+in the compact wire form by default (`CompactEncoder`: a `message_update` carries its stream
+event, not the whole message so far, so an answer costs bytes linear in its length; a client
+rebuilds the message with `CompactDecoder`, or the JavaScript of `examples/sse_chat.html`, from
+the `message_start`; `compact=False` sends the full form of `to_json`). A client
 that reconnects with `Last-Event-ID` (browsers do it on their own; `?lastEventId=` works too)
 gets the events after that one, then the live ones; without it, every event of the epoch. Every
 gap comes with an `event: reset` message (`{"lastEventId", "oldestEventId", "asked"}`) before
@@ -30,7 +34,8 @@ Access: with `token`, every request needs `Authorization: Bearer <token>` (the e
 pass it as `?token=`, since a browser's EventSource cannot set headers); 401 otherwise. A request
 from a browser page of another origin (its `Origin` header names another host than the request's
 `Host`) is refused with 403 unless `allowed_origins` lists it, so a page elsewhere cannot create
-sessions or abort runs.
+sessions or abort runs. With `allowed_hosts`, requests for other `Host` names get 400 (DNS
+rebinding).
 
 Runs are tasks of the app's own task group, which lives as long as the ASGI lifespan (or
 `async with app.running():` when the server has no lifespan). Shutting down aborts the runs,
@@ -58,6 +63,7 @@ import anyio.abc
 from ._abort import AbortSignal
 from ._agent import Agent
 from ._codec import encode_json, from_json, to_json
+from ._compact import CompactEncoder
 from ._config import MaybeAwaitable
 from ._envelope import EventEnvelope, dumps_envelope, enveloping
 from ._json_fallback import encode_lenient
@@ -104,7 +110,13 @@ class _Live:
     """A session the app serves: its agent, its event log, who waits on it."""
 
     def __init__(
-        self, session_id: str, agent: Agent, session: Session | None, replay_limit: int, replay_bytes: int
+        self,
+        session_id: str,
+        agent: Agent,
+        session: Session | None,
+        replay_limit: int,
+        replay_bytes: int,
+        compact: bool = True,
     ) -> None:
         self.id = session_id
         self.agent = agent
@@ -118,11 +130,12 @@ class _Live:
         self.changed = anyio.Event()
         self.busy = False
         self.deleted = False
+        self.encoder = CompactEncoder() if compact else None  # one per log: it follows the stream
         self.listener = enveloping(self._on_envelope)
         agent.subscribe(self.listener)
 
     def _on_envelope(self, envelope: EventEnvelope, signal: AbortSignal) -> None:
-        self.publish(None, dumps_envelope(envelope))
+        self.publish(None, dumps_envelope(envelope, compact=self.encoder))
 
     def publish(self, event: str | None, data: str) -> None:
         number = self.next_id
@@ -196,9 +209,14 @@ class AgentSSEApp:
         token: When set, the bearer token every request must carry.
         allowed_origins: Browser origins (`https://chat.example.com`) allowed besides the app's
             own; `["*"]` allows any.
+        allowed_hosts: When set, the `Host` names (`chat.example.com`, `localhost:8000`) the app
+            answers; others get 400. This stops DNS rebinding (a page whose name was pointed at
+            this server) from reaching an app without a token.
         keepalive: Seconds of silence after which an event stream gets a comment line.
         max_body_size: The largest request body accepted (413 above).
         shutdown_timeout: Seconds runs get to finish their abort at shutdown.
+        compact: Send events in the compact wire form (the default; see the module docstring);
+            False sends every `message_update` with the whole message so far, as `to_json` does.
 
     Example (any ASGI server, e.g. `hypercorn module:app`):
         app = AgentSSEApp(lambda session_id: Agent(model=model, tools=[add], stream_fn=stream))
@@ -216,6 +234,8 @@ class AgentSSEApp:
         shutdown_timeout: float = 5.0,
         token: str | None = None,
         allowed_origins: Sequence[str] = (),
+        allowed_hosts: Sequence[str] | None = None,
+        compact: bool = True,
     ) -> None:
         if not callable(agent_factory):
             raise TypeError(f"agent_factory must be callable, got {agent_factory!r}")
@@ -223,8 +243,9 @@ class AgentSSEApp:
             raise TypeError(f"store must be a SessionStore or None, got {type(store).__name__}")
         if token is not None and (not isinstance(token, str) or not token):
             raise ValueError("token must be a non-empty string or None")
-        if isinstance(allowed_origins, str) or not all(isinstance(o, str) for o in allowed_origins):
-            raise TypeError(f"allowed_origins must be a list of origins, got {allowed_origins!r}")
+        for name, names in (("allowed_origins", allowed_origins), ("allowed_hosts", allowed_hosts or ())):
+            if isinstance(names, str) or not all(isinstance(o, str) for o in names):
+                raise TypeError(f"{name} must be a list of strings, got {names!r}")
         sizes = (("replay_limit", replay_limit), ("replay_bytes", replay_bytes), ("max_body_size", max_body_size))
         for name, value in sizes:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -237,9 +258,11 @@ class AgentSSEApp:
         self.replay_bytes = replay_bytes
         self._token = None if token is None else token.encode()
         self._allowed_origins = frozenset(o.rstrip("/").lower() for o in allowed_origins)
+        self._allowed_hosts = None if allowed_hosts is None else frozenset(h.lower() for h in allowed_hosts)
         self.keepalive = float(keepalive)
         self.max_body_size = max_body_size
         self.shutdown_timeout = shutdown_timeout
+        self.compact = bool(compact)
         self._sessions: dict[str, _Live] = {}
         self._task_group: anyio.abc.TaskGroup | None = None
         self._closing: anyio.Event | None = None
@@ -323,11 +346,15 @@ class AgentSSEApp:
     def _check_access(self, scope: Scope) -> None:
         """401 without the token (when one is set), 403 for a page of an origin not allowed."""
         headers = {bytes(name).lower(): bytes(value) for name, value in scope.get("headers") or []}
+        host = headers.get(b"host", b"").decode("latin-1").lower()
+        if self._allowed_hosts is not None and host not in self._allowed_hosts:
+            raise _HTTPError(400, f"this app does not serve the host {host!r} (see allowed_hosts)")
         if self._token is not None:
             scheme, _, credentials = headers.get(b"authorization", b"").strip().partition(b" ")
             if not credentials and scope.get("path", "").endswith("/events"):
-                query = parse_qs((scope.get("query_string") or b"").decode("latin-1"))
-                credentials = query.get("token", [""])[-1].encode("latin-1", "replace")
+                # latin-1 both ways: the token's bytes, whatever they are, come back unchanged.
+                query = parse_qs((scope.get("query_string") or b"").decode("latin-1"), encoding="latin-1")
+                credentials = query.get("token", [""])[-1].encode("latin-1")
                 scheme = b"bearer"
             # Compared in constant time whatever was sent (also when nothing was).
             if not hmac.compare_digest(credentials.strip(), self._token) or scheme.lower() != b"bearer":
@@ -340,7 +367,6 @@ class AgentSSEApp:
         text = origin.decode("latin-1").rstrip("/").lower()
         if text in self._allowed_origins:
             return
-        host = headers.get(b"host", b"").decode("latin-1").lower()
         if host and urlsplit(text).netloc == host:
             return  # the app's own page
         raise _HTTPError(403, f"requests from the origin {text!r} are not allowed (see allowed_origins)")
@@ -423,7 +449,9 @@ class AgentSSEApp:
             await self.store.create(agent=agent, title=title, session_id=session_id)
             session = await self.store.open(session_id)
             await session.attach(agent)
-        live = self._sessions[session_id] = _Live(session_id, agent, session, self.replay_limit, self.replay_bytes)
+        live = self._sessions[session_id] = _Live(
+            session_id, agent, session, self.replay_limit, self.replay_bytes, self.compact
+        )
         await _send_json(send, 201, {"id": session_id, "lastEventId": live.last_event_id})
 
     async def _list(self) -> list[dict[str, Any]]:
@@ -463,7 +491,9 @@ class AgentSSEApp:
                 with anyio.CancelScope(shield=True):
                     await session.aclose()
                 raise
-            live = self._sessions[session_id] = _Live(session_id, agent, session, self.replay_limit, self.replay_bytes)
+            live = self._sessions[session_id] = _Live(
+                session_id, agent, session, self.replay_limit, self.replay_bytes, self.compact
+            )
             return live
 
     async def _delete(self, session_id: str) -> None:

@@ -136,7 +136,7 @@ class AgentLoopStream:
     ) -> bool | None:
         cm = self._cm
         assert isinstance(cm, AbstractAsyncContextManager), "__aexit__ without __aenter__"
-        return bool(await cm.__aexit__(exc_type, exc, tb))
+        return bool(await cm.__aexit__(exc_type, exc, tb))  # noqa: ASYNC102 - the stream's own exit, bounded there
 
     def __aiter__(self) -> AsyncGenerator[AgentEvent, None]:
         generator = bare_run(*self._use("async for"))
@@ -216,20 +216,25 @@ async def _open(
         # Otherwise the sending side closes after the whole group: a delivery still waiting when
         # the run is cancelled must see a consumer that left, not a stream closed under it.
 
+    consumers: BaseException | None = None  # what the consumer's block raised
+    failure: BaseException | None = None
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(produce)
             with receive:
-                yield AgentEventStream(receive, start)
+                try:
+                    yield AgentEventStream(receive, start)
+                except BaseException as exc:
+                    consumers = exc
+                    raise
             if not finished:
                 tg.cancel_scope.cancel()
     except BaseExceptionGroup as group:
-        exc = single_exception(group)
-        if exc is group:
-            raise
-        raise exc from None
+        failure = single_exception(group, prefer=consumers)
     finally:
         send.close()
+    if failure is not None:
+        raise failure
 
 
 def _check_buffer(max_buffer_size: object) -> int:

@@ -188,7 +188,7 @@ class UpdatePump:
             self._done(delivery)
 
 
-async def _raise(exc: Exception) -> None:
+async def _raise(exc: Exception) -> None:  # noqa: ASYNC124 - an awaitable that raises
     raise exc
 
 

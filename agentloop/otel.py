@@ -10,6 +10,9 @@ built on the loop's extension points and nothing else:
   tool's own spans (an HTTP client's, a nested agent's) nest under it, in a sequential batch and
   in the tasks of a parallel one, on asyncio and trio.
 
+`instrument(config, stream_fn)` applies all three to a config; `Tracing.instrument_agent(agent)`
+to an `Agent` (every prompt is a run).
+
 The tree of one run::
 
     invoke_agent [agent name]          INTERNAL
@@ -27,33 +30,51 @@ Content (messages, system prompt, tool arguments and results) is recorded only w
 `record_content=True`; API keys are never read into spans, and the key a model call used is
 masked out of any error text or content that is recorded.
 
+A run sampled out (its `invoke_agent` span not recording) records nothing below it: its model
+calls are not wrapped, and its tools run with the run's span context current, so their own spans
+follow the same decision.
+
+A run that ends without `agent_end` is ended by whatever sees it end: a model or tool call that is
+cancelled or raises ends the turn and run spans with it. A run left between steps (a bare
+generator closed at `turn_end`, say) is seen by no call: its spans are ended as `cancelled`, at
+its last activity, when the next run starts in the same task.
+
 `error.type` values: `model_error` (the model stream ended with stop reason `error`), `aborted`
 (the run's signal aborted the call), `timeout` (a tool ran past its `timeout`), `tool_error` (a
-tool returned an error result), `cancelled` (the run was cancelled from outside), or the class
-name of an exception a tool or stream function raised.
+tool returned an error result), `cancelled` (the run was cancelled, or torn down by an error
+raised outside the call, while the call was open), or the class name of an exception a tool or
+stream function raised.
+
+Runs are told apart by context: two bare runs iterated in turn by one task share it, and their
+spans may mix (give each its own task).
 """
 
 from __future__ import annotations
 
-import copy
 import inspect
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import nullcontext
 from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
-from opentelemetry import context as otel_context
-from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
 
-from ._abort import AbortSignal
-from ._config import AgentLoopConfig, StreamFn, StreamOptions, ToolInvocation, call
+try:
+    from opentelemetry import context as otel_context
+    from opentelemetry import trace
+    from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError("agentloop.otel needs the OpenTelemetry API: pip install 'anyio-agentloop[otel]'") from exc
+
+from ._agent import Agent
+from ._config import AgentLoopConfig, MaybeAwaitable, StreamFn, StreamOptions, ToolInvocation, call
 from ._events import AgentEvent, AssistantMessageEvent
 from ._loop import resolve_stream_fn
-from ._tools import AgentTool, OnUpdate
-from ._types import AgentToolResult, AssistantMessage, Context, Model, ToolCall, Usage
+from ._types import AgentToolResult, AssistantMessage, Context, Model, Usage
 
 __all__ = ("Tracing", "instrument")
 
@@ -61,6 +82,7 @@ _SCOPE = "agentloop"
 _FINISH_REASONS = {"stop": "stop", "length": "length", "toolUse": "tool_call", "error": "error", "aborted": "aborted"}
 _ERROR_TYPES = {"error": "model_error", "aborted": "aborted"}
 _CLEANUP_TIMEOUT = 5.0
+_TERMINAL = ("done", "error")
 _RUN_ATTRIBUTES = ("gen_ai.provider.name", "gen_ai.request.model", "gen_ai.conversation.id")
 
 
@@ -69,46 +91,52 @@ class _RunSpans:
 
     __slots__ = (
         "api_key",
-        "chats",
         "context",
+        "described",
         "done",
         "input_tokens",
+        "last",
         "output_tokens",
         "previous",
+        "recording",
         "span",
+        "tools_running",
         "turn",
         "turns",
     )
 
     def __init__(self, span: Span, previous: _RunSpans | None) -> None:
         self.span = span
+        self.recording = span.is_recording()
         self.context = trace.set_span_in_context(span)
         self.previous = previous
         self.turn: tuple[Span, otel_context.Context] | None = None
         self.turns = 0
-        self.chats = 0
+        self.described = False
         self.input_tokens = 0
         self.output_tokens = 0
         self.api_key: str | None = None  # the key the last model call got: masked out of recorded text
         self.done = False
+        self.tools_running = 0
+        self.last = time.time_ns()  # the last sign of life: where a run found dead ends
 
     def parent(self) -> otel_context.Context:
         """Where a model or tool call of this run hangs: the current turn, else the run."""
         return self.turn[1] if self.turn is not None else self.context
 
-    def end_turn(self, error_type: str | None, description: str | None = None) -> None:
+    def end_turn(self, error_type: str | None, description: str | None = None, end_time: int | None = None) -> None:
         if self.turn is not None:
             span = self.turn[0]
             self.turn = None
-            _end(span, error_type, description)
+            _end(span, error_type, description, end_time)
 
-    def fail(self, error_type: str, description: str | None) -> None:
+    def fail(self, error_type: str, description: str | None, end_time: int | None = None) -> None:
         """End the turn and the run: the run is ending without its `agent_end` (cancelled, or an exception)."""
         if self.done:
             return
-        self.end_turn(error_type, description)
+        self.end_turn(error_type, description, end_time)
         self.done = True
-        _end(self.span, error_type, description)
+        _end(self.span, error_type, description, end_time)
 
 
 _CURRENT: ContextVar[_RunSpans | None] = ContextVar("agentloop_otel_run", default=None)
@@ -142,13 +170,22 @@ class Tracing:
         self.tracer: Tracer = trace.get_tracer(_SCOPE, tracer_provider=tracer_provider)
         self.record_content = record_content
         self.agent_name = agent_name
-        self._handlers: dict[str, Callable[[Any], None]] = {
+        handlers: dict[str, Callable[[Any], None]] = {
             "agent_start": self._agent_start,
             "turn_start": self._turn_start,
             "message_end": self._message_end,
             "turn_end": self._turn_end,
             "agent_end": self._agent_end,
         }
+        handler_of = handlers.get
+
+        def observe(event: AgentEvent) -> None:
+            handler = handler_of(event.type)  # called for every event: one lookup for the others
+            if handler is not None:
+                handler(event)
+
+        self.observe = observe
+        """Open and close the run and turn spans; pass as `AgentLoopConfig(observe=...)`."""
 
     # --- applying it ----------------------------------------------------------------------
 
@@ -163,37 +200,51 @@ class Tracing:
         """
         if not isinstance(config, AgentLoopConfig):
             raise TypeError(f"config must be an agentloop.AgentLoopConfig, got {type(config).__name__}")
-        inner = resolve_stream_fn(stream_fn)
-        user_observe = config.observe
-        user_wrap = config.wrap_tool_call
-        observe = self.observe if user_observe is None else _chain_observe(self.observe, user_observe)
+        traced_stream_fn = self.wrap_stream_fn(stream_fn)
+        observe, wrap_tool_call = self._hooks(config.observe, config.wrap_tool_call, config.propagate)
+        return replace(config, observe=observe, wrap_tool_call=wrap_tool_call), traced_stream_fn
 
-        propagate = config.propagate
+    def instrument_agent(self, agent: Agent) -> Agent:
+        """Trace every run of `agent` from now on (its `observe`, `wrap_tool_call` and stream
+        function are wrapped in place, its own ones kept); returns the agent.
+
+        Instrument an agent once: a second call would trace each run twice.
+        """
+        if not isinstance(agent, Agent):
+            raise TypeError(f"agent must be an agentloop.Agent, got {type(agent).__name__}")
+        traced_stream_fn = self.wrap_stream_fn(agent.stream_fn)
+        agent.observe, agent.wrap_tool_call = self._hooks(agent.observe, agent.wrap_tool_call, agent.propagate)
+        agent.stream_fn = traced_stream_fn
+        return agent
+
+    def _hooks(
+        self,
+        user_observe: Callable[[AgentEvent], None] | None,
+        user_wrap: Callable[[ToolInvocation, Callable[[], Awaitable[object]]], MaybeAwaitable[object]] | None,
+        propagate: tuple[type[BaseException], ...],
+    ) -> tuple[
+        Callable[[AgentEvent], None], Callable[[ToolInvocation, Callable[[], Awaitable[object]]], Awaitable[object]]
+    ]:
+        """`observe` and `wrap_tool_call` that trace, calling the user's own ones (theirs inside the tool span)."""
+        observe = self.observe if user_observe is None else _chain_observe(self.observe, user_observe)
 
         async def wrap_tool_call(invocation: ToolInvocation, proceed: Callable[[], Awaitable[object]]) -> object:
             if user_wrap is None:
                 return await self._tool_call(invocation, proceed, propagate)
             return await self._tool_call(invocation, lambda: call(user_wrap, invocation, proceed), propagate)
 
-        traced = replace(config, observe=observe, wrap_tool_call=wrap_tool_call)
-        return traced, self.wrap_stream_fn(inner)
+        return observe, wrap_tool_call
 
     # --- runs and turns (observe) -------------------------------------------------------
 
-    def observe(self, event: AgentEvent) -> None:
-        """Open and close the run and turn spans; pass as `AgentLoopConfig(observe=...)`."""
-        handler = self._handlers.get(event.type)
-        if handler is not None:
-            handler(event)
-
-    def listener(self, event: AgentEvent, signal: object = None) -> None:
-        """`observe` in the shape of an `Agent` listener (`agent.subscribe(tracing.listener)`)."""
-        self.observe(event)
-
     def _agent_start(self, event: Any) -> None:
         previous = _CURRENT.get()
-        if previous is not None and previous.done:
-            previous = None  # a run that ended without agent_end in this task: not a parent
+        if previous is not None and not previous.done and previous.tools_running == 0:
+            # Not a run this one nests in (that one would be in a tool call): a run left between
+            # steps in this task (a bare generator closed at turn_end), which no call saw end.
+            previous.fail("cancelled", "the run ended without agent_end", end_time=previous.last)
+        while previous is not None and previous.done:
+            previous = previous.previous
         # The model, provider and conversation id are set by the run's first model call.
         attributes: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent"}
         if self.agent_name:
@@ -204,7 +255,7 @@ class Tracing:
 
     def _turn_start(self, event: Any) -> None:
         run = _CURRENT.get()
-        if run is None or run.done:
+        if run is None or run.done or not run.recording:
             return
         run.end_turn(None)
         run.turns += 1
@@ -219,6 +270,7 @@ class Tracing:
             return
         run = _CURRENT.get()
         if run is not None and not run.done:
+            run.last = time.time_ns()
             usage: Usage = message.usage
             run.input_tokens += _input_tokens(usage)
             run.output_tokens += usage.output
@@ -227,6 +279,7 @@ class Tracing:
         run = _CURRENT.get()
         if run is None or run.done:
             return
+        run.last = time.time_ns()
         message: AssistantMessage = event.message
         error_type = _ERROR_TYPES.get(message.stop_reason)
         run.end_turn(error_type, _mask(message.error_message, run.api_key) if error_type else None)
@@ -256,13 +309,16 @@ class Tracing:
 
         def traced(model: Model, context: Context, options: StreamOptions) -> Any:
             run = _CURRENT.get()
-            if run is not None and run.done:
-                run = None
+            if run is not None:
+                if not run.recording:
+                    return stream_fn(model, context, options)  # a run sampled out records nothing
+                if run.done:
+                    run = None
             attributes = self._chat_attributes(model, context, options)
             if run is not None:
                 run.api_key = options.api_key
-                if run.chats == 0:
-                    run.chats = 1
+                if not run.described:  # the run's first model call describes the run
+                    run.described = True
                     if run.span.is_recording():
                         run.span.set_attributes({k: attributes[k] for k in _RUN_ATTRIBUTES if k in attributes})
             span = self.tracer.start_span(
@@ -295,8 +351,15 @@ class Tracing:
         if options.session_id:
             attributes["gen_ai.conversation.id"] = options.session_id
         if model.base_url:
-            host = model.base_url.split("://", 1)[-1].split("/", 1)[0].rsplit("@", 1)[-1]
-            attributes["server.address"] = host.split(":", 1)[0]
+            try:
+                url = urlsplit(model.base_url)
+                host, port = url.hostname, url.port
+            except ValueError:  # not a URL: no server attributes
+                host, port = None, None
+            if host:
+                attributes["server.address"] = host
+            if port is not None:
+                attributes["server.port"] = port
         if self.record_content:
             key = options.api_key
             if context.system_prompt:
@@ -315,15 +378,7 @@ class Tracing:
         try:
             if inspect.isawaitable(source):
                 source = await source
-            if hasattr(source, "__aenter__"):
-                async with source as events:
-                    async for event in events:
-                        if not ended and event.type in ("done", "error"):
-                            ended = True
-                            self._chat_end(span, event, options.api_key)
-                        yield event
-            else:
-                events = source
+            async with source if hasattr(source, "__aenter__") else nullcontext(source) as events:
                 if not hasattr(events, "__anext__"):
                     raise TypeError(
                         "a stream function must return an async iterator of AssistantMessageEvent or an async "
@@ -335,7 +390,7 @@ class Tracing:
                         event = await read()
                     except StopAsyncIteration:
                         break
-                    if not ended and event.type in ("done", "error"):
+                    if not ended and getattr(event, "type", None) in _TERMINAL:
                         ended = True
                         self._chat_end(span, event, options.api_key)
                     yield event
@@ -351,21 +406,25 @@ class Tracing:
 
     def _chat_end(self, span: Span, event: Any, api_key: str | None) -> None:
         message: AssistantMessage = event.message if event.type == "done" else event.error
-        span.set_attribute("gen_ai.response.model", message.model)
-        if message.response_id:
-            span.set_attribute("gen_ai.response.id", message.response_id)
-        span.set_attribute("gen_ai.response.finish_reasons", (_FINISH_REASONS.get(message.stop_reason, "error"),))
         usage = message.usage
-        span.set_attribute("gen_ai.usage.input_tokens", _input_tokens(usage))
-        span.set_attribute("gen_ai.usage.output_tokens", usage.output)
+        finish_reason = _FINISH_REASONS.get(message.stop_reason, "error")
+        attributes: dict[str, Any] = {
+            "gen_ai.response.model": message.model,
+            "gen_ai.response.finish_reasons": (finish_reason,),
+            "gen_ai.usage.input_tokens": _input_tokens(usage),
+            "gen_ai.usage.output_tokens": usage.output,
+        }
+        if message.response_id:
+            attributes["gen_ai.response.id"] = message.response_id
         if usage.cache_read:
-            span.set_attribute("gen_ai.usage.cache_read.input_tokens", usage.cache_read)
+            attributes["gen_ai.usage.cache_read.input_tokens"] = usage.cache_read
         if usage.cache_write:
-            span.set_attribute("gen_ai.usage.cache_creation.input_tokens", usage.cache_write)
+            attributes["gen_ai.usage.cache_creation.input_tokens"] = usage.cache_write
         if self.record_content:
             output = _message_parts(message)
-            output["finish_reason"] = _FINISH_REASONS.get(message.stop_reason, "error")
-            span.set_attribute("gen_ai.output.messages", _json([output], api_key))
+            output["finish_reason"] = finish_reason
+            attributes["gen_ai.output.messages"] = _json([output], api_key)
+        span.set_attributes(attributes)
         error_type = _ERROR_TYPES.get(message.stop_reason)
         _end(span, error_type, _mask(message.error_message, api_key) if error_type else None)
 
@@ -386,8 +445,11 @@ class Tracing:
         propagate: tuple[type[BaseException], ...],
     ) -> object:
         run = _CURRENT.get()
-        if run is not None and run.done:
-            run = None
+        if run is not None:
+            if not run.recording:  # sampled out: the tool's own spans see the run's decision
+                return await _current_in(run.context, proceed, run)
+            if run.done:
+                run = None
         tool = invocation.tool
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool",
@@ -400,16 +462,13 @@ class Tracing:
         key = run.api_key if run is not None else None
         if self.record_content:
             attributes["gen_ai.tool.call.arguments"] = _json(_plain(invocation.args), key)
+        parent = run.parent() if run is not None else otel_context.get_current()
         span = self.tracer.start_span(
-            f"execute_tool {tool.name}",
-            context=run.parent() if run is not None else None,
-            kind=SpanKind.INTERNAL,
-            attributes=attributes,
+            f"execute_tool {tool.name}", context=parent, kind=SpanKind.INTERNAL, attributes=attributes
         )
         started = anyio.current_time()
         try:
-            with trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
-                result = await proceed()
+            result = await _current_in(trace.set_span_in_context(span, parent), proceed, run)
         except BaseException as exc:
             if isinstance(exc, anyio.get_cancelled_exc_class()):
                 if invocation.signal.aborted:
@@ -436,35 +495,6 @@ class Tracing:
             span.set_attribute("gen_ai.tool.call.result", _json(result, key))
         _end(span, None)
         return result
-
-    def wrap_tools(self, tools: Sequence[AgentTool]) -> list[AgentTool]:
-        """Copies of `tools` whose calls are traced, for an `Agent` (which takes no `wrap_tool_call`).
-
-        ```python
-        agent = Agent(model=model, tools=tracing.wrap_tools(tools), stream_fn=tracing.wrap_stream_fn(stream_fn))
-        agent.subscribe(tracing.listener)
-        ```
-        """
-        return [self._traced_tool(tool) for tool in tools]
-
-    def _traced_tool(self, tool: AgentTool) -> AgentTool:
-        if not isinstance(tool, AgentTool):
-            raise TypeError(f"tools must be AgentTool instances, got {type(tool).__name__}")
-        original = tool.execute
-
-        async def execute(tool_call_id: str, params: Any, signal: AbortSignal, on_update: OnUpdate) -> Any:
-            invocation = ToolInvocation(
-                tool=tool,
-                tool_call=ToolCall(tool_call_id, tool.name, params if isinstance(params, Mapping) else {}),
-                args=params,
-                signal=signal,
-                on_update=on_update,
-            )
-            return await self.wrap_tool_call(invocation, lambda: original(tool_call_id, params, signal, on_update))
-
-        traced = copy.copy(tool)
-        traced._execute = execute  # what the loop calls; the original's own execute runs inside
-        return traced
 
 
 def instrument(
@@ -501,11 +531,27 @@ def _chain_observe(
     return observe
 
 
-def _end(span: Span, error_type: str | None, description: str | None = None) -> None:
+async def _current_in(
+    context: otel_context.Context, proceed: Callable[[], Awaitable[object]], run: _RunSpans | None
+) -> object:
+    """Await a tool call with `context` current (its own spans nest there), in this task only."""
+    token = otel_context.attach(context)
+    if run is not None:
+        run.tools_running += 1  # a run started meanwhile in this task nests in this one
+    try:
+        return await proceed()
+    finally:
+        otel_context.detach(token)
+        if run is not None:
+            run.tools_running -= 1
+            run.last = time.time_ns()
+
+
+def _end(span: Span, error_type: str | None, description: str | None = None, end_time: int | None = None) -> None:
     if error_type is not None:
         span.set_attribute("error.type", error_type)
         span.set_status(Status(StatusCode.ERROR, description or error_type))
-    span.end()
+    span.end(end_time)
 
 
 def _fail(span: Span, run: _RunSpans | None, exc: BaseException, aborted: bool, key: str | None) -> None:

@@ -120,6 +120,26 @@ async def _consume(stream_fn: object, tools: Sequence[AgentTool], kind: type, me
     return seen
 
 
+async def _consume_bare(stream_fn: object, tools: Sequence[AgentTool], kind: type) -> int:
+    """The same consumer through a bare `async for event in agent_loop(...)`."""
+    context = AgentContext(tools=tuple(tools))
+    seen = 0
+    async for event in agent_loop([UserMessage(content="go")], context, CONFIG, stream_fn=stream_fn):  # type: ignore[arg-type]
+        if type(event) is kind:
+            seen += 1
+    return seen
+
+
+async def w1_bare(n: int) -> int:
+    """W1b: W1 consumed bare."""
+    return await _consume_bare(scripted_model(deltas=n), (), MessageUpdate) - 2
+
+
+async def w2_bare(turns: int) -> int:
+    """W2b: W2 consumed bare."""
+    return await _consume_bare(scripted_model(turns=turns), (OK,), TurnEnd) - 1
+
+
 async def w1_loop(n: int) -> int:
     """W1: one answer of `n` deltas; the `agent_loop` consumer counts its `message_update`s."""
     updates = await _consume(scripted_model(deltas=n), (), MessageUpdate)
@@ -210,7 +230,9 @@ WORKLOADS = {
     "w1_loop": w1_loop,
     "w1_agent": w1_agent,
     "w1_model": w1_model,
+    "w1_bare": w1_bare,
     "w2_turns": w2_turns,
+    "w2_bare": w2_bare,
     "w3_parallel": w3_parallel,
     "w4_agents": w4_agents,
     "w6_transcript": w6_transcript,

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import agentloop as al
 
@@ -21,6 +22,12 @@ def last_assistant(events: Sequence[al.AgentEvent]) -> al.AssistantMessage:
     return message
 
 
+def as_assistant(message: al.AgentMessage) -> al.AssistantMessage:
+    """`message`, which must be an assistant message."""
+    assert isinstance(message, al.AssistantMessage), f"expected an assistant message, got a {message.role} message"
+    return message
+
+
 def tool_results(events: Sequence[al.AgentEvent]) -> list[al.ToolResultMessage]:
     """The tool-result messages the run added, in order."""
     return [m for m in agent_end(events).messages if isinstance(m, al.ToolResultMessage)]
@@ -30,3 +37,19 @@ def text(block: object) -> str:
     """The text of a content block, which must be a text block."""
     assert isinstance(block, al.TextContent), f"expected a text block, got {type(block).__name__}"
     return block.text
+
+
+async def no_updates(partial: al.AgentToolResult) -> None:
+    """An `on_update` for a test that calls a tool's `execute` itself and ignores its progress."""
+
+
+async def run_tool(tool: al.AgentTool, arguments: Mapping[str, Any]) -> al.AgentToolResult:
+    """Validate `arguments` and call the tool's `execute` directly, as the loop would (its progress
+    updates are ignored); the tool must answer with an `AgentToolResult`."""
+    return as_tool_result(await tool.execute("c1", tool.validate(arguments), al.AbortSignal(), no_updates))
+
+
+def as_tool_result(result: al.AgentToolResult | str) -> al.AgentToolResult:
+    """What a tool's `execute` returned, which must be an `AgentToolResult`, not a bare string."""
+    assert isinstance(result, al.AgentToolResult), f"the tool returned a {type(result).__name__}"
+    return result

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import pytest
@@ -41,6 +41,8 @@ from agentloop import (
     tool,
 )
 from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedToolCall, check_events
+
+from .support import as_assistant
 
 PROMPT_BUSY = (
     "Agent is already processing a prompt. Use steer() or followUp() to queue messages, or wait for completion."
@@ -182,7 +184,7 @@ def test_state_setters_copy_and_validate() -> None:
     agent.state.model = model
     assert agent.state.model is model
     for level in ("off", "minimal", "low", "medium", "high", "xhigh", "max"):
-        agent.state.thinking_level = level  # type: ignore[assignment]
+        agent.state.thinking_level = level
         assert agent.state.thinking_level == level
     agent.state.system_prompt = "New prompt"
     assert agent.state.system_prompt == "New prompt"
@@ -190,7 +192,7 @@ def test_state_setters_copy_and_validate() -> None:
         agent.state.system_prompt = None  # type: ignore[assignment]
     assert agent.state.system_prompt == "New prompt"
 
-    with pytest.raises(TypeError, match="model must be an agentloop.Model"):
+    with pytest.raises(TypeError, match=r"model must be an agentloop\.Model"):
         agent.state.model = "gpt"  # type: ignore[assignment]
     with pytest.raises(ValueError, match="thinking_level"):
         agent.state.thinking_level = "huge"  # type: ignore[assignment]
@@ -295,7 +297,7 @@ async def test_prompt_text_builds_user_message(anyio_backend: object) -> None:
         assert isinstance(first, UserMessage)
         assert first.content == (TextContent("Hello"),)
         assert roles(agent.state.messages) == ["user", "assistant"]
-        assert agent.state.messages[1].text == "Hello back"  # type: ignore[union-attr]
+        assert as_assistant(agent.state.messages[1]).text == "Hello back"
         assert model.calls[0].messages == (first,)
 
 
@@ -472,9 +474,8 @@ async def test_reducer_state_at_listener_time(anyio_backend: object) -> None:
             elif isinstance(event, ToolExecutionEnd):
                 if event.tool_call_id in state.pending_tool_calls:
                     problems.append("pending_tool_calls keeps the ended call")
-            elif isinstance(event, AgentEnd):
-                if state.streaming_message is not None:
-                    problems.append("streaming_message at agent_end")
+            elif isinstance(event, AgentEnd) and state.streaming_message is not None:
+                problems.append("streaming_message at agent_end")
             if not state.is_streaming:
                 problems.append(f"is_streaming False at {event.type}")
 
@@ -652,14 +653,15 @@ async def test_reset_when_idle(anyio_backend: object) -> None:
         tools = [echo_tool()]
         agent.state.tools = tools
         agent.reset()
-        assert agent.state.messages == []
-        assert agent.state.error_message is None
+        state = agent.state  # read afresh: mypy would keep what it narrowed before the reset
+        assert state.messages == []
+        assert state.error_message is None
         assert agent.has_queued_messages() is False
-        assert agent.state.is_streaming is False
-        assert agent.state.streaming_message is None
-        assert agent.state.pending_tool_calls == frozenset()
+        assert state.is_streaming is False
+        assert state.streaming_message is None
+        assert state.pending_tool_calls == frozenset()
         # The configuration is kept.
-        assert agent.state.tools == tools
+        assert state.tools == tools
 
 
 async def test_error_message_cleared_when_next_run_starts(anyio_backend: object) -> None:
@@ -669,7 +671,7 @@ async def test_error_message_cleared_when_next_run_starts(anyio_backend: object)
         )
         await agent.prompt("one")
         assert agent.state.error_message == "bad"
-        assert agent.state.messages[-1].stop_reason == "error"  # type: ignore[union-attr]
+        assert as_assistant(agent.state.messages[-1]).stop_reason == "error"
         seen: list[str | None] = []
         agent.subscribe(lambda e, s: seen.append(agent.state.error_message) if e.type == "agent_start" else None)
         await agent.prompt("two")
@@ -719,7 +721,7 @@ async def test_continue_runs_queued_steering_one_at_a_time(anyio_backend: object
         assert roles(agent.state.messages[-4:]) == ["user", "assistant", "user", "assistant"]
         assert agent.state.messages[2] is s1
         assert agent.state.messages[4] is s2
-        assert [m.text for m in agent.state.messages if isinstance(m, AssistantMessage)][1:] == [  # type: ignore[union-attr]
+        assert [m.text for m in agent.state.messages if isinstance(m, AssistantMessage)][1:] == [
             "Processed 1",
             "Processed 2",
         ]
@@ -748,7 +750,7 @@ async def test_continue_runs_queued_follow_up(anyio_backend: object) -> None:
         agent = Agent(stream_fn=model, messages=[user("Initial"), assistant("Initial response")])
         follow = user("Queued follow-up")
         agent.follow_up(follow)
-        result = await agent.continue_()
+        result = await agent.continue_()  # type: ignore[func-returns-value]  # what it returns is checked
         assert result is None
         assert any(m.role == "user" and text_of(m) == "Queued follow-up" for m in agent.state.messages)
         assert agent.state.messages[-1].role == "assistant"
@@ -788,7 +790,7 @@ async def test_continue_from_user_tail(anyio_backend: object) -> None:
         assert roles(end.messages) == ["assistant"]
         assert agent.state.messages[0] is first
         assert roles(agent.state.messages) == ["user", "assistant"]
-        assert agent.state.messages[1].text == "answer"  # type: ignore[union-attr]
+        assert as_assistant(agent.state.messages[1]).text == "answer"
         check_events(events)
 
 
@@ -847,10 +849,12 @@ async def test_steer_and_follow_up_during_run(anyio_backend: object) -> None:
 
 
 @pytest.mark.parametrize(("mode", "calls"), [("one-at-a-time", 3), ("all", 2)])
-async def test_steering_mode_during_run(anyio_backend: object, mode: str, calls: int) -> None:
+async def test_steering_mode_during_run(
+    anyio_backend: object, mode: Literal["all", "one-at-a-time"], calls: int
+) -> None:
     with anyio.fail_after(5):
         model = ScriptedModel([tool_call_response(("c1", "echo", {"text": "a"})), "r2", "r3"])
-        agent = Agent(stream_fn=model, tools=[echo_tool()], steering_mode=mode)  # type: ignore[arg-type]
+        agent = Agent(stream_fn=model, tools=[echo_tool()], steering_mode=mode)
         s1, s2 = user("s1"), user("s2")
 
         def listener(event: AgentEvent, signal: AbortSignal) -> None:
@@ -876,15 +880,17 @@ async def test_steering_mode_during_run(anyio_backend: object, mode: str, calls:
             ]
             assert agent.state.messages[3] is s1
             assert agent.state.messages[5] is s2
-        assert agent.state.messages[-1].stop_reason == "stop"  # type: ignore[union-attr]
+        assert as_assistant(agent.state.messages[-1]).stop_reason == "stop"
         assert agent.has_queued_messages() is False
 
 
 @pytest.mark.parametrize(("mode", "calls"), [("one-at-a-time", 3), ("all", 2)])
-async def test_follow_up_mode_during_run(anyio_backend: object, mode: str, calls: int) -> None:
+async def test_follow_up_mode_during_run(
+    anyio_backend: object, mode: Literal["all", "one-at-a-time"], calls: int
+) -> None:
     with anyio.fail_after(5):
         model = ScriptedModel(["r1", "r2", "r3"])
-        agent = Agent(stream_fn=model, follow_up_mode=mode)  # type: ignore[arg-type]
+        agent = Agent(stream_fn=model, follow_up_mode=mode)
         f1, f2 = user("f1"), user("f2")
 
         def listener(event: AgentEvent, signal: AbortSignal) -> None:
@@ -902,7 +908,7 @@ async def test_follow_up_mode_during_run(anyio_backend: object, mode: str, calls
             assert roles(agent.state.messages) == ["user", "assistant", "user", "assistant", "user", "assistant"]
             assert agent.state.messages[2] is f1
             assert agent.state.messages[4] is f2
-        assert agent.state.messages[-1].stop_reason == "stop"  # type: ignore[union-attr]
+        assert as_assistant(agent.state.messages[-1]).stop_reason == "stop"
 
 
 async def test_steering_queued_before_prompt_is_delivered_first_turn(anyio_backend: object) -> None:
@@ -1006,12 +1012,15 @@ async def test_state_changes_mid_run_apply_to_next_run(anyio_backend: object) ->
 def assert_failure_tail(events: Sequence[AgentEvent], agent: Agent, reason: str, message: str) -> AssistantMessage:
     """The run ended with the failure message's message_start, message_end, turn_end, agent_end."""
     assert types(events[-4:]) == ["message_start", "message_end", "turn_end", "agent_end"]
-    failure = events[-4].message  # type: ignore[union-attr]
+    start, message_end, turn_end, run_end = events[-4:]
+    assert isinstance(start, MessageStart) and isinstance(message_end, MessageEnd)
+    assert isinstance(turn_end, TurnEnd) and isinstance(run_end, AgentEnd)
+    failure = start.message
     assert isinstance(failure, AssistantMessage)
-    assert events[-3].message is failure  # type: ignore[union-attr]
-    assert events[-2].message is failure  # type: ignore[union-attr]
-    assert list(events[-2].tool_results) == []  # type: ignore[union-attr]
-    assert list(events[-1].messages) == [failure]  # type: ignore[union-attr]
+    assert message_end.message is failure
+    assert turn_end.message is failure
+    assert list(turn_end.tool_results) == []
+    assert list(run_end.messages) == [failure]
     assert failure.stop_reason == reason
     assert failure.error_message == message
     assert failure.content == (TextContent(""),)
@@ -1117,8 +1126,9 @@ async def test_failed_agent_can_run_again(anyio_backend: object) -> None:
         await agent.prompt("one")
         assert agent.state.error_message == "boom"
         await agent.prompt("two")
-        assert agent.state.error_message is None
-        assert agent.state.messages[-1].text == "recovered"  # type: ignore[union-attr]
+        state = agent.state  # read afresh: mypy would keep what it narrowed before this run
+        assert state.error_message is None
+        assert as_assistant(state.messages[-1]).text == "recovered"
 
 
 async def test_error_response_sets_error_message(anyio_backend: object) -> None:
@@ -1257,7 +1267,7 @@ async def test_abort_tool_honouring_signal_keeps_its_result(anyio_backend: objec
         assert isinstance(result, ToolResultMessage)
         assert text_of(result) == "stopped cleanly"
         assert result.is_error is True
-        assert agent.state.messages[-1].stop_reason == "aborted"  # type: ignore[union-attr]
+        assert as_assistant(agent.state.messages[-1]).stop_reason == "aborted"
 
 
 async def test_abort_before_streaming(anyio_backend: object) -> None:
@@ -1300,7 +1310,7 @@ async def test_signal_during_run_and_idle(anyio_backend: object) -> None:
         assert agent.signal is None
         agent.abort()  # idle: no-op
         assert seen[0].aborted is False
-        assert agent.state.messages[-1].stop_reason == "stop"  # type: ignore[union-attr]
+        assert as_assistant(agent.state.messages[-1]).stop_reason == "stop"
 
 
 # --- wait_for_idle ---------------------------------------------------------------------------
@@ -1332,13 +1342,14 @@ async def test_wait_for_idle_after_non_awaited_prompt(anyio_backend: object) -> 
             assert agent.state.is_streaming is True
             await agent.wait_for_idle()
             log.append("idle")
-            assert agent.state.is_streaming is False
+            state = agent.state  # read afresh: mypy would keep what it narrowed before the run ended
+            assert state.is_streaming is False
             assert agent.signal is None
-            assert roles(agent.state.messages) == ["user", "assistant", "toolResult", "assistant"]
-            assert agent.state.messages[-1].text == "final"  # type: ignore[union-attr]
-            assert agent.state.streaming_message is None
-            assert agent.state.pending_tool_calls == frozenset()
-            assert agent.state.error_message is None
+            assert roles(state.messages) == ["user", "assistant", "toolResult", "assistant"]
+            assert as_assistant(state.messages[-1]).text == "final"
+            assert state.streaming_message is None
+            assert state.pending_tool_calls == frozenset()
+            assert state.error_message is None
         assert log == ["agent_end listener done", "idle"]
 
 
@@ -1392,7 +1403,7 @@ async def test_cancelling_during_streaming_leaves_agent_idle(anyio_backend: obje
         assert agent.signal is None
         assert agent.state.error_message is None
         await agent.prompt("again")
-        assert agent.state.messages[-1].text == "second"  # type: ignore[union-attr]
+        assert as_assistant(agent.state.messages[-1]).text == "second"
 
 
 # --- the event grammar -----------------------------------------------------------------------
@@ -1440,7 +1451,7 @@ async def test_check_events_full_run_with_tools(anyio_backend: object) -> None:
         results = [m for m in agent.state.messages if isinstance(m, ToolResultMessage)]
         assert [text_of(r) for r in results] == ["3", "7", "Tool missing not found", "echo hi"]
         assert [r.is_error for r in results] == [False, False, True, False]
-        assert agent.state.messages[-1].text == "3 and 7"  # type: ignore[union-attr]
+        assert as_assistant(agent.state.messages[-1]).text == "3 and 7"
         assert model.calls[0].system_prompt == "Be exact."
         turn_ends = [e for e in events if isinstance(e, TurnEnd)]
         assert len(turn_ends) == 3

@@ -80,7 +80,7 @@ def barrier_and_hooks(log: list[str]) -> tuple[ScriptedModel, list[al.AgentTool]
         ]
     )
 
-    async def after(context: al.AfterToolCallContext, signal: al.AbortSignal) -> None:
+    async def after(context: al.AfterToolCallContext, signal: al.AbortSignal) -> None:  # noqa: ASYNC124 - an async hook, as users write them
         log.append(f"after {context.tool_call.id}")
 
     return model, tools, {"after_tool_call": after, "max_turns": 5}
@@ -155,7 +155,7 @@ class Probe:
         try:
             async with aclosing(self.model(model, context, options)) as events:  # type: ignore[type-var]
                 async for event in events:
-                    yield event
+                    yield event  # noqa: ASYNC119 - aclosing of the scripted stream: no scope
         finally:
             self.closed += 1
 
@@ -295,7 +295,7 @@ async def test_abort_cuts_a_stream_function_that_ignores_the_signal(anyio_backen
         try:
             async with aclosing(script(model, context, options)) as events:  # type: ignore[type-var]
                 async for event in events:
-                    yield event
+                    yield event  # noqa: ASYNC119 - aclosing of the scripted stream: no scope
                     if event.type == "text_delta":
                         await anyio.sleep_forever()  # ignores options.signal
         finally:

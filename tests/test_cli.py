@@ -17,8 +17,10 @@ import anyio
 import pytest
 
 import agentloop as al
-from agentloop import _cli, _local_model
+from agentloop import _cli, _cli_tools, _local_model
 from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedThinking, ScriptedToolCall, check_events
+
+from .support import text
 
 
 class Terminal(io.StringIO):
@@ -104,7 +106,7 @@ async def test_jsonl_writes_every_event_for_the_codec(anyio_backend: object, mon
     events = [al.loads(line) for line in out.splitlines()]
     check_events(events)
     end = next(e for e in events if isinstance(e, al.ToolExecutionEnd))
-    assert end.result.content[0].text == "17*23 = 391"  # type: ignore[union-attr]
+    assert text(end.result.content[0]) == "17*23 = 391"
     assert code == 0 and "1 turn" not in out and "2 turns" in err
 
 
@@ -157,7 +159,7 @@ async def test_ctrl_c_aborts_the_run_and_answers_every_tool(
         await anyio.sleep(5)
         return "done"
 
-    original = _cli.builtin_tools
+    original = _cli_tools.builtin_tools  # what _cli imports
     monkeypatch.setattr(_cli, "builtin_tools", lambda root: [*original(root), wait])
     use_model(monkeypatch, ScriptedModel([Response(content=[ScriptedToolCall("c1", "wait", {})]), "never"]))
     code, out, _ = await cli(["run", "wait", "--max-turns", "2"])
@@ -197,7 +199,7 @@ async def test_run_dash_reads_the_prompt_from_stdin(anyio_backend: object, monke
     use_model(monkeypatch, model)
     code, out, _ = await cli(["run", "-"], stdin="What is in\nthese two lines?\n")
     assert code == 0 and "ok" in out
-    assert model.calls[0].messages[0].content[0].text == "What is in\nthese two lines?"  # type: ignore[union-attr]
+    assert text(model.calls[0].messages[0].content[0]) == "What is in\nthese two lines?"
 
 
 async def test_piped_lines_are_prompts_of_their_own(anyio_backend: object, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -206,7 +208,7 @@ async def test_piped_lines_are_prompts_of_their_own(anyio_backend: object, monke
     code, out, _ = await cli(["chat"], stdin="one\ntwo\n")
     assert code == 0
     assert "steering" not in out and "first answer" in out and "second answer" in out
-    assert [c.messages[-1].content[0].text for c in model.calls] == ["one", "two"]  # type: ignore[union-attr]
+    assert [text(c.messages[-1].content[0]) for c in model.calls] == ["one", "two"]
     assert _cli.PROMPT_MARKER not in out  # not a terminal: no prompt marker
 
 
@@ -218,7 +220,7 @@ def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
         _cli.main(["run", "--help"])
     shown = capsys.readouterr().out
     assert exc.value.code == 0
-    for text in (
+    for expected in (
         "exit codes:",
         "2 bad usage",
         "130 aborted",
@@ -226,7 +228,7 @@ def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
         "AGENTLOOP_BACKEND",
         "anthropic, openai",
     ):
-        assert text in shown
+        assert expected in shown
 
 
 def test_base_url_with_a_model_name_makes_an_openai_compatible_model_without_a_key() -> None:
@@ -242,3 +244,19 @@ def test_base_url_with_a_model_name_makes_an_openai_compatible_model_without_a_k
     assert (
         registered is not None and registered.provider == "openai" and registered.base_url == "http://proxy.example/v1"
     )
+
+
+def test_the_printer_strips_control_sequences_from_model_text_and_tool_results() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    printer = _cli.Printer(out=out, err=err, color=True)
+    hostile = "ok\x1b]52;c;aGk=\x07 \x1b[2J\rgone\x9b31m"
+    partial = al.AssistantMessage(content=(al.TextContent(hostile),))
+    printer.listener(al.MessageUpdate(partial, al.TextDeltaEvent(0, hostile, partial)), al.AbortSignal())
+    result = al.AgentToolResult(content=(al.TextContent(hostile),))
+    printer.listener(al.ToolExecutionStart("c1", "read\x1b[2Jfile", {"path": hostile}), al.AbortSignal())
+    printer.listener(al.ToolExecutionEnd("c1", "read_file", result, False), al.AbortSignal())
+    shown = out.getvalue()
+    for control in ("\x1b]", "\x07", "\x1b[2J", "\r", "\x9b"):
+        assert control not in shown
+    assert "ok]52;c;aGk= [2Jgone31m" in shown  # the text is kept, without its controls
+    assert "\x1b[2m" in shown or "\x1b[36m" in shown  # the printer's own colours still apply

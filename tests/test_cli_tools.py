@@ -12,6 +12,8 @@ import pytest
 import agentloop as al
 from agentloop._cli_tools import builtin_tools, calculate, resolve_inside
 
+from .support import run_tool, text
+
 
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
@@ -26,20 +28,16 @@ def root(tmp_path: Path) -> Path:
 
 async def call(tools: list[al.AgentTool], name: str, **args: Any) -> al.AgentToolResult:
     tool = next(t for t in tools if t.name == name)
-
-    def on_update(partial: al.AgentToolResult) -> None:
-        pass
-
-    return await tool.execute("c1", tool.validate(args), al.AbortSignal(), on_update)  # type: ignore[arg-type]
+    return await run_tool(tool, args)
 
 
 async def test_file_tools_read_and_list_inside_the_root(anyio_backend: object, root: Path) -> None:
     tools = builtin_tools(root)
     with anyio.fail_after(5):
-        assert (await call(tools, "read_file", path="a.txt")).content[0].text == "hello"  # type: ignore[union-attr]
-        cut = (await call(tools, "read_file", path="sub/b.txt", max_bytes=10)).content[0].text  # type: ignore[union-attr]
+        assert text((await call(tools, "read_file", path="a.txt")).content[0]) == "hello"
+        cut = text((await call(tools, "read_file", path="sub/b.txt", max_bytes=10)).content[0])
         assert cut.startswith("x" * 10) and cut.endswith("[... cut]")
-        listing = (await call(tools, "list_folder")).content[0].text  # type: ignore[union-attr]
+        listing = text((await call(tools, "list_folder")).content[0])
         assert listing.split("\n") == ["a.txt", "link.txt", "sub/", "up/"]
 
 
@@ -91,5 +89,5 @@ def test_calculator_refuses_anything_but_arithmetic(expression: str, problem: st
 
 async def test_time_tool_answers_iso_8601(anyio_backend: object, root: Path) -> None:
     result = await call(builtin_tools(root), "current_time")
-    text = result.content[0].text  # type: ignore[union-attr]
-    assert len(text) >= 19 and text[4] == "-" and "T" in text
+    stamp = text(result.content[0])
+    assert len(stamp) >= 19 and stamp[4] == "-" and "T" in stamp

@@ -14,7 +14,9 @@ async def _noop(*args: Any) -> al.AgentToolResult:
 
 
 def coerce(schema: dict[str, Any], value: Any) -> Any:
-    tool = al.AgentTool(name="t", description="", parameters={"type": "object", "properties": {"v": schema}}, execute=_noop)
+    tool = al.AgentTool(
+        name="t", description="", parameters={"type": "object", "properties": {"v": schema}}, execute=_noop
+    )
     return tool.validate({"v": value})["v"]
 
 
@@ -46,14 +48,22 @@ def coerce(schema: dict[str, Any], value: Any) -> Any:
         ({"type": "array", "items": {"type": "integer"}}, ["1", 2], [1, 2]),
         ({"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}]}, ["1", 2], [1, "2"]),
         ({"items": {"type": "integer"}}, ["3"], [3]),
-        ({"type": "object", "patternProperties": {"^n_": {"type": "integer"}}}, {"n_a": "1", "s": "x"}, {"n_a": 1, "s": "x"}),
+        (
+            {"type": "object", "patternProperties": {"^n_": {"type": "integer"}}},
+            {"n_a": "1", "s": "x"},
+            {"n_a": 1, "s": "x"},
+        ),
         ({"type": "object", "additionalProperties": {"type": "boolean"}}, {"a": "true"}, {"a": True}),
         ({"properties": {"a": {"type": "integer"}}}, {"a": "9"}, {"a": 9}),
         ({"type": ["integer", "null"]}, "5", 5),
         ({"type": ["integer", "null"]}, None, None),
         ({"type": ["boolean", "string"]}, 1, True),
         ({"type": ["string", "integer"]}, 3, 3),
-        ({"type": "object", "properties": {"o": {"type": "object", "properties": {"x": {"type": "number"}}}}}, {"o": {"x": "1.5"}}, {"o": {"x": 1.5}}),
+        (
+            {"type": "object", "properties": {"o": {"type": "object", "properties": {"x": {"type": "number"}}}}},
+            {"o": {"x": "1.5"}},
+            {"o": {"x": 1.5}},
+        ),
     ],
 )
 def test_coercion(schema: dict[str, Any], value: Any, expected: Any) -> None:
@@ -65,7 +75,9 @@ def test_local_references_are_followed_and_cycles_stop() -> None:
     schema = {
         "type": "object",
         "properties": {"node": {"$ref": "#/$defs/node"}},
-        "$defs": {"node": {"type": "object", "properties": {"n": {"type": "integer"}, "next": {"$ref": "#/$defs/node"}}}},
+        "$defs": {
+            "node": {"type": "object", "properties": {"n": {"type": "integer"}, "next": {"$ref": "#/$defs/node"}}}
+        },
     }
     tool = al.AgentTool(name="t", description="", parameters=schema, execute=_noop)
     assert tool.validate({"node": {"n": "1", "next": {"n": "2"}}}) == {"node": {"n": 1, "next": {"n": 2}}}

@@ -23,7 +23,7 @@ SUITES = {"public": PUBLIC, "extra": HERE / "extra"}
 
 
 def _cases() -> list[object]:
-    cases = []
+    cases: list[object] = []
     for suite, root in SUITES.items():
         for path in sorted((root / "scenarios").glob("*.json")):
             for backend in ("asyncio", "trio"):
@@ -42,7 +42,7 @@ def test_scenario_matches_golden(root: Path, name: str, backend: str) -> None:
     # Compare as parsed JSON, the way compare.py does (key order free, true != 1).
     golden = _load(root / "golden" / f"{name}.jsonl")
     actual = json.loads(json.dumps(trace))
-    for i, (want, got) in enumerate(zip(golden, actual)):
+    for i, (want, got) in enumerate(zip(golden, actual, strict=False)):  # the lengths are compared after
         diff = runner_diff(want, got)
         assert diff is None, f"line {i + 1}: {diff}\n golden: {want}\n actual: {got}"
     assert len(actual) == len(golden), f"{len(actual)} lines, golden has {len(golden)}"
@@ -128,7 +128,7 @@ def runner_diff(a: object, b: object, path: str = "") -> str | None:
     if isinstance(a, list) and isinstance(b, list):
         if len(a) != len(b):
             return f"{path}: length {len(a)} != {len(b)}"
-        for i, (x, y) in enumerate(zip(a, b)):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
             diff = runner_diff(x, y, f"{path}[{i}]")
             if diff:
                 return diff

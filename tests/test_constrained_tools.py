@@ -61,7 +61,8 @@ async def test_a_chosen_tool_becomes_a_tool_call_and_its_result_reaches_the_answ
     assert isinstance(answer, al.AssistantMessage) and answer.text == "17 * 23 = 391"
 
     (choice_model, choice_context, choice_options), (_, answer_context, answer_options) = server.requests
-    extra = choice_model.compat["extra_body"]  # type: ignore[index]
+    assert choice_model.compat is not None
+    extra = choice_model.compat["extra_body"]
     schema = extra["response_format"]["json_schema"]["schema"]
     assert schema["properties"]["tool"]["enum"] == ["read_file", "list_folder", "calculator", "current_time", "answer"]
     assert extra["chat_template_kwargs"] == {"enable_thinking": False}

@@ -146,7 +146,7 @@ async def test_propagate_exceptions_end_the_run_instead_of_becoming_results(
             return "ok"
         return None
 
-    async def ok(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> str:
+    async def ok(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> str:  # noqa: ASYNC124 - an async tool, as users write them
         return "ok"
 
     tool = al.AgentTool(
@@ -165,7 +165,7 @@ async def test_propagate_exceptions_end_the_run_instead_of_becoming_results(
 
 
 async def test_other_exceptions_still_become_error_results(anyio_backend: object) -> None:
-    async def fail(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> str:
+    async def fail(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> str:  # noqa: ASYNC124 - an async tool, as users write them
         raise ValueError("an ordinary failure")
 
     tool = al.AgentTool(name="t", description="", parameters={"type": "object"}, execute=fail)
@@ -287,3 +287,51 @@ async def test_observe_sees_every_event_in_the_loop_s_task(anyio_backend: object
 def test_observe_must_be_callable() -> None:
     with pytest.raises(TypeError, match="observe must be callable"):
         al.AgentLoopConfig(model=MODEL, observe="print")  # type: ignore[arg-type]
+
+
+async def test_the_agent_takes_the_same_options(anyio_backend: object) -> None:
+    seen_options: list[al.StreamOptions] = []
+    wrapped: list[str] = []
+    observed: list[str] = []
+    script = ScriptedModel([calls("t"), "done"])
+
+    def stream_fn(model: al.Model, context: al.Context, options: al.StreamOptions) -> Any:
+        seen_options.append(options)
+        return script(model, context, options)
+
+    async def wrap(invocation: al.ToolInvocation, proceed: Any) -> object:
+        wrapped.append(invocation.tool_call.id)
+        return await proceed()
+
+    agent = al.Agent(
+        model=MODEL,
+        tools=[sleeper("t", 0, [])],
+        stream_fn=stream_fn,
+        temperature=0.25,
+        headers={"x-team": "a"},
+        metadata={"user": "u1"},
+        api_key="sk-test",
+        wrap_tool_call=wrap,
+        observe=lambda event: observed.append(event.type),
+        clock=lambda: 7,
+        max_parallel_tool_calls=1,
+    )
+    with anyio.fail_after(5):
+        await agent.prompt("go")
+    options = seen_options[0]
+    assert (options.temperature, options.headers, options.metadata, options.api_key) == (
+        0.25,
+        {"x-team": "a"},
+        {"user": "u1"},
+        "sk-test",
+    )
+    assert wrapped == ["c1"]
+    assert observed[0] == "agent_start" and observed[-1] == "agent_end"
+    assert [m.timestamp for m in agent.state.messages if isinstance(m, al.ToolResultMessage)] == [7]
+
+
+def test_the_agent_names_a_bad_option() -> None:
+    with pytest.raises(ValueError, match=r"^max_parallel_tool_calls must be a positive int"):
+        al.Agent(max_parallel_tool_calls=0)
+    with pytest.raises(TypeError, match=r"^observe must be callable"):
+        al.Agent(observe=3)  # type: ignore[arg-type]

@@ -14,7 +14,7 @@ MODEL = al.Model(id="m", api="faux", provider="faux")
 DELTAS = 1_000
 
 
-async def instant(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> str:
+async def instant(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> str:  # noqa: ASYNC124 - an async tool that never waits: the point of the test
     return "ok"
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import aclosing, asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -14,11 +16,13 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import Decision, ParentBased, Sampler, SamplingResult
 from opentelemetry.trace import StatusCode
 
 import agentloop as al
 from agentloop.otel import Tracing, instrument
 from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedToolCall, check_events
+from tests.support import last_assistant
 
 MODEL = al.Model(id="m1", api="faux", provider="faux")
 KEY = "sk-secret-key-0123456789"
@@ -91,7 +95,7 @@ async def consume(
 def tree(spans: tuple[ReadableSpan, ...]) -> list[str]:
     """The spans as indented lines (siblings by name, then start), with error types."""
     children: dict[int | None, list[ReadableSpan]] = {}
-    ids = {s.context.span_id for s in spans}  # type: ignore[union-attr]
+    ids = {s.context.span_id for s in spans if s.context is not None}
     for span in spans:
         parent = span.parent.span_id if span.parent is not None and span.parent.span_id in ids else None
         children.setdefault(parent, []).append(span)
@@ -101,7 +105,7 @@ def tree(spans: tuple[ReadableSpan, ...]) -> list[str]:
         for span in sorted(children.get(parent, []), key=lambda s: (s.name, s.start_time)):
             error = (span.attributes or {}).get("error.type")
             lines.append("  " * depth + span.name + (f" !{error}" if error else ""))
-            walk(span.context.span_id, depth + 1)  # type: ignore[union-attr]
+            walk(span.context.span_id, depth + 1)
 
     walk(None, 0)
     return lines
@@ -121,7 +125,7 @@ FORMS = ["run_agent_loop", "async with", "bare"]
 @pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("execution", ["parallel", "sequential"])
 async def test_a_run_is_a_tree_of_invoke_agent_turns_chats_and_tool_calls(
-    anyio_backend: object, exporter: tuple[TracerProvider, InMemorySpanExporter], form: str, execution: str
+    anyio_backend: object, exporter: tuple[TracerProvider, InMemorySpanExporter], form: str, execution: al.ToolExecution
 ) -> None:
     provider, memory = exporter
     model = ScriptedModel(
@@ -168,12 +172,14 @@ async def test_a_run_is_a_tree_of_invoke_agent_turns_chats_and_tool_calls(
         "gen_ai.usage.output_tokens": 3 + 3 + 4,
     }
     assert run.status.status_code is StatusCode.UNSET
-    assert [attrs(t)["agentloop.turn.index"] for t in sorted(by_name(spans, "turn"), key=lambda s: s.start_time)] == [
+    assert [
+        attrs(t)["agentloop.turn.index"] for t in sorted(by_name(spans, "turn"), key=lambda s: s.start_time or 0)
+    ] == [
         1,
         2,
         3,
     ]
-    chats = sorted(by_name(spans, "chat m1"), key=lambda s: s.start_time)
+    chats = sorted(by_name(spans, "chat m1"), key=lambda s: s.start_time or 0)
     assert chats[0].kind is trace.SpanKind.CLIENT
     assert attrs(chats[0]) == {
         "gen_ai.operation.name": "chat",
@@ -198,13 +204,39 @@ async def test_a_run_is_a_tree_of_invoke_agent_turns_chats_and_tool_calls(
     }
     assert all(s.status.status_code is StatusCode.UNSET for s in spans)
     # one trace; every chat span lies within its turn, every turn within the run
-    assert len({s.context.trace_id for s in spans}) == 1  # type: ignore[union-attr]
+    assert len({s.context.trace_id for s in spans if s.context is not None}) == 1
     for turn in by_name(spans, "turn"):
         assert run.start_time <= turn.start_time <= turn.end_time <= run.end_time  # type: ignore[operator]
     if execution == "parallel":  # the two calls of the first batch overlapped
         assert tool_spans["c2"].start_time < tool_spans["c1"].end_time  # type: ignore[operator]
     else:
         assert tool_spans["c1"].end_time <= tool_spans["c2"].start_time  # type: ignore[operator]
+
+
+async def test_a_plain_def_tool_in_a_worker_thread_nests_its_spans_too(
+    anyio_backend: object, exporter: tuple[TracerProvider, InMemorySpanExporter]
+) -> None:
+    provider, memory = exporter
+    tracer = provider.get_tracer("tool")
+
+    @al.tool
+    def lookup(key: str) -> str:
+        """Look a key up (blocking)."""
+        with tracer.start_as_current_span(f"db lookup {key}"):
+            return key.upper()
+
+    model = ScriptedModel([Response(content=[ScriptedToolCall("c1", "lookup", {"key": "x"})]), "X"])
+    config, stream_fn = instrument(al.AgentLoopConfig(model=MODEL), model, tracer_provider=provider)
+    await consume("bare", config, stream_fn, [lookup])
+    assert tree(memory.get_finished_spans()) == [
+        "invoke_agent",
+        "  turn",
+        "    chat m1",
+        "    execute_tool lookup",
+        "      db lookup x",
+        "  turn",
+        "    chat m1",
+    ]
 
 
 async def test_a_run_nests_under_the_callers_current_span_and_the_users_hooks_still_run(
@@ -304,7 +336,7 @@ async def test_an_abort_during_the_model_stream_ends_the_chat_turn_and_run_as_ab
     signal = al.AbortSignal()
     model = ScriptedModel([Response(content=[ScriptedText(["a", "b", "c", "d"])], chunk_delay=0.05)])
     config, stream_fn = instrument(
-        al.AgentLoopConfig(model=MODEL, observe=lambda e: e.type == "message_update" and signal.abort()),
+        al.AgentLoopConfig(model=MODEL, observe=lambda e: signal.abort() if e.type == "message_update" else None),
         model,
         tracer_provider=provider,
     )
@@ -396,7 +428,7 @@ async def test_a_propagated_tool_exception_ends_every_span_with_its_type(
     ]
 
 
-@pytest.mark.parametrize("shape", ["async context manager", "awaitable", "not an iterator"])
+@pytest.mark.parametrize("shape", ["async context manager", "awaitable", "not an iterator", "not events"])
 async def test_every_shape_a_stream_function_may_return_is_traced(
     anyio_backend: object, exporter: tuple[TracerProvider, InMemorySpanExporter], shape: str
 ) -> None:
@@ -413,8 +445,20 @@ async def test_every_shape_a_stream_function_may_return_is_traced(
     def wrong(model: al.Model, context: al.Context, options: al.StreamOptions) -> Any:
         return 42
 
-    fn = {"async context manager": managed, "awaitable": awaited, "not an iterator": wrong}[shape]
-    config, stream_fn = instrument(al.AgentLoopConfig(model=MODEL), fn, tracer_provider=provider)
+    async def not_events(model: al.Model, context: al.Context, options: al.StreamOptions) -> Any:
+        yield "not an event"
+
+    fn = {"async context manager": managed, "awaitable": awaited, "not an iterator": wrong, "not events": not_events}
+    config, stream_fn = instrument(al.AgentLoopConfig(model=MODEL), fn[shape], tracer_provider=provider)
+    if shape == "not events":  # the loop's own error, as without tracing; it tears the open stream down
+        with pytest.raises(TypeError, match="stream function yielded an unknown event"):
+            await consume("async with", config, stream_fn, [])
+        assert tree(memory.get_finished_spans()) == [
+            "invoke_agent !cancelled",
+            "  turn !cancelled",
+            "    chat m1 !cancelled",
+        ]
+        return
     if shape == "not an iterator":
         with pytest.raises(TypeError, match="a stream function must return an async iterator"):
             await consume("async with", config, stream_fn, [])
@@ -425,8 +469,72 @@ async def test_every_shape_a_stream_function_may_return_is_traced(
         ]
         return
     events = await consume("async with", config, stream_fn, [])
-    assert events[-1].messages[-1].text == "hello"  # type: ignore[attr-defined]
+    assert last_assistant(events).text == "hello"
     assert tree(memory.get_finished_spans()) == ["invoke_agent", "  turn", "    chat m1"]
+
+
+@pytest.mark.parametrize("execution", ["parallel", "sequential"])
+async def test_a_run_started_inside_a_tool_nests_under_it_and_the_outer_run_goes_on(
+    anyio_backend: object, exporter: tuple[TracerProvider, InMemorySpanExporter], execution: al.ToolExecution
+) -> None:
+    provider, memory = exporter
+    tracing = Tracing(tracer_provider=provider)
+    inner_model = ScriptedModel(["inner answer"])
+
+    async def delegate(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> str:
+        config, stream_fn = tracing.instrument(al.AgentLoopConfig(model=al.Model(id="m2", api="faux")), inner_model)
+        events: list[al.AgentEvent] = []
+        await al.run_agent_loop(
+            [al.UserMessage(content="sub")], al.AgentContext(), config, events.append, None, stream_fn
+        )
+        return "delegated"
+
+    tool = al.AgentTool(name="delegate", description="d", parameters={"type": "object"}, execute=delegate)
+    outer = ScriptedModel([calls(("c1", "delegate")), "outer answer"])
+    config, stream_fn = tracing.instrument(al.AgentLoopConfig(model=MODEL, tool_execution=execution), outer)
+    await consume("async with", config, stream_fn, [tool])
+    assert tree(memory.get_finished_spans()) == [
+        "invoke_agent",
+        "  turn",
+        "    chat m1",
+        "    execute_tool delegate",
+        "      invoke_agent",
+        "        turn",
+        "          chat m2",
+        "  turn",
+        "    chat m1",
+    ]
+
+
+async def test_a_bare_run_closed_between_steps_is_ended_as_cancelled_when_the_next_run_starts(
+    anyio_backend: object, exporter: tuple[TracerProvider, InMemorySpanExporter]
+) -> None:
+    provider, memory = exporter
+    model = ScriptedModel([calls(("c1", "alpha")), "first", "second"])
+    config, stream_fn = instrument(al.AgentLoopConfig(model=MODEL), model, tracer_provider=provider)
+    context = al.AgentContext(tools=[spanning_tool(provider, "alpha")])
+    async with aclosing(
+        al.agent_loop([al.UserMessage(content="go")], context, config, stream_fn=stream_fn).__aiter__()
+    ) as bare:
+        async for event in bare:
+            if event.type == "turn_end":
+                break
+    left = time.time_ns()
+    assert "invoke_agent" not in [s.name for s in memory.get_finished_spans()]
+    await consume("bare", config, stream_fn, [])
+    spans = memory.get_finished_spans()
+    assert tree(spans) == [
+        "invoke_agent !cancelled",
+        "  turn",
+        "    chat m1",
+        "    execute_tool alpha",
+        "      inside c1",
+        "invoke_agent",
+        "  turn",
+        "    chat m1",
+    ]
+    stale = [s for s in spans if (s.attributes or {}).get("error.type") == "cancelled"]
+    assert all(s.end_time is not None and s.end_time <= left for s in stale)  # ended where it stopped
 
 
 def all_text(spans: tuple[ReadableSpan, ...]) -> str:
@@ -434,10 +542,10 @@ def all_text(spans: tuple[ReadableSpan, ...]) -> str:
     parts: list[str] = []
     for span in spans:
         parts.append(span.name)
-        parts.extend(f"{k}={v}" for k, v in (span.attributes or {}).items())
+        parts.extend(f"{k}={v!s}" for k, v in (span.attributes or {}).items())
         parts.append(str(span.status.description))
         for event in span.events:
-            parts.extend(f"{k}={v}" for k, v in (event.attributes or {}).items())
+            parts.extend(f"{k}={v!s}" for k, v in (event.attributes or {}).items())
     return "\n".join(parts)
 
 
@@ -485,7 +593,7 @@ async def test_content_is_recorded_only_when_asked_and_the_key_never(
         assert "What is up?" not in text and "Be brief." not in text
         return
     assert recorded == content_keys
-    first_chat = min(by_name(spans, "chat m1"), key=lambda s: s.start_time)
+    first_chat = min(by_name(spans, "chat m1"), key=lambda s: s.start_time or 0)
     assert attrs(first_chat)["gen_ai.input.messages"] == (
         '[{"role": "user", "parts": [{"type": "text", "content": "What is up?"}]}]'
     )
@@ -495,6 +603,79 @@ async def test_content_is_recorded_only_when_asked_and_the_key_never(
     assert attrs(tool)["gen_ai.tool.call.arguments"] == '{"q": "c1"}'
     assert attrs(tool)["gen_ai.tool.call.result"] == '"alpha ok"'
     assert "the key is ***" in text
+
+
+@pytest.mark.parametrize(
+    ("base_url", "server"),
+    [
+        ("http://user:s3cret@127.0.0.1:8080/v1", {"server.address": "127.0.0.1", "server.port": 8080}),
+        ("https://api.example.com/v1", {"server.address": "api.example.com"}),
+        ("http://[::1]:9000", {"server.address": "::1", "server.port": 9000}),
+        ("http://host:notaport/v1", {}),
+    ],
+)
+async def test_the_chat_span_names_the_server_and_never_the_urls_credentials(
+    anyio_backend: object, exporter: tuple[TracerProvider, InMemorySpanExporter], base_url: str, server: dict[str, Any]
+) -> None:
+    provider, memory = exporter
+    model = al.Model(id="m1", api="faux", provider="faux", base_url=base_url)
+    config, stream_fn = instrument(al.AgentLoopConfig(model=model), ScriptedModel(["hi"]), tracer_provider=provider)
+    await consume("run_agent_loop", config, stream_fn, [])
+    (chat,) = by_name(memory.get_finished_spans(), "chat m1")
+    assert {k: v for k, v in attrs(chat).items() if k.startswith("server.")} == server
+    assert "s3cret" not in all_text(memory.get_finished_spans())
+
+
+async def test_a_real_provider_stream_is_traced_with_its_response_id_usage_and_masked_error(
+    anyio_backend: object, exporter: tuple[TracerProvider, InMemorySpanExporter]
+) -> None:
+    """OpenAI Chat Completions over a mocked HTTP server: the provider's own parsing, end to end."""
+    import httpx
+
+    from agentloop.providers import stream_openai_completions
+
+    from .providers.helpers import FAST, Server, chat_chunk, ok, sse_data
+
+    provider, memory = exporter
+    body = sse_data(
+        chat_chunk({"role": "assistant", "content": "Hi"}, id="chatcmpl-42"),
+        chat_chunk(finish="stop", id="chatcmpl-42"),
+        {
+            "choices": [],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 7, "prompt_tokens_details": {"cached_tokens": 60}},
+        },
+    )
+    leak = {"error": {"message": f"Incorrect API key provided: {KEY}", "code": "invalid_api_key"}}
+    server = Server(ok(body), httpx.Response(401, json=leak))
+    model = al.Model(id="gpt-x", api="openai-completions", provider="openai", base_url="http://mock/v1")
+    async with server.client() as client:
+
+        def stream_fn(m: al.Model, c: al.Context, o: al.StreamOptions) -> Any:
+            return stream_openai_completions(m, c, o, http=FAST, client=client)
+
+        config, traced = instrument(
+            al.AgentLoopConfig(model=model, api_key=KEY), stream_fn, tracer_provider=provider, record_content=True
+        )
+        await consume("async with", config, traced, [])
+        await consume("bare", config, traced, [])
+    assert server.requests[0].headers["authorization"] == f"Bearer {KEY}"  # the key was used...
+    spans = memory.get_finished_spans()
+    assert KEY not in all_text(spans)  # ...and recorded nowhere
+    ok_chat, failed_chat = sorted(by_name(spans, "chat gpt-x"), key=lambda s: s.start_time or 0)
+    assert {k: v for k, v in attrs(ok_chat).items() if k.startswith(("gen_ai.response", "gen_ai.usage", "server"))} == {
+        "gen_ai.response.id": "chatcmpl-42",
+        "gen_ai.response.model": "gpt-x",
+        "gen_ai.response.finish_reasons": ("stop",),
+        "gen_ai.usage.input_tokens": 100,
+        "gen_ai.usage.output_tokens": 7,
+        "gen_ai.usage.cache_read.input_tokens": 60,
+        "server.address": "mock",
+    }
+    assert attrs(failed_chat)["error.type"] == "model_error"
+    assert (
+        failed_chat.status.description is not None
+        and "Incorrect API key provided: ***" in failed_chat.status.description
+    )
 
 
 async def test_concurrent_runs_of_one_instrumented_config_make_separate_traces(
@@ -515,7 +696,7 @@ async def test_concurrent_runs_of_one_instrumented_config_make_separate_traces(
         for form in FORMS:
             tg.start_soon(consume, form, config, traced, [tool])
     spans = memory.get_finished_spans()
-    assert len({s.context.trace_id for s in spans}) == 3  # type: ignore[union-attr]
+    assert len({s.context.trace_id for s in spans if s.context is not None}) == 3
     assert (
         tree(spans)
         == [
@@ -543,15 +724,24 @@ async def test_a_tracer_that_records_nothing_passes_the_model_stream_through(any
     assert events[-1].type == "agent_end"
 
 
-async def test_an_agent_is_traced_through_its_listener_wrapped_tools_and_stream_function(
+async def test_an_instrumented_agent_traces_every_prompt_and_keeps_its_own_hooks(
     anyio_backend: object, exporter: tuple[TracerProvider, InMemorySpanExporter]
 ) -> None:
     provider, memory = exporter
     tracing = Tracing(tracer_provider=provider, agent_name="bot")
     model = ScriptedModel([calls(("c1", "alpha"), ("c2", "slow")), "done", calls(("c3", "alpha")), "again"])
     tools = [spanning_tool(provider, "alpha"), spanning_tool(provider, "slow", 5, timeout=0.05)]
-    agent = al.Agent(model=MODEL, tools=tracing.wrap_tools(tools), stream_fn=tracing.wrap_stream_fn(model))
-    agent.subscribe(tracing.listener)
+    seen: list[str] = []
+    wrapped: list[str] = []
+
+    async def wrap(invocation: al.ToolInvocation, proceed: Any) -> object:
+        wrapped.append(invocation.tool_call.id)
+        return await proceed()
+
+    agent = al.Agent(
+        model=MODEL, tools=tools, stream_fn=model, observe=lambda e: seen.append(e.type), wrap_tool_call=wrap
+    )
+    assert tracing.instrument_agent(agent) is agent
     with anyio.fail_after(10):
         await agent.prompt("go")
         await agent.prompt("more")
@@ -574,8 +764,57 @@ async def test_an_agent_is_traced_through_its_listener_wrapped_tools_and_stream_
         "  turn",
         "    chat m1",
     ]
-    assert len({s.context.trace_id for s in spans}) == 2  # type: ignore[union-attr]
+    assert sorted(wrapped) == ["c1", "c2", "c3"]
+    assert seen.count("agent_start") == seen.count("agent_end") == 2
+    assert len({s.context.trace_id for s in spans if s.context is not None}) == 2
     assert agent.state.messages[-1].text == "again"  # type: ignore[union-attr]
+
+
+class DropRuns(Sampler):
+    """Samples every root span but a run's (ParentBased: children follow their parent)."""
+
+    def should_sample(self, parent_context: Any, trace_id: int, name: str, *args: Any, **kw: Any) -> SamplingResult:
+        decision = Decision.DROP if name.startswith("invoke_agent") else Decision.RECORD_AND_SAMPLE
+        return SamplingResult(decision)
+
+    def get_description(self) -> str:
+        return "DropRuns"
+
+
+async def test_a_sampled_out_run_records_nothing_below_it_and_its_tools_follow_it(anyio_backend: object) -> None:
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(sampler=ParentBased(DropRuns()))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    model = ScriptedModel([calls(("c1", "alpha")), "done"])
+    config, stream_fn = instrument(al.AgentLoopConfig(model=MODEL), model, tracer_provider=provider)
+    events = await consume("bare", config, stream_fn, [spanning_tool(provider, "alpha")])
+    assert events[-1].type == "agent_end"
+    with provider.get_tracer("t").start_as_current_span("a root"):  # roots are sampled
+        pass
+    assert tree(memory.get_finished_spans()) == ["a root"]  # the tool's span followed its run
+    provider.shutdown()
+
+
+async def test_an_agent_whose_stream_function_raises_ends_its_spans_and_the_next_prompt_is_a_new_trace(
+    anyio_backend: object, exporter: tuple[TracerProvider, InMemorySpanExporter]
+) -> None:
+    provider, memory = exporter
+    model = ScriptedModel([Response(raise_on_call=RuntimeError("boom")), "fine"])
+    agent = Tracing(tracer_provider=provider).instrument_agent(al.Agent(model=MODEL, stream_fn=model))
+    with anyio.fail_after(10):
+        await agent.prompt("one")
+        assert agent.state.error_message is not None and "boom" in agent.state.error_message
+        await agent.prompt("two")
+    spans = memory.get_finished_spans()
+    assert tree(spans) == [
+        "invoke_agent !RuntimeError",
+        "  turn !RuntimeError",
+        "    chat m1 !RuntimeError",
+        "invoke_agent",
+        "  turn",
+        "    chat m1",
+    ]
+    assert len({s.context.trace_id for s in spans if s.context is not None}) == 2
 
 
 def test_bad_arguments_say_what_was_expected() -> None:
@@ -587,8 +826,41 @@ def test_bad_arguments_say_what_was_expected() -> None:
         Tracing(tracer_provider=object())  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="stream_fn must be callable"):
         Tracing().wrap_stream_fn(42)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="tools must be AgentTool instances, got str"):
-        Tracing().wrap_tools(["calc"])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match=r"agent must be an agentloop\.Agent, got AgentLoopConfig"):
+        Tracing().instrument_agent(al.AgentLoopConfig(model=MODEL))  # type: ignore[arg-type]
+
+
+def test_otel_exports_what_it_defines() -> None:
+    import agentloop.otel
+
+    defined = {
+        name
+        for name, value in vars(agentloop.otel).items()
+        if not name.startswith("_") and getattr(value, "__module__", None) == "agentloop.otel"
+    }
+    assert set(agentloop.otel.__all__) == defined == {"Tracing", "instrument"}
+
+
+def test_the_cost_benchmark_runs_and_prints_every_variant() -> None:
+    script = Path(__file__).parents[1] / "benchmarks" / "otel_cost.py"
+    result = subprocess.run(
+        [sys.executable, str(script), "--quick", "--backend", "asyncio"], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert "| off | api-noop | sampled-out | in-memory |" in result.stdout
+    assert [line.split("|")[1].strip() for line in result.stdout.splitlines() if line.startswith("| W")] == [
+        "W1 (deltas/s)",
+        "W2 (turns/s)",
+    ]
+
+
+def test_without_opentelemetry_the_import_error_says_what_to_install() -> None:
+    code = (
+        "import sys; sys.modules['opentelemetry'] = None\n"
+        "try:\n    import agentloop.otel\nexcept ImportError as exc:\n    print(exc)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "agentloop.otel needs the OpenTelemetry API: pip install 'anyio-agentloop[otel]'"
 
 
 def test_import_agentloop_does_not_import_opentelemetry() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import anyio.lowlevel
@@ -11,6 +11,8 @@ import pytest
 
 import agentloop as al
 from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedToolCall, check_events
+
+from .support import agent_end, as_assistant, last_assistant, text, tool_results
 
 MODEL = al.Model(id="m", api="faux", provider="faux")
 
@@ -63,7 +65,7 @@ async def test_full_run(anyio_backend: object) -> None:
     end = seen[-1]
     assert isinstance(end, al.AgentEnd)
     assert [m.role for m in end.messages] == ["user", "assistant"]
-    assert end.messages[-1].text == "Hello"  # type: ignore[union-attr]
+    assert as_assistant(end.messages[-1]).text == "Hello"
 
 
 async def test_result_drains_and_returns_new_messages(anyio_backend: object) -> None:
@@ -164,13 +166,13 @@ async def test_abort_during_a_tool_answers_every_call_and_ends(anyio_backend: ob
     check_events(seen)
     ends = [e for e in seen if isinstance(e, al.ToolExecutionEnd)]
     # both tools wake on the same abort: their completion order is the scheduler's
-    assert sorted((e.tool_call_id, e.is_error, e.result.content[0].text) for e in ends) == [  # type: ignore[union-attr]
+    assert sorted((e.tool_call_id, e.is_error, text(e.result.content[0])) for e in ends) == [
         ("c1", True, "stopped on abort"),
         ("c2", True, "stopped on abort"),
     ]
-    results = [m.tool_call_id for m in seen[-1].messages if isinstance(m, al.ToolResultMessage)]  # type: ignore[union-attr]
+    results = [m.tool_call_id for m in tool_results(seen)]
     assert results == ["c1", "c2"]  # transcript in source order
-    last = seen[-1].messages[-1]  # type: ignore[union-attr]
+    last = last_assistant(seen)
     assert last.stop_reason == "aborted"
     assert len(model.calls) == 2  # the next call sees the aborted signal and ends at once
 
@@ -193,14 +195,14 @@ async def test_abort_cancels_a_tool_that_ignores_it_after_the_grace_period(anyio
             signal,
         )
     end = next(e for e in seen if isinstance(e, al.ToolExecutionEnd))
-    assert end.is_error and end.result.content[0].text == "Operation aborted"  # type: ignore[union-attr]
+    assert end.is_error and text(end.result.content[0]) == "Operation aborted"
     assert log == ["start c1", "cancelled c1"]
     check_events(seen)
 
 
 @pytest.mark.parametrize(("mode", "calls"), [("parallel", 1), ("sequential", 1), ("parallel", 2)])
 async def test_a_tool_that_honours_the_abort_in_time_leaves_no_deadline_behind(
-    anyio_backend: object, mode: str, calls: int
+    anyio_backend: object, mode: Literal["parallel", "sequential"], calls: int
 ) -> None:
     # The grace period ends while the run waits for a slow consumer (buffer 0): it must cut nothing.
     signal = al.AbortSignal()
@@ -214,7 +216,7 @@ async def test_a_tool_that_honours_the_abort_in_time_leaves_no_deadline_behind(
     tool = sleep_tool(execute)
     ids = [f"c{k}" for k in range(1, calls + 1)]
     model = ScriptedModel([tool_response(*ids), "never"])
-    config = al.AgentLoopConfig(model=MODEL, tool_abort_grace=0.05, tool_execution=mode)  # type: ignore[arg-type]
+    config = al.AgentLoopConfig(model=MODEL, tool_abort_grace=0.05, tool_execution=mode)
     context = al.AgentContext(tools=[tool])
     seen: list[al.AgentEvent] = []
     with anyio.fail_after(5):
@@ -227,9 +229,9 @@ async def test_a_tool_that_honours_the_abort_in_time_leaves_no_deadline_behind(
                     await anyio.sleep(0.1)  # past the grace period, with the run waiting to send
     check_events(seen)
     ends = [e for e in seen if isinstance(e, al.ToolExecutionEnd)]
-    assert [(e.is_error, e.result.content[0].text) for e in ends] == [(False, "stopped in time")] * calls  # type: ignore[union-attr]
+    assert [(e.is_error, text(e.result.content[0])) for e in ends] == [(False, "stopped in time")] * calls
     assert isinstance(seen[-1], al.AgentEnd)
-    assert seen[-1].messages[-1].stop_reason == "aborted"  # type: ignore[union-attr]
+    assert last_assistant(seen).stop_reason == "aborted"
 
 
 async def test_a_tool_running_an_agent_loop_on_the_same_signal_sees_it_cut_at_once(anyio_backend: object) -> None:
@@ -271,15 +273,17 @@ async def test_a_tool_running_an_agent_loop_on_the_same_signal_sees_it_cut_at_on
             ),
             signal,
         )
-    assert inner[-1].stop_reason == "aborted"  # type: ignore[union-attr]
+    assert as_assistant(inner[-1]).stop_reason == "aborted"
     end = next(e for e in seen if isinstance(e, al.ToolExecutionEnd))
-    assert (end.is_error, end.result.content[0].text) == (False, "inner run ended")  # type: ignore[union-attr]
+    assert (end.is_error, text(end.result.content[0])) == (False, "inner run ended")
     check_events(seen)
-    assert seen[-1].messages[-1].stop_reason == "aborted"  # type: ignore[union-attr]
+    assert last_assistant(seen).stop_reason == "aborted"
 
 
 @pytest.mark.parametrize("mode", ["parallel", "sequential"])
-async def test_runs_sharing_a_signal_leave_nothing_registered_on_it(anyio_backend: object, mode: str) -> None:
+async def test_runs_sharing_a_signal_leave_nothing_registered_on_it(
+    anyio_backend: object, mode: Literal["parallel", "sequential"]
+) -> None:
     # One signal for many runs (a service's shutdown signal): every abort scope a run made, for
     # the model, a tool in the run's task or a tool task of a batch, is gone when the run ends.
     signal = al.AbortSignal()
@@ -291,7 +295,7 @@ async def test_runs_sharing_a_signal_leave_nothing_registered_on_it(anyio_backen
     for _ in range(3):
         model = ScriptedModel([tool_response("a"), tool_response("b", "c", "d"), "done"])
         context = al.AgentContext(tools=[sleep_tool(execute)])
-        config = al.AgentLoopConfig(model=MODEL, tool_execution=mode)  # type: ignore[arg-type]
+        config = al.AgentLoopConfig(model=MODEL, tool_execution=mode)
         with anyio.fail_after(5):
             events = await _collect(al.agent_loop([al.UserMessage(content="go")], context, config, signal, model))
         assert sum(isinstance(e, al.ToolExecutionEnd) for e in events) == 4
@@ -340,7 +344,7 @@ async def test_the_grace_cut_of_a_parallel_batch_answers_each_call_as_its_tool_e
     assert 0.15 <= elapsed < 2  # the abort at 0.05 s, the cut 0.1 s later, and no longer
     assert sorted(entry for entry in log if entry.startswith("cut")) == ["cut ignore", "cut swallow"]
     ends = {e.tool_call_id: e for e in seen if isinstance(e, al.ToolExecutionEnd)}
-    assert {i: (e.is_error, e.result.content[0].text) for i, e in ends.items()} == {  # type: ignore[union-attr]
+    assert {i: (e.is_error, text(e.result.content[0])) for i, e in ends.items()} == {
         "ignore": (True, "Operation aborted"),
         "swallow": (False, "swallowed the cut"),
         "honour": (False, "stopped in time"),
@@ -353,9 +357,9 @@ async def test_the_grace_cut_of_a_parallel_batch_answers_each_call_as_its_tool_e
         ]
         assert all(e.result.details == {"hooked": True} for e in ends.values())
     updates = [e for e in seen if isinstance(e, al.ToolExecutionUpdate)]
-    assert [(e.tool_call_id, e.partial_result.content[0].text) for e in updates] == [("swallow", "after the cut")]  # type: ignore[union-attr]
+    assert [(e.tool_call_id, text(e.partial_result.content[0])) for e in updates] == [("swallow", "after the cut")]
     assert seen.index(updates[0]) < seen.index(ends["swallow"])  # finalized after its update
-    results = [m.tool_call_id for m in seen[-1].messages if isinstance(m, al.ToolResultMessage)]  # type: ignore[union-attr]
+    results = [m.tool_call_id for m in tool_results(seen)]
     assert results == ["ignore", "swallow", "honour"]
 
 
@@ -398,7 +402,7 @@ async def test_a_parallel_batch_that_stops_in_time_does_not_wait_for_the_grace_p
         )
     check_events(seen)
     ends = [e for e in seen if isinstance(e, al.ToolExecutionEnd)]
-    assert sorted((e.tool_call_id, e.result.content[0].text) for e in ends) == [  # type: ignore[union-attr]
+    assert sorted((e.tool_call_id, text(e.result.content[0])) for e in ends) == [
         (f"c{k}", "stopped in time") for k in (1, 2, 3)
     ]
 
@@ -417,7 +421,8 @@ async def _collect_aborting(stream: al.AgentLoopStream, signal: al.AbortSignal) 
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(abort_soon)
-        return await _collect(stream)
+        events = await _collect(stream)
+    return events
 
 
 async def test_outer_timeout_stays_a_plain_cancellation(anyio_backend: object) -> None:
@@ -554,7 +559,7 @@ def test_bad_arguments_raise_at_call_time() -> None:
         al.agent_loop("hi", context, config)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"prompts\[0\]"):
         al.agent_loop([{"role": "user"}], context, config)  # type: ignore[list-item]
-    with pytest.raises(TypeError, match="context must be an agentloop.AgentContext"):
+    with pytest.raises(TypeError, match=r"context must be an agentloop\.AgentContext"):
         al.agent_loop([], {}, config)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="config must be"):
         al.agent_loop([], context, {})  # type: ignore[arg-type]
@@ -575,7 +580,7 @@ async def test_agent_loop_continue_streams_only_new_messages(anyio_backend: obje
         async with al.agent_loop_continue(context, al.AgentLoopConfig(model=MODEL), None, ScriptedModel(["hi"])) as ev:
             seen = [e async for e in ev]
     check_events(seen)
-    assert [m.role for m in seen[-1].messages] == ["assistant"]  # type: ignore[union-attr]
+    assert [m.role for m in agent_end(seen).messages] == ["assistant"]
     assert not any(isinstance(e, al.MessageStart) and e.message.role == "user" for e in seen)
 
 
@@ -605,5 +610,5 @@ async def test_updates_reported_without_waiting_arrive_in_the_order_reported(
                 async for event in events:
                     await anyio.lowlevel.checkpoint()
                     if isinstance(event, al.ToolExecutionUpdate):
-                        seen.append(event.partial_result.content[0].text)  # type: ignore[union-attr]
+                        seen.append(text(event.partial_result.content[0]))
             assert seen == [str(i) for i in range(30)]

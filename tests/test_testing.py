@@ -131,7 +131,7 @@ def test_check_events_accepts_a_real_run_and_rejects_broken_ones() -> None:
             check_events(sequence)
     end = events[-1]
     assert isinstance(end, al.AgentEnd)
-    with pytest.raises(EventOrderError, match="agent_end.messages"):
+    with pytest.raises(EventOrderError, match=r"agent_end\.messages"):
         check_events([*events[:-1], al.AgentEnd(end.messages[:-1])])
     results = [i for i, e in enumerate(events) if isinstance(e, al.TurnEnd)]
     first = events[results[0]]

@@ -313,7 +313,7 @@ async def test_tool_decorator_return_types(anyio_backend: object) -> None:
 
     assert (many.name, many.description, many.label, many.execution_mode) == ("many", "Override.", "Many", "sequential")
 
-    async def run(kind: str) -> AgentToolResult:
+    async def run(kind: str) -> AgentToolResult | str:
         return await many.execute("c", many.validate({"kind": kind}), AbortSignal(), _no_update)
 
     assert await run("str") == AgentToolResult(content=(TextContent("hi"),))

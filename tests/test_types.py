@@ -133,25 +133,25 @@ FROM_TEXT = r"\(for plain text use AgentToolResult.from_text\(text\)\)"
 @pytest.mark.parametrize(
     ("make", "pattern"),
     [
-        (lambda: UserMessage(content=[5]), r"UserMessage content\[0\] must be a TextContent or ImageContent, got int"),
-        (lambda: UserMessage(content=[TextContent("a"), "b"]), r"UserMessage content\[1\] must be a TextContent"),
-        (lambda: UserMessage(content=[ThinkingContent("a")]), r"content\[0\] .* got ThinkingContent"),
-        (lambda: UserMessage(content={"a": 1}), "UserMessage content must be a str or a sequence"),
-        (lambda: UserMessage(content="x", timestamp="now"), "UserMessage timestamp must be an int .* got str"),
-        (lambda: UserMessage(content="x", timestamp=1.5), "UserMessage timestamp must be an int"),
+        (lambda: UserMessage(content=[5]), r"UserMessage content\[0\] must be a TextContent or ImageContent, got int"),  # type: ignore[arg-type]
+        (lambda: UserMessage(content=[TextContent("a"), "b"]), r"UserMessage content\[1\] must be a TextContent"),  # type: ignore[arg-type]
+        (lambda: UserMessage(content=[ThinkingContent("a")]), r"content\[0\] .* got ThinkingContent"),  # type: ignore[arg-type]
+        (lambda: UserMessage(content={"a": 1}), "UserMessage content must be a str or a sequence"),  # type: ignore[arg-type]
+        (lambda: UserMessage(content="x", timestamp="now"), "UserMessage timestamp must be an int .* got str"),  # type: ignore[arg-type]
+        (lambda: UserMessage(content="x", timestamp=1.5), "UserMessage timestamp must be an int"),  # type: ignore[arg-type]
         (lambda: UserMessage(content="x", timestamp=True), "UserMessage timestamp must be an int"),
-        (lambda: AgentToolResult(content=["plain text"]), r"AgentToolResult content\[0\] .* got str " + FROM_TEXT),
+        (lambda: AgentToolResult(content=["plain text"]), r"AgentToolResult content\[0\] .* got str " + FROM_TEXT),  # type: ignore[arg-type]
         (
-            lambda: AgentToolResult(content="plain text"),
+            lambda: AgentToolResult(content="plain text"),  # type: ignore[arg-type]
             "AgentToolResult content must be a list or tuple .*" + FROM_TEXT,
         ),
-        (lambda: AgentToolResult(is_error="no"), "AgentToolResult is_error must be a bool or None, got str"),
-        (lambda: AgentToolResult(terminate=1), "AgentToolResult terminate must be a bool or None, got int"),
-        (lambda: ToolResultMessage(tool_call_id="i", tool_name="n", content=[None]), r"ToolResultMessage content\[0\]"),
-        (lambda: ToolResultMessage(tool_call_id="i", tool_name="n", is_error=None), "is_error must be a bool"),
-        (lambda: ToolResultMessage(tool_call_id="i", tool_name="n", timestamp="x"), "ToolResultMessage timestamp"),
-        (lambda: CustomMessage(role="memo", timestamp=None), "CustomMessage timestamp must be an int"),
-        (lambda: CustomMessage(role="memo", data=5), "CustomMessage data must be a mapping, got int"),
+        (lambda: AgentToolResult(is_error="no"), "AgentToolResult is_error must be a bool or None, got str"),  # type: ignore[arg-type]
+        (lambda: AgentToolResult(terminate=1), "AgentToolResult terminate must be a bool or None, got int"),  # type: ignore[arg-type]
+        (lambda: ToolResultMessage(tool_call_id="i", tool_name="n", content=[None]), r"ToolResultMessage content\[0\]"),  # type: ignore[arg-type]
+        (lambda: ToolResultMessage(tool_call_id="i", tool_name="n", is_error=None), "is_error must be a bool"),  # type: ignore[arg-type]
+        (lambda: ToolResultMessage(tool_call_id="i", tool_name="n", timestamp="x"), "ToolResultMessage timestamp"),  # type: ignore[arg-type]
+        (lambda: CustomMessage(role="memo", timestamp=None), "CustomMessage timestamp must be an int"),  # type: ignore[arg-type]
+        (lambda: CustomMessage(role="memo", data=5), "CustomMessage data must be a mapping, got int"),  # type: ignore[arg-type]
     ],
 )
 def test_bad_fields_are_named_at_construction(make: Any, pattern: str) -> None:
@@ -166,7 +166,7 @@ def test_subclassed_blocks_and_int_subclass_timestamps_are_accepted() -> None:
     class Stamp(int):
         pass
 
-    message = UserMessage(content=[Note("a")], timestamp=Stamp(5))
+    message = UserMessage(content=[Note("a")], timestamp=Stamp(5))  # type: ignore[arg-type]  # a list is accepted at run time
     assert type(message.content[0]) is Note and message.timestamp == 5
 
 
@@ -332,11 +332,18 @@ def _every_value() -> list[Any]:
     import agentloop as al
 
     builder = AssistantMessageBuilder(api="a", provider="p", model="m", timestamp=1)
-    stream = [builder.start(), builder.thinking_start(), builder.thinking_delta("hm"), builder.thinking_end()]
+    stream: list[al.AssistantMessageEvent] = [
+        builder.start(),
+        builder.thinking_start(),
+        builder.thinking_delta("hm"),
+        builder.thinking_end(),
+    ]
     stream += [builder.text_start(), builder.text_delta("Hel"), builder.text_delta("lo"), builder.text_end()]
     stream += [builder.tool_call_start("c1", "t"), builder.tool_call_delta("{}", {})]
-    stream += [builder.tool_call_end(ToolCall("c1", "t", {})), builder.done("toolUse")]
-    message = stream[-1].message
+    stream.append(builder.tool_call_end(ToolCall("c1", "t", {})))
+    done = builder.done("toolUse")
+    stream.append(done)
+    message = done.message
     result = ToolResultMessage(tool_call_id="c1", tool_name="t", content=(TextContent("r"),), timestamp=1)
     tool_result = AgentToolResult.from_text("r", details={"k": [1]})
     return [

@@ -4,6 +4,10 @@ The server holds the provider keys and streams the bandwidth-saving events (no `
 client rebuilds the full events with an `AssistantMessageBuilder`. Port of pi-agent-core's
 `streamProxy` (proxy.ts), with the reference's hangs fixed: a last line without a newline is
 read, and a response that ends without `done`/`error` ends with an `error` event.
+
+Connections are reused: a response read to its end gives its connection back to the client's
+pool (the rest of the body after `done` is read, within a bound, before closing), and without
+`client=` the calls of one function share a client of their own (see `stream_proxy`).
 """
 
 from __future__ import annotations
@@ -16,9 +20,10 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import anyio
+import anyio.lowlevel
 import httpx
 
 from .._config import StreamOptions
@@ -40,12 +45,24 @@ CLOSED_EARLY_TEXT = "Connection closed by proxy server before the response compl
 _CLEANUP_TIMEOUT = 5.0
 _MAX_ERROR_BODY = 64 * 1024
 _DRAIN_READS = 64
+_REST_TIMEOUT = 1.0  # the longest wait for the end of a body after its terminal event
+_MAX_REST = 64 * 1024  # the most bytes read after the terminal event to keep the connection
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 
-ProxyStreamFn: TypeAlias = Callable[
-    [Model, Context, StreamOptions], AbstractAsyncContextManager[AsyncIterator[AssistantMessageEvent]]
-]
-"""What `stream_proxy` returns: a `StreamFn` whose value is an async context manager of the events."""
+
+class ProxyStreamFn(Protocol):
+    """What `stream_proxy` returns: a `StreamFn` whose value is an async context manager of the
+    events, and itself an async context manager that keeps its own client (and connections) open
+    across calls while the `async with` lasts."""
+
+    def __call__(
+        self, model: Model, context: Context, options: StreamOptions, /
+    ) -> AbstractAsyncContextManager[AsyncIterator[AssistantMessageEvent]]: ...
+
+    async def __aenter__(self) -> ProxyStreamFn: ...
+
+    async def __aexit__(self, *exc_info: object) -> None: ...
+
 
 _Failure = tuple[Literal["error", "aborted"], str]
 
@@ -75,8 +92,13 @@ def stream_proxy(
         proxy_url: The server's base URL, for example `https://genai.example.com`.
         auth_token: The bearer token, or a plain or async function that returns one (called for
             every request, for tokens that expire).
-        client: An `httpx.AsyncClient` to send with (its timeouts apply; it is not closed). By
-            default every request uses a client of its own.
+        client: An `httpx.AsyncClient` to send with, used as is (its timeouts and pool apply;
+            it is never closed here). By default the function makes a client of its own and
+            shares it between its calls: it lives while a call is streaming or while the
+            function is held open by `async with stream_proxy(...) as fn:` (one per event loop),
+            and is closed when the last of those ends. Hold the function open to keep
+            connections across calls made one after another (the turns of an agent run); calls
+            that overlap share connections either way, and nothing is left open to leak.
         headers: Extra request headers (`Authorization`, `Content-Type` and `Accept` are the
             client's own and cannot be replaced).
         timeout: Seconds to connect, send and wait for a pooled connection (own client only).
@@ -85,7 +107,9 @@ def stream_proxy(
         max_line_size: The longest event line accepted, in characters.
 
     Example:
-        agent = Agent(model=model, stream_fn=stream_proxy("https://genai.example.com", token))
+        async with stream_proxy("https://genai.example.com", token) as proxy:
+            agent = Agent(model=model, stream_fn=proxy)
+            await agent.prompt("Hello")
     """
     if not isinstance(proxy_url, str) or not proxy_url.startswith(("http://", "https://")):
         raise ValueError(f"proxy_url must be an http:// or https:// URL, got {proxy_url!r}")
@@ -113,10 +137,37 @@ def stream_proxy(
     )
 
 
-class _ProxyStreamFn:
-    """The stream function `stream_proxy` returns (its repr never shows the token)."""
+_ssl_context: Any = None
 
-    __slots__ = ("_client", "_headers", "_max_line", "_read_timeout", "_timeout", "_token", "url")
+
+def _shared_ssl_context() -> Any:
+    """The SSL context of our own clients, made once: loading the CA bundle is the slow part."""
+    global _ssl_context
+    if _ssl_context is None:
+        _ssl_context = httpx.create_ssl_context()
+    return _ssl_context
+
+
+class _OwnClient:
+    """The client a `stream_proxy` function made in one event loop, and how many hold it."""
+
+    __slots__ = ("client", "holders")
+
+    def __init__(self, client: httpx.AsyncClient) -> None:
+        self.client = client
+        self.holders = 0
+
+
+class _ProxyStreamFn:
+    """The stream function `stream_proxy` returns (its repr never shows the token).
+
+    Without a given client it shares one of its own, counted: each streaming call and each
+    `async with` of the function holds it, and the last to let go closes it. It is kept per event
+    loop (an `anyio.lowlevel.RunVar`), since a client's connections belong to the loop that
+    opened them.
+    """
+
+    __slots__ = ("_client", "_headers", "_max_line", "_own", "_read_timeout", "_timeout", "_token", "url")
 
     def __init__(
         self,
@@ -135,6 +186,36 @@ class _ProxyStreamFn:
         self._timeout = timeout
         self._read_timeout = read_timeout
         self._max_line = max_line
+        self._own: anyio.lowlevel.RunVar[_OwnClient | None] = anyio.lowlevel.RunVar("stream_proxy client", default=None)
+
+    def _hold(self) -> httpx.AsyncClient:
+        """This event loop's own client, made if nobody holds one; pair with `_let_go`."""
+        own = self._own.get()
+        if own is None:
+            timeout = httpx.Timeout(self._timeout, read=self._read_timeout)
+            own = _OwnClient(httpx.AsyncClient(timeout=timeout, verify=_shared_ssl_context()))
+            self._own.set(own)
+        own.holders += 1
+        return own.client
+
+    async def _let_go(self) -> None:
+        """Release a hold of `_hold`; the last one closes the client (shielded, bounded)."""
+        own = self._own.get()
+        assert own is not None and own.holders > 0
+        own.holders -= 1
+        if own.holders == 0:
+            self._own.set(None)
+            with anyio.move_on_after(_CLEANUP_TIMEOUT, shield=True), contextlib.suppress(Exception):
+                await own.client.aclose()  # nothing to report about a client we are done with
+
+    async def __aenter__(self) -> _ProxyStreamFn:
+        if self._client is None:
+            self._hold()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._client is None:
+            await self._let_go()
 
     def __call__(self, model: Model, context: Context, options: StreamOptions) -> _ProxyCall:
         # Wrong argument types are a caller's bug: they raise here, before any stream exists.
@@ -154,18 +235,20 @@ class _ProxyStreamFn:
 class _ProxyCall:
     """One request: an async context manager whose value is the event iterator.
 
-    The context manager owns the HTTP response (and the client, when it made one), so they are
-    closed in the task that used them however the iteration ends.
+    The context manager owns the HTTP response, so it is closed in the task that used it however
+    the iteration ends; a response whose terminal event arrived is read to its end first, which
+    gives its connection back to the pool.
     """
 
     __slots__ = (
         "_chunks",
+        "_complete",
         "_context",
         "_events",
         "_fn",
+        "_holds_client",
         "_model",
         "_options",
-        "_own_client",
         "_response",
         "_token",
     )
@@ -178,7 +261,8 @@ class _ProxyCall:
         self._events: Any = None
         self._response: httpx.Response | None = None
         self._chunks: AsyncIterator[bytes] | None = None
-        self._own_client: httpx.AsyncClient | None = None
+        self._complete = False  # the terminal event arrived: the connection may be reused
+        self._holds_client = False  # this call holds the function's own client
         self._token: str | None = None  # the token sent: never shown in an error message
 
     async def __aenter__(self) -> AsyncIterator[AssistantMessageEvent]:
@@ -193,15 +277,22 @@ class _ProxyCall:
         await self._cleanup()
 
     async def _cleanup(self) -> None:
-        """Close the response and our own client (shielded: it runs after cancellations too)."""
-        chunks, response, client = self._chunks, self._response, self._own_client
-        self._chunks = self._response = self._own_client = None
-        with anyio.move_on_after(_CLEANUP_TIMEOUT, shield=True):
-            if response is not None:
+        """Close the response (shielded: it runs after cancellations too).
+
+        After the terminal event the rest of the body (normally only the end of the chunked
+        encoding) is read first, briefly and within a size bound, so that httpx can give the
+        connection back to the pool instead of closing it.
+        """
+        chunks, response = self._chunks, self._response
+        self._chunks = self._response = None
+        if response is not None:
+            with anyio.move_on_after(_CLEANUP_TIMEOUT, shield=True):
+                if self._complete and chunks is not None:
+                    await _read_rest(chunks)
                 await _close_response(response, chunks)
-            if client is not None:
-                with contextlib.suppress(Exception):  # nothing to report about a client we are done with
-                    await client.aclose()
+        if self._holds_client:
+            self._holds_client = False
+            await self._fn._let_go()
 
     async def _run(self) -> AsyncIterator[AssistantMessageEvent]:
         # No cancel scope or context manager is held across a `yield` here (STYLE 3.4): each wait
@@ -240,6 +331,7 @@ class _ProxyCall:
             if event is None:
                 continue
             if event.type in ("done", "error"):
+                self._complete = True
                 await self._cleanup()
                 yield self._redacted(event)
                 return
@@ -273,8 +365,8 @@ class _ProxyCall:
                 stage = "Proxy request failed"
                 client = fn._client
                 if client is None:
-                    timeout = httpx.Timeout(fn._timeout, read=fn._read_timeout)
-                    client = self._own_client = httpx.AsyncClient(timeout=timeout)
+                    client = fn._hold()
+                    self._holds_client = True
                 headers = {
                     **fn._headers,
                     "Authorization": f"Bearer {token}",
@@ -309,6 +401,16 @@ class _ProxyCall:
         if scope.cancelled_caught:
             return None, ("aborted", ABORTED_TEXT)
         return line, None
+
+
+async def _read_rest(chunks: AsyncIterator[bytes]) -> None:
+    """Read what is left of a body (at most `_MAX_REST` bytes, for at most `_REST_TIMEOUT`)."""
+    size = 0
+    with anyio.move_on_after(_REST_TIMEOUT), contextlib.suppress(Exception):
+        async for chunk in chunks:
+            size += len(chunk)
+            if size > _MAX_REST:
+                return
 
 
 async def _close_response(response: httpx.Response, chunks: AsyncIterator[bytes] | None) -> None:

@@ -45,6 +45,7 @@ _PROVIDER_BASE_URLS: tuple[str, ...] = (OPENAI_BASE_URL, ANTHROPIC_BASE_URL)
 """The built-in providers' own base URLs: where `proxy_app` sends requests unless told otherwise."""
 
 _CLEANUP_TIMEOUT = 5.0
+_EVENTS_PER_TURN = 32  # events sent between two turns given to the scheduler
 _PING = b": ping\n\n"
 _EVENT_HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -291,7 +292,13 @@ class _ProxyApp:
             if inspect.isawaitable(source):
                 source = await source
             async with _opened(source) as events:
+                sent = 0
                 async for event in events:
+                    sent += 1
+                    if sent % _EVENTS_PER_TURN == 0:
+                        # An upstream that never waits (a cache, a replay, a fast local model) and
+                        # a send that never waits would otherwise hold the loop for a whole answer.
+                        await anyio.lowlevel.checkpoint()
                     wire = encoder.encode(event)
                     if wire["type"] == "error" and isinstance(wire.get("errorMessage"), str):
                         wire["errorMessage"] = redact(wire["errorMessage"], secret)
@@ -317,7 +324,9 @@ class _Sender:
     def __init__(self, send: ASGISend, gone: Callable[[], None]) -> None:
         self._send = send
         self._gone = gone
-        self._lock = anyio.Lock()
+        # Taken without a trip through the scheduler when free (the usual case: the pinger holds
+        # it only while it sends a ping); `_pump` gives the scheduler its turns itself.
+        self._lock = anyio.Lock(fast_acquire=True)
         self._closed = False
         self.last = anyio.current_time()
 

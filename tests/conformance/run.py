@@ -339,7 +339,7 @@ class Scenario:
                 "n": self.llm_calls,
                 "systemPrompt": context.system_prompt,
                 "tools": [t.name for t in context.tools],
-                "messages": [msg(m) for m in context.messages if m.role != "system"],
+                "messages": [msg(m) for m in context.messages if m.role != "system"],  # type: ignore[comparison-overlap]
             }
         )
         return self.model(model, context, options)
@@ -409,7 +409,7 @@ class Scenario:
 
             async def before(ctx: al.BeforeToolCallContext, signal: al.AbortSignal) -> Any:
                 rule = find_rule(before_rules, ctx.tool_call)
-                decision = None
+                decision: dict[str, Any] | None = None
                 if rule and rule.get("block"):
                     decision = {"block": True}
                     for key in ("reason", "terminate"):
@@ -484,7 +484,7 @@ class Scenario:
 
             async def stop(ctx: al.TurnContext) -> bool:
                 turns[0] += 1
-                decision = turns[0] >= limit
+                decision: bool = turns[0] >= limit
                 self.rec({"type": "hook:stopAfterTurn", "turn": turns[0], "stop": decision})
                 return decision
 

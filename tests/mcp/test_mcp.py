@@ -15,6 +15,7 @@ import agentloop as al
 from agentloop.mcp import MCPServer, MCPServerStdio, MCPServerStreamableHTTP, mcp_result
 from agentloop.testing import Response, ScriptedModel, ScriptedToolCall, check_events
 
+from ..support import as_tool_result
 from .conftest import SMALL_SERVER
 
 MODEL = al.Model(id="scripted", api="scripted")
@@ -59,7 +60,7 @@ class Updates(list[al.AgentToolResult]):
 async def call(
     tool: al.AgentTool, arguments: dict[str, Any], signal: al.AbortSignal | None = None
 ) -> al.AgentToolResult:
-    return await tool.execute("call-1", tool.validate(arguments), signal or al.AbortSignal(), Updates())
+    return as_tool_result(await tool.execute("call-1", tool.validate(arguments), signal or al.AbortSignal(), Updates()))
 
 
 def texts(result: al.AgentToolResult | al.ToolResultMessage) -> list[str]:
@@ -99,7 +100,7 @@ async def test_everything_progress_reaches_on_update(everything: MCPServer) -> N
         tools = await tools_of(everything)
         tool = tools["trigger-long-running-operation"]
         result = await tool.execute("c", tool.validate({"duration": 0.2, "steps": 2}), al.AbortSignal(), updates)
-    assert "Steps: 2" in texts(result)[0]
+    assert "Steps: 2" in texts(as_tool_result(result))[0]
     assert [u.details["progress"] for u in updates] == [1, 2]
     assert [u.details["total"] for u in updates] == [2, 2]
     assert texts(updates[0]) == ["1/2"]
@@ -146,7 +147,7 @@ async def test_progress_of_the_sdk_server_reaches_on_update(small: MCPServer) ->
     async with small:
         tools = await tools_of(small)
         result = await tools["count"].execute("c", {"steps": 3}, al.AbortSignal(), updates)
-    assert texts(result) == ["counted to 3"]
+    assert texts(as_tool_result(result)) == ["counted to 3"]
     assert [texts(u) for u in updates] == [["step 1 of 3"], ["step 2 of 3"], ["step 3 of 3"]]
 
 

@@ -9,7 +9,15 @@ from typing import Any
 import anyio
 import httpx
 
-from agentloop import AbortSignal, AssistantMessage, Context, Model, StreamOptions, UserMessage
+from agentloop import (
+    AbortSignal,
+    AssistantMessage,
+    AssistantMessageEvent,
+    Context,
+    Model,
+    StreamOptions,
+    UserMessage,
+)
 from agentloop.providers import AssistantMessageEventStream, HTTPOptions
 
 SSE_HEADERS = {"content-type": "text/event-stream"}
@@ -93,9 +101,9 @@ def model(api: str, **kwargs: Any) -> Model:
     return Model(api=api, **kwargs)
 
 
-async def collect(stream: AssistantMessageEventStream) -> tuple[list[Any], AssistantMessage]:
+async def collect(stream: AssistantMessageEventStream) -> tuple[list[AssistantMessageEvent], AssistantMessage]:
     """All events of a stream and its final message; asserts the terminal-event contract."""
-    events: list[Any] = []
+    events: list[AssistantMessageEvent] = []
     async with stream:
         async for event in stream:
             events.append(event)
@@ -107,5 +115,5 @@ async def collect(stream: AssistantMessageEventStream) -> tuple[list[Any], Assis
     return events, final
 
 
-def types(events: Sequence[Any]) -> list[str]:
+def types(events: Sequence[AssistantMessageEvent]) -> list[str]:
     return [e.type for e in events]

@@ -59,7 +59,8 @@ def prepare_cache() -> None:
 def healthy(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=2) as response:
-            return 200 <= response.status < 300
+            status: int = response.status
+            return 200 <= status < 300
     except OSError:
         return False
 

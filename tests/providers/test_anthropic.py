@@ -11,6 +11,7 @@ from agentloop import (
     AssistantMessage,
     Context,
     ImageContent,
+    Message,
     ModelCost,
     TextContent,
     ThinkingContent,
@@ -321,7 +322,7 @@ def test_request_headers_and_body() -> None:
         model="claude-sonnet-4-5",
         stop_reason="toolUse",
     )
-    transcript = [
+    transcript: list[Message] = [
         UserMessage(content=(TextContent("look"), IMAGE)),
         own,
         ToolResultMessage(tool_call_id="toolu_1", tool_name="get_weather", content=(TextContent("sunny"),)),
@@ -407,7 +408,7 @@ def test_handoff_from_openai_normalises_ids_and_thinking() -> None:
         model="gpt-5",
         stop_reason="toolUse",
     )
-    transcript = [UserMessage(content="q"), other, UserMessage(content="go on")]
+    transcript: list[Message] = [UserMessage(content="q"), other, UserMessage(content="go on")]
     messages = build_anthropic_request(model("anthropic-messages"), Context(messages=transcript), options()).body[
         "messages"
     ]

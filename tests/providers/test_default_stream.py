@@ -15,6 +15,8 @@ import pytest
 
 from agentloop import Agent, Model
 
+from ..support import as_assistant
+
 
 async def test_the_default_stream_function_uses_the_providers(monkeypatch: pytest.MonkeyPatch) -> None:
     from agentloop.providers import _http
@@ -34,7 +36,7 @@ async def test_the_default_stream_function_uses_the_providers(monkeypatch: pytes
     agent = Agent(model=Model(id="m", api="openai-completions", provider="local", base_url="http://local/v1"))
     with anyio.fail_after(10):
         await agent.prompt("hello")
-    assert agent.state.messages[-1].text == "Hi there"
+    assert as_assistant(agent.state.messages[-1]).text == "Hi there"
     assert json.loads(seen[0].content)["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hello"}]}]
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import AsyncIterator
 
 import anyio
 import httpx
 import pytest
 
-from agentloop import AbortSignal
+from agentloop import AbortSignal, AssistantMessage, AssistantMessageEvent, ErrorEvent, StreamOptions
 from agentloop.providers import HTTPOptions, stream_openai_completions
 
 from .helpers import (
@@ -39,12 +40,13 @@ HELLO = sse_data(
 )
 
 
-async def run(server: Server, **kwargs: object) -> tuple[list[object], object]:
-    http = kwargs.pop("http", FAST)
-    opts = kwargs.pop("opts", None) or options()
+async def run(
+    server: Server, *, http: HTTPOptions = FAST, opts: StreamOptions | None = None
+) -> tuple[list[AssistantMessageEvent], AssistantMessage]:
+    opts = opts or options()
     async with server.client() as client:
         with anyio.fail_after(10):
-            return await collect(stream_openai_completions(CHAT, context(), opts, http=http, client=client))  # type: ignore[arg-type]
+            return await collect(stream_openai_completions(CHAT, context(), opts, http=http, client=client))
 
 
 async def test_a_plain_stream() -> None:
@@ -97,16 +99,16 @@ async def test_a_final_event_without_its_blank_line_is_dispatched_as_the_sdks_do
     if ending.startswith(b"\r"):
         body = body.replace(b"\n", b"\r\n" if ending == b"\r\n" else b"\r")
     _, final = await run(Server(ok(split(body, size))))
-    assert final.stop_reason == "stop"  # type: ignore[attr-defined]
-    assert final.text == "Hello"  # type: ignore[attr-defined]
+    assert final.stop_reason == "stop"
+    assert final.text == "Hello"
 
 
 async def test_a_last_line_without_its_end_that_is_not_the_end_marker_is_still_incomplete() -> None:
     body = sse_data(chat_chunk({"content": "Hel"}), done=False)[: -len(b"\n\n")]
     _, final = await run(Server(ok(body)))
-    assert final.stop_reason == "error"  # type: ignore[attr-defined]
-    assert final.text == "Hel"  # type: ignore[attr-defined]
-    assert "ended before its finish_reason" in (final.error_message or "")  # type: ignore[attr-defined]
+    assert final.stop_reason == "error"
+    assert final.text == "Hel"
+    assert "ended before its finish_reason" in (final.error_message or "")
 
 
 async def test_a_stream_with_its_finish_reason_but_no_done_marker_is_complete() -> None:
@@ -114,7 +116,7 @@ async def test_a_stream_with_its_finish_reason_but_no_done_marker_is_complete() 
     body = sse_data(chat_chunk({"content": "Hi"}), chat_chunk(finish="length"), done=False)
     events, final = await run(Server(ok(body)))
     assert types(events) == ["start", "text_start", "text_delta", "text_end", "done"]
-    assert (final.stop_reason, final.text) == ("length", "Hi")  # type: ignore[attr-defined]
+    assert (final.stop_reason, final.text) == ("length", "Hi")
 
 
 async def test_truncated_stream_is_an_error_with_the_partial_content() -> None:
@@ -292,7 +294,7 @@ async def test_an_error_chunk_after_content_ends_the_stream_with_the_content() -
 
 
 async def test_a_disconnect_mid_stream_keeps_the_partial_content() -> None:
-    async def body() -> object:
+    async def body() -> AsyncIterator[bytes]:
         yield sse_data(chat_chunk({"content": "This str"}), done=False)
         raise httpx.RemoteProtocolError("peer closed connection without sending complete message body")
 
@@ -302,7 +304,7 @@ async def test_a_disconnect_mid_stream_keeps_the_partial_content() -> None:
 
 
 async def test_an_idle_stream_times_out() -> None:
-    async def body() -> object:
+    async def body() -> AsyncIterator[bytes]:
         yield sse_data(chat_chunk({"content": "x"}), done=False)
         await anyio.sleep(10)
         yield b""
@@ -319,7 +321,7 @@ async def test_abort_mid_stream_ends_with_aborted_and_the_partial_content() -> N
     signal = AbortSignal()
     closed = anyio.Event()
 
-    async def body() -> object:
+    async def body() -> AsyncIterator[bytes]:
         try:
             yield sse_data(chat_chunk({"content": "Hello"}), done=False)
             await anyio.sleep(30)
@@ -339,10 +341,12 @@ async def test_abort_mid_stream_ends_with_aborted_and_the_partial_content() -> N
                         signal.abort()
             assert closed.is_set()
     assert types(seen) == ["start", "text_start", "text_delta", "error"]
-    assert seen[-1].reason == "aborted"
-    assert seen[-1].error.stop_reason == "aborted"
-    assert seen[-1].error.text == "Hello"
-    assert seen[-1].error.error_message == "Request was aborted"
+    end = seen[-1]
+    assert isinstance(end, ErrorEvent)
+    assert end.reason == "aborted"
+    assert end.error.stop_reason == "aborted"
+    assert end.error.text == "Hello"
+    assert end.error.error_message == "Request was aborted"
 
 
 async def test_abort_while_waiting_for_the_retry() -> None:
@@ -376,7 +380,7 @@ async def test_an_already_aborted_signal_makes_no_request() -> None:
 async def test_an_outer_cancellation_propagates_and_closes_the_response() -> None:
     closed = anyio.Event()
 
-    async def body() -> object:
+    async def body() -> AsyncIterator[bytes]:
         try:
             yield sse_data(chat_chunk({"content": "Hi"}), done=False)
             await anyio.sleep(30)
@@ -399,7 +403,7 @@ async def test_an_outer_cancellation_propagates_and_closes_the_response() -> Non
 async def test_breaking_out_early_closes_the_response() -> None:
     closed = anyio.Event()
 
-    async def body() -> object:
+    async def body() -> AsyncIterator[bytes]:
         try:
             for part in split(HELLO, 10):
                 yield part
@@ -525,7 +529,7 @@ async def test_chunks_helper_delays() -> None:
 
 
 async def test_a_failure_while_reading_an_error_body_is_an_error_event() -> None:
-    async def broken() -> object:
+    async def broken() -> AsyncIterator[bytes]:
         yield b'{"error": '
         raise httpx.RemoteProtocolError("peer closed connection")
 

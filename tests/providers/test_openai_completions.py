@@ -11,6 +11,7 @@ from agentloop import (
     AssistantMessage,
     Context,
     ImageContent,
+    Message,
     TextContent,
     ThinkingContent,
     ToolCall,
@@ -58,7 +59,7 @@ def body_of(m: Any, ctx: Context, **opts: Any) -> dict[str, Any]:
 def test_messages_tools_and_images() -> None:
     m = model("openai-completions", input=("text", "image"))
     call = ToolCall("call_1", "get_weather", {"city": "Paris"})
-    transcript = [
+    transcript: list[Message] = [
         UserMessage(content=(TextContent("look"), IMAGE)),
         AssistantMessage(
             content=(
@@ -113,7 +114,7 @@ def test_messages_tools_and_images() -> None:
 
 
 def test_images_are_dropped_for_text_only_models_and_tool_results_get_a_placeholder() -> None:
-    transcript = [
+    transcript: list[Message] = [
         UserMessage(content=(IMAGE,)),
         UserMessage(content=(TextContent("hi"), IMAGE)),
         AssistantMessage(
@@ -163,7 +164,7 @@ def test_thinking_formats_and_extra_body() -> None:
 
 def test_mistral_compat() -> None:
     m = model("openai-completions", base_url="https://api.mistral.ai/v1")
-    transcript = [
+    transcript: list[Message] = [
         UserMessage(content="q"),
         AssistantMessage(
             content=(ThinkingContent("think"), ToolCall("call_123456789xyz", "f", {})),
@@ -182,7 +183,7 @@ def test_mistral_compat() -> None:
 
 
 def test_empty_assistant_messages_are_skipped_and_headers_merge() -> None:
-    transcript = [
+    transcript: list[Message] = [
         UserMessage(content="q"),
         AssistantMessage(content=(TextContent(" "),), api="x", provider="y", model="z"),
     ]

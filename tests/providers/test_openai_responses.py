@@ -12,6 +12,7 @@ from agentloop import (
     AssistantMessage,
     Context,
     ImageContent,
+    Message,
     ModelCost,
     TextContent,
     ThinkingContent,
@@ -206,7 +207,7 @@ async def test_parallel_function_calls() -> None:
 async def test_llama_cpp_shape_without_output_index_and_interleaved_items() -> None:
     # llama.cpp b11549: no output_index, raw reasoning_text, the reasoning item done after the
     # message item was added.
-    items = [
+    items: list[dict[str, Any]] = [
         {"type": "response.created", "response": {"id": "resp_x", "status": "in_progress"}},
         {
             "type": "response.output_item.added",
@@ -391,7 +392,7 @@ def test_request_body_and_replay() -> None:
         model="gpt-5",
         stop_reason="toolUse",
     )
-    transcript = [
+    transcript: list[Message] = [
         UserMessage(content=(TextContent("look"), IMAGE)),
         own,
         ToolResultMessage(tool_call_id="call_1|fc_1", tool_name="f", content=(TextContent("done"), IMAGE)),
@@ -462,7 +463,7 @@ def test_replay_from_another_model_and_other_providers() -> None:
         model="claude",
         stop_reason="toolUse",
     )
-    transcript = [
+    transcript: list[Message] = [
         UserMessage(content="q"),
         same_provider,
         ToolResultMessage(tool_call_id="call_1|fc_1", tool_name="f"),

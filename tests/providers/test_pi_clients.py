@@ -94,7 +94,9 @@ async def served() -> AsyncIterator[tuple[str, ScriptedModel]]:
         from hypercorn.asyncio import serve  # type: ignore[assignment]
     stop = anyio.Event()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(functools.partial(serve, proxy_app(model, token=TOKEN), config, shutdown_trigger=stop.wait))
+        app = proxy_app(model, token=TOKEN)
+        # hypercorn types its scopes as TypedDicts, agentloop's ASGI app takes any mutable mapping
+        tg.start_soon(functools.partial(serve, app, config, shutdown_trigger=stop.wait))  # type: ignore[arg-type]
         try:
             yield f"http://127.0.0.1:{port}", model
         finally:

@@ -1307,15 +1307,23 @@ def test_factories_check_their_arguments_and_hide_the_token() -> None:
 # --- a real ASGI server on loopback (hypercorn runs on asyncio and trio) -------------------------
 
 
+def free_port() -> int:
+    """A loopback port free at the time of the call."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 @asynccontextmanager
-async def served(app: Any) -> AsyncIterator[str]:
-    """Serve `app` with hypercorn on a loopback port of its own; yields the base URL."""
+async def served(app: Any, *, port: int = 0) -> AsyncIterator[str]:
+    """Serve `app` with hypercorn on a loopback port (a free one by default); yields the base URL."""
     import hypercorn  # noqa: F401  (a test dependency: the real-server tests need it)
     import sniffio
     from hypercorn.config import Config
 
     sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
     sock.listen(16)  # connections queue until hypercorn accepts them
     port = sock.getsockname()[1]
     config = Config()

@@ -24,6 +24,7 @@ from agentloop.providers import (
 )
 from agentloop.testing import check_events
 
+from ..support import as_assistant, text
 from .helpers import FAST, Server, chat_chunk, collect, context, model, ok, options, sse_data, sse_events
 
 
@@ -218,8 +219,8 @@ async def test_an_agent_run_with_a_tool_call(api: str) -> None:
     messages = agent.state.messages
     assert [m.role for m in messages] == ["user", "assistant", "toolResult", "assistant"]
     result = messages[2]
-    assert isinstance(result, ToolResultMessage) and result.content[0].text == "5" and not result.is_error
-    assert messages[3].text == "2 + 3 = 5"  # type: ignore[union-attr]
+    assert isinstance(result, ToolResultMessage) and text(result.content[0]) == "5" and not result.is_error
+    assert as_assistant(messages[3]).text == "2 + 3 = 5"
     # the second request replays the tool call and its result in the API's own shape
     second = json.dumps(server.bodies[1])
     assert '"5"' in second and "add" in second
@@ -235,10 +236,10 @@ async def test_an_agent_run_that_fails_records_the_error() -> None:
         agent = Agent(model=model("openai-completions"), stream_fn=functools.partial(stream_simple, client=client))
         with anyio.fail_after(10):
             await agent.prompt("hi")
-    last = agent.state.messages[-1]
-    assert last.role == "assistant" and last.stop_reason == "error"  # type: ignore[union-attr]
-    assert last.error_message == "HTTP 400: Unsupported parameter: 'temperature'"  # type: ignore[union-attr]
-    assert agent.state.error_message == last.error_message  # type: ignore[union-attr]
+    last = as_assistant(agent.state.messages[-1])
+    assert last.role == "assistant" and last.stop_reason == "error"
+    assert last.error_message == "HTTP 400: Unsupported parameter: 'temperature'"
+    assert agent.state.error_message == last.error_message
 
 
 def test_the_public_namespace() -> None:
@@ -256,8 +257,7 @@ def test_the_public_namespace() -> None:
         if inspect.isclass(value) or inspect.isfunction(value):
             typing.get_type_hints(value)
     code = (
-        "import sys, agentloop, agentloop.testing\n"
-        "print('httpx' in sys.modules, 'agentloop.providers' in sys.modules)"
+        "import sys, agentloop, agentloop.testing\nprint('httpx' in sys.modules, 'agentloop.providers' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]

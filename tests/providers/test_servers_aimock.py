@@ -32,6 +32,7 @@ from agentloop import (
 from agentloop.providers import HTTPOptions, stream_simple
 from agentloop.testing import check_events
 
+from ..support import as_assistant
 from .helpers import collect, types
 
 pytestmark = pytest.mark.servers
@@ -120,7 +121,7 @@ async def test_an_agent_turn_with_tool_calls(aimock_url: str, api: str) -> None:
     check_events(events)
     roles = [m.role for m in agent.state.messages]
     assert roles == ["user", "assistant", "toolResult", "toolResult", "assistant"], agent.state.error_message
-    assert agent.state.messages[-1].text == "It is sunny in both places."  # type: ignore[union-attr]
+    assert as_assistant(agent.state.messages[-1]).text == "It is sunny in both places."
 
 
 @pytest.mark.parametrize("api", APIS)
@@ -280,6 +281,6 @@ async def test_an_agent_aborted_while_streaming(aimock_url: str, api: str) -> No
         await agent.prompt("slow-story")
     assert time.monotonic() - started < 3  # the story takes 2 s to stream in full
     check_events(events)
-    last = agent.state.messages[-1]
-    assert last.role == "assistant" and last.stop_reason == "aborted"  # type: ignore[union-attr]
-    assert last.text  # type: ignore[union-attr]
+    last = as_assistant(agent.state.messages[-1])
+    assert last.role == "assistant" and last.stop_reason == "aborted"
+    assert last.text

@@ -12,10 +12,21 @@ from typing import Any
 import anyio
 import pytest
 
-from agentloop import AbortSignal, Agent, Context, Model, StreamOptions, TextContent, ThinkingContent, UserMessage
+from agentloop import (
+    AbortSignal,
+    Agent,
+    AgentEvent,
+    Context,
+    Model,
+    StreamOptions,
+    TextContent,
+    ThinkingContent,
+    UserMessage,
+)
 from agentloop.providers import AssistantMessageEventStream, HTTPOptions, stream_simple
 from agentloop.testing import check_events
 
+from ..support import as_assistant
 from .helpers import collect, types
 
 pytestmark = pytest.mark.servers
@@ -62,27 +73,31 @@ async def test_an_agent_run_with_thinking(llama_url: str, api: str) -> None:
             thinking_budgets={"low": 4},
             stream_fn=few_tokens(12),
         )
-        agent.subscribe(lambda event, signal, events=events: events.append(event))
+
+        def record(event: AgentEvent, signal: AbortSignal, events: list[Any] = events) -> None:
+            events.append(event)
+
+        agent.subscribe(record)
         with anyio.fail_after(60):
             await agent.prompt("hello")
         check_events(events)
         assert [m.role for m in agent.state.messages] == ["user", "assistant"]
-        answer = agent.state.messages[-1]
-        assert answer.stop_reason in ("stop", "length"), answer.error_message  # type: ignore[union-attr]
-        kinds = [type(block) for block in answer.content]  # type: ignore[union-attr]
+        answer = as_assistant(agent.state.messages[-1])
+        assert answer.stop_reason in ("stop", "length"), answer.error_message
+        kinds = [type(block) for block in answer.content]
         assert kinds[:1] == [ThinkingContent] and answer.content[0].thinking.strip()  # type: ignore[union-attr]
-        if kinds == [ThinkingContent, TextContent] and answer.text.strip():  # type: ignore[union-attr]
+        if kinds == [ThinkingContent, TextContent] and answer.text.strip():
             break
     else:
         raise AssertionError("six answers in a row without text after the thinking")
-    assert answer.usage.output > 0 and answer.usage.input + answer.usage.cache_read > 0  # type: ignore[union-attr]
+    assert answer.usage.output > 0 and answer.usage.input + answer.usage.cache_read > 0
     updates = [e.assistant_message_event.type for e in events if e.type == "message_update"]
     assert "thinking_delta" in updates and "text_delta" in updates
     # a second turn replays the first (thinking included) to the same server
     with anyio.fail_after(60):
         await agent.prompt("and again")
     assert [m.role for m in agent.state.messages] == ["user", "assistant", "user", "assistant"]
-    assert agent.state.messages[-1].stop_reason in ("stop", "length")  # type: ignore[union-attr]
+    assert as_assistant(agent.state.messages[-1]).stop_reason in ("stop", "length")
 
 
 # llama.cpp's Responses stream ends a truncated answer with status "completed" (OpenAI sends
@@ -139,5 +154,6 @@ async def test_a_context_overflow_is_reported_with_the_server_message(llama_url:
             stream_simple(llama_model(llama_url, "openai-completions"), ctx, options, http=HTTP)
         )
     assert types(events) == ["error"]
+    assert final.error_message is not None
     assert final.error_message.startswith("HTTP 400: ")
     assert "context" in final.error_message

@@ -3,6 +3,8 @@ that ends without its blank line (as the SDK decoders give it)."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import httpx
 import pytest
 from httpx_sse import EventSource
@@ -24,7 +26,7 @@ class _Chunks(httpx.AsyncByteStream):
     def __init__(self, chunks: list[bytes]) -> None:
         self._chunks = chunks
 
-    async def __aiter__(self):  # type: ignore[no-untyped-def]
+    async def __aiter__(self) -> AsyncIterator[bytes]:
         for chunk in self._chunks:
             yield chunk
 

@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from agentloop import AssistantMessage, Model, TextContent, ThinkingContent, ToolCall, ToolResultMessage, UserMessage
+from agentloop import (
+    AssistantMessage,
+    Message,
+    Model,
+    StopReason,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
 from agentloop.providers import transform_messages
 from agentloop.providers._transform import (
     NO_RESULT_TEXT,
@@ -17,13 +27,13 @@ RESPONSES_ID = "call_abc|fc_" + "x" * 80
 
 
 def _assistant(
-    *content: object,
+    *content: TextContent | ThinkingContent | ToolCall,
     model: str = "gpt-5",
     api: str = "openai-responses",
     provider: str = "openai",
-    stop: str = "toolUse",
+    stop: StopReason = "toolUse",
 ) -> AssistantMessage:
-    return AssistantMessage(content=tuple(content), api=api, provider=provider, model=model, stop_reason=stop)  # type: ignore[arg-type]
+    return AssistantMessage(content=tuple(content), api=api, provider=provider, model=model, stop_reason=stop)
 
 
 def test_same_model_messages_pass_through_unchanged() -> None:
@@ -69,7 +79,7 @@ def test_thinking_becomes_text_for_another_model_and_signatures_are_dropped() ->
 
 
 def test_error_and_aborted_assistant_messages_are_dropped() -> None:
-    messages = [
+    messages: list[Message] = [
         UserMessage(content="q"),
         _assistant(TextContent("partial"), stop="error"),
         _assistant(TextContent("cut"), stop="aborted"),

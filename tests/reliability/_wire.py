@@ -89,7 +89,7 @@ def _blocks(draw: st.DrawFn) -> list[tuple[str, str, list[str]]]:
     return blocks
 
 
-class Clean(list):  # type: ignore[type-arg]
+class Clean(list[tuple[str, Any]]):
     """A well-formed response that nothing damaged: sent as is, it must end with `done`."""
 
 
@@ -100,7 +100,7 @@ def _interleave(draw: st.DrawFn, good: list[tuple[str, Any]], bad: st.SearchStra
         return Clean(good)
     out = list(good)
     for _ in range(changes):
-        if out and draw(st.booleans()):
+        if len(out) > 0 and draw(st.booleans()):
             del out[draw(st.integers(0, len(out) - 1))]
         else:
             out.insert(draw(st.integers(0, len(out))), draw(bad))
@@ -292,7 +292,13 @@ def _responses_good(draw: st.DrawFn) -> list[tuple[str, Any]]:
     for n, (kind, name, pieces) in enumerate(draw(_blocks())):
         item_id = f"{kind}_{n}"
         if kind == "tool":
-            item = {"type": "function_call", "id": item_id, "call_id": f"call_{n}", "name": name, "arguments": ""}
+            item: dict[str, object] = {
+                "type": "function_call",
+                "id": item_id,
+                "call_id": f"call_{n}",
+                "name": name,
+                "arguments": "",
+            }
             out.append(event("response.output_item.added", item=item, output_index=n))
             out += [event("response.function_call_arguments.delta", item_id=item_id, delta=piece) for piece in pieces]
             out.append(event("response.output_item.done", item={**item, "arguments": "".join(pieces)}, output_index=n))

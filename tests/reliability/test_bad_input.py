@@ -36,6 +36,7 @@ from agentloop.providers import (
 )
 from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedToolCall, check_events
 
+from ..support import as_assistant, last_assistant, text
 from . import _wire
 from ._profile import examples, settings_for
 
@@ -110,9 +111,9 @@ def test_tool_decorator_names_the_bad_argument() -> None:
     with pytest.raises(ValueError, match="tool name must be"):
         al.tool(name="bad name")(fn)
     with pytest.raises(ValueError, match="execution_mode must be"):
-        al.tool(execution_mode="later")(fn)  # type: ignore[arg-type]
+        al.tool(execution_mode="later")(fn)  # type: ignore[call-overload]
     with pytest.raises(TypeError, match="@tool needs a function"):
-        al.tool(42)  # type: ignore[arg-type]
+        al.tool(42)  # type: ignore[call-overload]
 
 
 @settings_for(examples(300, 5000))
@@ -185,7 +186,7 @@ HOOKS: list[tuple[str, Callable[..., Any], type[Exception], str]] = [
     ("get_follow_up_messages", lambda: [{"role": "user"}], TypeError, r"get_follow_up_messages\(\)\[0\]"),
     ("prepare_next_turn", lambda turn: "next", TypeError, "prepare_next_turn must return a NextTurn or None, got str"),
     ("should_stop_after_turn", lambda turn: 1 / 0, ZeroDivisionError, "division by zero"),
-    ("get_api_key", lambda provider: {}["missing"], KeyError, "missing"),
+    ("get_api_key", lambda provider: dict[str, str]()["missing"], KeyError, "missing"),
     (
         "convert_to_llm",
         lambda messages: (_ for _ in ()).throw(LookupError("no converter")),
@@ -199,7 +200,8 @@ HOOKS: list[tuple[str, Callable[..., Any], type[Exception], str]] = [
 async def test_a_bad_hook_ends_agent_loop_with_an_error_naming_it(
     anyio_backend: object, hook: str, fn: Callable[..., Any], error: type[Exception], pattern: str
 ) -> None:
-    config = al.AgentLoopConfig(model=MODEL, **{hook: fn})
+    bad_hook: dict[str, Any] = {hook: fn}
+    config = al.AgentLoopConfig(model=MODEL, **bad_hook)
     events: list[al.AgentEvent] = []
     with anyio.fail_after(5), pytest.raises(error, match=pattern):
         async with al.agent_loop([user()], al.AgentContext(), config, None, ScriptedModel(["a", "b"])) as stream:
@@ -219,11 +221,12 @@ AGENT_HOOKS = [
 async def test_a_bad_hook_becomes_an_error_message_of_the_agent(
     anyio_backend: object, hook: str, fn: Callable[..., Any], error: type[Exception], pattern: str
 ) -> None:
-    agent = al.Agent(model=MODEL, stream_fn=ScriptedModel(["a", "b", "c"]), **{hook: fn})
+    bad_hook: dict[str, Any] = {hook: fn}
+    agent = al.Agent(model=MODEL, stream_fn=ScriptedModel(["a", "b", "c"]), **bad_hook)
     with anyio.fail_after(5):
         await agent.prompt("go")  # does not raise
     assert agent.state.error_message is not None and error.__name__ in repr(error(agent.state.error_message))
-    assert agent.state.messages[-1].stop_reason == "error"  # type: ignore[union-attr]
+    assert as_assistant(agent.state.messages[-1]).stop_reason == "error"
     assert not agent.state.is_streaming
     setattr(agent, hook, None if hook != "convert_to_llm" else al.default_convert_to_llm)
     with anyio.fail_after(5):
@@ -251,10 +254,9 @@ async def test_progress_updates_of_the_wrong_shape_fail_the_call_and_only_it(any
         )  # fmt: skip
     check_events(events)
     results = {e.tool_call_id: e for e in events if isinstance(e, al.ToolExecutionEnd)}
-    assert (
-        results["c1"].is_error
-        and "on_update expects an AgentToolResult, got str" in results["c1"].result.content[0].text
-    )  # type: ignore[union-attr]
+    assert results["c1"].is_error and "on_update expects an AgentToolResult, got str" in text(
+        results["c1"].result.content[0]
+    )
     assert not results["c2"].is_error
 
 
@@ -282,15 +284,16 @@ async def test_a_custom_message_left_in_by_the_converter_is_a_clear_provider_err
     async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
         stream_fn = PROVIDER_STREAMS[api]
         events: list[al.AgentEvent] = []
-        config = al.AgentLoopConfig(model=model, convert_to_llm=lambda messages: list(messages))  # keeps the memo
+        config = al.AgentLoopConfig(model=model, convert_to_llm=lambda messages: list(messages))  # type: ignore[arg-type]  # keeps the memo
         with anyio.fail_after(5):
             await al.run_agent_loop(
                 [MEMO, user()], al.AgentContext(), config, events.append, None,
                 lambda m, c, o: stream_fn(m, c, o, client=client),
             )  # fmt: skip
     check_events(events)
-    last = events[-1].messages[-1]  # type: ignore[attr-defined]
+    last = last_assistant(events)
     assert last.stop_reason == "error" and sent == []
+    assert last.error_message is not None
     assert last.error_message.startswith("context.messages[0] is a CustomMessage (role 'memo')")
     assert "convert_to_llm" in last.error_message
 
@@ -411,7 +414,7 @@ async def test_a_huge_answer_streams_in_bounded_time(anyio_backend: object) -> N
         messages = await al.run_agent_loop(
             [user()], al.AgentContext(), al.AgentLoopConfig(model=MODEL), lambda e: None, None, model
         )
-    assert len(messages[-1].text) == HUGE  # type: ignore[union-attr]
+    assert len(as_assistant(messages[-1]).text) == HUGE
     assert time.perf_counter() - started < 20
 
 
@@ -425,11 +428,11 @@ async def test_a_huge_tool_argument_validates_in_bounded_time(anyio_backend: obj
         },
         execute=_noop_execute,
     )
-    started = time.perf_counter()
+    started = time.process_time()  # the work done, not how busy the machine is
     assert tool.validate({"a": "x" * HUGE, "n": "5"}) == {"a": "x" * HUGE, "n": 5}
     with pytest.raises(ValueError, match="Validation failed"):
         tool.validate({"a": LONE * 1000 + "y" * HUGE})
-    assert time.perf_counter() - started < 10
+    assert time.process_time() - started < 10
 
 
 # --- AbortSignal ------------------------------------------------------------------------------------
@@ -468,4 +471,4 @@ async def test_an_abort_callback_that_raises_does_not_stop_the_abort(anyio_backe
             await anyio.sleep(0.02)
             with pytest.raises(RuntimeError, match="callback broke"):
                 signal.abort()
-    assert messages[-1].stop_reason == "aborted"  # type: ignore[union-attr]
+    assert as_assistant(messages[-1]).stop_reason == "aborted"

@@ -90,3 +90,23 @@ def test_what_cannot_be_bounded_is_refused_with_a_reason() -> None:
         compile_bounded("(")
     with pytest.raises(ValueError, match="too large"):
         compile_bounded("(a{1,1000}){1,1000}")
+
+
+def test_an_anchored_pattern_stops_where_re_stops() -> None:
+    """`^x` against 10 MB that does not start with x: `re` stops at once, and so does the automaton."""
+    text = "y" * 10_000_000
+    for pattern in (r"^x", r"\Ax+", r"^(a|b)*c"):
+        started = time.perf_counter()
+        assert not compile_bounded(pattern).search(text)
+        assert time.perf_counter() - started < 0.05, pattern
+    assert compile_bounded(r"^y").search(text)
+
+
+def test_a_search_jumps_to_where_a_match_can_start() -> None:
+    """Unanchored, without assertions: the characters that cannot start a match are skipped."""
+    text = "y" * 10_000_000
+    for pattern in ("x", "[a-x]+z", r"\d{3}-\d{4}", "(a|b)*c", "[^y]"):
+        started = time.perf_counter()
+        assert not compile_bounded(pattern).search(text)
+        assert time.perf_counter() - started < 0.5, pattern
+    assert compile_bounded("(a|b)*c").search(text + "abc")

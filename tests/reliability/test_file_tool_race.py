@@ -20,6 +20,7 @@ import pytest
 import agentloop as al
 from agentloop._cli_tools import builtin_tools
 
+from ..support import run_tool, text
 from ._profile import examples
 
 READS = examples(3000, 30_000)
@@ -37,8 +38,7 @@ def swapper(root: Path, stop: threading.Event) -> None:
 
 
 async def call(tool: al.AgentTool, **args: Any) -> str:
-    result = await tool.execute("c1", tool.validate(args), al.AbortSignal(), lambda partial: None)  # type: ignore[arg-type]
-    return result.content[0].text  # type: ignore[union-attr]
+    return text((await run_tool(tool, args)).content[0])
 
 
 async def test_a_folder_swapped_for_a_symlink_never_leaks_a_file_outside(anyio_backend: object, tmp_path: Path) -> None:

@@ -169,7 +169,7 @@ def check_assistant_events(events: list[Any]) -> Any:
     kinds = [e.type for e in events]
     assert events, "a stream always ends with a terminal event"
     assert sum(k in TERMINAL for k in kinds) == 1 and kinds[-1] in TERMINAL, kinds
-    assert all(isinstance(e, al.AssistantMessageEvent.__args__) for e in events)  # type: ignore[attr-defined]
+    assert all(isinstance(e, al.AssistantMessageEvent.__args__) for e in events)
     body = kinds[:-1]
     if body:
         assert body[0] == "start" and body.count("start") == 1, kinds
@@ -439,7 +439,7 @@ def test_wire_decoder_raises_only_protocol_errors(events: list[Any]) -> None:
             out = decoder.feed(event)
         except ProxyProtocolError:
             return  # the client ends the stream here with an error event
-        assert out is None or isinstance(out, al.AssistantMessageEvent.__args__)  # type: ignore[attr-defined]
+        assert out is None or isinstance(out, al.AssistantMessageEvent.__args__)
         if out is not None and out.type in TERMINAL:
             return
 
@@ -639,6 +639,7 @@ carries unescaped (all but the last two here): an SSE reader must end lines only
 
 
 def _text_body(name: str, text: str, newline: str) -> bytes:
+    items: list[dict[str, object]]
     if name == "completions":
         items = [
             {"choices": [{"index": 0, "delta": {"content": text}}]},

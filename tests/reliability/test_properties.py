@@ -190,7 +190,7 @@ async def run_plan(plan: Plan) -> None:
     with anyio.fail_after(10):
         if plan.mode == "agent":
             history: list[al.AgentMessage] = [al.UserMessage(content="earlier")]
-            agent = al.Agent(model=MODEL, tools=tools, messages=history, stream_fn=model, **config)  # type: ignore[arg-type]
+            agent = al.Agent(model=MODEL, tools=tools, messages=history, stream_fn=model, **config)
             for m in steering:
                 agent.steer(m)
             for m in follow_ups:
@@ -212,7 +212,7 @@ async def run_plan(plan: Plan) -> None:
                 model=MODEL,
                 get_steering_messages=lambda: [steering.pop(0)] if steering else [],
                 get_follow_up_messages=lambda: [follow_ups.pop(0)] if follow_ups else [],
-                **config,  # type: ignore[arg-type]
+                **config,
             )
             context = al.AgentContext(tools=tools)
             prompt = [al.UserMessage(content="go")]

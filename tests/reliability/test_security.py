@@ -22,7 +22,7 @@ import json
 import logging
 import os
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,8 @@ from agentloop.providers import (
     stream_proxy,
 )
 from agentloop.testing import ScriptedModel
+
+from ..support import run_tool, text
 
 KEY = "sk-canary-7f3a9c0e5b1d4a2f"
 TOKEN = "proxy-canary-token-91b2c3d4"
@@ -343,12 +345,12 @@ async def test_the_proxy_refuses_near_miss_tokens(anyio_backend: object, authori
 async def test_the_proxy_refuses_non_ascii_authorization_bytes(anyio_backend: object) -> None:
     served = ScriptedModel(["never"])
     app = proxy_app(served, token=TOKEN)
-    sent: list[dict[str, Any]] = []
+    sent: list[MutableMapping[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
         return {"type": "http.request", "body": b"{}", "more_body": False}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         sent.append(message)
 
     scope = {
@@ -380,7 +382,7 @@ def test_the_proxy_compares_its_token_with_hmac_compare_digest() -> None:
     for node in ast.walk(tree):
         if isinstance(node, ast.Compare) and "_token" in ast.unparse(node):
             raise AssertionError(f"the token is compared with an operator: {ast.unparse(node)}")
-    assert _proxy_server.hmac is hmac
+    assert vars(_proxy_server)["hmac"] is hmac
 
 
 # --- the command line's file tools and calculator -------------------------------------------------
@@ -408,8 +410,7 @@ async def _call(root: Path, name: str, **args: Any) -> str:
     from agentloop._cli_tools import builtin_tools
 
     tool = next(t for t in builtin_tools(root) if t.name == name)
-    result = await tool.execute("c1", tool.validate(args), al.AbortSignal(), lambda partial: None)  # type: ignore[arg-type]
-    return result.content[0].text  # type: ignore[union-attr]
+    return text((await run_tool(tool, args)).content[0])
 
 
 @pytest.mark.parametrize(

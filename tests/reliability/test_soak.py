@@ -266,7 +266,8 @@ async def soak(seed: int) -> dict[str, Any]:
                     try:
                         await one_run(slot, agent, run)
                     except BaseException as exc:
-                        exc.add_note(f"soak seed {seed}, agent slot {slots.index(slot)}, run {run}")
+                        if sys.version_info >= (3, 11):  # notes are new in 3.11
+                            exc.add_note(f"soak seed {seed}, agent slot {slots.index(slot)}, run {run}")
                         raise
 
             async with anyio.create_task_group() as tg:

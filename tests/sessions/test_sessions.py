@@ -501,7 +501,7 @@ async def test_sqlite_rejects_a_newer_schema(anyio_backend: object, tmp_path: Pa
 def test_importing_sessions_loads_no_database_or_lock_module() -> None:
     code = (
         "import sys, agentloop, agentloop._sessions\n"
-        "print(','.join(m for m in ('sqlite3', 'fcntl', 'agentloop._sessions_sqlite') if m in sys.modules))"
+        "print(','.join(m for m in ('sqlite3', 'fcntl', 'agentloop._sessions._sqlite') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""

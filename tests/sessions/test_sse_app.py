@@ -156,6 +156,12 @@ def envelopes(messages: list[SSEMessage]) -> list[dict[str, Any]]:
     return [m.json for m in messages if m.event == "message"]
 
 
+def expanded(data: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The envelopes with their events in the full form (rebuilt from the compact wire form)."""
+    decoder = al.CompactDecoder()
+    return [{**envelope, "event": decoder.expand(envelope["event"])} for envelope in data]
+
+
 async def test_prompt_streams_the_run_and_last_event_id_resumes(anyio_backend: object) -> None:
     app = AgentSSEApp(factory(*step_script(1, chunk_delay=0.001)))
     with anyio.fail_after(20):
@@ -172,7 +178,7 @@ async def test_prompt_streams_the_run_and_last_event_id_resumes(anyio_backend: o
             ids = [m.number for m in messages]
             assert ids == list(range(1, len(ids) + 1))
             assert len({m.id.rpartition("-")[0] for m in messages}) == 1
-            data = envelopes(messages)
+            data = expanded(envelopes(messages))  # message_update comes in the compact form
             for envelope in data:
                 ENVELOPE.validate(envelope)
             assert [e["seq"] for e in data] == list(range(len(data)))

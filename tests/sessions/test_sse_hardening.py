@@ -93,3 +93,33 @@ async def test_the_replay_log_is_bounded_in_bytes(anyio_backend: object) -> None
                 assert (await events.next()).event == "reset"  # the log dropped events: the client knows
     with pytest.raises(ValueError, match="replay_bytes"):
         AgentSSEApp(factory(), replay_bytes=0)
+
+
+async def test_a_non_ascii_token_works_in_the_header_and_the_query(anyio_backend: object) -> None:
+    from urllib.parse import quote
+
+    token = "tøken-ü-∑"
+    app = AgentSSEApp(factory("x"), token=token)
+    raw = token.encode()
+    with anyio.fail_after(20):
+        async with app.running(), client(app) as http:
+            header = {"Authorization": b"Bearer " + raw}
+            response = await http.post("/sessions", headers=header)  # type: ignore[arg-type]
+            assert response.status_code == 201
+            sid = response.json()["id"]
+            async with event_stream(app, f"/sessions/{sid}/events?token={quote(token)}") as events:
+                await http.post(f"/sessions/{sid}/prompt", json={"text": "go"}, headers=header)  # type: ignore[arg-type]
+                await events.until("agent_end")
+            assert events.status == 200
+
+
+async def test_allowed_hosts_refuse_other_host_names(anyio_backend: object) -> None:
+    app = AgentSSEApp(factory("x"), allowed_hosts=["app", "localhost:8000"])
+    with anyio.fail_after(20):
+        async with app.running(), client(app) as http:
+            assert (await http.post("/sessions")).status_code == 201  # httpx sends Host: app
+            rebound = await http.post("/sessions", headers={"Host": "evil.example"})
+            assert rebound.status_code == 400 and "allowed_hosts" in rebound.json()["error"]
+            assert (await http.post("/sessions", headers={"Host": "LOCALHOST:8000"})).status_code == 201
+    with pytest.raises(TypeError, match="allowed_hosts"):
+        AgentSSEApp(factory(), allowed_hosts="app")

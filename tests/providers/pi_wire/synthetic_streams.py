@@ -6,11 +6,16 @@ python tests/providers/pi_wire/synthetic_streams.py
 import json
 from pathlib import Path
 
+Event = dict[str, object]
+"""One JSON object of a stream."""
+Item = Event | str
+"""One `data:` line: a JSON object, or a literal such as `[DONE]`."""
+
 OUT = Path(__file__).with_name("recordings")
 
 
-def sse(items, events=False, end=b"\n\n"):
-    parts = []
+def sse(items: list[Item], events: bool = False, end: bytes = b"\n\n") -> bytes:
+    parts: list[str] = []
     for it in items:
         if isinstance(it, str):
             parts.append(f"data: {it}")
@@ -21,8 +26,8 @@ def sse(items, events=False, end=b"\n\n"):
     return ("\n\n".join(parts)).encode() + end
 
 
-def chunk(delta=None, finish=None, **extra):
-    choice = {"index": 0, "delta": delta or {}}
+def chunk(delta: Event | None = None, finish: str | None = None, **extra: object) -> Event:
+    choice: Event = {"index": 0, "delta": delta or {}}
     if finish:
         choice["finish_reason"] = finish
     return {
@@ -35,12 +40,12 @@ def chunk(delta=None, finish=None, **extra):
     }
 
 
-def tc(i, id=None, name=None, args=None):
-    call = {"index": i}
+def tc(i: int, id: str | None = None, name: str | None = None, args: str | None = None) -> Event:
+    call: Event = {"index": i}
     if id:
         call["id"] = id
         call["type"] = "function"
-    fn = {}
+    fn: Event = {}
     if name is not None:
         fn["name"] = name
     if args is not None:
@@ -49,7 +54,7 @@ def tc(i, id=None, name=None, args=None):
     return {"tool_calls": [call]}
 
 
-usage = {
+usage: Event = {
     "id": "chatcmpl-syn",
     "choices": [],
     "usage": {
@@ -59,7 +64,7 @@ usage = {
         "prompt_tokens_details": {"cached_tokens": 5},
     },
 }
-C = {}
+C: dict[str, list[Item]] = {}
 C["reasoning-text"] = [
     chunk({"role": "assistant", "content": None}),
     chunk({"reasoning_content": "think "}),
@@ -124,7 +129,7 @@ synth["synthetic-no-blank-line.completions.sse"] = sse(
 )
 
 
-def a(type, **kw):
+def a(type: str, **kw: object) -> Event:
     return {"type": type, **kw}
 
 
@@ -147,14 +152,14 @@ start = a(
 )
 
 
-def stop(reason, details=None):
-    d = {"stop_reason": reason, "stop_sequence": None}
+def stop(reason: str, details: Event | None = None) -> list[Item]:
+    d: Event = {"stop_reason": reason, "stop_sequence": None}
     if details:
         d["stop_details"] = details
     return [a("message_delta", delta=d, usage={"output_tokens": 7}), a("message_stop")]
 
 
-M = {}
+M: dict[str, list[Item]] = {}
 M["refusal-explanation"] = [
     start,
     a("content_block_start", index=0, content_block={"type": "text", "text": ""}),
@@ -207,14 +212,14 @@ for k, v in M.items():
 synth["synthetic-no-blank-line.messages.sse"] = sse(M["empty-deltas"], events=True, end=b"\n")
 
 
-def r(type, **kw):
+def r(type: str, **kw: object) -> Event:
     return {"type": type, **kw}
 
 
 created = r("response.created", response={"id": "resp_syn", "status": "in_progress", "output": []})
 
 
-def completed(status="completed", **extra):
+def completed(status: str = "completed", **extra: object) -> Event:
     return r(
         f"response.{status}",
         response={
@@ -231,7 +236,7 @@ def completed(status="completed", **extra):
     )
 
 
-def msg(i, idx, text, phase=None):
+def msg(i: str, idx: int, text: str, phase: str | None = None) -> list[Item]:
     return [
         r(
             "response.output_item.added",
@@ -260,7 +265,7 @@ def msg(i, idx, text, phase=None):
     ]
 
 
-R = {}
+R: dict[str, list[Item]] = {}
 R["function-calls"] = [
     created,
     r(
@@ -322,7 +327,7 @@ for name, body in synth.items():
     (OUT / name).write_bytes(body)
 print(len(synth))
 
-items = [
+items: list[Item] = [
     r("response.created", response={"id": "resp_x", "status": "in_progress"}),
     r(
         "response.output_item.added",

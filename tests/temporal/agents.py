@@ -1,0 +1,137 @@
+"""The scripted agents of the Temporal tests, importable by the tests and by worker processes.
+
+Each agent's model answers a call with the n-th scripted response, n being the number of
+assistant messages in the context (so a fresh worker process answers as the first one would).
+When `AGENTLOOP_TEST_LOG` names a directory, model calls and tool starts are appended to files
+there (`model_calls`, `tool_starts`): the counts survive a killed worker.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Sequence
+from datetime import timedelta
+from pathlib import Path
+
+import anyio
+from temporalio.common import RetryPolicy
+
+import agentloop as al
+from agentloop.temporal import ActivityOptions, TemporalAgent, idempotency_key
+from agentloop.testing import Response, ScriptedModel, ScriptedToolCall
+
+MODEL = al.Model(id="scripted", api="scripted", provider="scripted")
+
+
+def _log(name: str, line: str) -> None:
+    directory = os.environ.get("AGENTLOOP_TEST_LOG")
+    if directory:
+        with open(Path(directory) / name, "a") as f:
+            f.write(line + "\n")
+
+
+def scripted(responses: Sequence[Response | str]):  # type: ignore[no-untyped-def]
+    def stream(
+        model: al.Model, context: al.Context, options: al.StreamOptions
+    ) -> AsyncIterator[al.AssistantMessageEvent]:
+        n = sum(1 for m in context.messages if m.role == "assistant")
+        _log("model_calls", str(n))
+        return ScriptedModel([responses[n]] if n < len(responses) else [])(model, context, options)
+
+    return stream
+
+
+@al.tool
+async def lookup(key: str) -> str:
+    """Look a key up."""
+    _log("tool_starts", f"lookup {key}")
+    return f"{key}=42"
+
+
+@al.tool
+async def slow_lookup(key: str) -> str:
+    """Look a key up slowly: for SLOW_TOOL_SECONDS (the kill test kills the worker meanwhile)."""
+    _log("tool_starts", f"slow_lookup {key} {idempotency_key()}")
+    await anyio.sleep(float(os.environ.get("SLOW_TOOL_SECONDS", "0")))
+    return f"{key}=42"
+
+
+@al.tool(execution_mode="sequential")
+async def barrier(note: str) -> str:
+    """A tool that runs alone in a batch."""
+    _log("tool_starts", f"barrier {note}")
+    return f"noted {note}"
+
+
+@al.tool
+async def broken(key: str) -> str:
+    """A tool that fails."""
+    raise KeyError(f"no such key: {key}")
+
+
+ONE_TOOL: list[Response | str] = [
+    Response(content=[ScriptedToolCall("c1", "lookup", {"key": "x"})]),
+    "x is 42",
+]
+PARALLEL: list[Response | str] = [
+    Response(
+        content=[
+            ScriptedToolCall("p1", "lookup", {"key": "a"}),
+            ScriptedToolCall("p2", "barrier", {"note": "b"}),
+            ScriptedToolCall("p3", "lookup", {"key": "c"}),
+            ScriptedToolCall("p4", "broken", {"key": "d"}),
+        ]
+    ),
+    "all done",
+]
+SLOW: list[Response | str] = [
+    Response(content=[ScriptedToolCall("s1", "slow_lookup", {"key": "x"})]),
+    "x is 42",
+]
+FOLLOW_UP: list[Response | str] = [*SLOW, "y is 43"]
+MANY_TURNS: list[Response | str] = [
+    *(Response(content=[ScriptedToolCall(f"t{i}", "lookup", {"key": str(i)})]) for i in range(5)),
+    "five lookups done",
+]
+
+FAST_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=5)
+
+one_tool = TemporalAgent("one_tool", model=MODEL, tools=[lookup], stream_fn=scripted(ONE_TOOL))
+parallel = TemporalAgent("parallel", model=MODEL, tools=[lookup, barrier, broken], stream_fn=scripted(PARALLEL))
+slow = TemporalAgent(
+    "slow",
+    model=MODEL,
+    tools=[slow_lookup],
+    stream_fn=scripted(SLOW),
+    tool_abort_grace=0.2,
+    tool_activities={"slow_lookup": ActivityOptions(heartbeat_timeout=timedelta(seconds=1), retry_policy=FAST_RETRY)},
+)
+follow_up = TemporalAgent("follow_up", model=MODEL, tools=[slow_lookup], stream_fn=scripted(FOLLOW_UP))
+many_turns = TemporalAgent(
+    "many_turns", model=MODEL, tools=[lookup], stream_fn=scripted(MANY_TURNS), turns_per_history=2
+)
+
+capped = TemporalAgent(
+    "capped", model=MODEL, tools=[lookup], stream_fn=scripted(MANY_TURNS), turns_per_history=2, max_turns=4
+)
+
+ALL = [capped, one_tool, parallel, slow, follow_up, many_turns]
+
+
+def failing_model(
+    model: al.Model, context: al.Context, options: al.StreamOptions
+) -> AsyncIterator[al.AssistantMessageEvent]:
+    """A stream function that breaks its contract (raises): the model activity fails, every attempt."""
+    _log("model_calls", "failing")
+    raise RuntimeError("provider exploded")
+
+
+failing = TemporalAgent(
+    "failing",
+    model=MODEL,
+    stream_fn=failing_model,
+    model_activity=ActivityOptions(
+        retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=50), maximum_attempts=2)
+    ),
+)
+ALL.append(failing)

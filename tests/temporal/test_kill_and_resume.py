@@ -1,0 +1,110 @@
+"""A worker process SIGKILLed in the middle of a tool call; a second worker resumes the run.
+
+The model is not called again for the turn that had finished, the tool is retried (with the
+same idempotency key), the caller streaming the events sees each one once, in order, and the
+final transcript equals an uninterrupted run's. The Replayer passes on the recorded history.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import anyio
+import pytest
+from temporalio.client import Client
+from temporalio.worker import Replayer
+
+import agentloop as al
+from agentloop.temporal import AgentLoopPlugin, start_agent, stream_events
+
+from . import agents
+from .test_temporal_run import PROMPT, check_envelopes, comparable, normalized
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def spawn_worker(address: str, queue: str, log: Path, tool_seconds: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "AGENTLOOP_TEST_LOG": str(log), "SLOW_TOOL_SECONDS": tool_seconds}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.temporal.worker_process", address, queue],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert process.stdout is not None
+    assert process.stdout.readline().strip() == "ready"
+    return process
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+@pytest.fixture
+def workers() -> list[subprocess.Popen[str]]:
+    started: list[subprocess.Popen[str]] = []
+    yield started  # type: ignore[misc]
+    for process in started:
+        if process.poll() is None:
+            process.terminate()
+            process.wait(10)
+        assert process.stdout is not None
+        process.stdout.close()
+
+
+async def test_a_worker_killed_mid_tool_is_replaced_and_the_run_resumes(
+    client: Client, temporal_address: str, tmp_path: Path, workers: list[subprocess.Popen[str]]
+) -> None:
+    queue = f"kill-{uuid.uuid4().hex}"
+    log = tmp_path
+    workers.append(spawn_worker(temporal_address, queue, log, tool_seconds="600"))
+    handle = await start_agent(client, "slow", [PROMPT], id=f"kill-{uuid.uuid4().hex}", task_queue=queue)
+    envelopes: list[al.EventEnvelope] = []
+
+    async def read_events() -> None:
+        async for envelope in stream_events(handle):
+            envelopes.append(envelope)
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as group:
+            group.start_soon(read_events)
+            while not lines(log / "tool_starts"):  # noqa: ASYNC110 (written by the worker process)
+                await anyio.sleep(0.05)
+            killed_at = time.monotonic()
+            os.kill(workers[0].pid, signal.SIGKILL)
+            workers[0].wait()
+            seen_before_kill = len(envelopes)
+            workers.append(spawn_worker(temporal_address, queue, log, tool_seconds="0"))
+            result = await handle.result()
+        resumed_in = time.monotonic() - killed_at
+
+    model_calls = lines(log / "model_calls")
+    tool_starts = lines(log / "tool_starts")
+    print(f"\nevents seen before the kill: {seen_before_kill}, after: {len(envelopes) - seen_before_kill}")
+    print(f"model calls (by assistant messages in context): {model_calls}")
+    print(f"tool starts: {tool_starts}")
+    print(f"kill to result: {resumed_in:.1f} s")
+    assert model_calls == ["0", "1"]  # the first call was not repeated by the second worker
+    assert len(tool_starts) == 2  # the interrupted call was retried...
+    assert tool_starts[0] == tool_starts[1] == f"slow_lookup x {handle.id}/s1"  # ...with the same idempotency key
+    check_envelopes(envelopes)  # every event once, in order (seq 0..n-1), a well-formed run
+    assert 0 < seen_before_kill < len(envelopes)
+
+    # An uninterrupted run of the same conversation, on the surviving worker.
+    clean = await start_agent(client, "slow", [PROMPT], id=f"clean-{uuid.uuid4().hex}", task_queue=queue)
+    with anyio.fail_after(30):
+        clean_envelopes = [e async for e in stream_events(clean)]
+        clean_result = await clean.result()
+    assert normalized([al.to_json(m) for m in result]) == normalized([al.to_json(m) for m in clean_result])
+    assert comparable([e.event for e in envelopes]) == comparable([e.event for e in clean_envelopes])
+
+    history = await handle.fetch_history()
+    await Replayer(workflows=[], plugins=[AgentLoopPlugin(agents.ALL)]).replay_workflow(history)

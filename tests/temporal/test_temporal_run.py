@@ -1,0 +1,385 @@
+"""agentloop's loop as a Temporal workflow: the same events as in one process, tools as
+activities (parallel, a barrier, a failing one), steering and abort as signals, bounded
+history (continue-as-new) that the caller does not see, and the Replayer on recorded histories.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+import pytest
+from temporalio import exceptions as temporal_exceptions
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.worker import Replayer
+
+import agentloop as al
+from agentloop.temporal import (
+    AgentLoopPlugin,
+    AgentWorkflow,
+    EventsLostError,
+    TemporalAgent,
+    start_agent,
+    stream_events,
+    worker,
+)
+
+from ..conformance.run import event_line
+from . import agents
+
+PROMPT = al.UserMessage(content="go", timestamp=1)
+
+
+def normalized(value: Any) -> Any:
+    """A JSON form without timestamps (the workflow's clock is not the test's)."""
+    if isinstance(value, dict):
+        return {k: normalized(v) for k, v in value.items() if k != "timestamp"}
+    if isinstance(value, list):
+        return [normalized(v) for v in value]
+    return value
+
+
+def comparable(events: Sequence[al.AgentEvent]) -> list[Any]:
+    """The conformance runner's trace of a run (timestamps dropped, a streaming assistant message
+    as its content so far), without `message_update`: the model activity consumes the token
+    deltas, and the workflow's stream yields `start` and `done` only."""
+    return [event_line(event) for event in events if event.type != "message_update"]
+
+
+async def in_process(agent: TemporalAgent) -> tuple[list[al.AgentEvent], list[al.AgentMessage]]:
+    events: list[al.AgentEvent] = []
+    config = al.AgentLoopConfig(model=agent.model, tool_execution=agent.tool_execution, max_turns=agent.max_turns)
+    context = al.AgentContext(system_prompt=agent.system_prompt, tools=agent.tools)
+    new = await al.run_agent_loop([PROMPT], context, config, events.append, stream_fn=agent.stream_fn)
+    return events, new
+
+
+async def durable_run(client: Client, agent: TemporalAgent, queue: str) -> tuple[list[al.EventEnvelope], Any]:
+    handle = await start_agent(client, agent.name, [PROMPT], id=f"{agent.name}-{uuid.uuid4().hex}", task_queue=queue)
+    envelopes = [e async for e in stream_events(handle)]
+    return envelopes, handle
+
+
+def check_envelopes(envelopes: Sequence[al.EventEnvelope]) -> None:
+    assert [e.seq for e in envelopes] == list(range(len(envelopes)))
+    assert len({e.run_id for e in envelopes}) == 1
+    al.testing.check_events([e.event for e in envelopes])
+
+
+async def tool_activity_steps(handle: Any) -> list[tuple[str, str]]:
+    """The tool activities' scheduled and completed events, in history order, by tool call id."""
+    import json
+
+    history = await handle.fetch_history()
+    scheduled: dict[int, str] = {}
+    steps = []
+    for event in history.events:
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            attributes = event.activity_task_scheduled_event_attributes
+            if ".tool." in attributes.activity_type.name:
+                call_id = json.loads(attributes.input.payloads[0].data)["toolCall"]["id"]
+                scheduled[event.event_id] = call_id
+                steps.append(("scheduled", call_id))
+        elif event.HasField("activity_task_completed_event_attributes"):
+            call_id = scheduled.get(event.activity_task_completed_event_attributes.scheduled_event_id)
+            if call_id is not None:
+                steps.append(("completed", call_id))
+    return steps
+
+
+@pytest.fixture
+def queue() -> str:
+    return f"q-{uuid.uuid4().hex}"
+
+
+async def test_a_run_with_a_tool_gives_the_events_of_the_in_process_loop(client: Client, queue: str) -> None:
+    expected, expected_messages = await in_process(agents.one_tool)
+    with anyio.fail_after(30):
+        async with worker(client, task_queue=queue, agents=agents.ALL):
+            envelopes, handle = await durable_run(client, agents.one_tool, queue)
+            result = await handle.result()
+    check_envelopes(envelopes)
+    assert comparable([e.event for e in envelopes]) == comparable(expected)
+    assert normalized([al.to_json(m) for m in result]) == normalized([al.to_json(m) for m in expected_messages])
+    assert [m.role for m in result] == ["user", "assistant", "toolResult", "assistant"]
+
+
+async def test_parallel_tools_a_barrier_and_a_failing_tool_as_in_process(client: Client, queue: str) -> None:
+    expected, _ = await in_process(agents.parallel)
+    with anyio.fail_after(30):
+        async with worker(client, task_queue=queue, agents=agents.ALL):
+            envelopes, handle = await durable_run(client, agents.parallel, queue)
+            result = await handle.result()
+    check_envelopes(envelopes)
+    got = comparable([e.event for e in envelopes])
+    assert got == comparable(expected)
+    # In the history: the barrier's activity is scheduled after p1's has completed, and p3 and p4
+    # (scheduled together, in parallel) after the barrier's has completed.
+    steps = await tool_activity_steps(handle)
+    assert steps[:6] == [
+        ("scheduled", "p1"),
+        ("completed", "p1"),
+        ("scheduled", "p2"),
+        ("completed", "p2"),
+        ("scheduled", "p3"),
+        ("scheduled", "p4"),
+    ]
+    assert sorted(steps[6:]) == [("completed", "p3"), ("completed", "p4")]
+    broken = next(m for m in result if m.role == "toolResult" and m.tool_call_id == "p4")
+    assert broken.is_error and broken.content[0].text == "'no such key: d'"
+
+
+async def test_an_abort_signal_cuts_the_tool_activity_and_ends_the_run(
+    client: Client, queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLOW_TOOL_SECONDS", "600")
+    with anyio.fail_after(30):
+        async with worker(client, task_queue=queue, agents=agents.ALL):
+            handle = await start_agent(client, "slow", [PROMPT], id=f"abort-{uuid.uuid4().hex}", task_queue=queue)
+            envelopes = []
+            async for envelope in stream_events(handle):
+                envelopes.append(envelope)
+                if envelope.type == "tool_execution_start":
+                    await handle.signal(AgentWorkflow.abort)
+            result = await handle.result()
+    check_envelopes(envelopes)
+    end = next(e.event for e in envelopes if isinstance(e.event, al.ToolExecutionEnd))
+    assert end.is_error and end.result.content[0].text == "Operation aborted"
+    # as in one process: the next model call sees the aborted signal and ends at once, aborted
+    assert [m.role for m in result] == ["user", "assistant", "toolResult", "assistant"]
+    assert result[-1].stop_reason == "aborted"
+    assert envelopes[-1].type == "agent_end"
+
+
+async def test_a_steering_signal_reaches_the_next_turn(
+    client: Client, queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLOW_TOOL_SECONDS", "2")
+    steer = al.UserMessage(content="also check y", timestamp=2)
+    with anyio.fail_after(30):
+        async with worker(client, task_queue=queue, agents=agents.ALL):
+            handle = await start_agent(client, "slow", [PROMPT], id=f"steer-{uuid.uuid4().hex}", task_queue=queue)
+            envelopes = []
+            async for envelope in stream_events(handle):
+                envelopes.append(envelope)
+                if envelope.type == "tool_execution_start":
+                    await handle.signal(AgentWorkflow.steer, steer)
+            result = await handle.result()
+    check_envelopes(envelopes)
+    assert [m.role for m in result] == ["user", "assistant", "toolResult", "user", "assistant"]
+    assert result[3] == steer
+    types = [(e.type, e.turn) for e in envelopes]
+    assert types.index(("turn_start", 2)) < [e.event for e in envelopes].index(al.MessageStart(steer))
+
+
+async def test_a_follow_up_signal_is_taken_when_the_agent_would_stop(
+    client: Client, queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLOW_TOOL_SECONDS", "2")
+    follow = al.UserMessage(content="and y?", timestamp=3)
+    with anyio.fail_after(30):
+        async with worker(client, task_queue=queue, agents=agents.ALL):
+            handle = await start_agent(client, "follow_up", [PROMPT], id=f"fu-{uuid.uuid4().hex}", task_queue=queue)
+            async for envelope in stream_events(handle):
+                if envelope.type == "tool_execution_start":
+                    await handle.signal(AgentWorkflow.follow_up, follow)
+            result = await handle.result()
+    assert [m.role for m in result] == ["user", "assistant", "toolResult", "assistant", "user", "assistant"]
+    assert result[4] == follow
+    assert result[5].content[0].text == "y is 43"
+
+
+async def test_cancelling_the_workflow_mid_tool_cancels_it_and_is_no_tool_result(
+    client: Client, queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Temporal's own cancellation ends the run; it never becomes an error result the model answers."""
+    monkeypatch.setenv("SLOW_TOOL_SECONDS", "600")
+    with anyio.fail_after(30):
+        async with worker(client, task_queue=queue, agents=agents.ALL):
+            handle = await start_agent(client, "slow", [PROMPT], id=f"cancel-{uuid.uuid4().hex}", task_queue=queue)
+            async for envelope in stream_events(handle):
+                if envelope.type == "tool_execution_start":
+                    await handle.cancel()
+                    break
+            with pytest.raises(WorkflowFailureError) as failure:
+                await handle.result()
+            # a caller that comes later gets the events, then the workflow's failure
+            later: list[al.EventEnvelope] = []
+            with pytest.raises(WorkflowFailureError):
+                async for envelope in stream_events(handle):
+                    later.append(envelope)
+    assert isinstance(failure.value.cause, temporal_exceptions.CancelledError)
+    assert later[-1].type == "tool_execution_start" and [e.seq for e in later] == list(range(len(later)))
+    model_activities = [
+        e
+        for e in (await handle.fetch_history()).events
+        if e.HasField("activity_task_scheduled_event_attributes")
+        and e.activity_task_scheduled_event_attributes.activity_type.name == "slow.model"
+    ]
+    assert len(model_activities) == 1  # no second model call answering a tool error
+
+
+async def test_continue_as_new_after_n_turns_is_one_run_to_the_caller_and_replays(client: Client, queue: str) -> None:
+    expected, expected_messages = await in_process(agents.many_turns)
+    with anyio.fail_after(60):
+        async with worker(client, task_queue=queue, agents=agents.ALL):
+            envelopes, handle = await durable_run(client, agents.many_turns, queue)
+            result = await handle.result()
+    check_envelopes(envelopes)
+    assert comparable([e.event for e in envelopes]) == comparable(expected)
+    assert normalized([al.to_json(m) for m in result]) == normalized([al.to_json(m) for m in expected_messages])
+    assert max(e.turn for e in envelopes) == 6
+    # 6 turns, 2 per history: three workflow runs, the first two continued as new
+    runs = [r async for r in client.list_workflows(f"WorkflowId = '{handle.id}'")]
+    statuses = sorted(r.status for r in runs if r.status is not None)
+    assert statuses.count(WorkflowExecutionStatus.CONTINUED_AS_NEW) == 2
+    assert statuses.count(WorkflowExecutionStatus.COMPLETED) == 1
+    replayer = Replayer(workflows=[AgentWorkflow], plugins=[AgentLoopPlugin(agents.ALL)])
+    for run in runs:
+        history = await client.get_workflow_handle(handle.id, run_id=run.run_id).fetch_history()
+        await replayer.replay_workflow(history)
+
+
+async def test_max_turns_counts_the_turns_of_every_history(client: Client, queue: str) -> None:
+    expected, expected_messages = await in_process(agents.capped)
+    with anyio.fail_after(60):
+        async with worker(client, task_queue=queue, agents=agents.ALL):
+            envelopes, handle = await durable_run(client, agents.capped, queue)
+            result = await handle.result()
+    check_envelopes(envelopes)
+    assert comparable([e.event for e in envelopes]) == comparable(expected)
+    assert len([m for m in result if m.role == "assistant"]) == 4
+    assert normalized([al.to_json(m) for m in result]) == normalized([al.to_json(m) for m in expected_messages])
+
+
+async def test_a_caller_that_reconnects_gets_each_event_once_in_order(client: Client, queue: str) -> None:
+    with anyio.fail_after(30):
+        async with worker(client, task_queue=queue, agents=agents.ALL):
+            handle = await start_agent(client, "many_turns", [PROMPT], id=f"rc-{uuid.uuid4().hex}", task_queue=queue)
+            first: list[al.EventEnvelope] = []
+            async for envelope in stream_events(handle):
+                first.append(envelope)
+                if len(first) == 7:
+                    break  # the caller goes away
+            rest = [e async for e in stream_events(handle, after_seq=first[-1].seq)]
+            await handle.result()
+            # after the end, from the query: the last history's events are kept, earlier ones are not
+            tail = [e async for e in stream_events(handle, after_seq=(first + rest)[-3].seq)]
+            with pytest.raises(EventsLostError, match=r"events 0 to [0-9]+ of workflow"):
+                [e async for e in stream_events(handle, after_seq=-1)]
+    whole = first + rest
+    check_envelopes(whole)
+    assert [e.event.type for e in whole].count("agent_start") == 1
+    assert tail == whole[-2:]
+
+
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+async def test_on_trio_the_helpers_fail_at_once(temporal_address: str) -> None:
+    with pytest.raises(RuntimeError, match="Temporal's Python SDK runs on asyncio only, not on trio"):
+        await start_agent(None, "one_tool", [PROMPT], id="x", task_queue="q")  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError, match="asyncio only"):
+        worker(None, task_queue="q", agents=[])  # type: ignore[arg-type]
+
+
+def test_the_readme_scaling_out_example_runs_as_written(temporal_address: str) -> None:
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Scaling out") :]
+    code = re.search(r"```python notest\n(.*?)```", section, re.S)
+    assert code is not None
+    program = (
+        code.group(1).replace("127.0.0.1:7233", temporal_address).replace('"calc-1"', f'"calc-{uuid.uuid4().hex}"')
+    )
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "0 agent_start" and lines[-2] == "15 agent_end"
+    assert lines[-1] == "['user', 'assistant', 'toolResult', 'assistant']"
+
+
+def test_the_example_worker_and_client_run_as_written(temporal_address: str) -> None:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "TEMPORAL_ADDRESS": temporal_address}
+    example = [sys.executable, str(root / "examples" / "temporal_agent.py")]
+    worker_process = subprocess.Popen([*example, "worker"], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert worker_process.stdout is not None
+        assert "worker polling" in worker_process.stdout.readline()
+        result = subprocess.run([*example, "client"], env=env, capture_output=True, text=True, timeout=60)
+    finally:
+        worker_process.terminate()
+        worker_process.wait(10)
+        assert worker_process.stdout is not None
+        worker_process.stdout.close()
+    assert result.returncode == 0, result.stderr
+    assert "add -> 5" in result.stdout and "'2 + 3 = 5.'" in result.stdout
+    assert result.stdout.splitlines()[-1].endswith("agent_end")
+
+
+async def test_a_model_activity_that_keeps_failing_ends_the_run_with_an_error_message(
+    client: Client, queue: str
+) -> None:
+    with anyio.fail_after(30):
+        async with worker(client, task_queue=queue, agents=agents.ALL):
+            envelopes, handle = await durable_run(client, agents.failing, queue)
+            result = await handle.result()
+    check_envelopes(envelopes)
+    assert result[-1].stop_reason == "error"
+    assert result[-1].error_message == "The model call failed: RuntimeError: provider exploded"
+    attempts = [
+        e for e in (await handle.fetch_history()).events if e.HasField("activity_task_started_event_attributes")
+    ]
+    assert attempts[0].activity_task_started_event_attributes.attempt == 2  # retried once, as configured
+
+
+async def test_a_workflow_naming_an_unknown_agent_fails_at_once(client: Client, queue: str) -> None:
+    with anyio.fail_after(30):
+        async with worker(client, task_queue=queue, agents=agents.ALL):
+            handle = await start_agent(client, "nobody", [PROMPT], id=f"nobody-{uuid.uuid4().hex}", task_queue=queue)
+            with pytest.raises(WorkflowFailureError) as failure:
+                await handle.result()
+    assert "no TemporalAgent named 'nobody' on this worker" in str(failure.value.cause)
+
+
+async def test_a_run_without_prompts_continues_the_transcript_or_fails_saying_why(client: Client, queue: str) -> None:
+    asked = al.UserMessage(content="go", timestamp=1)
+    with anyio.fail_after(30):
+        async with worker(client, task_queue=queue, agents=agents.ALL):
+            handle = await start_agent(
+                client, "one_tool", [], messages=[asked], id=f"cont-{uuid.uuid4().hex}", task_queue=queue
+            )
+            result = await handle.result()
+            answered = [*result]
+            stuck = await start_agent(
+                client, "one_tool", [], messages=[asked, *answered], id=f"stuck-{uuid.uuid4().hex}", task_queue=queue
+            )
+            with pytest.raises(WorkflowFailureError) as failure:
+                await stuck.result()
+    assert [m.role for m in result] == ["assistant", "toolResult", "assistant"]  # the prompt was already there
+    assert "Cannot continue from message role: assistant" in str(failure.value.cause)
+
+
+@pytest.mark.parametrize("agent", [agents.parallel, agents.many_turns], ids=lambda a: a.name)
+async def test_a_worker_without_a_workflow_cache_replays_every_step_to_the_same_run(
+    client: Client, queue: str, agent: TemporalAgent
+) -> None:
+    """`max_cached_workflows=0`: every workflow task rebuilds the run from its history (replay)."""
+    expected, expected_messages = await in_process(agent)
+    with anyio.fail_after(60):
+        async with worker(client, task_queue=queue, agents=agents.ALL, max_cached_workflows=0):
+            envelopes, handle = await durable_run(client, agent, queue)
+            result = await handle.result()
+    check_envelopes(envelopes)
+    assert comparable([e.event for e in envelopes]) == comparable(expected)
+    assert normalized([al.to_json(m) for m in result]) == normalized([al.to_json(m) for m in expected_messages])

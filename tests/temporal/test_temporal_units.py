@@ -1,0 +1,70 @@
+"""agentloop.temporal without a server: bad input gets clear errors, payloads round-trip."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from temporalio.api.common.v1 import Payload
+
+import agentloop as al
+from agentloop.temporal import ActivityOptions, AgentLoopPayloadConverter, AgentRun, TemporalAgent, idempotency_key
+
+from . import agents
+
+
+def test_temporal_agent_checks_its_arguments() -> None:
+    with pytest.raises(ValueError, match="TemporalAgent name must be letters, digits"):
+        TemporalAgent("no spaces", model=agents.MODEL)
+    with pytest.raises(TypeError, match=r"model must be an agentloop\.Model, got str"):
+        TemporalAgent("a", model="gpt")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"tools\[0\] must be an AgentTool, got builtin_function_or_method"):
+        TemporalAgent("a", model=agents.MODEL, tools=[print])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="tools must have distinct names"):
+        TemporalAgent("a", model=agents.MODEL, tools=[agents.lookup, agents.lookup])
+    with pytest.raises(ValueError, match="tool_activities names 'nope', which is not one of the tools"):
+        TemporalAgent("a", model=agents.MODEL, tools=[agents.lookup], tool_activities={"nope": ActivityOptions()})
+    with pytest.raises(ValueError, match="turns_per_history must be a positive int, got 0"):
+        TemporalAgent("a", model=agents.MODEL, turns_per_history=0)
+    with pytest.raises(TypeError, match="start_to_close_timeout must be a positive timedelta, got 5"):
+        ActivityOptions(start_to_close_timeout=5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="heartbeat_timeout must be a positive timedelta"):
+        ActivityOptions(heartbeat_timeout=timedelta(0))
+
+
+def test_agent_run_checks_its_arguments() -> None:
+    with pytest.raises(TypeError, match=r"AgentRun\.agent must be the name of a TemporalAgent"):
+        AgentRun(agent="")
+    with pytest.raises(TypeError, match=r"AgentRun\.prompts must be a sequence of messages, got str"):
+        AgentRun(agent="a", prompts="hi")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"AgentRun.messages\[0\] must be an agentloop message, got dict"):
+        AgentRun(agent="a", messages=[{"role": "user"}])  # type: ignore[list-item]
+
+
+def test_idempotency_key_outside_a_tool_activity_says_where_it_works() -> None:
+    with pytest.raises(RuntimeError, match="only available in a tool running as a Temporal activity"):
+        idempotency_key()
+
+
+def test_the_payload_converter_round_trips_agentloop_values_and_leaves_the_rest_to_temporal() -> None:
+    converter = AgentLoopPayloadConverter()
+    message = al.AssistantMessage(
+        content=(al.TextContent("hi"), al.ToolCall("c1", "lookup", {"key": "x"})), timestamp=5
+    )
+    run = AgentRun(agent="a", prompts=[al.UserMessage(content="go", timestamp=1)], messages=[message], state={"seq": 3})
+    values = [message, [message, al.UserMessage(content="u", timestamp=2)], run, al.TurnEnd(message, ())]
+    payloads = converter.to_payloads(values)
+    assert all(p.metadata["encoding"] == b"json/agentloop" for p in payloads)
+    assert converter.from_payloads(payloads) == values
+    plain = converter.to_payloads([{"a": 1}, 3, None, []])
+    assert [p.metadata["encoding"] for p in plain] == [b"json/plain", b"json/plain", b"binary/null", b"json/plain"]
+    with pytest.raises(Exception, match="not an agentloop payload"):
+        converter.from_payloads([Payload(metadata={"encoding": b"json/agentloop"}, data=b'{"kind": "x"}')])
+
+
+@pytest.mark.parametrize("bad", [-2, 1.5, True, "3"])
+async def test_stream_events_checks_after_seq_before_asking(bad: object) -> None:
+    from agentloop.temporal import stream_events
+
+    with pytest.raises(ValueError, match="after_seq must be the seq of an event already seen, or -1"):
+        await stream_events(None, after_seq=bad).__anext__()  # type: ignore[arg-type]
