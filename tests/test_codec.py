@@ -830,3 +830,20 @@ def test_unknown_keys_are_written_after_the_modelled_ones() -> None:
 def test_an_extra_key_the_record_models_is_a_clear_error(value: Any, needle: str) -> None:
     with pytest.raises(ValueError, match=re.escape(needle)):
         to_json(value)
+
+
+def test_the_compact_wire_form_keeps_unknown_keys_at_each_level() -> None:
+    from agentloop._compact import CompactDecoder, CompactEncoder
+
+    b = AssistantMessageBuilder(api="a", provider="p", model="m", timestamp=1)
+    start, text_start, delta = b.start(), b.text_start(), b.text_delta("hi")
+    wire = [
+        to_json(e) for e in (MessageStart(start.partial), MessageUpdate(None, text_start), MessageUpdate(None, delta))
+    ]
+    wire[2]["x-update"] = 1
+    wire[2]["assistantMessageEvent"]["x-event"] = 2
+    for message in (wire[2]["message"], wire[2]["assistantMessageEvent"]["partial"]):
+        message["durationMs"] = 3
+        message["content"][0]["x-block"] = 4
+    encoder, decoder = CompactEncoder(), CompactDecoder()
+    assert [decoder.expand(encoder.to_json(from_json(w))) for w in wire] == wire
