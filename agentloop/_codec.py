@@ -10,21 +10,25 @@ JSON that encodes as UTF-8 (non-finite numbers as null, lone surrogates escaped,
 `JSON.stringify` writes them).
 
 Both pi generations are read, so an event bus or a store shared with TypeScript services can
-hold either:
+hold either, and both round-trip exactly (`to_json(from_json(x)) == x`):
 
-- pi-agent-core 0.73 values round-trip exactly (`to_json(from_json(x)) == x`), except for the
-  `partialJson` its proxy client leaves on a streaming tool call of a snapshot: it is dropped.
-- pi-agent-core 1.x values are read too. A `system` message (`content`, `sections`,
-  `toolsAdded`, `toolsRemoved`) is a `CustomMessage` with role "system": every field is kept and
-  written back unchanged. The fields 1.x adds that agentloop does not model are read and left
-  out of what is written back: on assistant messages `durationMs`, `thinkingLevel`,
+- Every key of a JSON object that its record does not model is kept in the record's `extra` (a
+  mapping, None when there is none) and written back after the record's own keys. That covers
+  what pi-agent-core 1.x adds (on assistant messages `durationMs`, `thinkingLevel`,
   `providerThinkingLevel`, `responseModel`, `diagnostics`, `rawStopReason`, `endTurn` and
   `deferred`; on tool results `durationMs`, `usage` and `nestedCalls`; in usage `cacheWrite1h`,
   `reasoning` and `cost.totalFromProvider`; on tool calls `namespace`; on `tool_execution_end`
-  `durationMs`; on a tool result's `AgentToolResult` `structuredContent` and `usage`. A 1.x value thus
-  round-trips to itself without those fields, and `from_json(to_json(from_json(x))) ==
-  from_json(x)`. The stop reason `deferred` (a 1.x deferred response) has no agentloop
-  equivalent: a message or `done` event with it is refused with a ValueError that says so.
+  `durationMs`; on an `AgentToolResult` `structuredContent` and `usage`), the `partialJson` the
+  0.73 proxy client leaves on a streaming tool call, and an application's own keys. `extra` is
+  part of the value (`==`), so `from_json(to_json(v)) == v` holds for these values too. An
+  `extra` key that the record models is refused by `to_json` (set the field instead).
+- A 1.x `system` message (`content`, `sections`, `toolsAdded`, `toolsRemoved`) is a
+  `CustomMessage` with role "system": every field is kept and written back unchanged.
+- The stop reason `deferred` (a 1.x deferred response) has no agentloop equivalent: a message or
+  `done` event with it is refused with a ValueError that says so.
+
+What stays inexact is the reading of absent or null optional fields (an absent `usage` is
+written back as zero usage, a null `errorMessage` is left out).
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ from ._events import (
     ToolExecutionUpdate,
     TurnEnd,
     TurnStart,
+    _with_extra,
 )
 from ._types import (
     AgentToolResult,
@@ -86,6 +91,55 @@ def _put(out: dict[str, Any], key: str, value: Any) -> None:
         out[key] = value
 
 
+# The JSON keys each record models; any other key of its JSON object is kept in its `extra`.
+_TEXT_KEYS = frozenset({"type", "text", "textSignature"})
+_THINKING_KEYS = frozenset({"type", "thinking", "thinkingSignature", "redacted"})
+_IMAGE_KEYS = frozenset({"type", "data", "mimeType"})
+_TOOL_CALL_KEYS = frozenset({"type", "id", "name", "arguments", "thoughtSignature", "argumentsError"})
+_COST_KEYS = frozenset({"input", "output", "cacheRead", "cacheWrite", "total"})
+_USAGE_KEYS = frozenset({"input", "output", "cacheRead", "cacheWrite", "totalTokens", "cost"})
+_USER_KEYS = frozenset({"role", "content", "timestamp"})
+_ASSISTANT_KEYS = frozenset(
+    {"role", "content", "api", "provider", "model", "usage", "stopReason", "errorMessage", "responseId", "timestamp"}
+)
+_TOOL_RESULT_MESSAGE_KEYS = frozenset({"role", "toolCallId", "toolName", "content", "details", "isError", "timestamp"})
+_TOOL_RESULT_KEYS = frozenset({"content", "details", "isError", "terminate"})
+_EVENT_KEYS: dict[str, frozenset[str]] = {
+    "start": frozenset({"type", "partial"}),
+    **dict.fromkeys(("text_start", "thinking_start", "toolcall_start"), frozenset({"type", "contentIndex", "partial"})),
+    **dict.fromkeys(
+        ("text_delta", "thinking_delta", "toolcall_delta"), frozenset({"type", "contentIndex", "delta", "partial"})
+    ),
+    **dict.fromkeys(("text_end", "thinking_end"), frozenset({"type", "contentIndex", "content", "partial"})),
+    "toolcall_end": frozenset({"type", "contentIndex", "toolCall", "partial"}),
+    "done": frozenset({"type", "reason", "message"}),
+    "error": frozenset({"type", "reason", "error"}),
+    "agent_start": frozenset({"type"}),
+    "agent_end": frozenset({"type", "messages"}),
+    "turn_start": frozenset({"type"}),
+    "turn_end": frozenset({"type", "message", "toolResults"}),
+    "message_start": frozenset({"type", "message"}),
+    "message_update": frozenset({"type", "message", "assistantMessageEvent"}),
+    "message_end": frozenset({"type", "message"}),
+    "tool_execution_start": frozenset({"type", "toolCallId", "toolName", "args"}),
+    "tool_execution_update": frozenset({"type", "toolCallId", "toolName", "args", "partialResult"}),
+    "tool_execution_end": frozenset({"type", "toolCallId", "toolName", "result", "isError"}),
+}
+
+
+def _put_extra(out: dict[str, Any], value: Any, known: frozenset[str]) -> dict[str, Any]:
+    """`out` with the keys of `value.extra` (the ones the record does not model) added after its own.
+
+    The encoders call it only when there is an `extra`: most values have none.
+    """
+    for key, item in value.extra.items():
+        if key in known or type(key) is not str:
+            what = "is a field agentloop models: set the field instead" if key in known else "is not a string"
+            raise ValueError(f"{type(value).__name__} extra key {key!r} {what}")
+        out[key] = item
+    return out
+
+
 # --- encoding -------------------------------------------------------------------------------
 
 
@@ -94,50 +148,66 @@ def _block(block: Any) -> dict[str, Any]:
     if kind is TextContent:
         out = {"type": "text", "text": block.text}
         _put(out, "textSignature", block.text_signature)
+        if block.extra:
+            _put_extra(out, block, _TEXT_KEYS)
         return out
     if kind is ThinkingContent:
         out = {"type": "thinking", "thinking": block.thinking}
         _put(out, "thinkingSignature", block.thinking_signature)
         if block.redacted:
             out["redacted"] = True
+        if block.extra:
+            _put_extra(out, block, _THINKING_KEYS)
         return out
     if kind is ImageContent:
-        return {"type": "image", "data": block.data, "mimeType": block.mime_type}
+        out = {"type": "image", "data": block.data, "mimeType": block.mime_type}
+        if block.extra:
+            _put_extra(out, block, _IMAGE_KEYS)
+        return out
     if kind is ToolCall:
         out = {"type": "toolCall", "id": block.id, "name": block.name, "arguments": dict(block.arguments)}
         _put(out, "thoughtSignature", block.thought_signature)
         _put(out, "argumentsError", block.arguments_error)
+        if block.extra:
+            _put_extra(out, block, _TOOL_CALL_KEYS)
         return out
     raise TypeError(f"not a content block: {block!r}")
 
 
 def _usage(usage: Usage) -> dict[str, Any]:
     cost = usage.cost
-    return {
+    cost_json = {
+        "input": cost.input,
+        "output": cost.output,
+        "cacheRead": cost.cache_read,
+        "cacheWrite": cost.cache_write,
+        "total": cost.total,
+    }
+    out = {
         "input": usage.input,
         "output": usage.output,
         "cacheRead": usage.cache_read,
         "cacheWrite": usage.cache_write,
         "totalTokens": usage.total_tokens,
-        "cost": {
-            "input": cost.input,
-            "output": cost.output,
-            "cacheRead": cost.cache_read,
-            "cacheWrite": cost.cache_write,
-            "total": cost.total,
-        },
+        "cost": _put_extra(cost_json, cost, _COST_KEYS) if cost.extra else cost_json,
     }
+    if usage.extra:
+        _put_extra(out, usage, _USAGE_KEYS)
+    return out
 
 
 def _message(message: Any) -> dict[str, Any]:
     kind = type(message)
     if kind is UserMessage:
         content = message.content
-        return {
+        out = {
             "role": "user",
             "content": content if isinstance(content, str) else [_block(b) for b in content],
             "timestamp": message.timestamp,
         }
+        if message.extra:
+            _put_extra(out, message, _USER_KEYS)
+        return out
     if kind is AssistantMessage:
         out = {
             "role": "assistant",
@@ -151,6 +221,8 @@ def _message(message: Any) -> dict[str, Any]:
         _put(out, "errorMessage", message.error_message)
         _put(out, "responseId", message.response_id)
         out["timestamp"] = message.timestamp
+        if message.extra:
+            _put_extra(out, message, _ASSISTANT_KEYS)
         return out
     if kind is ToolResultMessage:
         out = {
@@ -162,6 +234,8 @@ def _message(message: Any) -> dict[str, Any]:
         _put(out, "details", message.details)
         out["isError"] = message.is_error
         out["timestamp"] = message.timestamp
+        if message.extra:
+            _put_extra(out, message, _TOOL_RESULT_MESSAGE_KEYS)
         return out
     if kind is CustomMessage:
         return {"role": message.role, **message.data, "timestamp": message.timestamp}
@@ -173,6 +247,8 @@ def _tool_result(result: AgentToolResult) -> dict[str, Any]:
     _put(out, "details", result.details)
     _put(out, "isError", result.is_error)
     _put(out, "terminate", result.terminate)
+    if result.extra:
+        _put_extra(out, result, _TOOL_RESULT_KEYS)
     return out
 
 
@@ -181,9 +257,15 @@ def _assistant_event(event: Any, *, partial: bool = True) -> dict[str, Any]:
     out: dict[str, Any] = {"type": event.type}
     kind = type(event)
     if kind is DoneEvent:
-        return {"type": "done", "reason": event.reason, "message": _message(event.message)}
+        out = {"type": "done", "reason": event.reason, "message": _message(event.message)}
+        if event.extra:
+            _put_extra(out, event, _EVENT_KEYS["done"])
+        return out
     if kind is ErrorEvent:
-        return {"type": "error", "reason": event.reason, "error": _message(event.error)}
+        out = {"type": "error", "reason": event.reason, "error": _message(event.error)}
+        if event.extra:
+            _put_extra(out, event, _EVENT_KEYS["error"])
+        return out
     if kind is not StartEvent:
         out["contentIndex"] = event.content_index
     if kind in (TextDeltaEvent, ThinkingDeltaEvent, ToolCallDeltaEvent):
@@ -194,6 +276,8 @@ def _assistant_event(event: Any, *, partial: bool = True) -> dict[str, Any]:
         out["toolCall"] = _block(event.tool_call)
     if partial:
         out["partial"] = _message(event.partial)
+    if event.extra:
+        _put_extra(out, event, _EVENT_KEYS[event.type])
     return out
 
 
@@ -202,7 +286,10 @@ def to_json(value: Any) -> dict[str, Any]:
     kind = type(value)
     encoder = _ENCODERS.get(kind)
     if encoder is not None:
-        return encoder(value)
+        out = encoder(value)
+        if value.extra:
+            _put_extra(out, value, _EVENT_KEYS[value.type])
+        return out
     if kind in _ASSISTANT_EVENTS.values() or kind is DoneEvent or kind is ErrorEvent:
         return _assistant_event(value)
     if kind in (UserMessage, AssistantMessage, ToolResultMessage, CustomMessage):
@@ -406,6 +493,15 @@ _USER_BLOCKS = ("text", "image")
 _ASSISTANT_BLOCKS = ("text", "thinking", "toolCall")
 
 
+def _extra(data: Mapping[str, Any], known: frozenset[str]) -> dict[str, Any]:
+    """The keys of `data` that its record does not model.
+
+    The decoders call it only when there are some (`known.issuperset(data)` is false): most
+    objects have none.
+    """
+    return {k: v for k, v in data.items() if k not in known}
+
+
 def _block_from(data: Any, allowed: tuple[str, ...] | None = None) -> Any:
     if not isinstance(data, Mapping):
         raise _Bad(f"a content block must be an object, got {_described(data)}")
@@ -413,15 +509,24 @@ def _block_from(data: Any, allowed: tuple[str, ...] | None = None) -> Any:
     if allowed is not None and kind not in allowed and kind in ("text", "thinking", "image", "toolCall"):
         raise _wrong("type", "one of " + ", ".join(repr(a) for a in allowed) + " here", kind)
     if kind == "text":
-        return TextContent(_str(data, "text"), text_signature=_opt_str(data, "textSignature"))
+        return TextContent(
+            _str(data, "text"),
+            text_signature=_opt_str(data, "textSignature"),
+            extra=None if _TEXT_KEYS.issuperset(data) else _extra(data, _TEXT_KEYS),
+        )
     if kind == "thinking":
         return ThinkingContent(
             _str(data, "thinking"),
             thinking_signature=_opt_str(data, "thinkingSignature"),
             redacted=_bool(data, "redacted", False),
+            extra=None if _THINKING_KEYS.issuperset(data) else _extra(data, _THINKING_KEYS),
         )
     if kind == "image":
-        return ImageContent(_str(data, "data"), _str(data, "mimeType"))
+        return ImageContent(
+            _str(data, "data"),
+            _str(data, "mimeType"),
+            extra=None if _IMAGE_KEYS.issuperset(data) else _extra(data, _IMAGE_KEYS),
+        )
     if kind == "toolCall":
         return ToolCall(
             _str(data, "id"),
@@ -429,6 +534,7 @@ def _block_from(data: Any, allowed: tuple[str, ...] | None = None) -> Any:
             dict(_object(data, "arguments")),
             thought_signature=_opt_str(data, "thoughtSignature"),
             arguments_error=_opt_str(data, "argumentsError"),
+            extra=None if _TOOL_CALL_KEYS.issuperset(data) else _extra(data, _TOOL_CALL_KEYS),
         )
     raise _Bad(f"unknown content block type {kind!r}")
 
@@ -450,6 +556,7 @@ def _cost_from(data: Any) -> Cost:
         cache_read=_cost_number(data, "cacheRead"),
         cache_write=_cost_number(data, "cacheWrite"),
         total=_cost_number(data, "total"),
+        extra=None if _COST_KEYS.issuperset(data) else _extra(data, _COST_KEYS),
     )
 
 
@@ -464,6 +571,7 @@ def _usage_from(data: Any) -> Usage:
         cache_write=_int(data, "cacheWrite", 0),
         total_tokens=_int(data, "totalTokens", 0),
         cost=Cost() if cost is None else _inside("cost", _cost_from, cost),
+        extra=None if _USAGE_KEYS.issuperset(data) else _extra(data, _USAGE_KEYS),
     )
 
 
@@ -476,6 +584,7 @@ def _message_from(data: Any) -> Any:
         return UserMessage(
             content=content if isinstance(content, str) else _each(data, "content", _user_block),
             timestamp=_int(data, "timestamp", 0),
+            extra=None if _USER_KEYS.issuperset(data) else _extra(data, _USER_KEYS),
         )
     if role == "assistant":
         if data.get("stopReason") == "deferred":
@@ -491,6 +600,7 @@ def _message_from(data: Any) -> Any:
             error_message=_opt_str(data, "errorMessage"),
             response_id=_opt_str(data, "responseId"),
             timestamp=_int(data, "timestamp", 0),
+            extra=None if _ASSISTANT_KEYS.issuperset(data) else _extra(data, _ASSISTANT_KEYS),
         )
     if role == "toolResult":
         content = data.get("content", ())
@@ -501,6 +611,7 @@ def _message_from(data: Any) -> Any:
             details=data.get("details"),
             is_error=_bool(data, "isError", False),
             timestamp=_int(data, "timestamp", 0),
+            extra=None if _TOOL_RESULT_MESSAGE_KEYS.issuperset(data) else _extra(data, _TOOL_RESULT_MESSAGE_KEYS),
         )
     if isinstance(role, str) and role:
         rest = {k: v for k, v in data.items() if k not in ("role", "timestamp")}
@@ -516,6 +627,7 @@ def _tool_result_from(data: Any) -> AgentToolResult:
         details=data.get("details"),
         is_error=_opt_bool(data, "isError"),
         terminate=_opt_bool(data, "terminate"),
+        extra=None if _TOOL_RESULT_KEYS.issuperset(data) else _extra(data, _TOOL_RESULT_KEYS),
     )
 
 
@@ -562,6 +674,12 @@ def _tool_call_block(data: Any) -> ToolCall:
 def _assistant_event_from(data: Any) -> Any:
     if not isinstance(data, Mapping):
         raise _Bad(f"an assistant message event must be an object, got {_described(data)}")
+    event = _assistant_event_fields(data)
+    known = _EVENT_KEYS[event.type]
+    return event if known.issuperset(data) else _with_extra(event, _extra(data, known))
+
+
+def _assistant_event_fields(data: Mapping[str, Any]) -> Any:
     kind = data.get("type")
     if kind == "done":
         if data.get("reason") == "deferred":
@@ -629,6 +747,12 @@ def _decode(data: Mapping[str, Any]) -> Any:
         return _assistant_event_from(data)
     if kind in ("text", "thinking", "image", "toolCall"):
         return _block_from(data)
+    event = _agent_event_fields(kind, data)
+    known = _EVENT_KEYS[kind]
+    return event if known.issuperset(data) else _with_extra(event, _extra(data, known))
+
+
+def _agent_event_fields(kind: str, data: Mapping[str, Any]) -> Any:
     if kind == "agent_start":
         return AgentStart()
     if kind == "agent_end":

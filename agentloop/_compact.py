@@ -88,6 +88,8 @@ class CompactEncoder:
         stream_event: Any = update.assistant_message_event  # never a terminal event in an update
         last, message = self._last, self._message
         self._last, self._message = stream_event, None
+        if update.extra:  # keys of the update itself that agentloop does not model: the full form has them
+            return to_json(update)
         if update._message is None and last is not None and appends_only(last, stream_event):
             return _compact(stream_event)  # the common case, O(1): one more chunk of the open block
         before = last.partial if last is not None else message

@@ -2,13 +2,17 @@
 
 Every event is an immutable slotted record whose `type` is the TypeScript event name, so
 `match event: case MessageUpdate(...)` and `if event.type == "message_update"` both narrow.
+
+Every event also has `extra`, the keys of its JSON form that agentloop does not model (pi 1.x's
+`durationMs` on `tool_execution_end`, ...): set only by `from_json`, None otherwise, compared by
+`==` and written back by `to_json` (see `_types`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import FrozenInstanceError
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 from ._types import AgentMessage, AgentToolResult, AssistantMessage, ToolCall, ToolResultMessage
 from ._types import _slot_setter as _setter
@@ -43,12 +47,40 @@ __all__ = (
     "TurnStart",
 )
 
+
+class _Event:
+    """Base of every event: `extra`, None unless `_with_extra` gave the event one.
+
+    Events are made per delta, so `extra` costs their constructors nothing: it is this class's
+    attribute, shadowed by an entry of the instance's `__dict__` (the only use of that dict, which
+    exists only for the events that carry an `extra`).
+    """
+
+    __slots__ = ("__dict__",)
+    extra: Mapping[str, Any] | None = None
+    """The event's JSON keys agentloop does not model (see the module docstring). Read-only."""
+
+
+_E = TypeVar("_E", bound=_Event)
+
+
+def _with_extra(event: _E, extra: Mapping[str, Any] | None) -> _E:
+    """`event`, carrying `extra` when there is any (how `from_json` and unpickling set it)."""
+    if extra:
+        object.__setattr__(event, "extra", extra)
+    return event
+
+
+def _rebuilt(cls: type[_E], args: tuple[Any, ...], extra: Mapping[str, Any] | None) -> _E:
+    return _with_extra(cls(*args), extra)
+
+
 # --- the assistant streaming protocol (pi-ai AssistantMessageEvent) --------------------------
 # `partial` is a snapshot of the message so far. Order: `start` first (it may be missing when a
 # request fails before streaming), block events, then exactly one terminal `done` or `error`.
 
 
-class _StreamEvent:
+class _StreamEvent(_Event):
     """Base of the events that carry a `partial` snapshot.
 
     They are made once per delta, so they are small slotted classes, immutable like the
@@ -79,7 +111,11 @@ class _StreamEvent:
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        return all(getattr(self, f) == getattr(other, f) for f in self._fields) and self.partial == other.partial
+        return (
+            all(getattr(self, f) == getattr(other, f) for f in self._fields)
+            and self.partial == other.partial
+            and self.extra == other.extra
+        )
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -88,7 +124,7 @@ class _StreamEvent:
         return f"{type(self).__name__}({fields}{', ' if fields else ''}partial={self.partial!r})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (*(getattr(self, f) for f in self._fields), self.partial))
+        return (_rebuilt, (type(self), (*(getattr(self, f) for f in self._fields), self.partial), self.extra))
 
 
 # The events are immutable (`__setattr__` raises), so their constructors store through the slot
@@ -234,7 +270,7 @@ _set_call_index = _setter(ToolCallEndEvent, "content_index")
 _set_tool_call = _setter(ToolCallEndEvent, "tool_call")
 
 
-class _Record:
+class _Record(_Event):
     """Base of the other events: immutable, slotted, compared, hashed and shown by their fields.
 
     Hand-written rather than `dataclass(frozen=True, slots=True)`: each dataclass costs about half
@@ -254,7 +290,7 @@ class _Record:
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        return all(getattr(self, f) == getattr(other, f) for f in self._fields)
+        return all(getattr(self, f) == getattr(other, f) for f in self._fields) and self.extra == other.extra
 
     def __hash__(self) -> int:
         return hash(tuple(getattr(self, f) for f in self._fields))
@@ -264,7 +300,7 @@ class _Record:
         return f"{type(self).__name__}({fields})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), tuple(getattr(self, f) for f in self._fields))
+        return (_rebuilt, (type(self), tuple(getattr(self, f) for f in self._fields), self.extra))
 
 
 class DoneEvent(_Record):
@@ -408,7 +444,7 @@ class MessageStart(_Record):
 _set_MessageStart_message = _setter(MessageStart, "_message")
 
 
-class MessageUpdate:
+class MessageUpdate(_Event):
     """The streaming assistant message changed; `assistant_message_event` says how.
 
     `message` is the snapshot of the message after the change (the event's `partial`), built on
@@ -443,7 +479,11 @@ class MessageUpdate:
     def __eq__(self, other: object) -> bool:
         if type(other) is not MessageUpdate:
             return NotImplemented
-        return self.assistant_message_event == other.assistant_message_event and self.message == other.message
+        return (
+            self.assistant_message_event == other.assistant_message_event
+            and self.message == other.message
+            and self.extra == other.extra
+        )
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -451,7 +491,7 @@ class MessageUpdate:
         return f"MessageUpdate(message={self.message!r}, assistant_message_event={self.assistant_message_event!r})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (MessageUpdate, (self.message, self.assistant_message_event))
+        return (_rebuilt, (MessageUpdate, (self.message, self.assistant_message_event), self.extra))
 
 
 _set_message = _setter(MessageUpdate, "_message")

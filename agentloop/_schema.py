@@ -11,7 +11,9 @@ the slotted event classes), keys are their camelCase names as the codec writes t
 typed `X | None` is optional (the codec leaves None out). The few fields the codec leaves out
 otherwise are listed in `_OPTIONAL`; custom messages (any other role, their own keys) are
 described by hand. A test validates the codec's output for real runs against this schema, with
-`additionalProperties: false`, so the two cannot drift apart silently.
+`additionalProperties: false`, so the two cannot drift apart silently. The schema is that of the
+values agentloop makes: a value read from another generation (pi-agent-core 1.x) carries the keys
+agentloop does not model in its `extra`, and the codec writes them back beside these.
 """
 
 from __future__ import annotations
@@ -115,6 +117,8 @@ def _fields(cls: type) -> list[tuple[str, Any]]:
         names = list(dict.fromkeys([*cls.__match_args__, *getattr(cls, "_fields", ()), *slots, "type"]))  # type: ignore[attr-defined]
     out = []
     for name in names:
+        if name == "extra":  # not a key: the keys it holds sit beside the record's own
+            continue
         if name in hints:
             out.append((name, hints[name]))
         else:  # a property (the lazily built `text`, `partial`, `message`)

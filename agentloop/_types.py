@@ -3,6 +3,15 @@
 Everything here is an immutable value: messages travel through buffered event streams and outlive
 the state that produced them, so a message a consumer holds never changes under it. Field names are
 snake_case; the JSON codec (`_codec.py`) maps them to the TypeScript camelCase keys.
+
+The records the codec reads from JSON objects (content blocks, messages, usage, cost, tool
+results, and the events in `_events.py`) also carry `extra`: the keys of their JSON form that
+agentloop does not model (the fields pi-agent-core 1.x adds, or an application's own), None when
+there are none. `to_json` writes them back, so a value read from another generation round-trips
+whole. `extra` takes part in `==` (a value is equal to another only if both write the same JSON;
+it is left out of the hash, which stays that of the modelled fields) and not in `repr`. Here it
+is a keyword-only field (a slot) that every constructor sets; the events, made per delta, keep it
+without a slot (see `_events._Event`).
 """
 
 from __future__ import annotations
@@ -67,6 +76,27 @@ class _Default:
 _UNSET: Any = _Default()
 
 
+def _checked_extra(owner: object, extra: object) -> Any:
+    """`extra` given to a constructor (not None): a mapping, kept; an empty one is None."""
+    if not isinstance(extra, Mapping):
+        raise TypeError(
+            f"{type(owner).__name__} extra must be a mapping of JSON keys to values (or None), "
+            f"got {type(extra).__name__}"
+        )
+    return extra or None
+
+
+def _store_extra(owner: object, extra: object) -> None:
+    """`__post_init__` of a dataclass given `extra`: check it, and keep an empty one as None."""
+    if _checked_extra(owner, extra) is None:
+        object.__setattr__(owner, "extra", None)
+
+
+def _extra_field() -> Any:
+    """The dataclass field `extra`: keyword-only, None by default, compared but not hashed or shown."""
+    return field(default=None, kw_only=True, hash=False, repr=False)
+
+
 def _slot_setter(cls: type, name: str) -> Callable[[Any, Any], None]:
     """Set a field of a frozen slotted class from its own `__init__`.
 
@@ -123,23 +153,29 @@ _set_n = _slot_setter(_LazyText, "_n")
 class TextContent(_LazyText):
     """A block of text in a message."""
 
-    __slots__ = ("text_signature",)
+    __slots__ = ("extra", "text_signature")
     __match_args__ = ("text",)
     type: ClassVar[Literal["text"]] = "text"
     text_signature: str | None
     """Provider metadata attached to the block (for example an OpenAI Responses message id)."""
+    extra: Mapping[str, Any] | None
+    """The block's JSON keys agentloop does not model (see the module docstring). Read-only."""
 
-    def __init__(self, text: str = "", *, text_signature: str | None = None) -> None:
+    def __init__(
+        self, text: str = "", *, text_signature: str | None = None, extra: Mapping[str, Any] | None = None
+    ) -> None:
         self._init_text(text)
         _set_text_signature(self, text_signature)
+        _set_text_extra(self, None if extra is None else _checked_extra(self, extra))
 
     @classmethod
     def _streaming(cls, parts: list[str], n: int, text_signature: str | None = None) -> TextContent:
         block = object.__new__(cls)
-        object.__setattr__(block, "_value", None)
-        object.__setattr__(block, "_parts", parts)
-        object.__setattr__(block, "_n", n)
-        object.__setattr__(block, "text_signature", text_signature)
+        _set_value(block, None)
+        _set_parts(block, parts)
+        _set_n(block, n)
+        _set_text_signature(block, text_signature)
+        _set_text_extra(block, None)
         return block
 
     @property
@@ -150,7 +186,7 @@ class TextContent(_LazyText):
     def __eq__(self, other: object) -> bool:
         if type(other) is not TextContent:
             return NotImplemented
-        return self.text == other.text and self.text_signature == other.text_signature
+        return self.text == other.text and self.text_signature == other.text_signature and self.extra == other.extra
 
     def __hash__(self) -> int:
         return hash((TextContent, self.text, self.text_signature))
@@ -160,36 +196,48 @@ class TextContent(_LazyText):
         return f"TextContent(text={self.text!r}{extra})"
 
     def __reduce__(self) -> tuple[Any, ...]:  # copy and pickle (the slots cannot be set back)
-        return (_text_content, (self.text, self.text_signature))
+        return (_text_content, (self.text, self.text_signature, self.extra))
 
 
 _set_text_signature = _slot_setter(TextContent, "text_signature")
+_set_text_extra = _slot_setter(TextContent, "extra")
 
 
 class ThinkingContent(_LazyText):
     """A block of model reasoning."""
 
-    __slots__ = ("redacted", "thinking_signature")
+    __slots__ = ("extra", "redacted", "thinking_signature")
     __match_args__ = ("thinking",)
     type: ClassVar[Literal["thinking"]] = "thinking"
     thinking_signature: str | None
     """Opaque provider signature that lets the same provider verify the reasoning later."""
     redacted: bool
     """True when the provider redacted the reasoning; the payload is in `thinking_signature`."""
+    extra: Mapping[str, Any] | None
+    """The block's JSON keys agentloop does not model (see the module docstring). Read-only."""
 
-    def __init__(self, thinking: str = "", *, thinking_signature: str | None = None, redacted: bool = False) -> None:
+    def __init__(
+        self,
+        thinking: str = "",
+        *,
+        thinking_signature: str | None = None,
+        redacted: bool = False,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
         self._init_text(thinking)
         _set_thinking_signature(self, thinking_signature)
         _set_redacted(self, redacted)
+        _set_thinking_extra(self, None if extra is None else _checked_extra(self, extra))
 
     @classmethod
     def _streaming(cls, parts: list[str], n: int, thinking_signature: str | None = None) -> ThinkingContent:
         block = object.__new__(cls)
-        object.__setattr__(block, "_value", None)
-        object.__setattr__(block, "_parts", parts)
-        object.__setattr__(block, "_n", n)
-        object.__setattr__(block, "thinking_signature", thinking_signature)
-        object.__setattr__(block, "redacted", False)
+        _set_value(block, None)
+        _set_parts(block, parts)
+        _set_n(block, n)
+        _set_thinking_signature(block, thinking_signature)
+        _set_redacted(block, False)
+        _set_thinking_extra(block, None)
         return block
 
     @property
@@ -200,10 +248,11 @@ class ThinkingContent(_LazyText):
     def __eq__(self, other: object) -> bool:
         if type(other) is not ThinkingContent:
             return NotImplemented
-        return (self.thinking, self.thinking_signature, self.redacted) == (
+        return (self.thinking, self.thinking_signature, self.redacted, self.extra) == (
             other.thinking,
             other.thinking_signature,
             other.redacted,
+            other.extra,
         )
 
     def __hash__(self) -> int:
@@ -218,19 +267,22 @@ class ThinkingContent(_LazyText):
         return f"ThinkingContent(thinking={self.thinking!r}{extra})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_thinking_content, (self.thinking, self.thinking_signature, self.redacted))
+        return (_thinking_content, (self.thinking, self.thinking_signature, self.redacted, self.extra))
 
 
 _set_thinking_signature = _slot_setter(ThinkingContent, "thinking_signature")
 _set_redacted = _slot_setter(ThinkingContent, "redacted")
+_set_thinking_extra = _slot_setter(ThinkingContent, "extra")
 
 
-def _text_content(text: str, text_signature: str | None) -> TextContent:
-    return TextContent(text, text_signature=text_signature)
+def _text_content(text: str, text_signature: str | None, extra: Mapping[str, Any] | None = None) -> TextContent:
+    return TextContent(text, text_signature=text_signature, extra=extra)
 
 
-def _thinking_content(thinking: str, thinking_signature: str | None, redacted: bool) -> ThinkingContent:
-    return ThinkingContent(thinking, thinking_signature=thinking_signature, redacted=redacted)
+def _thinking_content(
+    thinking: str, thinking_signature: str | None, redacted: bool, extra: Mapping[str, Any] | None = None
+) -> ThinkingContent:
+    return ThinkingContent(thinking, thinking_signature=thinking_signature, redacted=redacted, extra=extra)
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +294,12 @@ class ImageContent:
     mime_type: str
     """For example `image/png`."""
     type: Literal["image"] = field(default="image", init=False)
+    extra: Mapping[str, Any] | None = _extra_field()
+    """The block's JSON keys agentloop does not model (see the module docstring). Read-only."""
+
+    def __post_init__(self) -> None:
+        if self.extra is not None:
+            _store_extra(self, self.extra)
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -257,6 +315,8 @@ class ToolCall:
     arguments_error: str | None = field(default=None, kw_only=True)
     """Set by a provider when the argument text was not a JSON object (`arguments` is then `{}`)."""
     type: Literal["toolCall"] = field(default="toolCall", init=False)
+    extra: Mapping[str, Any] | None = _extra_field()
+    """The call's JSON keys agentloop does not model (pi 1.x's `namespace`, ...). Read-only."""
 
     def __init__(
         self,
@@ -266,6 +326,7 @@ class ToolCall:
         *,
         thought_signature: str | None = None,
         arguments_error: str | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> None:
         # Hand-written (see `_slot_setter`): a streamed response builds several per call.
         _set_call_id(self, id)
@@ -274,6 +335,7 @@ class ToolCall:
         _set_call_thought_signature(self, thought_signature)
         _set_call_arguments_error(self, arguments_error)
         _set_call_type(self, "toolCall")
+        _set_call_extra(self, None if extra is None else _checked_extra(self, extra))
 
 
 _set_call_id = _slot_setter(ToolCall, "id")
@@ -282,6 +344,7 @@ _set_call_arguments = _slot_setter(ToolCall, "arguments")
 _set_call_thought_signature = _slot_setter(ToolCall, "thought_signature")
 _set_call_arguments_error = _slot_setter(ToolCall, "arguments_error")
 _set_call_type = _slot_setter(ToolCall, "type")
+_set_call_extra = _slot_setter(ToolCall, "extra")
 
 
 UserContent: TypeAlias = TextContent | ImageContent
@@ -299,6 +362,12 @@ class Cost:
     cache_read: float = 0.0
     cache_write: float = 0.0
     total: float = 0.0
+    extra: Mapping[str, Any] | None = _extra_field()
+    """The cost's JSON keys agentloop does not model (pi 1.x's `totalFromProvider`, ...). Read-only."""
+
+    def __post_init__(self) -> None:
+        if self.extra is not None:
+            _store_extra(self, self.extra)
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,6 +380,15 @@ class Usage:
     cache_write: int = 0
     total_tokens: int = 0
     cost: Cost = field(default_factory=Cost)
+    extra: Mapping[str, Any] | None = _extra_field()
+    """The usage's JSON keys agentloop does not model (pi 1.x's `cacheWrite1h`, `reasoning`, ...).
+
+    Read-only.
+    """
+
+    def __post_init__(self) -> None:
+        if self.extra is not None:
+            _store_extra(self, self.extra)
 
 
 _ZERO_USAGE = Usage()
@@ -350,8 +428,12 @@ class UserMessage:
     timestamp: int = field(default_factory=now_ms)
     """Milliseconds since the epoch."""
     role: Literal["user"] = field(default="user", init=False)
+    extra: Mapping[str, Any] | None = _extra_field()
+    """The message's JSON keys agentloop does not model (see the module docstring). Read-only."""
 
     def __post_init__(self) -> None:
+        if self.extra is not None:
+            _store_extra(self, self.extra)
         content = self.content
         if type(content) is not str and not isinstance(content, str):
             if not isinstance(content, (list, tuple)):
@@ -380,6 +462,11 @@ class AssistantMessage:
     """The provider's id for the response, when it sends one."""
     timestamp: int = field(default_factory=now_ms)
     role: Literal["assistant"] = field(default="assistant", init=False)
+    extra: Mapping[str, Any] | None = _extra_field()
+    """The message's JSON keys agentloop does not model (pi 1.x's `durationMs`, `thinkingLevel`, ...).
+
+    Read-only.
+    """
 
     def __init__(
         self,
@@ -393,6 +480,7 @@ class AssistantMessage:
         error_message: str | None = None,
         response_id: str | None = None,
         timestamp: int = _UNSET,
+        extra: Mapping[str, Any] | None = None,
     ) -> None:
         _set_assistant_content(self, content)
         _set_assistant_api(self, api)
@@ -404,6 +492,7 @@ class AssistantMessage:
         _set_assistant_response_id(self, response_id)
         _set_assistant_timestamp(self, now_ms() if timestamp is _UNSET else timestamp)
         _set_assistant_role(self, "assistant")
+        _set_assistant_extra(self, None if extra is None else _checked_extra(self, extra))
 
     @property
     def text(self) -> str:
@@ -426,6 +515,7 @@ _set_assistant_error_message = _slot_setter(AssistantMessage, "error_message")
 _set_assistant_response_id = _slot_setter(AssistantMessage, "response_id")
 _set_assistant_timestamp = _slot_setter(AssistantMessage, "timestamp")
 _set_assistant_role = _slot_setter(AssistantMessage, "role")
+_set_assistant_extra = _slot_setter(AssistantMessage, "extra")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)
@@ -440,6 +530,8 @@ class ToolResultMessage:
     is_error: bool = False
     timestamp: int = field(default_factory=now_ms)
     role: Literal["toolResult"] = field(default="toolResult", init=False)
+    extra: Mapping[str, Any] | None = _extra_field()
+    """The message's JSON keys agentloop does not model (pi 1.x's `durationMs`, `usage`, ...). Read-only."""
 
     def __init__(
         self,
@@ -450,6 +542,7 @@ class ToolResultMessage:
         details: Any = None,
         is_error: bool = False,
         timestamp: int = _UNSET,
+        extra: Mapping[str, Any] | None = None,
     ) -> None:
         _set_result_tool_call_id(self, tool_call_id)
         _set_result_tool_name(self, tool_name)
@@ -463,6 +556,7 @@ class ToolResultMessage:
             raise TypeError(f"ToolResultMessage is_error must be a bool, got {type(is_error).__name__}")
         if timestamp is not _UNSET and type(timestamp) is not int:
             _check_timestamp(self, timestamp)
+        _set_result_extra(self, None if extra is None else _checked_extra(self, extra))
 
 
 _set_result_tool_call_id = _slot_setter(ToolResultMessage, "tool_call_id")
@@ -472,6 +566,7 @@ _set_result_details = _slot_setter(ToolResultMessage, "details")
 _set_result_is_error = _slot_setter(ToolResultMessage, "is_error")
 _set_result_timestamp = _slot_setter(ToolResultMessage, "timestamp")
 _set_result_role = _slot_setter(ToolResultMessage, "role")
+_set_result_extra = _slot_setter(ToolResultMessage, "extra")
 
 
 def tool_result_message(
@@ -486,6 +581,7 @@ def tool_result_message(
     _set_result_is_error(message, is_error)
     _set_result_timestamp(message, timestamp)
     _set_result_role(message, "toolResult")
+    _set_result_extra(message, None)
     return message
 
 
@@ -600,6 +696,11 @@ class AgentToolResult:
     details: Any = None
     is_error: bool | None = None
     terminate: bool | None = None
+    extra: Mapping[str, Any] | None = _extra_field()
+    """The result's JSON keys agentloop does not model (pi 1.x's `structuredContent`, `usage`, ...).
+
+    Read-only.
+    """
 
     def __init__(
         self,
@@ -608,6 +709,7 @@ class AgentToolResult:
         details: Any = None,
         is_error: bool | None = None,
         terminate: bool | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> None:
         _set_tool_result_content(self, content)
         _set_tool_result_details(self, details)
@@ -618,6 +720,7 @@ class AgentToolResult:
             raise TypeError(f"AgentToolResult is_error must be a bool or None, got {type(is_error).__name__}")
         if terminate is not None and type(terminate) is not bool:
             raise TypeError(f"AgentToolResult terminate must be a bool or None, got {type(terminate).__name__}")
+        _set_tool_result_extra(self, None if extra is None else _checked_extra(self, extra))
 
     @classmethod
     def from_text(cls, text: str, details: Any = None) -> AgentToolResult:
@@ -629,6 +732,7 @@ class AgentToolResult:
         _set_tool_result_details(result, details)
         _set_tool_result_is_error(result, None)
         _set_tool_result_terminate(result, None)
+        _set_tool_result_extra(result, None)
         return result
 
 
@@ -636,6 +740,7 @@ _set_tool_result_content = _slot_setter(AgentToolResult, "content")
 _set_tool_result_details = _slot_setter(AgentToolResult, "details")
 _set_tool_result_is_error = _slot_setter(AgentToolResult, "is_error")
 _set_tool_result_terminate = _slot_setter(AgentToolResult, "terminate")
+_set_tool_result_extra = _slot_setter(AgentToolResult, "extra")
 
 
 def error_result(message: str) -> AgentToolResult:

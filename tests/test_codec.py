@@ -621,14 +621,6 @@ def _recorded(version: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (PI_WIRE / f"events-{version}.jsonl").read_text().splitlines()]
 
 
-def _without(value: Any, keys: set[str]) -> Any:
-    if isinstance(value, dict):
-        return {k: _without(v, keys) for k, v in value.items() if k not in keys}
-    if isinstance(value, list):
-        return [_without(v, keys) for v in value]
-    return value
-
-
 def test_pi_0_73_events_round_trip_exactly() -> None:
     events = _recorded("0.73.1")
     assert {e["type"] for e in events} >= {"message_update", "tool_execution_end", "turn_end", "agent_end"}
@@ -636,15 +628,37 @@ def test_pi_0_73_events_round_trip_exactly() -> None:
         assert to_json(from_json(event)) == event
 
 
-def test_pi_1x_events_round_trip_without_the_fields_agentloop_does_not_model() -> None:
+def _extras(value: Any) -> set[str]:
+    """The keys of every `extra` inside an agentloop value (events, messages, blocks, usage, results)."""
+    found: set[str] = set(getattr(value, "extra", None) or ())
+    parts: list[Any] = []
+    for name in ("message", "messages", "tool_results", "assistant_message_event", "partial", "error", "result"):
+        part = getattr(value, name, None)
+        parts += part if isinstance(part, tuple) else [part]
+    parts += [getattr(value, "partial_result", None), getattr(value, "tool_call", None)]
+    if isinstance(getattr(value, "content", None), tuple):
+        parts += value.content
+    usage = getattr(value, "usage", None)
+    if usage is not None:
+        parts += [usage, usage.cost]
+    for part in parts:
+        if part is not None:
+            found |= _extras(part)
+    return found
+
+
+def test_pi_1x_events_round_trip_exactly() -> None:
     events = _recorded("1.6.0")
-    dropped: set[str] = set()
+    kept: set[str] = set()
     for event in events:
         value = from_json(event)
-        assert to_json(value) == _without(event, ONLY_IN_1X)
+        assert to_json(value) == event
         assert from_json(to_json(value)) == value
-        dropped |= {k for k in ONLY_IN_1X if k in json.dumps(event)}
-    assert dropped == {"durationMs", "thinkingLevel"}  # what the 1.6.0 agent and client set here
+        assert loads(dumps(value)) == value
+        kept |= _extras(value)
+    assert kept == {"durationMs", "thinkingLevel"}  # what the 1.6.0 agent and client set here
+    end = next(from_json(e) for e in events if e["type"] == "tool_execution_end")
+    assert end.extra is not None and set(end.extra) == {"durationMs"}
 
 
 SYSTEM_1X = {
@@ -703,15 +717,28 @@ def test_a_1x_system_message_is_kept_whole() -> None:
     assert loads(dumps(message)) == message
 
 
-def test_1x_messages_and_events_read_and_write_back_what_agentloop_models() -> None:
+def test_1x_messages_and_events_keep_the_fields_agentloop_does_not_model_in_extra() -> None:
     end = {"type": "agent_end", "messages": [SYSTEM_1X, ASSISTANT_1X, TOOL_RESULT_1X]}
     value = from_json(end)
-    tool_result = {k: v for k, v in TOOL_RESULT_1X.items() if k != "usage"}  # a tool result's usage is 1.x's
-    assert to_json(value) == _without({**end, "messages": [SYSTEM_1X, ASSISTANT_1X, tool_result]}, ONLY_IN_1X)
+    assert to_json(value) == end
     assert from_json(to_json(value)) == value
-    assistant = value.messages[1]
-    assert assistant.content[0] == ToolCall("c1", "echo", {})
+    assert loads(dumps(value)) == value
+    assistant, tool_result = value.messages[1:]
+    assert assistant.content[0] == ToolCall("c1", "echo", {}, extra={"namespace": "mcp"})
+    assert assistant.content[0] != ToolCall("c1", "echo", {})  # extra is part of the value
     assert (assistant.usage.cache_write, assistant.usage.total_tokens, assistant.usage.cost.total) == (0, 3, 0.3)
+    assert assistant.usage.extra == {"cacheWrite1h": 3, "reasoning": 1}
+    assert assistant.usage.cost.extra == {"totalFromProvider": 0.31}
+    assert assistant.extra == {
+        "responseModel": "gpt-x-2026",
+        "providerThinkingLevel": "medium",
+        "thinkingLevel": "high",
+        "rawStopReason": "tool_calls",
+        "endTurn": False,
+        "diagnostics": [{"kind": "retry"}],
+        "durationMs": 120,
+    }
+    assert tool_result.extra == {"usage": {"input": 1}, "nestedCalls": {"calls": [], "complete": True}, "durationMs": 3}
     update = {
         "type": "message_update",
         "message": {**ASSISTANT_1X, "stopReason": "pending"},
@@ -722,7 +749,7 @@ def test_1x_messages_and_events_read_and_write_back_what_agentloop_models() -> N
             "partial": {**ASSISTANT_1X, "stopReason": "pending"},
         },
     }
-    assert to_json(from_json(update)) == _without(update, ONLY_IN_1X)
+    assert to_json(from_json(update)) == update
     tool_end = {
         "type": "tool_execution_end",
         "toolCallId": "c1",
@@ -731,7 +758,11 @@ def test_1x_messages_and_events_read_and_write_back_what_agentloop_models() -> N
         "isError": False,
         "durationMs": 3,
     }
-    assert to_json(from_json(tool_end)) == _without({**tool_end, "result": {"content": []}}, ONLY_IN_1X)
+    decoded = from_json(tool_end)
+    assert to_json(decoded) == tool_end
+    assert decoded.extra == {"durationMs": 3}
+    assert decoded.result.extra == {"structuredContent": {"a": 1}, "usage": {"input": 1}}
+    assert decoded != ToolExecutionEnd("c1", "echo", AgentToolResult(extra=decoded.result.extra), False)
 
 
 def test_a_deferred_1x_response_is_refused_by_name() -> None:
@@ -744,3 +775,75 @@ def test_a_deferred_1x_response_is_refused_by_name() -> None:
 def test_a_store_mixing_both_generations_reads_every_line() -> None:
     lines = [json.dumps(e) for e in _recorded("0.73.1") + _recorded("1.6.0")]
     assert len([loads(line) for line in lines]) == len(lines)
+
+
+# --- keys agentloop does not model, at every level --------------------------------------------
+
+# Names no record models: pi 1.x's own, and any other (an application's, a later generation's).
+unknown_keys = st.sampled_from(sorted(ONLY_IN_1X | {"usage", "partialJson", "deferred"})) | text.map(lambda t: "x-" + t)
+
+
+def _with_unknown_keys(data: st.DataObject, value: Any) -> Any:
+    """`value` (JSON) with keys nothing models added to every object in it, at every depth."""
+    if isinstance(value, list):
+        return [_with_unknown_keys(data, v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    out = {k: _with_unknown_keys(data, v) for k, v in value.items()}
+    extra = data.draw(st.dictionaries(unknown_keys, json_values, max_size=2))
+    # "usage" is modelled on assistant messages (only there): leave an existing one alone
+    out.update({k: v for k, v in extra.items() if k not in out})
+    return out
+
+
+agentloop_values = st.sampled_from(
+    [*MESSAGES, *stream_events(), *agent_events(), CALL, ImageContent("eA==", "image/gif"), PARTIAL_RESULT]
+) | messages.map(lambda m: MessageEnd(m))
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(agentloop_values, st.data())
+def test_any_object_with_unknown_keys_at_each_level_round_trips(value: Any, data: st.DataObject) -> None:
+    wire = _with_unknown_keys(data, to_json(value))
+    decoded = from_json(wire)
+    assert to_json(decoded) == wire
+    assert loads(dumps(decoded)) == decoded
+    assert from_json(to_json(decoded)) == decoded
+    if wire != to_json(value):  # some key was added: it is part of the value
+        assert decoded != value
+
+
+def test_unknown_keys_are_written_after_the_modelled_ones() -> None:
+    wire = {"type": "text", "x-first": 1, "text": "a", "x-last": 2}
+    assert list(to_json(from_json(wire))) == ["type", "text", "x-first", "x-last"]
+
+
+@pytest.mark.parametrize(
+    ("value", "needle"),
+    [
+        (AssistantMessage(extra={"stopReason": "stop"}), "AssistantMessage extra key 'stopReason' is a field"),
+        (AssistantMessage(usage=Usage(cost=Cost(extra={"total": 1}))), "Cost extra key 'total' is a field"),
+        (ToolCall("c", "f", extra={1: "x"}), "ToolCall extra key 1 is not a string"),
+        (AgentToolResult(extra={"content": []}), "AgentToolResult extra key 'content' is a field"),
+    ],
+)
+def test_an_extra_key_the_record_models_is_a_clear_error(value: Any, needle: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(needle)):
+        to_json(value)
+
+
+def test_the_compact_wire_form_keeps_unknown_keys_at_each_level() -> None:
+    from agentloop._compact import CompactDecoder, CompactEncoder
+
+    b = AssistantMessageBuilder(api="a", provider="p", model="m", timestamp=1)
+    start, text_start, delta = b.start(), b.text_start(), b.text_delta("hi")
+    wire = [
+        to_json(e) for e in (MessageStart(start.partial), MessageUpdate(None, text_start), MessageUpdate(None, delta))
+    ]
+    wire[2]["x-update"] = 1
+    wire[2]["assistantMessageEvent"]["x-event"] = 2
+    for message in (wire[2]["message"], wire[2]["assistantMessageEvent"]["partial"]):
+        message["durationMs"] = 3
+        message["content"][0]["x-block"] = 4
+    encoder, decoder = CompactEncoder(), CompactDecoder()
+    assert [decoder.expand(encoder.to_json(from_json(w))) for w in wire] == wire

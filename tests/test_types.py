@@ -419,3 +419,77 @@ def test_hand_written_initializers_fill_defaults_and_replace() -> None:
         AssistantMessage(())  # type: ignore[call-arg]  # keyword-only, as the dataclass
     with pytest.raises(TypeError):
         ToolCall("i")  # type: ignore[call-arg]
+
+
+# --- extra: the JSON keys agentloop does not model ----------------------------------------------
+
+
+def _with_extra(value: Any) -> Any:
+    from agentloop import from_json, to_json
+
+    return from_json({**to_json(value), "x-app": {"k": [1]}})
+
+
+@pytest.mark.parametrize(
+    "value", [v for v in _every_value() if not isinstance(v, CustomMessage)], ids=lambda v: type(v).__name__
+)
+def test_extra_is_none_by_default_compared_kept_by_copies_and_left_out_of_hash_and_repr(value: Any) -> None:
+    import copy
+    import pickle
+
+    assert value.extra is None
+    carrying = _with_extra(value)
+    assert carrying.extra == {"x-app": {"k": [1]}}
+    assert carrying != value and value != carrying
+    assert repr(carrying) == repr(value)
+    try:
+        expected = hash(value)
+    except TypeError:  # not hashable: a streaming event, or a field holds a dict (arguments, details)
+        pass
+    else:
+        assert hash(carrying) == expected
+    for again in (copy.copy(carrying), copy.deepcopy(carrying), pickle.loads(pickle.dumps(carrying))):
+        assert again == carrying
+        assert again.extra == {"x-app": {"k": [1]}}
+
+
+def test_extra_is_a_keyword_of_the_records_and_kept_by_replace() -> None:
+    extra = {"durationMs": 3}
+    values: list[Any] = [
+        TextContent("a", extra=extra),
+        ThinkingContent("t", extra=extra),
+        ImageContent("aGk=", "image/png", extra=extra),
+        ToolCall("c", "f", extra=extra),
+        Cost(extra=extra),
+        Usage(extra=extra),
+        UserMessage(content="u", extra=extra),
+        AssistantMessage(extra=extra),
+        ToolResultMessage(tool_call_id="c", tool_name="f", extra=extra),
+        AgentToolResult(extra=extra),
+    ]
+    for value in values:
+        assert value.extra == extra, type(value).__name__
+        if dataclasses.is_dataclass(value):
+            assert dataclasses.replace(value).extra == extra
+    assert AssistantMessage(timestamp=1, extra={}) == AssistantMessage(timestamp=1)  # empty is None
+    assert Usage(extra={}).extra is None and TextContent("a", extra={}).extra is None
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: TextContent("a", extra=[("k", 1)]),  # type: ignore[arg-type]
+        lambda: ImageContent("a", "b", extra="k"),  # type: ignore[arg-type]
+        lambda: Usage(extra=1),  # type: ignore[arg-type]
+        lambda: AssistantMessage(extra=[1]),  # type: ignore[arg-type]
+        lambda: AgentToolResult(extra="x"),  # type: ignore[arg-type]
+    ],
+)
+def test_extra_that_is_not_a_mapping_is_a_clear_error(make: Any) -> None:
+    with pytest.raises(TypeError, match=r"extra must be a mapping of JSON keys to values \(or None\), got"):
+        make()
+
+
+def test_other_missing_attributes_still_raise() -> None:
+    with pytest.raises(AttributeError, match="'AssistantMessage' object has no attribute 'nope'"):
+        AssistantMessage().nope  # type: ignore[attr-defined]  # noqa: B018

@@ -167,13 +167,24 @@ async def our_events(api: str, body: bytes) -> list[dict[str, Any]]:
 
 
 _NOT_COMPARED = {"timestamp", "api", "provider", "model"}
+# What pi-ai 1.x sets and agentloop's providers do not make (the codec keeps it, in `extra`).
+_ONLY_PI_AI_1X = {"durationMs", "responseModel", "rawStopReason", "cacheWrite1h", "reasoning", "totalFromProvider"}
+
+
+def _modelled(data: Any) -> Any:
+    """`data` without the keys only pi-ai 1.x sets, at any depth."""
+    if isinstance(data, dict):
+        return {k: _modelled(v) for k, v in data.items() if k not in _ONLY_PI_AI_1X}
+    if isinstance(data, list):
+        return [_modelled(v) for v in data]
+    return data
 
 
 def final(events: list[dict[str, Any]]) -> dict[str, Any]:
     """The final message as the codec reads it (1.x-only fields left out), without its clock."""
     last = events[-1]
     message = last.get("message") or last.get("error")
-    data = to_json(from_json(message))
+    data = _modelled(to_json(from_json(message)))
     return {k: v for k, v in data.items() if k not in _NOT_COMPARED}
 
 
@@ -183,7 +194,7 @@ def sequence(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for event in events:
         item = {k: v for k, v in event.items() if k not in ("message", "error")}
         if "toolCall" in item:
-            item["toolCall"] = to_json(from_json(item["toolCall"]))
+            item["toolCall"] = _modelled(to_json(from_json(item["toolCall"])))
         out.append(item)
     return out
 
