@@ -579,12 +579,18 @@ async def _execute(run: _Run, prepared: _Prepared) -> _Finalized:
     return _outcome(prepared, value, failure)
 
 
-async def _run_tool(run: _Run, prepared: _Prepared) -> object:
-    """Execute a prepared call's tool: through `wrap_tool_call` if set, within the tool's timeout."""
+def _run_tool(run: _Run, prepared: _Prepared) -> Awaitable[object]:
+    """A prepared call's tool execution, to await: through `wrap_tool_call` if set, within the
+    tool's timeout. Without either it is the tool's own awaitable: a call waiting on its tool holds
+    no frame of the loop's (a thousand idle agents are that much smaller)."""
+    if run.config.wrap_tool_call is None and prepared.tool.timeout is None:
+        return prepared.execute(prepared.tool_call.id, prepared.args, run.signal, prepared.on_update)
+    return _run_tool_wrapped(run, prepared)
+
+
+async def _run_tool_wrapped(run: _Run, prepared: _Prepared) -> object:
     tool = prepared.tool
     wrap = run.config.wrap_tool_call
-    if wrap is None and tool.timeout is None:
-        return await prepared.execute(prepared.tool_call.id, prepared.args, run.signal, prepared.on_update)
 
     async def proceed() -> object:
         return await prepared.execute(prepared.tool_call.id, prepared.args, run.signal, prepared.on_update)

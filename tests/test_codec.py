@@ -823,7 +823,7 @@ def test_unknown_keys_are_written_after_the_modelled_ones() -> None:
     [
         (AssistantMessage(extra={"stopReason": "stop"}), "AssistantMessage extra key 'stopReason' is a field"),
         (AssistantMessage(usage=Usage(cost=Cost(extra={"total": 1}))), "Cost extra key 'total' is a field"),
-        (ToolCall("c", "f", extra={1: "x"}), "ToolCall extra key 1 is not a string"),
+        (ToolCall("c", "f", extra={1: "x"}), "ToolCall extra key 1 is not a string"),  # type: ignore[dict-item]
         (AgentToolResult(extra={"content": []}), "AgentToolResult extra key 'content' is a field"),
     ],
 )

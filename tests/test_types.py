@@ -469,8 +469,8 @@ def test_extra_is_a_keyword_of_the_records_and_kept_by_replace() -> None:
     ]
     for value in values:
         assert value.extra == extra, type(value).__name__
-        if dataclasses.is_dataclass(value):
-            assert dataclasses.replace(value).extra == extra
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            assert dataclasses.replace(value).extra == extra  # type: ignore[attr-defined]
     assert AssistantMessage(timestamp=1, extra={}) == AssistantMessage(timestamp=1)  # empty is None
     assert Usage(extra={}).extra is None and TextContent("a", extra={}).extra is None
 
