@@ -165,7 +165,7 @@ async def run_agent_loop(
     """
     prompts = check_messages(prompts, "prompts")
     run = _Run(check_context(context), check_config(config), emit, signal, resolve_stream_fn(stream_fn))
-    await _run_in_task_group(run, prompts)
+    await drive(run, prompts)
     return run.new_messages
 
 
@@ -183,31 +183,25 @@ async def run_agent_loop_continue(
     check_context(context)
     check_continue(context)
     run = _Run(context, check_config(config), emit, signal, resolve_stream_fn(stream_fn))
-    await _run_in_task_group(run, None)
+    await drive(run, None)
     return run.new_messages
 
 
-async def _run_in_task_group(run: _Run, prompts: list[AgentMessage] | None) -> None:
-    """Drive a run in a task group of its own (progress updates that must wait are delivered there)."""
-    try:
-        async with anyio.create_task_group() as task_group:
-            await drive(run, prompts, task_group)
-    except BaseExceptionGroup as group:
-        raise single_exception(group) from None
-
-
-async def drive(run: _Run, prompts: list[AgentMessage] | None, task_group: TaskGroup) -> None:
+async def drive(run: _Run, prompts: list[AgentMessage] | None) -> None:
     """Run to the end, handing every event to the run's sink, in order.
 
     The events the loop yields are delivered here; the ones it delivers itself (a model stream's,
-    a tool batch's) already went to the same sink, as they happened.
+    a tool batch's) already went to the same sink, as they happened. The run has a task group of
+    its own, where progress updates whose delivery must wait are delivered.
     """
-    run.task_group = task_group
     deliver = run.deliver
-    async with aclosing(run.events(prompts)) as events:
-        async for event in events:
-            if (pending := deliver(event)) is not None:
-                await settle(pending)
+    try:
+        async with anyio.create_task_group() as run.task_group, aclosing(run.events(prompts)) as events:
+            async for event in events:
+                if (pending := deliver(event)) is not None:
+                    await settle(pending)
+    except BaseExceptionGroup as group:
+        raise single_exception(group) from None
 
 
 def start_run(
@@ -217,10 +211,9 @@ def start_run(
     emit: Emit,
     signal: AbortSignal | None,
     stream_fn: StreamFn,
-    task_group: TaskGroup,
 ) -> Coroutine[Any, Any, None]:
-    """The run of `async with agent_loop(...)`: checked arguments, the stream's sink and task group."""
-    return drive(_Run(context, config, emit, signal, stream_fn), prompts, task_group)
+    """The run of `async with agent_loop(...)`: checked arguments, the stream's sink."""
+    return drive(_Run(context, config, emit, signal, stream_fn), prompts)
 
 
 def bare_run(

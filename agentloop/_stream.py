@@ -16,7 +16,6 @@ from typing import NoReturn, TypeAlias
 
 import anyio
 import anyio.lowlevel
-from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from ._abort import AbortSignal
@@ -125,7 +124,7 @@ class AgentLoopStream:
     async def __aenter__(self) -> AgentEventStream:
         prompts, context, config, signal, stream_fn = self._use("async with")
         cm = _open(
-            lambda emit, tg: start_run(prompts, context, config, emit, signal, stream_fn, tg),
+            lambda emit: start_run(prompts, context, config, emit, signal, stream_fn),
             self._buffer,
         )
         self._cm = cm
@@ -157,7 +156,7 @@ class AgentLoopStream:
 
 @asynccontextmanager
 async def _open(
-    body: Callable[[Emit, TaskGroup], Awaitable[object]], buffer: int
+    body: Callable[[Emit], Awaitable[object]], buffer: int
 ) -> AsyncGenerator[AgentEventStream, None]:
     send, receive = anyio.create_memory_object_stream[AgentEvent](buffer)
     start = anyio.Event()
@@ -209,7 +208,7 @@ async def _open(
             # Parked until the first pull (spawning the task then instead lets trio run the run
             # before the consumer waits, and a run failing at once would cancel it unread).
             await start.wait()
-            await body(emit, tg)  # the run's own tasks (progress updates that wait) go in this group
+            await body(emit)
             finished = True
         if finished:
             send.close()  # every event is sent (the last one waited for those before): the iteration ends
