@@ -155,9 +155,7 @@ class AgentLoopStream:
 
 
 @asynccontextmanager
-async def _open(
-    body: Callable[[Emit], Awaitable[object]], buffer: int
-) -> AsyncGenerator[AgentEventStream, None]:
+async def _open(body: Callable[[Emit], Awaitable[object]], buffer: int) -> AsyncGenerator[AgentEventStream, None]:
     send, receive = anyio.create_memory_object_stream[AgentEvent](buffer)
     start = anyio.Event()
     send_nowait = send.send_nowait

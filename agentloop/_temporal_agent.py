@@ -24,7 +24,7 @@ from temporalio.exceptions import ApplicationError
 from ._abort import AbortSignal
 from ._codec import from_json, to_json
 from ._config import MaybeAwaitable, StreamFn, StreamOptions, ToolExecution, call
-from ._temporal_payload import model_from_json
+from ._model_json import model_from_json
 from ._tools import AgentTool, validate_tool_arguments
 from ._types import AgentToolResult, AssistantMessage, Context, Model, TextContent, ThinkingLevel
 

@@ -39,8 +39,6 @@ from ._types import (
     AssistantMessage,
     CustomMessage,
     ImageContent,
-    Model,
-    ModelCost,
     TextContent,
     ThinkingContent,
     ToolCall,
@@ -48,7 +46,7 @@ from ._types import (
     UserMessage,
 )
 
-__all__ = ("AgentRun", "AgentLoopPayloadConverter", "data_converter", "model_from_json", "model_to_json")
+__all__ = ("AgentLoopPayloadConverter", "AgentRun", "data_converter")
 
 _ENCODING = b"json/agentloop"
 _CODEC_TYPES = frozenset(
@@ -158,48 +156,3 @@ class AgentLoopPayloadConverter(CompositePayloadConverter):
 
 data_converter = DataConverter(payload_converter_class=AgentLoopPayloadConverter)
 """The data converter for clients and workers that run agentloop workflows."""
-
-
-def model_to_json(model: Model) -> dict[str, Any]:
-    """A model's fields as a JSON object (what the model activity is given)."""
-    cost = model.cost
-    return {
-        "id": model.id,
-        "name": model.name,
-        "api": model.api,
-        "provider": model.provider,
-        "baseUrl": model.base_url,
-        "reasoning": model.reasoning,
-        "input": list(model.input),
-        "cost": {
-            "input": cost.input,
-            "output": cost.output,
-            "cacheRead": cost.cache_read,
-            "cacheWrite": cost.cache_write,
-        },
-        "contextWindow": model.context_window,
-        "maxTokens": model.max_tokens,
-        "headers": dict(model.headers) if model.headers is not None else None,
-        "compat": dict(model.compat) if model.compat is not None else None,
-    }
-
-
-def model_from_json(data: Mapping[str, Any]) -> Model:
-    """The model of `model_to_json`'s object."""
-    cost = data["cost"]
-    return Model(
-        id=data["id"],
-        name=data["name"],
-        api=data["api"],
-        provider=data["provider"],
-        base_url=data["baseUrl"],
-        reasoning=data["reasoning"],
-        input=tuple(data["input"]),
-        cost=ModelCost(
-            input=cost["input"], output=cost["output"], cache_read=cost["cacheRead"], cache_write=cost["cacheWrite"]
-        ),
-        context_window=data["contextWindow"],
-        max_tokens=data["maxTokens"],
-        headers=data["headers"],
-        compat=data["compat"],
-    )

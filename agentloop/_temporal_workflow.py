@@ -41,8 +41,9 @@ from ._events import (
     TurnStart,
 )
 from ._loop import run_agent_loop, run_agent_loop_continue
+from ._model_json import model_to_json
 from ._temporal_agent import ActivityOptions, TemporalAgent
-from ._temporal_payload import AgentRun, model_to_json
+from ._temporal_payload import AgentRun
 from ._types import AgentMessage, AgentToolResult, AssistantMessage, Context, Model
 
 __all__ = ("AgentWorkflow", "register_agent", "registered_agent")

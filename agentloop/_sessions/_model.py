@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from .._agent import Agent
 from .._errors import AgentLoopError
-from .._types import AgentMessage, Model, ModelCost, ThinkingLevel
+from .._model_json import model_from_json, model_to_json
+from .._types import AgentMessage, Model, ThinkingLevel
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -99,7 +100,7 @@ class SessionSettings:
         """The JSON form (camelCase, as stored)."""
         return {
             "systemPrompt": self.system_prompt,
-            "model": None if self.model is None else _model_to_json(self.model),
+            "model": None if self.model is None else model_to_json(self.model, headers=False),
             "thinkingLevel": self.thinking_level,
             "toolNames": list(self.tool_names),
         }
@@ -113,58 +114,12 @@ class SessionSettings:
             model = data.get("model")
             return cls(
                 system_prompt=data.get("systemPrompt", ""),
-                model=None if model is None else _model_from_json(model),
+                model=None if model is None else model_from_json(model),
                 thinking_level=data.get("thinkingLevel", "off"),
                 tool_names=tuple(data.get("toolNames", ())),
             )
-        except (TypeError, KeyError, AttributeError) as exc:
+        except (TypeError, KeyError, AttributeError, ValueError) as exc:
             raise ValueError(f"bad session settings: {exc}") from None
-
-
-def _model_to_json(model: Model) -> JSONDict:
-    out: JSONDict = {
-        "id": model.id,
-        "name": model.name,
-        "api": model.api,
-        "provider": model.provider,
-        "baseUrl": model.base_url,
-        "reasoning": model.reasoning,
-        "input": list(model.input),
-        "cost": {
-            "input": model.cost.input,
-            "output": model.cost.output,
-            "cacheRead": model.cost.cache_read,
-            "cacheWrite": model.cost.cache_write,
-        },
-        "contextWindow": model.context_window,
-        "maxTokens": model.max_tokens,
-    }
-    if model.compat is not None:
-        out["compat"] = dict(model.compat)
-    return out
-
-
-def _model_from_json(data: Mapping[str, Any]) -> Model:
-    cost = data.get("cost") or {}
-    compat = data.get("compat")
-    return Model(
-        id=data["id"],
-        name=data.get("name", ""),
-        api=data.get("api", ""),
-        provider=data.get("provider", ""),
-        base_url=data.get("baseUrl", ""),
-        reasoning=bool(data.get("reasoning", False)),
-        input=tuple(data.get("input", ("text",))),
-        cost=ModelCost(
-            input=cost.get("input", 0.0),
-            output=cost.get("output", 0.0),
-            cache_read=cost.get("cacheRead", 0.0),
-            cache_write=cost.get("cacheWrite", 0.0),
-        ),
-        context_window=data.get("contextWindow", 0),
-        max_tokens=data.get("maxTokens", 0),
-        compat=compat,
-    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

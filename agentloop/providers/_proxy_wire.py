@@ -34,13 +34,16 @@ from typing import Any, Literal
 from .._codec import _usage, _usage_from, encode_json, from_json, to_json
 from .._config import StreamOptions
 from .._events import AssistantMessageEvent, DoneEvent, ErrorEvent
+from .._model_json import get_field as _get
+from .._model_json import kind_of as _kind
+from .._model_json import model_from_json, model_to_json
+from .._model_json import str_map as _str_map
 from .._partial import AssistantMessageBuilder
 from .._types import (
     AssistantMessage,
     Context,
     Message,
     Model,
-    ModelCost,
     TextContent,
     ThinkingContent,
     ToolCall,
@@ -101,32 +104,6 @@ class ProxyTool:
     parameters: Mapping[str, Any] = field(default_factory=dict)
 
 
-def _model_json(model: Model) -> dict[str, Any]:
-    cost = model.cost
-    out: dict[str, Any] = {
-        "id": model.id,
-        "name": model.name,
-        "api": model.api,
-        "provider": model.provider,
-        "baseUrl": model.base_url,
-        "reasoning": model.reasoning,
-        "input": list(model.input),
-        "cost": {
-            "input": cost.input,
-            "output": cost.output,
-            "cacheRead": cost.cache_read,
-            "cacheWrite": cost.cache_write,
-        },
-        "contextWindow": model.context_window,
-        "maxTokens": model.max_tokens,
-    }
-    if model.headers is not None:
-        out["headers"] = dict(model.headers)
-    if model.compat is not None:
-        out["compat"] = dict(model.compat)
-    return out
-
-
 def _context_json(context: Context) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if context.system_prompt:
@@ -163,73 +140,7 @@ def _options_json(options: StreamOptions) -> dict[str, Any]:
 def encode_request(model: Model, context: Context, options: StreamOptions) -> bytes:
     """The JSON body of a proxy request (no API key in it)."""
     return dumps_bytes(
-        {"model": _model_json(model), "context": _context_json(context), "options": _options_json(options)}
-    )
-
-
-def _get(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str, default: Any = None) -> Any:
-    """`data[key]` checked against `kind`; absent or null gives `default`."""
-    value = data.get(key)
-    if value is None:
-        return default
-    bad_bool = isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,))
-    if not isinstance(value, kind) or bad_bool:
-        names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
-        raise ValueError(f"{where}.{key} must be {_article(names)}, got {_kind(value)}")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"{where}.{key} must be a finite number, got {value!r}")
-    return value
-
-
-def _article(names: str) -> str:
-    pretty = names.replace("str", "string").replace("int", "integer").replace("float", "number")
-    pretty = pretty.replace("dict", "object").replace("list", "array").replace("bool", "boolean")
-    pretty = pretty.replace("integer or number", "number")
-    return ("an " if pretty[0] in "aeiou" else "a ") + pretty
-
-
-def _kind(value: Any) -> str:
-    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "an integer"}.get(
-        type(value), f"a {type(value).__name__}"
-    )
-
-
-def _str_map(data: Mapping[str, Any], key: str, where: str) -> dict[str, str] | None:
-    value = _get(data, key, dict, where)
-    if value is not None and not all(isinstance(v, str) for v in value.values()):
-        raise ValueError(f"{where}.{key} must map names to strings")
-    return value  # type: ignore[no-any-return]
-
-
-def _decode_model(data: Any) -> Model:
-    if not isinstance(data, dict):
-        raise ValueError(f"model must be an object, got {_kind(data)}")
-    model_id = _get(data, "id", str, "model")
-    if not model_id:
-        raise ValueError("model.id must be a non-empty string")
-    inputs = _get(data, "input", list, "model", ["text"])
-    if not all(i in ("text", "image") for i in inputs):
-        raise ValueError(f"model.input must list 'text' and/or 'image', got {inputs!r}")
-    cost = _get(data, "cost", dict, "model", {})
-    number = (int, float)
-    return Model(
-        id=model_id,
-        name=_get(data, "name", str, "model", ""),
-        api=_get(data, "api", str, "model", ""),
-        provider=_get(data, "provider", str, "model", ""),
-        base_url=_get(data, "baseUrl", str, "model", ""),
-        reasoning=_get(data, "reasoning", bool, "model", False),
-        input=tuple(inputs),
-        cost=ModelCost(
-            input=_get(cost, "input", number, "model.cost", 0.0),
-            output=_get(cost, "output", number, "model.cost", 0.0),
-            cache_read=_get(cost, "cacheRead", number, "model.cost", 0.0),
-            cache_write=_get(cost, "cacheWrite", number, "model.cost", 0.0),
-        ),
-        context_window=_get(data, "contextWindow", int, "model", 0),
-        max_tokens=_get(data, "maxTokens", int, "model", 0),
-        headers=_str_map(data, "headers", "model"),
-        compat=_get(data, "compat", dict, "model"),
+        {"model": model_to_json(model), "context": _context_json(context), "options": _options_json(options)}
     )
 
 
@@ -378,7 +289,7 @@ def decode_request(body: bytes) -> tuple[Model, Context, dict[str, Any]]:
         raise ValueError("model is missing")
     if "context" not in data:
         raise ValueError("context is missing")
-    return _decode_model(data["model"]), _decode_context(data["context"]), _decode_options(data.get("options"))
+    return model_from_json(data["model"]), _decode_context(data["context"]), _decode_options(data.get("options"))
 
 
 # --- the events -----------------------------------------------------------------------------
