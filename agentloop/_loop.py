@@ -130,6 +130,12 @@ def check_config(config: object) -> AgentLoopConfig:
     return config
 
 
+def check_emit(emit: object) -> Emit:
+    if not callable(emit):
+        raise TypeError(f"emit must be callable, got {emit!r}")
+    return emit  # callable: what it returns is checked per event (`settle`)
+
+
 def check_continue(context: AgentContext) -> None:
     """Raise `InvalidContextError` when a run cannot continue from `context` (the reference's checks)."""
     if not context.messages:
@@ -164,7 +170,7 @@ async def run_agent_loop(
     after everything the run opened is closed.
     """
     prompts = check_messages(prompts, "prompts")
-    run = _Run(check_context(context), check_config(config), emit, signal, resolve_stream_fn(stream_fn))
+    run = _Run(check_context(context), check_config(config), check_emit(emit), signal, resolve_stream_fn(stream_fn))
     await drive(run, prompts)
     return run.new_messages
 
@@ -182,7 +188,7 @@ async def run_agent_loop_continue(
     """
     check_context(context)
     check_continue(context)
-    run = _Run(context, check_config(config), emit, signal, resolve_stream_fn(stream_fn))
+    run = _Run(context, check_config(config), check_emit(emit), signal, resolve_stream_fn(stream_fn))
     await drive(run, None)
     return run.new_messages
 
@@ -229,10 +235,7 @@ def bare_run(
     every event itself, and a tool batch's events, collected while the batch runs, are yielded
     once it has ended.
     """
-    collected: list[AgentEvent] = []
-    run = _Run(context, config, collected.append, signal, stream_fn)
-    run.collected = collected
-    run.deliver = collected.append  # observed when yielded
+    run = _Run(context, config, None, signal, stream_fn)
     if config.observe is None:
         return run.events(prompts)
     return _observed(run.events(prompts), config.observe)
@@ -277,14 +280,13 @@ class _Run:
         self,
         context: AgentContext,
         config: AgentLoopConfig,
-        emit: Emit,
+        emit: Emit | None,
         signal: AbortSignal | None,
         stream_fn: StreamFn,
     ) -> None:
+        """`emit` is the live sink; None makes a bare run's, which collects a step's events."""
         if signal is not None and not isinstance(signal, AbortSignal):
             raise TypeError(f"signal must be an agentloop.AbortSignal or None, got {type(signal).__name__}")
-        if not callable(emit):
-            raise TypeError(f"emit must be callable, got {emit!r}")
         self.config = config
         self.model = config.model
         self.reasoning = config.reasoning
@@ -297,15 +299,20 @@ class _Run:
         self.clock = config.clock if config.clock is not None else now_ms
         self.countdown = FAIR_SHARE  # steps left before the run gives the scheduler a turn
         # `deliver(event)` hands an event to the sink and returns what to `settle` (None: nothing
-        # to wait for): a plain sink costs no coroutine.
-        self.plain = not inspect.iscoroutinefunction(emit)
-        self.deliver: Callable[[Any], Awaitable[None] | None] = (
-            emit if config.observe is None else _observing(config.observe, emit)
-        )
-        self.task_group: TaskGroup | None = None  # for progress updates whose delivery must wait
-        # A bare run's sink: the events delivered during a step, yielded after it (None: the sink
-        # is live, the events went out as they happened).
+        # to wait for): a plain sink costs no coroutine. A bare run's sink collects the events a
+        # step delivers, which it yields after the step (observed then); a live sink gets them
+        # as they happen (`collected` is None).
         self.collected: list[AgentEvent] | None = None
+        self.deliver: Callable[[Any], Awaitable[None] | None]
+        if emit is None:
+            self.collected = []
+            self.deliver = self.collected.append
+        elif config.observe is None:
+            self.deliver = emit
+        else:
+            self.deliver = _observing(config.observe, emit)
+        self.plain = not inspect.iscoroutinefunction(emit)
+        self.task_group: TaskGroup | None = None  # for progress updates whose delivery must wait
         self._llm_source: list[AgentMessage] | None = None
         self._llm_seen = 0
         self._llm_messages: list[Message] = []

@@ -48,6 +48,8 @@ _USAGE = (
     "        async for event in events:\n"
     "            ..."
 )
+_CLOSED = object()
+"""What a run closed before its use became: it can no longer be used."""
 _RunArguments: TypeAlias = tuple[
     "list[AgentMessage] | None", AgentContext, AgentLoopConfig, "AbortSignal | None", StreamFn
 ]
@@ -108,47 +110,42 @@ class AgentLoopStream:
       interpreter finalizes it.
     """
 
-    __slots__ = ("_buffer", "_cm", "_run")
+    __slots__ = ("_buffer", "_run", "_used")
 
     def __init__(self, run: _RunArguments, buffer: int) -> None:
         self._run = run
         self._buffer = buffer
-        self._cm: object = None
+        self._used: object = None  # the context manager or the generator it became, or _CLOSED
 
-    def _use(self, how: object) -> _RunArguments:
-        if self._cm is not None:
+    def _arguments(self) -> _RunArguments:
+        """The run's arguments, for its one use."""
+        if self._used is not None:
             raise RuntimeError("an agent_loop() run can be used only once")
-        self._cm = how
         return self._run
 
     async def __aenter__(self) -> AgentEventStream:
-        prompts, context, config, signal, stream_fn = self._use("async with")
-        cm = _open(
-            lambda emit: start_run(prompts, context, config, emit, signal, stream_fn),
-            self._buffer,
-        )
-        self._cm = cm
+        prompts, context, config, signal, stream_fn = self._arguments()
+        cm = self._used = _open(lambda emit: start_run(prompts, context, config, emit, signal, stream_fn), self._buffer)
         return await cm.__aenter__()
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> bool | None:
-        cm = self._cm
+        cm = self._used
         assert isinstance(cm, AbstractAsyncContextManager), "__aexit__ without __aenter__"
         return bool(await cm.__aexit__(exc_type, exc, tb))  # noqa: ASYNC102 - the stream's own exit, bounded there
 
     def __aiter__(self) -> AsyncGenerator[AgentEvent, None]:
-        generator = bare_run(*self._use("async for"))
-        self._cm = generator
+        generator = self._used = bare_run(*self._arguments())
         return generator
 
     async def aclose(self) -> None:
         """Close a bare run (what `contextlib.aclosing` calls): what it opened is closed on return."""
-        generator = self._cm
-        if generator is None:
-            self._cm = "closed"
-        elif isinstance(generator, AsyncGeneratorType):
-            await generator.aclose()
+        used = self._used
+        if used is None:
+            self._used = _CLOSED
+        elif isinstance(used, AsyncGeneratorType):
+            await used.aclose()
 
     def __await__(self) -> NoReturn:
         raise TypeError(_USAGE)
