@@ -300,9 +300,10 @@ def test_the_readme_scaling_out_example_runs_as_written(temporal_address: str) -
     )
     result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
     # Temporal's SDK can crash in its own runtime's teardown once the interpreter exits, after the
-    # program has finished (sdk-python issue 300; seen about one run in five on a loaded machine):
-    # the run itself must have succeeded, which the output below shows whole.
-    assert result.returncode in (0, -signal.SIGSEGV), result.stderr
+    # program has finished (sdk-python issue 300: SIGSEGV, or SIGABRT with "Python runtime state:
+    # finalizing"; about one run in five here): the run itself must have succeeded, which the
+    # output below shows whole.
+    assert result.returncode in (0, -signal.SIGSEGV, -signal.SIGABRT), result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == "0 agent_start" and lines[-2] == "15 agent_end"
     assert lines[-1] == "['user', 'assistant', 'toolResult', 'assistant']"
