@@ -21,6 +21,7 @@ import argparse
 import asyncio  # noqa: TID251 (Temporal's Python SDK runs on asyncio only)
 import contextlib
 import os
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -99,6 +100,11 @@ def main() -> None:
     args = parser.parse_args()
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C stops the worker quietly
         asyncio.run(run_worker() if args.role == "worker" else run_client(args.id, args.after))
+    if args.role == "client":
+        # Temporal's SDK can crash in its runtime's teardown as a short client script's interpreter
+        # exits, after everything has run (sdk-python issue 300): end the process here instead.
+        sys.stdout.flush()
+        os._exit(0)
 
 
 if __name__ == "__main__":
