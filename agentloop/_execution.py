@@ -62,7 +62,7 @@ class _Prepared:
         self.tool_call = tool_call
         self.tool = tool
         self.args = args
-        self.execute = tool.execute if tool._execute is None else tool._execute  # one frame less
+        self.execute = tool.execute if tool._execute is None else tool._execute  # the given function itself
         self.finished = False
         self.pump: UpdatePump | None = None
 
@@ -280,21 +280,16 @@ class _Group:
     async def _release(self, receive: MemoryObjectReceiveStream[tuple[int, _Finalized]], tg: TaskGroup) -> None:
         """Finalize the executed calls in the reference's order (see the class docstring).
 
-        It runs once every call has begun. A scheduler pass after the first call is ready, every
-        call ready by then is finalized, in source order; each finalization runs up to its first
-        wait before the next one begins (as a JavaScript `.then` callback does).
+        It runs once every call has begun. A scheduler pass after a call is ready, the calls
+        ready by then are finalized in source order; each finalization runs up to its first wait
+        before the next one begins (as a JavaScript `.then` callback does).
         """
         while True:
             try:
-                ready = [receive.receive_nowait()]
-            except anyio.WouldBlock:
-                try:
-                    ready = [await receive.receive()]
-                except anyio.EndOfStream:
-                    return
+                ready = [await _next_ready(receive)]
             except anyio.EndOfStream:
                 return
-            await anyio.lowlevel.checkpoint()  # calls that finish in this pass line up too
+            await anyio.lowlevel.checkpoint()  # the calls that finish in this pass line up too
             while True:
                 try:
                     ready.append(receive.receive_nowait())
@@ -319,6 +314,15 @@ class _Group:
         task_status.started()
         fin = self.finalized[index] = await _finalize(self.run_, self.assistant, prepared, fin)
         await self.run_.emit(_end_event(fin))
+
+
+async def _next_ready(receive: MemoryObjectReceiveStream[tuple[int, _Finalized]]) -> tuple[int, _Finalized]:
+    """The next executed call: without a scheduler pass when one is waiting, so that a pass is
+    counted from the same point after a finalization as after the first call."""
+    try:
+        return receive.receive_nowait()
+    except anyio.WouldBlock:
+        return await receive.receive()
 
 
 async def _settle_begun(pending: Awaitable[None], *, task_status: TaskStatus[None]) -> None:
