@@ -26,9 +26,9 @@ from typing import Any
 
 import anyio
 
-from ._errors import ToolError
-from ._tools import AgentTool, tool
-from ._types import AgentToolResult, TextContent
+from .._errors import ToolError
+from .._tools import AgentTool, tool
+from .._types import AgentToolResult, TextContent
 
 __all__ = ("builtin_tools", "calculate", "open_inside", "resolve_inside")
 
