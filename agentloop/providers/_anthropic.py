@@ -44,6 +44,7 @@ from ._common import (
     make_usage,
     resolve_api_key,
     sanitize,
+    stream_object,
     thinking_budget,
     thinking_level,
     tool_specs,
@@ -274,12 +275,7 @@ class AnthropicParser(SSEParser):
         self.usage = {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}
 
     def feed(self, event: str, data: str) -> Iterable[AssistantMessageEvent]:
-        try:
-            payload = json.loads(data)
-        except (ValueError, RecursionError):
-            raise ProviderError(f"Malformed stream data (not JSON): {data[:200]!r}") from None
-        if not isinstance(payload, dict):
-            raise ProviderError(f"Malformed stream data (not an object): {data[:200]!r}")
+        payload = stream_object(data)
         kind = payload.get("type") or event
         out: list[AssistantMessageEvent] = []
         if kind == "content_block_delta":

@@ -24,7 +24,6 @@ base URL when absent:
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable
 from typing import Any
@@ -57,6 +56,7 @@ from ._common import (
     make_usage,
     resolve_api_key,
     sanitize,
+    stream_object,
     thinking_budget,
     thinking_level,
     tool_specs,
@@ -340,12 +340,7 @@ class CompletionsParser(SSEParser):
         if data.strip() == "[DONE]":
             self.finished = True
             return ()
-        try:
-            chunk = json.loads(data)
-        except (ValueError, RecursionError):
-            raise ProviderError(f"Malformed stream data (not JSON): {data[:200]!r}") from None
-        if not isinstance(chunk, dict):
-            raise ProviderError(f"Malformed stream data (not an object): {data[:200]!r}")
+        chunk = stream_object(data)
         error = chunk.get("error")
         if error is not None and not chunk.get("choices"):
             raise ProviderError(error_text(chunk) or "The server reported an error", retryable=_retryable(error))

@@ -47,6 +47,7 @@ from ._common import (
     make_usage,
     resolve_api_key,
     sanitize,
+    stream_object,
     thinking_budget,
     thinking_level,
     tool_specs,
@@ -252,12 +253,7 @@ class ResponsesParser(SSEParser):
         self.saw_tools = False
 
     def feed(self, event: str, data: str) -> Iterable[AssistantMessageEvent]:
-        try:
-            payload = json.loads(data)
-        except (ValueError, RecursionError):
-            raise ProviderError(f"Malformed stream data (not JSON): {data[:200]!r}") from None
-        if not isinstance(payload, dict):
-            raise ProviderError(f"Malformed stream data (not an object): {data[:200]!r}")
+        payload = stream_object(data)
         kind = payload.get("type") or event
         out: list[AssistantMessageEvent] = []
         builder = self.builder
