@@ -42,6 +42,7 @@ from ._common import (
     error_text,
     is_one_of,
     make_usage,
+    request_headers,
     resolve_api_key,
     sanitize,
     stream_object,
@@ -138,15 +139,10 @@ def build_anthropic_request(model: Model, context: Context, options: StreamOptio
     extra = compat(model, "extra_body", None)
     if extra:
         body.update(extra)
-    headers = {
-        "content-type": "application/json",
-        "anthropic-version": ANTHROPIC_VERSION,
-        "anthropic-beta": ",".join(betas),
-    }
+    own = {"anthropic-version": ANTHROPIC_VERSION, "anthropic-beta": ",".join(betas)}
     if key:
-        headers["x-api-key"] = key
-    headers.update(model.headers or {})
-    headers.update(options.headers or {})
+        own["x-api-key"] = key
+    headers = request_headers(own, model, options)
     return Request(url + "/v1/messages", headers, body, key)
 
 

@@ -36,6 +36,7 @@ __all__ = (
     "json_text",
     "make_usage",
     "redact",
+    "request_headers",
     "resolve_api_key",
     "sanitize",
     "stream_object",
@@ -137,6 +138,12 @@ def redact(text: str, secret: str | None) -> str:
 # --- text ----------------------------------------------------------------------------------
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def request_headers(own: Mapping[str, str], model: Model, options: StreamOptions) -> dict[str, str]:
+    """A request's headers: the provider's own (the key, the API version), then the model's, then
+    the call's, each overriding the one before. `content-type` is set by the driver when none is."""
+    return {**own, **(model.headers or {}), **(options.headers or {})}
 
 
 def sanitize(text: str) -> str:

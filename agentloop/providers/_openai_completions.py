@@ -54,6 +54,7 @@ from ._common import (
     is_one_of,
     json_text,
     make_usage,
+    request_headers,
     resolve_api_key,
     sanitize,
     stream_object,
@@ -169,11 +170,7 @@ def build_completions_request(model: Model, context: Context, options: StreamOpt
     extra = compat(model, "extra_body", None)
     if extra:
         body.update(extra)
-    headers = {"content-type": "application/json"}
-    if key:
-        headers["authorization"] = f"Bearer {key}"
-    headers.update(model.headers or {})
-    headers.update(options.headers or {})
+    headers = request_headers({"authorization": f"Bearer {key}"} if key else {}, model, options)
     return Request(url + "/chat/completions", headers, body, key)
 
 
