@@ -31,7 +31,13 @@ from . import _events, _types
 from ._constants import LLM_ROLES
 from ._envelope import EventEnvelope
 
-__all__ = ("SCHEMA_PATH", "event_schema", "main")
+__all__ = (
+    "DRAFT",
+    "SCHEMA_PATH",
+    "event_schema",
+    "main",
+    "render",
+)
 
 SCHEMA_PATH = Path(__file__).with_name("event-schema.json")
 DRAFT = "https://json-schema.org/draft/2020-12/schema"

@@ -37,6 +37,7 @@ from ._types import AssistantMessage, Context, Model, ToolCall, Usage
 __all__ = (
     "EventOrderError",
     "Response",
+    "ScriptedBlock",
     "ScriptedModel",
     "ScriptedText",
     "ScriptedThinking",

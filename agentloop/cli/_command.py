@@ -52,7 +52,29 @@ from .._events import (
 from .._types import AssistantMessage, Model, TextContent, UserMessage
 from ._tools import builtin_tools
 
-__all__ = ("main",)
+__all__ = (
+    "BACKENDS",
+    "DEFAULT_MODELS",
+    "EPILOG",
+    "EXIT_ABORTED",
+    "EXIT_MODEL_ERROR",
+    "EXIT_OK",
+    "EXIT_PIPE_CLOSED",
+    "EXIT_USAGE",
+    "Interrupts",
+    "PROMPT_MARKER",
+    "Printer",
+    "SYSTEM_PROMPT",
+    "UsageError",
+    "build_parser",
+    "chat",
+    "choose_model",
+    "main",
+    "open_model",
+    "parse_args",
+    "run_cli",
+    "spinner",
+)
 
 EXIT_OK, EXIT_MODEL_ERROR, EXIT_USAGE, EXIT_ABORTED, EXIT_PIPE_CLOSED = 0, 1, 2, 130, 141
 SYSTEM_PROMPT = (

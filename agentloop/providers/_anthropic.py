@@ -54,7 +54,15 @@ from ._http import AsyncClient, HTTPOptions, Request, run_stream
 from ._json_stream import ToolArguments
 from ._transform import normalize_anthropic_id, transform_messages
 
-__all__ = ("ANTHROPIC_BASE_URL", "AnthropicParser", "build_anthropic_request", "stream_anthropic")
+__all__ = (
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_VERSION",
+    "AnthropicParser",
+    "build_anthropic_request",
+    "convert_messages",
+    "map_stop_reason",
+    "stream_anthropic",
+)
 
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 ANTHROPIC_VERSION = "2023-06-01"

@@ -20,6 +20,7 @@ from .._types import AssistantMessage, Context, Cost, ImageContent, Model, ToolR
 __all__ = (
     "AssistantMessageEventStream",
     "ENV_API_KEYS",
+    "Level",
     "MAX_ERROR_BODY",
     "ProviderError",
     "SSEParser",

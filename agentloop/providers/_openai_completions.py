@@ -71,6 +71,8 @@ __all__ = (
     "OPENAI_BASE_URL",
     "base_url",
     "build_completions_request",
+    "convert_messages",
+    "map_finish_reason",
     "stream_openai_completions",
 )
 

@@ -58,7 +58,12 @@ from ._json_stream import ToolArguments
 from ._openai_completions import OPENAI_BASE_URL, base_url
 from ._transform import normalize_responses_id, short_hash, transform_messages
 
-__all__ = ("ResponsesParser", "build_responses_request", "stream_openai_responses")
+__all__ = (
+    "ResponsesParser",
+    "build_responses_request",
+    "convert_input",
+    "stream_openai_responses",
+)
 
 _RETRYABLE = frozenset({"server_error", "rate_limit_exceeded", "overloaded", "overloaded_error", "api_error"})
 _TIER_PRICE = {"flex": 0.5, "priority": 2.0}

@@ -37,7 +37,13 @@ from ._proxy_wire import PROXY_PATH, ProxyProtocolError, WireDecoder, encode_req
 if TYPE_CHECKING:
     from typing import TypeAlias
 
-__all__ = ("AuthToken", "ProxyStreamFn", "stream_proxy")
+__all__ = (
+    "ABORTED_TEXT",
+    "AuthToken",
+    "CLOSED_EARLY_TEXT",
+    "ProxyStreamFn",
+    "stream_proxy",
+)
 
 AuthToken: TypeAlias = str | Callable[[], str | Awaitable[str]]
 """The proxy's bearer token, or a (plain or async) function called for a fresh one per request."""
