@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextvars
 import inspect
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -26,7 +26,7 @@ from ._codec import from_json, to_json
 from ._config import MaybeAwaitable, StreamFn, StreamOptions, ToolExecution, call
 from ._model_json import model_from_json
 from ._tools import AgentTool, validate_tool_arguments
-from ._types import AgentToolResult, AssistantMessage, Context, Model, TextContent, ThinkingLevel
+from ._types import AgentToolResult, AssistantMessage, Context, Model, TextContent, ThinkingLevel, ToolCall
 
 __all__ = ("ActivityOptions", "TemporalAgent", "idempotency_key")
 
@@ -120,6 +120,11 @@ class TemporalAgent:
             others (default: 10 minutes an attempt, 30 s heartbeat timeout, 3 attempts).
         turns_per_history: After this many turns a workflow continues as new, carrying the
             transcript, so that its history stays bounded (see `AgentWorkflow`).
+        needs_approval: The tools whose calls wait for a person's decision (`approve`) before
+            they run: tool names, or `(tool_call) -> bool`, called in the workflow (it must
+            be deterministic: a function of the call alone).
+        approval_timeout: A call not decided within this time is blocked (None: it waits as
+            long as the run lasts).
         max_turns, tool_execution, max_parallel_tool_calls, tool_abort_grace, reasoning,
             temperature, max_tokens, session_id: as on `AgentLoopConfig`.
     """
@@ -138,6 +143,8 @@ class TemporalAgent:
         tool_activities: Mapping[str, ActivityOptions] | None = None,
         default_tool_activity: ActivityOptions = _DEFAULT_TOOL_ACTIVITY,
         turns_per_history: int = 25,
+        needs_approval: Collection[str] | Callable[[ToolCall], bool] = (),
+        approval_timeout: timedelta | None = None,
         max_turns: int | None = None,
         tool_execution: ToolExecution = "parallel",
         max_parallel_tool_calls: int | None = None,
@@ -169,6 +176,17 @@ class TemporalAgent:
                 raise TypeError(f"TemporalAgent {label} must be an ActivityOptions, got {options!r}")
         if isinstance(turns_per_history, bool) or not isinstance(turns_per_history, int) or turns_per_history < 1:
             raise ValueError(f"turns_per_history must be a positive int, got {turns_per_history!r}")
+        if isinstance(needs_approval, str):
+            raise TypeError(f"needs_approval must be a collection of tool names or a callable, got {needs_approval!r}")
+        if not callable(needs_approval):
+            needs_approval = frozenset(needs_approval)
+            unknown_names = sorted(needs_approval - set(names))
+            if unknown_names:
+                raise ValueError(f"needs_approval names {unknown_names}, which are not among the tools {names}")
+        if approval_timeout is not None and (
+            not isinstance(approval_timeout, timedelta) or approval_timeout <= timedelta(0)
+        ):
+            raise TypeError(f"approval_timeout must be a positive timedelta or None, got {approval_timeout!r}")
         if stream_fn is not None and not callable(stream_fn):
             raise TypeError(f"stream_fn must be callable or None, got {stream_fn!r}")
         if get_api_key is not None and not callable(get_api_key):
@@ -184,6 +202,8 @@ class TemporalAgent:
         self.tool_activities = tool_activities
         self.default_tool_activity = default_tool_activity
         self.turns_per_history = turns_per_history
+        self.needs_approval = needs_approval
+        self.approval_timeout = approval_timeout
         self.max_turns = max_turns
         self.tool_execution: ToolExecution = tool_execution
         self.max_parallel_tool_calls = max_parallel_tool_calls
@@ -208,6 +228,19 @@ class TemporalAgent:
 
     def tool_activity_name(self, tool_name: str) -> str:
         return f"{self.name}.tool.{tool_name}"
+
+    @property
+    def asks_approval(self) -> bool:
+        """Whether some calls may wait for a person's decision."""
+        return callable(self.needs_approval) or bool(self.needs_approval)
+
+    def call_needs_approval(self, tool_call: ToolCall) -> bool:
+        if not callable(self.needs_approval):
+            return tool_call.name in self.needs_approval
+        answer = self.needs_approval(tool_call)
+        if type(answer) is not bool:
+            raise TypeError(f"needs_approval must return a bool, got {type(answer).__name__}")
+        return answer
 
     def tool_activity_options(self, tool_name: str) -> ActivityOptions:
         return self.tool_activities.get(tool_name, self.default_tool_activity)

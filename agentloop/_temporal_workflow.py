@@ -43,6 +43,7 @@ from ._events import (
 from ._loop import run_agent_loop, run_agent_loop_continue
 from ._model_json import model_to_json
 from ._temporal_agent import ActivityOptions, TemporalAgent
+from ._temporal_approval import PendingApprovals
 from ._temporal_payload import AgentRun
 from ._types import AgentMessage, AgentToolResult, AssistantMessage, Context, Model
 
@@ -138,6 +139,7 @@ class AgentWorkflow:
         self._terminating: dict[str, bool] = {}
         self._terminated = False  # every call of the last turn asked to end the run
         self._turns_left: int | None = None  # of `max_turns`, in this history
+        self._approvals: PendingApprovals | None = None
 
     # --- the run -------------------------------------------------------------------------------
 
@@ -148,6 +150,8 @@ class AgentWorkflow:
         except LookupError as exc:
             raise _AgentNotFound(str(exc)) from None
         self._agent = agent
+        if agent.asks_approval:
+            self._approvals = PendingApprovals(agent.call_needs_approval, agent.approval_timeout, _now_ms)
         state = run.state or {}
         self._run_id = state.get("runId") or workflow.info().workflow_id
         self._first_seq = self._next_seq = int(state.get("seq", 0))
@@ -173,6 +177,7 @@ class AgentWorkflow:
             temperature=agent.temperature,
             max_tokens=agent.max_tokens,
             session_id=agent.session_id,
+            before_tool_call=None if self._approvals is None else self._approvals.before_tool_call,
             wrap_tool_call=self._call_tool,
             propagate=(TemporalError,),
             clock=_now_ms,
@@ -335,6 +340,27 @@ class AgentWorkflow:
     def abort(self) -> None:
         """Abort the run: the model call or the tools in flight are cancelled, the run ends `aborted`."""
         self._signal.abort()
+
+    # --- human approval --------------------------------------------------------------------------
+
+    @workflow.update(name="approve")
+    def approve(self, tool_call_id: str, approved: bool, reason: str | None = None) -> None:
+        """Decide a pending tool call: approved, it runs; denied, it is blocked with `reason`."""
+        self._pending_approvals().decide(tool_call_id, approved, reason)
+
+    @approve.validator
+    def _check_approve(self, tool_call_id: str, approved: bool, reason: str | None = None) -> None:
+        self._pending_approvals().check(tool_call_id, approved, reason)
+
+    @workflow.query(name="approvals")
+    def approvals(self) -> list[dict[str, Any]]:
+        """The tool calls waiting for a decision, oldest first (JSON `ApprovalRequest`s)."""
+        return [] if self._approvals is None else self._approvals.listed()
+
+    def _pending_approvals(self) -> PendingApprovals:
+        if self._approvals is None:
+            raise ValueError("approve: no approval is pending: this run's agent asks none (needs_approval is empty)")
+        return self._approvals
 
     _agent: TemporalAgent
 

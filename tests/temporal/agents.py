@@ -64,6 +64,13 @@ async def barrier(note: str) -> str:
 
 
 @al.tool
+async def delete(path: str) -> str:
+    """Delete a file: a call waits for a person's approval."""
+    _log("tool_starts", f"delete {path}")
+    return f"deleted {path}"
+
+
+@al.tool
 async def broken(key: str) -> str:
     """A tool that fails."""
     raise KeyError(f"no such key: {key}")
@@ -94,6 +101,17 @@ MANY_TURNS: list[Response | str] = [
     "five lookups done",
 ]
 
+GUARDED: list[Response | str] = [
+    Response(
+        content=[
+            ScriptedToolCall("g1", "delete", {"path": "/tmp/a"}),
+            ScriptedToolCall("g2", "lookup", {"key": "x"}),
+            ScriptedToolCall("g3", "delete", {"path": "/etc"}),
+        ]
+    ),
+    "done",
+]
+
 FAST_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=5)
 
 one_tool = TemporalAgent("one_tool", model=MODEL, tools=[lookup], stream_fn=scripted(ONE_TOOL))
@@ -115,7 +133,19 @@ capped = TemporalAgent(
     "capped", model=MODEL, tools=[lookup], stream_fn=scripted(MANY_TURNS), turns_per_history=2, max_turns=4
 )
 
-ALL = [capped, one_tool, parallel, slow, follow_up, many_turns]
+guarded = TemporalAgent(
+    "guarded", model=MODEL, tools=[delete, lookup], stream_fn=scripted(GUARDED), needs_approval=["delete"]
+)
+impatient = TemporalAgent(
+    "impatient",
+    model=MODEL,
+    tools=[delete, lookup],
+    stream_fn=scripted(GUARDED),
+    needs_approval=lambda call: call.arguments.get("path") == "/etc",
+    approval_timeout=timedelta(seconds=1),
+)
+
+ALL = [capped, one_tool, parallel, slow, follow_up, many_turns, guarded, impatient]
 
 
 def failing_model(
