@@ -25,6 +25,7 @@ from ._abort import AbortSignal
 from ._codec import from_json, to_json
 from ._config import MaybeAwaitable, StreamFn, StreamOptions, ToolExecution, call
 from ._model_json import model_from_json
+from ._temporal_context import CONTEXT_MISSING, ContextStore, StoredContexts, check_context_store
 from ._tools import AgentTool, validate_tool_arguments
 from ._types import AgentToolResult, AssistantMessage, Context, Model, TextContent, ThinkingLevel, ToolCall
 
@@ -125,6 +126,10 @@ class TemporalAgent:
             be deterministic: a function of the call alone).
         approval_timeout: A call not decided within this time is blocked (None: it waits as
             long as the run lasts).
+        context_store: Where the workers keep the runs' transcripts (a `ContextStore` every
+            worker of the agent reaches): a model activity then carries what is new since the
+            previous call and a key, not the whole transcript, and a history grows linearly
+            (see `agentloop.temporal.FileContextStore`). None: every call carries it all.
         max_turns, tool_execution, max_parallel_tool_calls, tool_abort_grace, reasoning,
             temperature, max_tokens, session_id: as on `AgentLoopConfig`.
     """
@@ -145,6 +150,7 @@ class TemporalAgent:
         turns_per_history: int = 25,
         needs_approval: Collection[str] | Callable[[ToolCall], bool] = (),
         approval_timeout: timedelta | None = None,
+        context_store: ContextStore | None = None,
         max_turns: int | None = None,
         tool_execution: ToolExecution = "parallel",
         max_parallel_tool_calls: int | None = None,
@@ -187,6 +193,8 @@ class TemporalAgent:
             not isinstance(approval_timeout, timedelta) or approval_timeout <= timedelta(0)
         ):
             raise TypeError(f"approval_timeout must be a positive timedelta or None, got {approval_timeout!r}")
+        if context_store is not None:
+            check_context_store(context_store)
         if stream_fn is not None and not callable(stream_fn):
             raise TypeError(f"stream_fn must be callable or None, got {stream_fn!r}")
         if get_api_key is not None and not callable(get_api_key):
@@ -204,6 +212,8 @@ class TemporalAgent:
         self.turns_per_history = turns_per_history
         self.needs_approval = needs_approval
         self.approval_timeout = approval_timeout
+        self.contexts = None if context_store is None else StoredContexts(context_store)
+        """The worker's side of `context_store` (None without one)."""
         self.max_turns = max_turns
         self.tool_execution: ToolExecution = tool_execution
         self.max_parallel_tool_calls = max_parallel_tool_calls
@@ -260,9 +270,20 @@ class TemporalAgent:
         unknown = [n for n in data["tools"] if n not in self._tools_by_name]
         if unknown:
             raise ApplicationError(f"agent {self.name!r} has no tools {unknown}", non_retryable=True)
+        # By reference (a "base" key, None at first): `messages` are those added since that context.
+        base: str | None = data.get("base")
+        messages: tuple[Any, ...] = tuple(from_json(m) for m in data["messages"])
+        depth = 0
+        if base is not None:
+            if self.contexts is None:  # the workflow sends the whole context again
+                raise ApplicationError(
+                    f"agent {self.name!r} has no context_store on this worker", type=CONTEXT_MISSING, non_retryable=True
+                )
+            base_messages, depth = await self.contexts.load(base)
+            messages = (*base_messages, *messages)
         context = Context(
             system_prompt=data["systemPrompt"],
-            messages=tuple(from_json(m) for m in data["messages"]),
+            messages=messages,
             tools=tuple(self._tools_by_name[n] for n in data["tools"]),
         )
         options = request["options"]
@@ -284,7 +305,11 @@ class TemporalAgent:
             stream_fn = default_stream_fn
         async with _heartbeating():
             final = await _final_message(stream_fn(model, context, stream_options))
-        return to_json(final)
+        if "base" not in data or self.contexts is None:
+            return to_json(final)
+        answer = to_json(final)
+        key = await self.contexts.save(base, depth, [*data["messages"], answer], (*context.messages, final))
+        return {"message": answer, "contextKey": key}
 
     def _tool_activity(self, tool: AgentTool) -> Callable[[dict[str, Any]], Any]:
         async def run_tool(request: dict[str, Any]) -> dict[str, Any]:

@@ -44,6 +44,7 @@ from ._envelope import EventEnvelope, envelope_from_json
 from ._errors import InvalidContextError
 from ._temporal_agent import ActivityOptions, TemporalAgent, idempotency_key
 from ._temporal_approval import ApprovalRequest
+from ._temporal_context import ContextStore, FileContextStore, MemoryContextStore
 from ._temporal_payload import AgentLoopPayloadConverter, AgentRun, data_converter
 from ._temporal_workflow import AgentWorkflow, _AgentNotFound, register_agent
 from ._types import AgentMessage
@@ -55,7 +56,10 @@ __all__ = (
     "AgentRun",
     "AgentWorkflow",
     "ApprovalRequest",
+    "ContextStore",
     "EventsLostError",
+    "FileContextStore",
+    "MemoryContextStore",
     "TemporalAgent",
     "data_converter",
     "approve",

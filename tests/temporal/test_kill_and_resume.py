@@ -61,13 +61,16 @@ def workers() -> Iterator[list[subprocess.Popen[str]]]:
         process.stdout.close()
 
 
+@pytest.mark.parametrize("agent", ["slow", "slow_by_reference"])
 async def test_a_worker_killed_mid_tool_is_replaced_and_the_run_resumes(
-    client: Client, temporal_address: str, tmp_path: Path, workers: list[subprocess.Popen[str]]
+    client: Client, temporal_address: str, tmp_path: Path, workers: list[subprocess.Popen[str]], agent: str
 ) -> None:
+    """With `slow_by_reference` (a context store in a directory both workers see), the second
+    worker rebuilds the context of the first's model call from the store."""
     queue = f"kill-{uuid.uuid4().hex}"
     log = tmp_path
     workers.append(spawn_worker(temporal_address, queue, log, tool_seconds="600"))
-    handle = await start_agent(client, "slow", [PROMPT], id=f"kill-{uuid.uuid4().hex}", task_queue=queue)
+    handle = await start_agent(client, agent, [PROMPT], id=f"kill-{uuid.uuid4().hex}", task_queue=queue)
     envelopes: list[al.EventEnvelope] = []
 
     async def read_events() -> None:
@@ -100,7 +103,7 @@ async def test_a_worker_killed_mid_tool_is_replaced_and_the_run_resumes(
     assert 0 < seen_before_kill < len(envelopes)
 
     # An uninterrupted run of the same conversation, on the surviving worker.
-    clean = await start_agent(client, "slow", [PROMPT], id=f"clean-{uuid.uuid4().hex}", task_queue=queue)
+    clean = await start_agent(client, agent, [PROMPT], id=f"clean-{uuid.uuid4().hex}", task_queue=queue)
     with anyio.fail_after(30):
         clean_envelopes = [e async for e in stream_events(clean)]
         clean_result = await clean.result()
@@ -109,6 +112,15 @@ async def test_a_worker_killed_mid_tool_is_replaced_and_the_run_resumes(
 
     history = await handle.fetch_history()
     await Replayer(workflows=[], plugins=[AgentLoopPlugin(agents.ALL)]).replay_workflow(history)
+    if agent == "slow_by_reference":
+        model_inputs = [
+            e.activity_task_scheduled_event_attributes.input.payloads[0].data
+            for e in history.events
+            if e.HasField("activity_task_scheduled_event_attributes")
+            and e.activity_task_scheduled_event_attributes.activity_type.name.endswith(".model")
+        ]
+        assert b'"base":null' not in model_inputs[1].replace(b" ", b"")  # the second call went by reference
+        assert len(list((log / "contexts").iterdir())) >= 2  # the contexts both workers wrote
 
 
 async def test_an_approval_pending_when_the_worker_is_killed_is_still_pending_on_the_next(
