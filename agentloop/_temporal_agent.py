@@ -28,6 +28,7 @@ from ._model_json import model_from_json
 from ._temporal_context import CONTEXT_MISSING, ContextStore, StoredContexts, check_context_store
 from ._tools import AgentTool, validate_tool_arguments
 from ._types import AgentToolResult, AssistantMessage, Context, Model, TextContent, ThinkingLevel, ToolCall
+from ._updates import DELIVERED, Delivery
 
 __all__ = ("ActivityOptions", "TemporalAgent", "idempotency_key")
 
@@ -342,8 +343,13 @@ class TemporalAgent:
         return run_tool
 
 
-async def _ignore_update(partial_result: AgentToolResult) -> None:
-    """Progress updates of a tool in an activity are not streamed (they would fill the history)."""
+def _ignore_update(partial_result: AgentToolResult) -> Delivery:
+    """Progress updates of a tool in an activity are not streamed (they would fill the history).
+
+    Already delivered, as the loop's own `on_update` answers: a tool may await it or not (a
+    coroutine nobody awaited would warn).
+    """
+    return DELIVERED
 
 
 @asynccontextmanager
