@@ -11,7 +11,12 @@ follow-up and abort are signals.
 
 Bounded history: after `turns_per_history` turns (or when Temporal suggests it) the workflow
 stops the loop after the turn, and continues as new with the transcript, the queued messages
-and the event counters; the caller sees one run.
+and the event counters; the caller sees one run. With the agent's `context_store`, a model call
+carries the messages added since the previous call and the key of the context it ended with
+(`_SentContext`), not the whole transcript (see `_temporal_context`).
+
+Human approval: with the agent's `needs_approval`, `before_tool_call` waits for the `approve`
+update (see `_temporal_approval`); the `approvals` query lists the calls waiting.
 """
 
 from __future__ import annotations

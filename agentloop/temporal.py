@@ -13,6 +13,11 @@ interrupted one is retried.
         async for envelope in stream_events(handle):
             ...
 
+A tool the agent's `needs_approval` names waits for `approve(handle, tool_call_id, approved,
+reason)` (`pending_approvals(handle)` lists the calls waiting); with a `context_store`
+(`FileContextStore`, `MemoryContextStore`, or your own `ContextStore`) model calls carry what is
+new and a key instead of the whole transcript, and a history grows linearly with its turns.
+
 Temporal's Python SDK runs on asyncio: on trio, every function here raises RuntimeError at once.
 """
 
