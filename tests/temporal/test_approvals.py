@@ -4,7 +4,9 @@ is blocked as by `before_tool_call` in one process, an abort or a timeout ends t
 
 from __future__ import annotations
 
+import re
 import uuid
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -158,3 +160,27 @@ async def test_approve_checks_its_arguments_before_asking() -> None:
         await approve(None, "c1", approved=False, reason=3)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="approve: tool_call_id must be a str, got int"):
         await approve(None, 1)  # type: ignore[arg-type]
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+async def test_the_readme_supervisor_runs_as_written(client: Client, queue: str) -> None:
+    readme = await anyio.Path(README).read_text(encoding="utf-8")
+    code = next(c for c in re.findall(r"```python notest\n(.*?)```", readme, re.S) if "async def supervise" in c)
+    namespace: dict[str, Any] = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    seen: list[str] = []
+
+    def allowed(request: ApprovalRequest) -> bool:
+        seen.append(request.tool_call_id)
+        return request.arguments.get("path") != "/etc"
+
+    with anyio.fail_after(30):
+        async with worker(client, task_queue=queue, agents=agents.ALL):
+            handle = await start_agent(client, "guarded", [PROMPT], id=f"sup-{uuid.uuid4().hex}", task_queue=queue)
+            await namespace["supervise"](handle, allowed)
+            result = await handle.result()
+    assert seen == ["g1", "g3"]
+    results = {m.tool_call_id: m for m in result if isinstance(m, al.ToolResultMessage)}
+    assert not results["g1"].is_error and results["g3"].is_error and text(results["g3"].content[0]) == "not allowed"
