@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import anyio
+from dbos._error import DBOSException
 
 import agentloop as al
 from agentloop.dbos import DBOSAgent, idempotency_key
@@ -67,6 +68,12 @@ async def broken(key: str) -> str:
     raise KeyError(f"no such key: {key}")
 
 
+@al.tool
+async def engine_failure(key: str) -> str:
+    """A tool that raises DBOS's own exception: it must end the run, not become a tool result."""
+    raise DBOSException(f"the engine failed on {key}")
+
+
 @al.tool(execution_mode="sequential")
 async def pay(amount: int) -> str:
     """Pay an amount (waits for a human's approval)."""
@@ -93,6 +100,20 @@ SLOW: list[Response | str] = [
     Response(content=[ScriptedToolCall("s1", "slow_lookup", {"key": "x"})]),
     "x is 42",
 ]
+SLOW_PARALLEL: list[Response | str] = [
+    Response(
+        content=[
+            ScriptedToolCall("q1", "lookup", {"key": "a"}),
+            ScriptedToolCall("q2", "slow_lookup", {"key": "b"}),
+            ScriptedToolCall("q3", "lookup", {"key": "c"}),
+        ]
+    ),
+    "a, b and c are 42",
+]
+ENGINE: list[Response | str] = [
+    Response(content=[ScriptedToolCall("e1", "engine_failure", {"key": "x"})]),
+    "not reached",
+]
 FOLLOW_UP: list[Response | str] = [*SLOW, "y is 43"]
 PAYMENT: list[Response | str] = [
     Response(content=[ScriptedToolCall("m1", "pay", {"amount": 5})]),
@@ -102,5 +123,7 @@ PAYMENT: list[Response | str] = [
 one_tool = DBOSAgent("one_tool", model=MODEL, tools=[lookup], stream_fn=scripted(ONE_TOOL))
 parallel = DBOSAgent("parallel", model=MODEL, tools=[lookup, barrier, broken], stream_fn=scripted(PARALLEL))
 slow = DBOSAgent("slow", model=MODEL, tools=[slow_lookup], stream_fn=scripted(SLOW), tool_abort_grace=0.2)
+slow_parallel = DBOSAgent("slow_parallel", model=MODEL, tools=[lookup, slow_lookup], stream_fn=scripted(SLOW_PARALLEL))
+engine = DBOSAgent("engine", model=MODEL, tools=[engine_failure], stream_fn=scripted(ENGINE))
 follow_up = DBOSAgent("follow_up", model=MODEL, tools=[slow_lookup], stream_fn=scripted(FOLLOW_UP))
 payment = DBOSAgent("payment", model=MODEL, tools=[pay], stream_fn=scripted(PAYMENT), approval=["pay"])

@@ -32,3 +32,11 @@ def check_envelopes(envelopes: Sequence[al.EventEnvelope]) -> None:
     assert [e.seq for e in envelopes] == list(range(len(envelopes)))
     assert len({e.run_id for e in envelopes}) == 1
     al.testing.check_events([e.event for e in envelopes])
+
+
+def text(message: al.AgentMessage) -> str:
+    """A message's text blocks, joined."""
+    content = getattr(message, "content", "")
+    if isinstance(content, str):
+        return content
+    return "".join(block.text for block in content if isinstance(block, al.TextContent))

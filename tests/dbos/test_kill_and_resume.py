@@ -44,6 +44,11 @@ def spawn_worker(url: str, log: Path, tool_seconds: str) -> subprocess.Popen[str
     return process
 
 
+async def read_all(workflow_id: str, client: DBOSClient, into: list[al.EventEnvelope]) -> None:
+    async for envelope in stream_events(workflow_id, client=client, poll_interval=0.05):
+        into.append(envelope)
+
+
 def lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
@@ -83,13 +88,9 @@ async def test_a_worker_killed_mid_tool_is_replaced_and_the_run_resumes(
         workflow_id = await start_agent("slow", [PROMPT], id=f"kill-{uuid.uuid4().hex}", client=client)
         envelopes: list[al.EventEnvelope] = []
 
-        async def read_events() -> None:
-            async for envelope in stream_events(workflow_id, client=client, poll_interval=0.05):
-                envelopes.append(envelope)
-
         with anyio.fail_after(45):
             async with anyio.create_task_group() as group:
-                group.start_soon(read_events)
+                group.start_soon(read_all, workflow_id, client, envelopes)
                 while not lines(log / "tool_starts"):  # noqa: ASYNC110 (written by the worker process)
                     await anyio.sleep(0.05)
                 while not any(e.type == "tool_execution_start" for e in envelopes):  # noqa: ASYNC110
@@ -124,5 +125,46 @@ async def test_a_worker_killed_mid_tool_is_replaced_and_the_run_resumes(
             clean = await result(clean_id, client=client)
         assert normalized([al.to_json(m) for m in messages]) == normalized([al.to_json(m) for m in clean])
         assert comparable([e.event for e in envelopes]) == comparable([e.event for e in clean_envelopes])
+    finally:
+        client.destroy()
+
+
+async def test_a_worker_killed_in_a_parallel_batch_resumes_with_the_steps_in_the_same_order(
+    database_url: str, tmp_path: Path, workers: list[subprocess.Popen[str]]
+) -> None:
+    """Two calls of the batch finished (recorded), one was running: the replay meets the recorded
+    steps in the order it calls them again, and only the interrupted one runs again."""
+    log = tmp_path / "log"
+    log.mkdir()
+    workers.append(spawn_worker(database_url, log, tool_seconds="600"))
+    client = DBOSClient(system_database_url=database_url)
+    try:
+        workflow_id = await start_agent("slow_parallel", [PROMPT], id=f"batch-{uuid.uuid4().hex}", client=client)
+        envelopes: list[al.EventEnvelope] = []
+        with anyio.fail_after(45):
+            async with anyio.create_task_group() as group:
+                group.start_soon(read_all, workflow_id, client, envelopes)
+                while len(lines(log / "tool_starts")) < 3:  # noqa: ASYNC110 (written by the worker process)
+                    await anyio.sleep(0.05)
+                await anyio.sleep(0.5)  # the quick calls' steps are recorded
+                os.kill(workers[0].pid, signal.SIGKILL)
+                workers[0].wait()
+                workers.append(spawn_worker(database_url, log, tool_seconds="0"))
+                messages = await result(workflow_id, client=client)
+
+        tool_starts = lines(log / "tool_starts")
+        print(f"\n[{database_url.split(':')[0]}] tool starts: {tool_starts}")
+        assert lines(log / "model_calls") == ["0", "1"]
+        assert sorted(tool_starts) == sorted(["lookup a", "lookup c", *[f"slow_lookup b {workflow_id}/q2"] * 2])
+        check_envelopes(envelopes)
+
+        clean_id = await start_agent("slow_parallel", [PROMPT], id=f"clean-{uuid.uuid4().hex}", client=client)
+        with anyio.fail_after(30):
+            clean_envelopes = [e async for e in stream_events(clean_id, client=client, poll_interval=0.05)]
+            clean = await result(clean_id, client=client)
+        assert normalized([al.to_json(m) for m in messages]) == normalized([al.to_json(m) for m in clean])
+        assert sorted(map(str, comparable([e.event for e in envelopes]))) == sorted(
+            map(str, comparable([e.event for e in clean_envelopes]))
+        )
     finally:
         client.destroy()
