@@ -81,7 +81,9 @@ def _check_messages(messages: Sequence[AgentMessage], name: str) -> list[AgentMe
     return list(messages)
 
 
-def _check_client(client: DBOSClient | None) -> None:
+def _check_call(workflow_id: str, client: DBOSClient | None, name: str = "workflow_id") -> None:
+    if not isinstance(workflow_id, str) or not workflow_id:
+        raise ValueError(f"{name} must be a non-empty str (the run's workflow id), got {workflow_id!r}")
     if client is not None and not isinstance(client, DBOSClient):
         raise TypeError(f"client must be a dbos.DBOSClient or None, got {type(client).__name__}")
 
@@ -103,9 +105,7 @@ async def start_agent(
     empty continues from `messages` (whose last message must not be an assistant message).
     """
     _require_asyncio("agentloop.dbos.start_agent")
-    _check_client(client)
-    if not isinstance(id, str) or not id:
-        raise ValueError(f"id must be a non-empty str (the workflow id), got {id!r}")
+    _check_call(id, client, "id")
     name = agent.name if isinstance(agent, DBOSAgent) else agent
     if not isinstance(name, str):
         raise TypeError(f"agent must be a DBOSAgent or its name, got {type(agent).__name__}")
@@ -137,7 +137,7 @@ async def stream_events(
     if it failed or was cancelled before its `agent_end`.
     """
     _require_asyncio("agentloop.dbos.stream_events")
-    _check_client(client)
+    _check_call(workflow_id, client)
     if isinstance(after_seq, bool) or not isinstance(after_seq, int) or after_seq < -1:
         raise ValueError(
             f"after_seq must be the seq of an event already seen, or -1 (from the start), got {after_seq!r}"
@@ -177,7 +177,7 @@ async def _result_json(workflow_id: str, client: DBOSClient | None) -> list[Any]
 async def result(workflow_id: str, *, client: DBOSClient | None = None) -> list[AgentMessage]:
     """The messages the run added (prompts included), once it has finished (waits for it)."""
     _require_asyncio("agentloop.dbos.result")
-    _check_client(client)
+    _check_call(workflow_id, client)
     return [from_json(m) for m in await _result_json(workflow_id, client)]
 
 
@@ -191,7 +191,7 @@ async def _control(workflow_id: str, data: dict[str, Any], client: DBOSClient | 
 async def steer(workflow_id: str, message: AgentMessage, *, client: DBOSClient | None = None) -> None:
     """Queue a message for the run's next turn (taken after the current turn's tool calls)."""
     _require_asyncio("agentloop.dbos.steer")
-    _check_client(client)
+    _check_call(workflow_id, client)
     _check_messages([message], "message")
     await _control(workflow_id, {"kind": "steer", "message": to_json(message)}, client)
 
@@ -199,7 +199,7 @@ async def steer(workflow_id: str, message: AgentMessage, *, client: DBOSClient |
 async def follow_up(workflow_id: str, message: AgentMessage, *, client: DBOSClient | None = None) -> None:
     """Queue a message for when the run would otherwise stop."""
     _require_asyncio("agentloop.dbos.follow_up")
-    _check_client(client)
+    _check_call(workflow_id, client)
     _check_messages([message], "message")
     await _control(workflow_id, {"kind": "follow_up", "message": to_json(message)}, client)
 
@@ -211,7 +211,7 @@ async def abort(workflow_id: str, *, client: DBOSClient | None = None) -> None:
     a workflow at once, without the loop's ending, cancel it: `DBOS.cancel_workflow_async(id)`.
     """
     _require_asyncio("agentloop.dbos.abort")
-    _check_client(client)
+    _check_call(workflow_id, client)
     await _control(workflow_id, {"kind": "abort"}, client)
 
 
@@ -229,7 +229,9 @@ async def approve(
     was not approved"); its tool does not run.
     """
     _require_asyncio("agentloop.dbos.approve")
-    _check_client(client)
+    _check_call(workflow_id, client)
+    if not isinstance(tool_call_id, str) or not tool_call_id:
+        raise ValueError(f"tool_call_id must be a non-empty str, got {tool_call_id!r}")
     if type(approved) is not bool:
         raise TypeError(f"approved must be a bool, got {type(approved).__name__}")
     data = {"approved": approved, "reason": reason}

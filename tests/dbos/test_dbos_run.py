@@ -6,7 +6,7 @@ follow-up, abort and approval as DBOS messages, DBOS's own errors propagating, a
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import anyio
@@ -202,7 +202,7 @@ def test_an_agent_is_checked_where_it_is_defined() -> None:
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
 async def test_on_trio_every_function_fails_at_once(anyio_backend: str) -> None:
-    calls = [
+    calls: list[Callable[[], Awaitable[object]]] = [
         lambda: start_agent("one_tool", [PROMPT], id=""),
         lambda: stream_events("w", after_seq=-2).__anext__(),
         lambda: result(""),
@@ -216,5 +216,5 @@ async def test_on_trio_every_function_fails_at_once(anyio_backend: str) -> None:
             with pytest.raises(RuntimeError, match="DBOS runs async workflows on asyncio only, not on trio"):
                 await make()
         else:  # past the backend check: the arguments' own error
-            with pytest.raises((ValueError, TypeError, DBOSException)):
+            with pytest.raises((ValueError, TypeError)):
                 await make()
