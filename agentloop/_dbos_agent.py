@@ -238,6 +238,7 @@ class _DurableRun:
         self.now = 0  # the clock: the latest time a recorded step returned
         self.steering: list[AgentMessage] = []
         self.follow_ups: list[AgentMessage] = []
+        self.received = False  # control messages were taken since the last step was called
 
     async def run(self, request: dict[str, Any]) -> list[Any]:
         agent = self.agent
@@ -288,7 +289,14 @@ class _DurableRun:
     # --- steering, follow-up, abort --------------------------------------------------------------
 
     async def _receive(self) -> None:
-        """Take every control message sent so far (recorded: a replay takes the same ones)."""
+        """Take every control message sent so far (recorded: a replay takes the same ones).
+
+        The loop asks for steering twice between two steps (after a batch, before the next
+        call): once is enough, and saves a recorded `recv` a turn.
+        """
+        if self.received:
+            return
+        self.received = True
         while True:
             data = await DBOS.recv_async(CONTROL_TOPIC, timeout_seconds=0)
             if data is None:
@@ -374,6 +382,7 @@ class _DurableRun:
         """
         call_id: str = invocation.tool_call.id
         name: str = invocation.tool.name
+        self.received = False
         if name in self.agent.approval:
             await DBOS.run_step_async({"name": f"{self.agent.name}.publish"}, self.publish)
             answer = await DBOS.recv_async(f"agentloop.approval/{call_id}", timeout_seconds=_APPROVAL_WAIT)

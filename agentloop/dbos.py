@@ -161,24 +161,30 @@ async def stream_events(
                     return
     finally:
         await values.aclose()
-    await _result_json(workflow_id, client)  # a failed or cancelled run raises its error here
+    await _result_json(workflow_id, client, poll_interval)  # a failed or cancelled run raises its error here
     raise RuntimeError(f"the run of workflow {workflow_id!r} ended without an agent_end after seq {len(seen) - 1}")
 
 
-async def _result_json(workflow_id: str, client: DBOSClient | None) -> list[Any]:
+async def _result_json(workflow_id: str, client: DBOSClient | None, poll_interval: float) -> list[Any]:
     handle: WorkflowHandleAsync[list[Any]]
     if client is not None:
         handle = await client.retrieve_workflow_async(workflow_id)
     else:
         handle = await DBOS.retrieve_workflow_async(workflow_id)
-    return await handle.get_result()
+    return await handle.get_result(polling_interval_sec=poll_interval)
 
 
-async def result(workflow_id: str, *, client: DBOSClient | None = None) -> list[AgentMessage]:
-    """The messages the run added (prompts included), once it has finished (waits for it)."""
+async def result(
+    workflow_id: str, *, client: DBOSClient | None = None, poll_interval: float = 0.1
+) -> list[AgentMessage]:
+    """The messages the run added (prompts included), once it has finished (waits for it).
+
+    Raises the workflow's error if it failed or was cancelled. `poll_interval`: seconds between
+    two looks at the workflow's status.
+    """
     _require_asyncio("agentloop.dbos.result")
     _check_call(workflow_id, client)
-    return [from_json(m) for m in await _result_json(workflow_id, client)]
+    return [from_json(m) for m in await _result_json(workflow_id, client, poll_interval)]
 
 
 async def _control(workflow_id: str, data: dict[str, Any], client: DBOSClient | None) -> None:
