@@ -35,7 +35,15 @@ from ._abort import AbortSignal
 from ._codec import from_json, to_json
 from ._config import AgentContext, AgentLoopConfig, MaybeAwaitable, StreamFn, StreamOptions, ToolExecution, call
 from ._envelope import EventEnvelope, envelope_to_json
-from ._events import AgentEvent, AssistantMessageEvent, DoneEvent, ErrorEvent, StartEvent, TurnStart
+from ._events import (
+    AgentEvent,
+    AssistantMessageEvent,
+    DoneEvent,
+    ErrorEvent,
+    StartEvent,
+    ToolExecutionUpdate,
+    TurnStart,
+)
 from ._loop import run_agent_loop, run_agent_loop_continue
 from ._tools import AgentTool
 from ._types import (
@@ -257,8 +265,15 @@ class _DurableRun:
     # --- events ----------------------------------------------------------------------------------
 
     def emit(self, event: AgentEvent) -> None:
-        """The loop's sink: stamp the event and keep it for the next step to write."""
-        if type(event) is TurnStart:
+        """The loop's sink: stamp the event and keep it for the next step to write.
+
+        A tool's progress updates are left out: they happen inside its step, which a replay
+        does not run again, so a caller could not get each of them exactly once.
+        """
+        kind = type(event)
+        if kind is ToolExecutionUpdate:
+            return
+        if kind is TurnStart:
             self.turn += 1
         base = f"{event.type}/{_call_id(event)}"
         count = self.seen.get(base, 0)
@@ -370,7 +385,8 @@ class _DurableRun:
         except _ENGINE_ERRORS:
             raise
         except Exception as exc:  # a stream function that broke its contract: the model call failed
-            final = _ending(model, "error", f"The model call failed: {exception_text(exc)}", now_ms())
+            text = f"The model call failed: {type(exc).__name__}: {exception_text(exc)}"
+            final = _ending(model, "error", text, now_ms())
         return to_json(final)
 
     # --- tool calls --------------------------------------------------------------------------------

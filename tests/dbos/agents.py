@@ -127,3 +127,14 @@ slow_parallel = DBOSAgent("slow_parallel", model=MODEL, tools=[lookup, slow_look
 engine = DBOSAgent("engine", model=MODEL, tools=[engine_failure], stream_fn=scripted(ENGINE))
 follow_up = DBOSAgent("follow_up", model=MODEL, tools=[slow_lookup], stream_fn=scripted(FOLLOW_UP))
 payment = DBOSAgent("payment", model=MODEL, tools=[pay], stream_fn=scripted(PAYMENT), approval=["pay"])
+
+
+def failing_model(
+    model: al.Model, context: al.Context, options: al.StreamOptions
+) -> AsyncIterator[al.AssistantMessageEvent]:
+    """A stream function that breaks its contract (raises): the model step records a failed call."""
+    _log("model_calls", "failing")
+    raise RuntimeError("provider exploded")
+
+
+failing = DBOSAgent("failing", model=MODEL, stream_fn=failing_model)

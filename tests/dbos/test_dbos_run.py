@@ -185,6 +185,15 @@ async def test_dbos_errors_end_the_run_and_never_become_tool_results() -> None:
         await result(workflow_id)
 
 
+async def test_a_model_call_that_raises_ends_the_run_with_an_error_message(log: Path) -> None:
+    _, envelopes, messages = await durable(agents.failing)
+    last = messages[-1]
+    assert isinstance(last, al.AssistantMessage) and last.stop_reason == "error"
+    assert last.error_message == "The model call failed: RuntimeError: provider exploded"
+    assert envelopes[-1].type == "agent_end"
+    assert lines(log / "model_calls") == ["failing"]
+
+
 def test_an_agent_is_checked_where_it_is_defined() -> None:
     with pytest.raises(ValueError, match="letters, digits"):
         DBOSAgent("no spaces", model=agents.MODEL)
