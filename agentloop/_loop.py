@@ -25,6 +25,7 @@ from typing import Any, cast
 
 import anyio
 import anyio.lowlevel
+from anyio.abc import TaskGroup
 
 from ._abort import AbortCut, AbortSignal
 from ._config import (
@@ -185,21 +186,27 @@ async def run_agent_loop_continue(
     return run.new_messages
 
 
-async def drive(run: _Run, prompts: list[AgentMessage] | None) -> None:
+async def drive(run: _Run, prompts: list[AgentMessage] | None, task_group: TaskGroup | None = None) -> None:
     """Run to the end, handing every event to the run's sink, in order.
 
     The events the loop yields are delivered here; the ones it delivers itself (a model stream's,
-    a tool batch's) already went to the same sink, as they happened. The run has a task group of
-    its own, where progress updates whose delivery must wait are delivered.
+    a tool batch's) already went to the same sink, as they happened. Progress updates whose
+    delivery must wait are delivered in `task_group`: the caller's (`async with agent_loop(...)`
+    has one already), or else a task group of the run's own.
     """
+    if task_group is None:
+        try:
+            async with anyio.create_task_group() as task_group:
+                await drive(run, prompts, task_group)
+        except BaseExceptionGroup as group:
+            raise single_exception(group) from None
+        return
+    run.task_group = task_group
     deliver = run.deliver
-    try:
-        async with anyio.create_task_group() as run.task_group, aclosing(run.events(prompts)) as events:
-            async for event in events:
-                if (pending := deliver(event)) is not None:
-                    await settle(pending)
-    except BaseExceptionGroup as group:
-        raise single_exception(group) from None
+    async with aclosing(run.events(prompts)) as events:
+        async for event in events:
+            if (pending := deliver(event)) is not None:
+                await settle(pending)
 
 
 def start_run(
@@ -209,9 +216,10 @@ def start_run(
     emit: Emit,
     signal: AbortSignal | None,
     stream_fn: StreamFn,
+    task_group: TaskGroup,
 ) -> Coroutine[Any, Any, None]:
-    """The run of `async with agent_loop(...)`: checked arguments, the stream's sink."""
-    return drive(_Run(context, config, emit, signal, stream_fn), prompts)
+    """The run of `async with agent_loop(...)`: checked arguments, the stream's sink and task group."""
+    return drive(_Run(context, config, emit, signal, stream_fn), prompts, task_group)
 
 
 def bare_run(
