@@ -35,9 +35,12 @@ def anyio_backend() -> object:
     return "asyncio"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def launched_dbos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """DBOS launched in this process, on a SQLite file, with the test agents defined."""
+    """DBOS launched in this process, on a SQLite file, with the test agents defined.
+
+    Destroyed once these tests are done: DBOS's background threads draw from `random`, which
+    the property tests of the other packages forbid while they run."""
     from dbos import DBOS
 
     from tests.dbos import agents  # noqa: F401  (the agents' workflows are registered before the launch)
