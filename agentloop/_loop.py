@@ -318,6 +318,11 @@ class _Run:
         self._llm_messages: list[Message] = []
         self._options: StreamOptions | None = None
 
+    async def emit(self, event: AgentEvent) -> None:
+        """Hand an event to the sink, and wait for it when the sink asks to (how the steps emit)."""
+        if (pending := self.deliver(event)) is not None:
+            await settle(pending)
+
     async def fair_share(self) -> None:
         """Give the other tasks a turn (see `FAIR_SHARE`)."""
         self.countdown = FAIR_SHARE
