@@ -7,7 +7,7 @@ import sys
 from collections import deque
 from collections.abc import Awaitable, Sequence
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -23,7 +23,9 @@ from ._config import (
     ToolInvocation,
     call,
 )
+from ._constants import TOOL_ABORTED_TEXT
 from ._events import MessageEnd, MessageStart, ToolExecutionEnd, ToolExecutionStart, ToolExecutionUpdate
+from ._run import RunState
 from ._tools import AgentTool, validate_tool_arguments
 from ._types import (
     AgentToolResult,
@@ -37,16 +39,12 @@ from ._types import (
 from ._updates import DELIVERED, Delivery, UpdatePump, settle
 from ._util import exception_text, single_exception
 
-if TYPE_CHECKING:
-    from ._loop import _Run
-
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
 __all__ = ("execute_tool_calls", "fail_truncated_tool_calls")
 
-ABORTED = "Operation aborted"
-TRUNCATED = (
+_TRUNCATED = (
     'Tool call "{name}" was not executed: the response hit the output token limit, so its arguments '
     "may be truncated. Re-issue the tool call with complete arguments."
 )
@@ -57,7 +55,7 @@ class _Prepared:
 
     __slots__ = ("args", "execute", "finished", "pump", "run", "tool", "tool_call")
 
-    def __init__(self, run: _Run, tool_call: ToolCall, tool: AgentTool, args: Any) -> None:
+    def __init__(self, run: RunState, tool_call: ToolCall, tool: AgentTool, args: Any) -> None:
         self.run = run
         self.tool_call = tool_call
         self.tool = tool
@@ -92,7 +90,7 @@ def _end_event(fin: _Finalized) -> ToolExecutionEnd:
     return ToolExecutionEnd(fin.tool_call.id, fin.tool_call.name, fin.result, fin.is_error)
 
 
-async def _emit_results(run: _Run, results: list[_Finalized]) -> list[ToolResultMessage]:
+async def _emit_results(run: RunState, results: list[_Finalized]) -> list[ToolResultMessage]:
     """Emit the toolResult message (`message_start`, `message_end`) of each finalized call."""
     messages = []
     for fin in results:
@@ -103,19 +101,19 @@ async def _emit_results(run: _Run, results: list[_Finalized]) -> list[ToolResult
     return messages
 
 
-async def fail_truncated_tool_calls(run: _Run, tool_calls: Sequence[ToolCall]) -> list[ToolResultMessage]:
+async def fail_truncated_tool_calls(run: RunState, tool_calls: Sequence[ToolCall]) -> list[ToolResultMessage]:
     """Fail every call of a response cut off by the token limit: its arguments may be truncated."""
     messages = []
     for tool_call in tool_calls:
         await run.emit(ToolExecutionStart(tool_call.id, tool_call.name, tool_call.arguments))
-        fin = _Finalized(tool_call, error_result(TRUNCATED.format(name=tool_call.name)), True)
+        fin = _Finalized(tool_call, error_result(_TRUNCATED.format(name=tool_call.name)), True)
         await run.emit(_end_event(fin))
         messages += await _emit_results(run, [fin])
     return messages
 
 
 async def execute_tool_calls(
-    run: _Run, assistant: AssistantMessage, tool_calls: Sequence[ToolCall]
+    run: RunState, assistant: AssistantMessage, tool_calls: Sequence[ToolCall]
 ) -> tuple[list[ToolResultMessage], bool]:
     """Run one batch; return its tool-result messages in source order and whether to terminate."""
     sequential = run.config.tool_execution == "sequential"
@@ -127,7 +125,7 @@ async def execute_tool_calls(
 
 
 async def _single(
-    run: _Run, assistant: AssistantMessage, tool_call: ToolCall, *, recheck: bool
+    run: RunState, assistant: AssistantMessage, tool_call: ToolCall, *, recheck: bool
 ) -> tuple[list[ToolResultMessage], bool]:
     """One call from start to result: a batch of one, or a call of a sequential batch.
 
@@ -142,7 +140,7 @@ async def _single(
     if isinstance(prepared, _Finalized):
         fin = prepared
     elif recheck and run.signal._aborted:
-        fin = _Finalized(tool_call, error_result(ABORTED), True)
+        fin = _Finalized(tool_call, error_result(TOOL_ABORTED_TEXT), True)
     else:
         fin = await _execute(run, prepared)
         if run.config.after_tool_call is not None:
@@ -155,7 +153,7 @@ async def _single(
 
 
 async def _sequential(
-    run: _Run, assistant: AssistantMessage, tool_calls: Sequence[ToolCall]
+    run: RunState, assistant: AssistantMessage, tool_calls: Sequence[ToolCall]
 ) -> tuple[list[ToolResultMessage], bool]:
     messages: list[ToolResultMessage] = []
     terminate = True
@@ -167,7 +165,7 @@ async def _sequential(
 
 
 async def _parallel(
-    run: _Run, assistant: AssistantMessage, tool_calls: Sequence[ToolCall]
+    run: RunState, assistant: AssistantMessage, tool_calls: Sequence[ToolCall]
 ) -> tuple[list[ToolResultMessage], bool]:
     finalized: list[_Finalized | None] = [None] * len(tool_calls)
     runnable: list[tuple[int, _Prepared]] = []
@@ -224,7 +222,7 @@ class _Group:
 
     def __init__(
         self,
-        run: _Run,
+        run: RunState,
         assistant: AssistantMessage,
         group: list[tuple[int, _Prepared]],
         slots: dict[int, tuple[anyio.Semaphore, ...]],
@@ -265,7 +263,7 @@ class _Group:
             if run.signal._aborted:  # aborted before the call began: answered at once
                 for slot in slots:
                     slot.release()
-                fin = self.finalized[index] = _Finalized(prepared.tool_call, error_result(ABORTED), True)
+                fin = self.finalized[index] = _Finalized(prepared.tool_call, error_result(TOOL_ABORTED_TEXT), True)
                 await run.emit(_end_event(fin))
                 return
             try:
@@ -331,7 +329,7 @@ async def _settle_begun(pending: Awaitable[None], *, task_status: TaskStatus[Non
     await settle(pending)
 
 
-def _slots(run: _Run, runnable: list[tuple[int, _Prepared]]) -> dict[int, tuple[anyio.Semaphore, ...]]:
+def _slots(run: RunState, runnable: list[tuple[int, _Prepared]]) -> dict[int, tuple[anyio.Semaphore, ...]]:
     """The semaphores each call of a parallel batch holds while its tool executes, by source index:
     the batch's (`max_parallel_tool_calls`) and its tool's (`max_concurrency`)."""
     limit = run.config.max_parallel_tool_calls
@@ -349,7 +347,7 @@ def _slots(run: _Run, runnable: list[tuple[int, _Prepared]]) -> dict[int, tuple[
     return slots
 
 
-def _find_tool(run: _Run, tool_call: ToolCall) -> AgentTool | None:
+def _find_tool(run: RunState, tool_call: ToolCall) -> AgentTool | None:
     name = tool_call.name
     for tool in run.tools:
         if tool.name == name:
@@ -357,7 +355,7 @@ def _find_tool(run: _Run, tool_call: ToolCall) -> AgentTool | None:
     return None
 
 
-def _preflight(run: _Run, tool_call: ToolCall) -> _Prepared | _Finalized | None:
+def _preflight(run: RunState, tool_call: ToolCall) -> _Prepared | _Finalized | None:
     """Preflight without a coroutine when nothing is awaited; None leaves it to `_prepare` (hooks,
     `prepare_arguments`, an unknown tool, an abort)."""
     if run.config.before_tool_call is not None or run.signal._aborted:
@@ -371,10 +369,10 @@ def _preflight(run: _Run, tool_call: ToolCall) -> _Prepared | _Finalized | None:
         return _Finalized(tool_call, _error(run, exc), True)
 
 
-async def _prepare(run: _Run, assistant: AssistantMessage, tool_call: ToolCall) -> _Prepared | _Finalized:
+async def _prepare(run: RunState, assistant: AssistantMessage, tool_call: ToolCall) -> _Prepared | _Finalized:
     signal = run.signal
     if signal.aborted:
-        return _Finalized(tool_call, error_result(ABORTED), True)
+        return _Finalized(tool_call, error_result(TOOL_ABORTED_TEXT), True)
     tool = _find_tool(run, tool_call)
     if tool is None:
         return _Finalized(tool_call, error_result(f"Tool {tool_call.name} not found"), True)
@@ -398,7 +396,7 @@ async def _prepare(run: _Run, assistant: AssistantMessage, tool_call: ToolCall) 
             )
             decision = await call(hook, context, signal)
             if signal.aborted:
-                return _Finalized(tool_call, error_result(ABORTED), True)
+                return _Finalized(tool_call, error_result(TOOL_ABORTED_TEXT), True)
             if decision is not None:
                 if not isinstance(decision, BeforeToolCallResult):
                     raise TypeError(
@@ -427,7 +425,7 @@ def _outcome(prepared: _Prepared, value: object, failure: AgentToolResult | None
     return _Finalized(tool_call, value, value.is_error is True)
 
 
-async def _execute(run: _Run, prepared: _Prepared) -> _Finalized:
+async def _execute(run: RunState, prepared: _Prepared) -> _Finalized:
     """Run the tool (`_call_tool`); the outcome once every progress update it reported is delivered."""
     fin = await _call_tool(run, prepared)
     if prepared.pump is not None:
@@ -435,7 +433,7 @@ async def _execute(run: _Run, prepared: _Prepared) -> _Finalized:
     return fin
 
 
-async def _call_tool(run: _Run, prepared: _Prepared) -> _Finalized:
+async def _call_tool(run: RunState, prepared: _Prepared) -> _Finalized:
     """Run the tool in an abort cut: it sees an abort at once and is cut after the grace period."""
     value: object = None
     failure: AgentToolResult | None = None
@@ -447,11 +445,11 @@ async def _call_tool(run: _Run, prepared: _Prepared) -> _Finalized:
     finally:
         prepared.finished = True
     if cut.cancelled_caught:
-        failure = error_result(ABORTED)  # cut short by the abort's grace period
+        failure = error_result(TOOL_ABORTED_TEXT)  # cut short by the abort's grace period
     return _outcome(prepared, value, failure)
 
 
-def _run_tool(run: _Run, prepared: _Prepared) -> Awaitable[object]:
+def _run_tool(run: RunState, prepared: _Prepared) -> Awaitable[object]:
     """A prepared call's tool execution, to await: through `wrap_tool_call` if set, within the
     tool's timeout. Without either it is the tool's own awaitable: a call waiting on its tool holds
     no frame of the loop's (a thousand idle agents are that much smaller)."""
@@ -460,7 +458,7 @@ def _run_tool(run: _Run, prepared: _Prepared) -> Awaitable[object]:
     return _run_tool_wrapped(run, prepared)
 
 
-async def _run_tool_wrapped(run: _Run, prepared: _Prepared) -> object:
+async def _run_tool_wrapped(run: RunState, prepared: _Prepared) -> object:
     tool = prepared.tool
     wrap = run.config.wrap_tool_call
 
@@ -482,14 +480,14 @@ async def _run_tool_wrapped(run: _Run, prepared: _Prepared) -> object:
     raise TimeoutError(f"Tool {tool.name} timed out after {tool.timeout:g} s")
 
 
-def _error(run: _Run, exc: Exception) -> AgentToolResult:
+def _error(run: RunState, exc: Exception) -> AgentToolResult:
     """The error result of a failed step, unless its exception must propagate (`config.propagate`)."""
     if run.config.propagate and isinstance(exc, run.config.propagate):
         raise exc
     return error_result(exception_text(exc))
 
 
-async def _finalize(run: _Run, assistant: AssistantMessage, prepared: _Prepared, fin: _Finalized) -> _Finalized:
+async def _finalize(run: RunState, assistant: AssistantMessage, prepared: _Prepared, fin: _Finalized) -> _Finalized:
     """Run `after_tool_call` (there is one) on an executed call."""
     tool_call = prepared.tool_call
     signal = run.signal
