@@ -51,11 +51,9 @@ spans may mix (give each its own task).
 
 from __future__ import annotations
 
-import inspect
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import nullcontext
 from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
@@ -72,9 +70,9 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from ._agent import Agent
 from ._config import AgentLoopConfig, MaybeAwaitable, StreamFn, StreamOptions, ToolInvocation, call
-from ._constants import CLEANUP_TIMEOUT
 from ._events import AgentEvent, AssistantMessageEvent
 from ._loop import resolve_stream_fn
+from ._stream_source import opened_stream
 from ._types import AgentToolResult, AssistantMessage, Context, Model, Usage
 
 __all__ = ("Tracing", "instrument")
@@ -373,17 +371,9 @@ class Tracing:
         self, span: Span, run: _RunSpans | None, source: Any, options: StreamOptions
     ) -> AsyncIterator[AssistantMessageEvent]:
         """The model's events, unchanged; the span ends at the terminal one (or when cut)."""
-        events: Any = None
         ended = False
         try:
-            if inspect.isawaitable(source):
-                source = await source
-            async with source if hasattr(source, "__aenter__") else nullcontext(source) as events:
-                if not hasattr(events, "__anext__"):
-                    raise TypeError(
-                        "a stream function must return an async iterator of AssistantMessageEvent or an async "
-                        f"context manager yielding one, got {type(events).__name__}"
-                    )
+            async with opened_stream(source) as events:
                 read = events.__anext__
                 while True:
                     try:
@@ -398,7 +388,6 @@ class Tracing:
             if not ended:
                 ended = True
                 _fail(span, run, exc, options.signal.aborted, options.api_key)
-            await _close(events)
             raise
         finally:
             if not ended:  # the stream ended without a terminal event
@@ -567,14 +556,6 @@ def _fail(span: Span, run: _RunSpans | None, exc: BaseException, aborted: bool, 
     _end(span, error_type, description)
     if run is not None:
         run.fail(error_type, description)
-
-
-async def _close(events: Any) -> None:
-    """Close the model's stream after a failure, bounded and shielded from the cancellation."""
-    aclose = getattr(events, "aclose", None)
-    if aclose is not None:
-        with anyio.move_on_after(CLEANUP_TIMEOUT, shield=True):
-            await aclose()
 
 
 def _input_tokens(usage: Usage) -> int:

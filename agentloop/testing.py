@@ -15,6 +15,7 @@ from typing import Any, Literal, NoReturn
 
 import anyio
 
+from ._codec import decode_json
 from ._config import StreamOptions
 from ._constants import ABORTED_TEXT
 from ._events import (
@@ -234,7 +235,7 @@ def _compact(value: Any) -> str:
 
 def _parse_object(text: str) -> dict[str, Any] | None:
     try:
-        value = json.loads(text)
+        value = decode_json(text, constants=True)
     except ValueError:
         return None
     return value if isinstance(value, dict) else None

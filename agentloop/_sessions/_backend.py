@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import abc
 import builtins
-import json
 import re
 import uuid
 from typing import Any
 
-from .._codec import from_json, to_json
+from .._codec import decode_json, from_json, to_json
 from .._constants import AGENT_MESSAGE_TYPES
 from .._json_fallback import encode_lenient
 from .._types import AgentMessage
@@ -87,7 +86,7 @@ def decode_message(data: Any, where: str) -> AgentMessage:
     """A stored message back (data is its JSON form, or JSON text); SessionCorruptError if not one."""
     try:
         if isinstance(data, (str, bytes)):
-            data = json.loads(data)
+            data = decode_json(data, constants=True)
         message = from_json(data)
     except ValueError as exc:
         raise SessionCorruptError(f"{where}: {exc}") from None

@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from .._codec import decode_json
 from .._config import StreamOptions
 from .._events import AssistantMessageEvent, DoneEvent, ErrorEvent
 from .._partial import AssistantMessageBuilder
@@ -147,7 +148,7 @@ def _answer_context(context: Context) -> Context:
 def _tool_call(text: str, tools: Sequence[Any]) -> ToolCall | None:
     """The tool call the choice names, or None for "answer" or output that does not parse."""
     try:
-        choice = json.loads(text)
+        choice = decode_json(text, constants=True)
     except ValueError:
         return None
     if not isinstance(choice, dict) or not isinstance(choice.get("input"), str):

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import anyio
 
+from .._constants import CLEANUP_TIMEOUT
+
 __all__ = (
     "MODEL_ALIAS",
     "MODEL_FILE",
@@ -112,7 +114,7 @@ async def local_model_server(port: int = 0, threads: int = 1, say: object = prin
     finally:
         with anyio.CancelScope(shield=True):
             process.terminate()
-            with anyio.move_on_after(5) as scope:
+            with anyio.move_on_after(CLEANUP_TIMEOUT) as scope:
                 await process.wait()
             if scope.cancelled_caught:
                 process.kill()

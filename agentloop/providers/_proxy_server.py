@@ -14,8 +14,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import inspect
-from collections.abc import AsyncIterator, Callable, Iterable
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -24,7 +23,7 @@ import anyio.lowlevel
 from .._abort import AbortSignal
 from .._asgi import SSE_HEADERS, ASGIApp, BodyTooLarge, Receive, Scope, Send, header, read_body, send_json
 from .._config import MaybeAwaitable, StreamFn, StreamOptions
-from .._events import AssistantMessageEvent
+from .._stream_source import opened_stream
 from .._types import Context, Model
 from ._anthropic import ANTHROPIC_BASE_URL
 from ._common import env_api_key, redact
@@ -39,7 +38,6 @@ __all__ = ("proxy_app",)
 _PROVIDER_BASE_URLS: tuple[str, ...] = (OPENAI_BASE_URL, ANTHROPIC_BASE_URL)
 """The built-in providers' own base URLs: where `proxy_app` sends requests unless told otherwise."""
 
-_CLEANUP_TIMEOUT = 5.0
 _EVENTS_PER_TURN = 32  # events sent between two turns given to the scheduler
 _PING = b": ping\n\n"
 
@@ -273,10 +271,7 @@ class _ProxyApp:
         encoder = WireEncoder(model)
         secret = options.api_key or env_api_key(model.provider)
         try:
-            source = self._stream_fn(model, context, options)
-            if inspect.isawaitable(source):
-                source = await source
-            async with _opened(source) as events:
+            async with opened_stream(self._stream_fn(model, context, options)) as events:
                 sent = 0
                 async for event in events:
                     sent += 1
@@ -363,33 +358,6 @@ async def _watch_disconnect(receive: Receive, gone: Callable[[], None]) -> None:
         if message.get("type") == "http.disconnect":
             gone()
             return
-
-
-@asynccontextmanager
-async def _opened(source: Any) -> AsyncIterator[AsyncIterator[AssistantMessageEvent]]:
-    """Enter what a stream function returned and always close its iterator (in this task)."""
-    if hasattr(source, "__aenter__"):
-        async with source as events, _closing(events) as iterator:
-            yield iterator
-    else:
-        async with _closing(source) as iterator:
-            yield iterator
-
-
-@asynccontextmanager
-async def _closing(events: Any) -> AsyncIterator[AsyncIterator[AssistantMessageEvent]]:
-    if not hasattr(events, "__anext__"):
-        raise TypeError(
-            "a stream function must return an async iterator of AssistantMessageEvent or an async "
-            f"context manager yielding one, got {type(events).__name__}"
-        )
-    try:
-        yield events
-    finally:
-        aclose = getattr(events, "aclose", None)
-        if aclose is not None:
-            with anyio.move_on_after(_CLEANUP_TIMEOUT, shield=True):
-                await aclose()
 
 
 async def _reply(send: Send, status: int, error: str, headers: list[tuple[bytes, bytes]] | None = None) -> None:
