@@ -75,7 +75,7 @@ async def test_the_server_yields_every_few_events_not_every_event(anyio_backend:
     assert DELTAS // 64 <= turns <= DELTAS // 8  # a turn every few events: not starved, not per event
 
 
-SCOPE = {
+SCOPE: dict[str, Any] = {
     "type": "http",
     "method": "POST",
     "path": "/api/stream",
@@ -124,7 +124,9 @@ async def test_an_event_is_sent_before_the_model_makes_the_next(anyio_backend: o
     def waits(model: Model, context: Context, options: StreamOptions) -> AsyncIterator[AssistantMessageEvent]:
         async def run() -> AsyncIterator[AssistantMessageEvent]:
             b = AssistantMessageBuilder(api=model.api, provider=model.provider, model=model.id)
-            for event in (b.start(), b.text_start(), *(b.text_delta("x") for _ in range(5)), b.text_end()):
+            events: list[AssistantMessageEvent] = [b.start(), b.text_start()]
+            events += [b.text_delta("x") for _ in range(5)]
+            for event in [*events, b.text_end()]:
                 produced.append(1)
                 yield event
                 await anyio.sleep(0.01)  # a model that takes its time: each event must go out now
@@ -167,9 +169,14 @@ async def test_a_client_that_reads_slowly_holds_the_model_back(anyio_backend: ob
             stuck.set()
             await anyio.sleep_forever()  # a client that stopped reading: the write never ends
 
+    app = proxy_app(counts, token=TOKEN, keepalive=None)
+
+    async def serve() -> None:
+        await app(dict(SCOPE), receiving(finished), send)
+
     with anyio.fail_after(20):
         async with anyio.create_task_group() as tg:
-            tg.start_soon(proxy_app(counts, token=TOKEN, keepalive=None), SCOPE, receiving(finished), send)
+            tg.start_soon(serve)
             await stuck.wait()
             for _ in range(50):
                 await anyio.lowlevel.checkpoint()
