@@ -123,11 +123,15 @@ def serve(kind: str, port: int, deltas: int, compact: bool, name: str = "uvicorn
         config.bind = [f"127.0.0.1:{port}"]
         config.loglevel = "ERROR"
         config.backlog = 1024
+        config.keep_alive_timeout = 600  # a client's POST connection idles while its answer streams
         asyncio.run(hypercorn_serve(app, config))
         return
     import uvicorn
 
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="error", lifespan="on", backlog=1024)
+    # a client's POST connection idles while its answer streams: keep it open as long as that takes
+    uvicorn.run(
+        app, host="127.0.0.1", port=port, log_level="error", lifespan="on", backlog=1024, timeout_keep_alive=600
+    )
 
 
 @contextlib.contextmanager
