@@ -111,7 +111,11 @@ def bench_model() -> Any:
     return Model(id="bench", name="bench", api="scripted", provider="bench", base_url="http://x.invalid")
 
 
-def serve(kind: str, port: int, deltas: int, compact: bool, name: str = "uvicorn") -> None:
+def serve(kind: str, port: int, deltas: int, compact: bool, name: str = "uvicorn", fair_share: int = 0) -> None:
+    if fair_share:  # what another FAIR_SHARE of the core loop would give (a measurement, not a setting)
+        import agentloop._loop
+
+        agentloop._loop.FAIR_SHARE = fair_share
     app = make_app(kind, deltas, compact)
     if name == "hypercorn":
         import asyncio
@@ -136,13 +140,13 @@ def serve(kind: str, port: int, deltas: int, compact: bool, name: str = "uvicorn
 
 @contextlib.contextmanager
 def server(
-    kind: str, deltas: int, compact: bool = True, core: int = 0, name: str = "uvicorn"
+    kind: str, deltas: int, compact: bool = True, core: int = 0, name: str = "uvicorn", fair_share: int = 0
 ) -> Iterator[tuple[str, int]]:
     """Runs `serve` in a child process pinned to `core`; yields the base URL and its pid."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    call = f"wire_load.serve({kind!r}, {port}, {deltas}, {compact}, {name!r})"
+    call = f"wire_load.serve({kind!r}, {port}, {deltas}, {compact}, {name!r}, {fair_share})"
     code = f"import sys; sys.path.insert(0, {HERE!r}); import wire_load; {call}"
     cmd = [sys.executable, "-c", code]
     if os.cpu_count() and os.cpu_count() > 1:  # type: ignore[operator]
@@ -575,6 +579,7 @@ def load(args: argparse.Namespace) -> dict[str, Any]:
     levels = [int(n) for n in args.clients.split(",")]
     out: dict[str, Any] = {
         "server": args.server,
+        "fair_share": args.fair_share or "default",
         "deltas": args.deltas,
         "answers_per_client": args.answers,
         "load_average": os.getloadavg()[0],
@@ -583,7 +588,7 @@ def load(args: argparse.Namespace) -> dict[str, Any]:
     }
     _pin_self(1)
     for kind in args.apps.split(","):
-        with server(kind, args.deltas, compact=not args.full, name=args.server) as (url, pid):
+        with server(kind, args.deltas, not args.full, name=args.server, fair_share=args.fair_share) as (url, pid):
             anyio.run(_load_round, kind, url, _sessions_for(kind, url, 2), 1)  # warm-up
             memory = out["memory_mb"][kind] = [round(_rss_mb(pid), 1)]
             first_sids: list[str] = []
@@ -642,8 +647,8 @@ def load_table(result: dict[str, Any]) -> str:
         ("client_busy", "client busy"),
     ]
     lines = [
-        f"{result['server']}, {result['deltas']} deltas an answer, {result['answers_per_client']} answers a client, "
-        f"load average {result['load_average']:.1f}",
+        f"{result['server']}, FAIR_SHARE {result['fair_share']}, {result['deltas']} deltas an answer, "
+        f"{result['answers_per_client']} answers a client, load average {result['load_average']:.1f}",
         "",
         "| " + " | ".join(title for _, title in columns) + " |",
         "|" + "---|" * len(columns),
@@ -685,6 +690,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3, help="further rounds at the first client count (memory)")
     p.add_argument("--full", action="store_true", help="AgentSSEApp(compact=False)")
     p.add_argument("--json", help="also write the result here")
+    p.add_argument("--fair-share", type=int, default=0, help="run the server with agentloop._loop.FAIR_SHARE = N")
     args = parser.parse_args()
     commands = {
         "proxy-calls": proxy_calls,
