@@ -115,7 +115,7 @@ class _Live:
         self.replay_limit = replay_limit
         self.replay_bytes = replay_bytes
         self.next_id = 1
-        self.changed = anyio.Event()
+        self._changed: anyio.Event | None = None  # made when an event stream waits for news
         self.busy = False
         self.deleted = False
         self.encoder = CompactEncoder() if compact else None  # one per log: it follows the stream
@@ -140,8 +140,19 @@ class _Live:
         self.notify()
 
     def notify(self) -> None:
-        changed, self.changed = self.changed, anyio.Event()
-        changed.set()
+        """Wake the event streams waiting for news of this session."""
+        changed, self._changed = self._changed, None
+        if changed is not None:
+            changed.set()
+
+    def changes(self) -> anyio.Event:
+        """An event set at the next `notify` (take it before reading the log, so no news is missed).
+
+        It is made only when a stream asks: the events of a fast run are published many to one
+        wake-up of the streams, and most of them find nobody waiting."""
+        if self._changed is None:
+            self._changed = anyio.Event()
+        return self._changed
 
     def event_id(self, number: int) -> str:
         """The SSE id of event `number` of this epoch."""
@@ -573,7 +584,7 @@ class AgentSSEApp:
             tg.start_soon(watch)
             await send({"type": "http.response.body", "body": first, "more_body": True})
             while True:
-                changed = live.changed
+                changed = live.changes()
                 if last is None or not live.first_id - 1 <= last <= live.last_id:
                     # A gap: an id of another epoch, or events the log no longer keeps (dropped
                     # before the client came, or while it was reading slower than they came).

@@ -111,19 +111,42 @@ def bench_model() -> Any:
     return Model(id="bench", name="bench", api="scripted", provider="bench", base_url="http://x.invalid")
 
 
-def serve(kind: str, port: int, deltas: int, compact: bool) -> None:
+def serve(kind: str, port: int, deltas: int, compact: bool, name: str = "uvicorn", fair_share: int = 0) -> None:
+    if fair_share:  # what another FAIR_SHARE of the core loop would give (a measurement, not a setting)
+        import agentloop._loop
+
+        agentloop._loop.FAIR_SHARE = fair_share
+    app = make_app(kind, deltas, compact)
+    if name == "hypercorn":
+        import asyncio
+
+        from hypercorn.asyncio import serve as hypercorn_serve
+        from hypercorn.config import Config
+
+        config = Config()
+        config.bind = [f"127.0.0.1:{port}"]
+        config.loglevel = "ERROR"
+        config.backlog = 1024
+        config.keep_alive_timeout = 600  # a client's POST connection idles while its answer streams
+        asyncio.run(hypercorn_serve(app, config))
+        return
     import uvicorn
 
-    uvicorn.run(make_app(kind, deltas, compact), host="127.0.0.1", port=port, log_level="error", lifespan="on")
+    # a client's POST connection idles while its answer streams: keep it open as long as that takes
+    uvicorn.run(
+        app, host="127.0.0.1", port=port, log_level="error", lifespan="on", backlog=1024, timeout_keep_alive=600
+    )
 
 
 @contextlib.contextmanager
-def server(kind: str, deltas: int, compact: bool = True, core: int = 0) -> Iterator[tuple[str, int]]:
+def server(
+    kind: str, deltas: int, compact: bool = True, core: int = 0, name: str = "uvicorn", fair_share: int = 0
+) -> Iterator[tuple[str, int]]:
     """Runs `serve` in a child process pinned to `core`; yields the base URL and its pid."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    call = f"wire_load.serve({kind!r}, {port}, {deltas}, {compact})"
+    call = f"wire_load.serve({kind!r}, {port}, {deltas}, {compact}, {name!r}, {fair_share})"
     code = f"import sys; sys.path.insert(0, {HERE!r}); import wire_load; {call}"
     cmd = [sys.executable, "-c", code]
     if os.cpu_count() and os.cpu_count() > 1:  # type: ignore[operator]
@@ -141,6 +164,13 @@ def server(kind: str, deltas: int, compact: bool = True, core: int = 0) -> Itera
 
 
 def _cpu_seconds(pid: int) -> float:
+    """CPU time of the process so far (every thread), to the nanosecond where the kernel tells it."""
+    with contextlib.suppress(OSError):
+        total = 0
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                total += int(f.read().split()[0])
+        return total / 1e9
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -402,6 +432,233 @@ def inprocess_cpu(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+# --- load: throughput, first-event latency and memory at 50 to 200 clients ----------------------
+
+
+class _Reader:
+    """What one connection receives, read as it comes; `count` is every byte read so far."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.buffer = bytearray()
+        self.count = 0
+
+    async def _more(self) -> None:
+        chunk = await self.stream.receive(65536)
+        self.count += len(chunk)
+        self.buffer += chunk
+
+    async def until(self, marker: bytes) -> None:
+        """Read until `marker`; drop it and what came before it."""
+        start = 0
+        while (found := self.buffer.find(marker, start)) < 0:
+            start = max(0, len(self.buffer) - len(marker) + 1)
+            await self._more()
+        del self.buffer[: found + len(marker)]
+
+    async def response(self) -> bytes:
+        """One whole HTTP/1.1 response with a content-length (the SSE app's answer to a POST)."""
+        while (end := self.buffer.find(b"\r\n\r\n")) < 0:
+            await self._more()
+        head = bytes(self.buffer[:end]).lower()
+        del self.buffer[: end + 4]
+        length = int(head.split(b"content-length:", 1)[1].split(b"\r\n", 1)[0])
+        while len(self.buffer) < length:
+            await self._more()
+        body = bytes(self.buffer[:length])
+        del self.buffer[:length]
+        return head.split(b" ", 2)[1] + b" " + body
+
+
+class _Round:
+    """What one round of clients saw: first-event latencies and bytes per answer."""
+
+    def __init__(self) -> None:
+        self.latencies: list[float] = []
+        self.answer_bytes: list[int] = []
+
+
+async def _answers_on_one_connection(host: str, port: int, request: bytes, answers: int, seen: _Round) -> None:
+    """A proxy protocol (or trivial app) client: `answers` POSTs in a row on one keep-alive connection."""
+    async with await anyio.connect_tcp(host, port) as stream:
+        reader = _Reader(stream)
+        for _ in range(answers):
+            before = reader.count
+            start = time.perf_counter()
+            await stream.send(request)
+            await reader.until(b"data: ")
+            seen.latencies.append(time.perf_counter() - start)
+            await reader.until(b"\r\n0\r\n\r\n")  # the end of a chunked body
+            seen.answer_bytes.append(reader.count - before)
+
+
+async def _answers_of_one_session(host: str, port: int, sid: str, answers: int, seen: _Round) -> None:
+    """An AgentSSEApp client: the session's event stream open on one connection, prompts POSTed on
+    another; the latency runs from the prompt's POST to the first event of the run."""
+    sid, last = sid.split(" ")  # the events after the last one sent before (earlier rounds)
+    prompt = b'{"text":"go"}'
+    post = (
+        f"POST /sessions/{sid}/prompt HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(prompt)}\r\n\r\n"
+    ).encode() + prompt
+    async with await anyio.connect_tcp(host, port) as events, await anyio.connect_tcp(host, port) as posts:
+        stream, answers_to_posts = _Reader(events), _Reader(posts)
+        await events.send(f"GET /sessions/{sid}/events?lastEventId={last} HTTP/1.1\r\nHost: bench\r\n\r\n".encode())
+        await stream.until(b"retry: 1000\n\n")
+        for _ in range(answers):
+            before = stream.count
+            while True:
+                start = time.perf_counter()
+                await posts.send(post)
+                status = await answers_to_posts.response()
+                if not status.startswith(b"409"):
+                    break
+                await anyio.sleep(0.001)  # the last run has sent agent_end but not quite ended yet
+            assert status.startswith(b"202"), status
+            await stream.until(b"data: ")
+            seen.latencies.append(time.perf_counter() - start)
+            await stream.until(b'"type":"agent_end"')
+            await stream.until(b"\n\n")
+            seen.answer_bytes.append(stream.count - before)
+
+
+async def _load_round(kind: str, url: str, sids: list[str], answers: int) -> tuple[_Round, float]:
+    """Every client at once, each doing `answers` answers; what they saw and the wall time."""
+    from agentloop import AbortSignal, Context, StreamOptions, UserMessage
+    from agentloop.providers._proxy_wire import encode_request
+
+    host, port = url.removeprefix("http://").split(":")
+    context = Context(messages=(UserMessage(content="hi", timestamp=1),))
+    body = encode_request(bench_model(), context, StreamOptions(signal=AbortSignal()))
+    request = (
+        f"POST {'/' if kind == 'trivial' else '/api/stream'} HTTP/1.1\r\nHost: bench\r\n"
+        f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+    seen = _Round()
+    start = time.perf_counter()
+    with anyio.fail_after(300):  # a stuck stream fails the run instead of hanging it
+        await _run_clients(kind, host, int(port), request, sids, answers, seen)
+    return seen, time.perf_counter() - start
+
+
+async def _run_clients(
+    kind: str, host: str, port: int, request: bytes, sids: list[str], answers: int, seen: _Round
+) -> None:
+    async with anyio.create_task_group() as tg:
+        for sid in sids:
+            if kind == "sse":
+                tg.start_soon(_answers_of_one_session, host, port, sid, answers, seen)
+            else:
+                tg.start_soon(_answers_on_one_connection, host, port, request, answers, seen)
+
+
+async def _sessions_now(url: str, count: int, sids: list[str]) -> list[str]:
+    """`count` new sessions (or `sids` again), each as `"<id> <its last event id>"`."""
+    async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+        if not sids:
+            return [" ".join((await http.post("/sessions", json={})).json().values()) for _ in range(count)]
+        ids = [sid.split(" ")[0] for sid in sids]
+        return [f"{sid} {(await http.get(f'/sessions/{sid}')).json()['lastEventId']}" for sid in ids]
+
+
+def _rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def load(args: argparse.Namespace) -> dict[str, Any]:
+    """Each app on the same server (core 0) and raw-socket clients (core 1), at each client count."""
+    levels = [int(n) for n in args.clients.split(",")]
+    out: dict[str, Any] = {
+        "server": args.server,
+        "fair_share": args.fair_share or "default",
+        "deltas": args.deltas,
+        "answers_per_client": args.answers,
+        "load_average": os.getloadavg()[0],
+        "rows": [],
+        "memory_mb": {},
+    }
+    _pin_self(1)
+    for kind in args.apps.split(","):
+        with server(kind, args.deltas, not args.full, name=args.server, fair_share=args.fair_share) as (url, pid):
+            anyio.run(_load_round, kind, url, _sessions_for(kind, url, 2), 1)  # warm-up
+            memory = out["memory_mb"][kind] = [round(_rss_mb(pid), 1)]
+            first_sids: list[str] = []
+            for clients in levels:
+                sids = _sessions_for(kind, url, clients)
+                first_sids = first_sids or sids
+                cpu, client_cpu = _cpu_seconds(pid), time.process_time()
+                seen, wall = anyio.run(_load_round, kind, url, sids, args.answers)
+                cpu, client_cpu = _cpu_seconds(pid) - cpu, time.process_time() - client_cpu
+                deltas = clients * args.answers * args.deltas
+                assert len(seen.latencies) == clients * args.answers, (kind, len(seen.latencies))
+                out["rows"].append(
+                    {
+                        "app": kind,
+                        "clients": clients,
+                        "deltas_per_s": round(deltas / wall),
+                        "server_us_per_delta": round(cpu / deltas * 1e6, 2),
+                        "server_busy": round(cpu / wall, 2),
+                        "client_busy": round(client_cpu / wall, 2),
+                        "first_event_p50_ms": round(_percentile(seen.latencies, 0.5) * 1000, 1),
+                        "first_event_p99_ms": round(_percentile(seen.latencies, 0.99) * 1000, 1),
+                        "bytes_per_answer": round(sum(seen.answer_bytes) / len(seen.answer_bytes)),
+                        "rss_mb": round(_rss_mb(pid), 1),
+                    }
+                )
+                memory.append(round(_rss_mb(pid), 1))
+                print(out["rows"][-1], file=sys.stderr, flush=True)
+            for _ in range(args.rounds):  # the first level's clients again: does memory level off?
+                anyio.run(_load_round, kind, url, _sessions_for(kind, url, levels[0], first_sids), args.answers)
+                memory.append(round(_rss_mb(pid), 1))
+    base = {row["clients"]: row for row in out["rows"] if row["app"] == "trivial"}
+    for row in out["rows"]:
+        if row["clients"] in base:
+            row["x_trivial_cpu"] = round(base[row["clients"]]["server_us_per_delta"] / row["server_us_per_delta"], 2)
+            row["x_trivial_wall"] = round(row["deltas_per_s"] / base[row["clients"]]["deltas_per_s"], 2)
+    return out
+
+
+def _sessions_for(kind: str, url: str, count: int, sids: list[str] | None = None) -> list[str]:
+    return anyio.run(_sessions_now, url, count, sids or []) if kind == "sse" else [""] * count
+
+
+def load_table(result: dict[str, Any]) -> str:
+    """The markdown table of a `load` result."""
+    columns = [
+        ("app", "app"),
+        ("clients", "clients"),
+        ("deltas_per_s", "deltas/s"),
+        ("x_trivial_wall", "x trivial (wall)"),
+        ("server_us_per_delta", "server us/delta"),
+        ("x_trivial_cpu", "x trivial (CPU)"),
+        ("first_event_p50_ms", "first event p50 ms"),
+        ("first_event_p99_ms", "p99 ms"),
+        ("bytes_per_answer", "bytes/answer"),
+        ("server_busy", "server busy"),
+        ("client_busy", "client busy"),
+    ]
+    lines = [
+        f"{result['server']}, FAIR_SHARE {result['fair_share']}, {result['deltas']} deltas an answer, "
+        f"{result['answers_per_client']} answers a client, load average {result['load_average']:.1f}",
+        "",
+        "| " + " | ".join(title for _, title in columns) + " |",
+        "|" + "---|" * len(columns),
+    ]
+    lines += ["| " + " | ".join(str(row.get(key, "")) for key, _ in columns) + " |" for row in result["rows"]]
+    lines += ["", "| app | server RSS MB: after warm-up, after each level, after each further round |", "|---|---|"]
+    lines += [f"| {kind} | {' -> '.join(str(m) for m in mb)} |" for kind, mb in result["memory_mb"].items()]
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -424,14 +681,31 @@ def main() -> None:
     p.add_argument("--deltas", type=int, default=500)
     p.add_argument("--answers", type=int, default=20)
     p.add_argument("--full", action="store_true", help="AgentSSEApp(compact=False)")
+    p = sub.add_parser("load")
+    p.add_argument("--apps", default="trivial,proxy,sse")
+    p.add_argument("--server", choices=("uvicorn", "hypercorn"), default="uvicorn")
+    p.add_argument("--clients", default="50,100,200")
+    p.add_argument("--deltas", type=int, default=500)
+    p.add_argument("--answers", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=3, help="further rounds at the first client count (memory)")
+    p.add_argument("--full", action="store_true", help="AgentSSEApp(compact=False)")
+    p.add_argument("--json", help="also write the result here")
+    p.add_argument("--fair-share", type=int, default=0, help="run the server with agentloop._loop.FAIR_SHARE = N")
     args = parser.parse_args()
     commands = {
         "proxy-calls": proxy_calls,
         "sse-bytes": sse_bytes,
         "server-cpu": server_cpu,
         "inprocess-cpu": inprocess_cpu,
+        "load": load,
     }
     result = commands[args.cmd](args)
+    if args.cmd == "load":
+        print(load_table(result))
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(result, f, indent=1)
+        return
     print(json.dumps(result))
 
 

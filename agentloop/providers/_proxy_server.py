@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.lowlevel
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .._abort import AbortSignal
 from .._asgi import SSE_HEADERS, ASGIApp, BodyTooLarge, Receive, Scope, Send, header, read_body, send_json
@@ -38,7 +39,8 @@ __all__ = ("proxy_app",)
 _PROVIDER_BASE_URLS: tuple[str, ...] = (OPENAI_BASE_URL, ANTHROPIC_BASE_URL)
 """The built-in providers' own base URLs: where `proxy_app` sends requests unless told otherwise."""
 
-_EVENTS_PER_TURN = 32  # events sent between two turns given to the scheduler
+_EVENTS_PER_TURN = 32  # events queued between two turns given to the scheduler
+_QUEUED_EVENTS = 256  # events queued ahead of a client that reads slower than the model writes
 _PING = b": ping\n\n"
 
 
@@ -244,29 +246,41 @@ class _ProxyApp:
     async def _stream(
         self, receive: Receive, send: Send, model: Model, context: Context, options: StreamOptions
     ) -> None:
+        """Stream the answer: the pump runs the model and queues each event's line; the writer
+        sends the lines, all those queued by then in one body chunk, until the pump is done."""
         signal = options.signal
-        async with anyio.create_task_group() as tg:
+        queued, lines = anyio.create_memory_object_stream[bytes](_QUEUED_EVENTS)
+        with queued, lines:
+            async with anyio.create_task_group() as tg:
 
-            def gone() -> None:
-                # The client went away: nobody reads the rest, so stop the model now.
-                signal.abort()
+                def gone() -> None:
+                    # The client went away: nobody reads the rest, so stop the model now.
+                    signal.abort()
+                    tg.cancel_scope.cancel()
+
+                sender = _Sender(send, gone)
+                if not await sender.start():
+                    return
+                tg.start_soon(_watch_disconnect, receive, gone)
+                if self._keepalive is not None:
+                    tg.start_soon(_keepalive, sender, self._keepalive)
+                tg.start_soon(self._pump, queued, model, context, options)
+                await _write(lines, sender)
                 tg.cancel_scope.cancel()
 
-            sender = _Sender(send, gone)
-            if not await sender.start():
-                return
-            tg.start_soon(_watch_disconnect, receive, gone)
-            if self._keepalive is not None:
-                tg.start_soon(_keepalive, sender, self._keepalive)
-            await self._pump(sender, model, context, options)
-            await sender.finish()
-            tg.cancel_scope.cancel()
-
-    async def _pump(self, sender: _Sender, model: Model, context: Context, options: StreamOptions) -> None:
-        """Run the stream function and send its events; always end with one terminal event.
+    async def _pump(
+        self, queued: MemoryObjectSendStream[bytes], model: Model, context: Context, options: StreamOptions
+    ) -> None:
+        """Run the stream function and queue its events; always end with one terminal event.
 
         The server's API key never reaches the client: error texts are sent with it redacted.
         """
+        with queued:  # closed at the end: the writer then ends the body
+            await self._run(queued, model, context, options)
+
+    async def _run(
+        self, queued: MemoryObjectSendStream[bytes], model: Model, context: Context, options: StreamOptions
+    ) -> None:
         signal = options.signal
         encoder = WireEncoder(model)
         secret = options.api_key or env_api_key(model.provider)
@@ -276,28 +290,51 @@ class _ProxyApp:
                 async for event in events:
                     sent += 1
                     if sent % _EVENTS_PER_TURN == 0:
-                        # An upstream that never waits (a cache, a replay, a fast local model) and
-                        # a send that never waits would otherwise hold the loop for a whole answer.
+                        # An upstream that never waits (a cache, a replay, a fast local model) would
+                        # otherwise hold the loop for a whole answer, and the writer would send
+                        # nothing before its end.
                         await anyio.lowlevel.checkpoint()
                     wire = encoder.encode(event)
                     if wire["type"] == "error" and isinstance(wire.get("errorMessage"), str):
                         wire["errorMessage"] = redact(wire["errorMessage"], secret)
-                    await sender.event(wire)
+                    await _queue(queued, wire)
                     if wire["type"] in ("done", "error"):
                         return
         except ProxyProtocolError as exc:
             text = f"The model stream broke the event protocol: {exc}"
-            await sender.event(encoder.failure("error", redact(text, secret)))
+            await _queue(queued, encoder.failure("error", redact(text, secret)))
             return
         except Exception as exc:  # the stream function broke its contract (it must not raise)
             text = str(exc) or type(exc).__name__
-            await sender.event(encoder.failure("aborted" if signal.aborted else "error", redact(text, secret)))
+            await _queue(queued, encoder.failure("aborted" if signal.aborted else "error", redact(text, secret)))
             return
-        await sender.event(encoder.failure("error", "The model stream ended without a done or error event"))
+        await _queue(queued, encoder.failure("error", "The model stream ended without a done or error event"))
+
+
+async def _queue(queued: MemoryObjectSendStream[bytes], wire: dict[str, Any]) -> None:
+    """Queue an event's line for the writer: at once, unless the client is `_QUEUED_EVENTS`
+    events behind (then wait for it)."""
+    line = b"data: " + dumps_bytes(wire) + b"\n\n"
+    try:
+        queued.send_nowait(line)
+    except anyio.WouldBlock:
+        await queued.send(line)
+
+
+async def _write(lines: MemoryObjectReceiveStream[bytes], sender: _Sender) -> None:
+    """Send the queued lines as they come, all those already queued in one body chunk (one write
+    for many events when the model is fast), then the end of the body once the queue is closed."""
+    async for line in lines:
+        ready = [line]
+        with contextlib.suppress(anyio.WouldBlock, anyio.EndOfStream):
+            while True:
+                ready.append(lines.receive_nowait())
+        await sender.lines(b"".join(ready))
+    await sender.finish()
 
 
 class _Sender:
-    """Sends the response body; the event pump and the keepalive pinger share it."""
+    """Sends the response body; the writer and the keepalive pinger share it."""
 
     __slots__ = ("_closed", "_gone", "_lock", "_send", "last")
 
@@ -333,8 +370,8 @@ class _Sender:
                 await anyio.lowlevel.checkpoint()
             self.last = anyio.current_time()
 
-    async def event(self, wire: dict[str, Any]) -> None:
-        await self._body(b"data: " + dumps_bytes(wire) + b"\n\n", True)
+    async def lines(self, data: bytes) -> None:
+        await self._body(data, True)
 
     async def ping(self) -> None:
         await self._body(_PING, True)

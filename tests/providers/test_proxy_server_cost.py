@@ -73,3 +73,112 @@ async def test_the_server_yields_every_few_events_not_every_event(anyio_backend:
             await app(scope, receive, send)
     assert b"".join(chunks).count(b'"type":"text_delta"') == DELTAS
     assert DELTAS // 64 <= turns <= DELTAS // 8  # a turn every few events: not starved, not per event
+
+
+SCOPE: dict[str, Any] = {
+    "type": "http",
+    "method": "POST",
+    "path": "/api/stream",
+    "root_path": "",
+    "query_string": b"",
+    "headers": [(b"authorization", f"Bearer {TOKEN}".encode()), (b"content-type", b"application/json")],
+}
+
+
+def receiving(finished: anyio.Event) -> Any:
+    delivered = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": encode_request(MODEL, CONTEXT, opts()), "more_body": False}
+        await finished.wait()
+        return {"type": "http.disconnect"}
+
+    return receive
+
+
+async def test_events_ready_together_go_out_in_one_body_chunk(anyio_backend: object) -> None:
+    chunks: list[bytes] = []
+    finished = anyio.Event()
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        if message["type"] == "http.response.body":
+            chunks.append(message["body"])
+            if not message.get("more_body"):
+                finished.set()
+
+    with anyio.fail_after(20):
+        await proxy_app(never_waits, token=TOKEN, keepalive=None)(SCOPE, receiving(finished), send)
+    assert b"".join(chunks).count(b'"type":"text_delta"') == DELTAS
+    assert len(chunks) <= DELTAS // 8  # a write per batch of events, not one per event
+    assert all(chunk.endswith(b"\n\n") for chunk in chunks[:-1])  # whole events in every chunk
+
+
+async def test_an_event_is_sent_before_the_model_makes_the_next(anyio_backend: object) -> None:
+    produced: list[int] = []
+    sent: list[int] = []  # how many events the model had made when each chunk went out
+    finished = anyio.Event()
+
+    def waits(model: Model, context: Context, options: StreamOptions) -> AsyncIterator[AssistantMessageEvent]:
+        async def run() -> AsyncIterator[AssistantMessageEvent]:
+            b = AssistantMessageBuilder(api=model.api, provider=model.provider, model=model.id)
+            events: list[AssistantMessageEvent] = [b.start(), b.text_start()]
+            events += [b.text_delta("x") for _ in range(5)]
+            for event in [*events, b.text_end()]:
+                produced.append(1)
+                yield event
+                await anyio.sleep(0.01)  # a model that takes its time: each event must go out now
+            yield b.done()
+
+        return run()
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        if message["type"] == "http.response.body":
+            if message["body"]:
+                sent.append(len(produced))
+            if not message.get("more_body"):
+                finished.set()
+
+    with anyio.fail_after(20):
+        await proxy_app(waits, token=TOKEN, keepalive=None)(SCOPE, receiving(finished), send)
+    assert sent[:8] == [1, 2, 3, 4, 5, 6, 7, 8]
+
+
+async def test_a_client_that_reads_slowly_holds_the_model_back(anyio_backend: object) -> None:
+    produced = 0
+    finished, stuck = anyio.Event(), anyio.Event()
+
+    def counts(model: Model, context: Context, options: StreamOptions) -> AsyncIterator[AssistantMessageEvent]:
+        async def run() -> AsyncIterator[AssistantMessageEvent]:
+            nonlocal produced
+            b = AssistantMessageBuilder(api=model.api, provider=model.provider, model=model.id)
+            for event in (b.start(), b.text_start()):
+                yield event
+            for _ in range(DELTAS):
+                produced += 1
+                yield b.text_delta("x")
+            yield b.text_end()
+            yield b.done()
+
+        return run()
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        if message["type"] == "http.response.body" and message["body"]:
+            stuck.set()
+            await anyio.sleep_forever()  # a client that stopped reading: the write never ends
+
+    app = proxy_app(counts, token=TOKEN, keepalive=None)
+
+    async def serve() -> None:
+        await app(dict(SCOPE), receiving(finished), send)
+
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(serve)
+            await stuck.wait()
+            for _ in range(50):
+                await anyio.lowlevel.checkpoint()
+            tg.cancel_scope.cancel()
+    assert produced < 600  # what the first chunk held and the queue's few hundred, not the whole answer

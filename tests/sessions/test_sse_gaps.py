@@ -43,7 +43,7 @@ async def until_idle(app: AgentSSEApp, session_id: str) -> None:
     """Return once the session's run is over (the app sets `busy` before the POST is answered)."""
     live = app._sessions[session_id]
     while live.busy:
-        await live.changed.wait()
+        await live.changes().wait()
 
 
 def numbers(messages: list[SSEMessage]) -> list[int]:

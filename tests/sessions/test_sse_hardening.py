@@ -85,7 +85,7 @@ async def test_the_replay_log_is_bounded_in_bytes(anyio_backend: object) -> None
             await http.post(f"/sessions/{sid}/prompt", json={"text": "go"})
             live = app._sessions[sid]
             while live.busy:
-                await live.changed.wait()
+                await live.changes().wait()
             kept = sum(len(frame) for _, frame in live.log)
             assert kept <= 1_000_000, kept
             assert len(live.log) >= 2
