@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextvars
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from copy import copy as shallow_copy
 from typing import Any, Literal
 
 import anyio
@@ -173,6 +174,11 @@ class DBOSAgent:
         self.name = name
         self.model = model
         self.tools = tools
+        # A tool's timeout is kept inside its step (where its outcome is recorded): the loop gets
+        # the tools without one, since a call cut from outside its step would leave no record,
+        # and a replay would run the tool again.
+        self._timeouts = {tool.name: tool.timeout for tool in tools if tool.timeout is not None}
+        self._loop_tools = tuple(_without_timeout(tool) for tool in tools)
         self.system_prompt = system_prompt
         self.stream_fn = stream_fn
         self._api_key = api_key
@@ -254,7 +260,7 @@ class _DurableRun:
         messages: list[AgentMessage] = [from_json(m) for m in request.get("messages", ())]
         self.now = max((getattr(m, "timestamp", 0) or 0 for m in (*messages, *prompts)), default=0)
         config = agent._loop_config(self.signal, self)
-        context = AgentContext(system_prompt=agent.system_prompt, messages=tuple(messages), tools=agent.tools)
+        context = AgentContext(system_prompt=agent.system_prompt, messages=tuple(messages), tools=agent._loop_tools)
         if prompts:
             new = await run_agent_loop(prompts, context, config, self.emit, self.signal, self.stream)
         else:
@@ -405,7 +411,9 @@ class _DurableRun:
             if not (isinstance(answer, dict) and answer.get("approved") is True):
                 reason = answer.get("reason") if isinstance(answer, dict) else None
                 raise _ToolFailed(reason or f"The call of {name} was not approved")
-        out = await DBOS.run_step_async({"name": f"{self.agent.name}.tool.{name}"}, self._run_tool, call_id, proceed)
+        out = await DBOS.run_step_async(
+            {"name": f"{self.agent.name}.tool.{name}"}, self._run_tool, call_id, name, proceed
+        )
         self._saw(out["time"])
         if "error" in out:
             raise _ToolFailed(out["error"])
@@ -413,18 +421,22 @@ class _DurableRun:
             return out["text"]
         return from_json(out["result"])
 
-    async def _run_tool(self, call_id: str, proceed: Callable[[], Awaitable[object]]) -> dict[str, Any]:
-        """The tool step: write the events so far, run the tool, return its outcome's JSON form."""
+    async def _run_tool(self, call_id: str, name: str, proceed: Callable[[], Awaitable[object]]) -> dict[str, Any]:
+        """The tool step: write the events so far, run the tool (within its timeout), return its outcome."""
         await self.publish()
+        timeout = self.agent._timeouts.get(name)
         token = _current_call.set(call_id)
         try:
-            value = await proceed()
+            with anyio.move_on_after(timeout) as deadline:  # None: no deadline
+                value = await proceed()
         except _ENGINE_ERRORS:
             raise
         except Exception as exc:
             return {"error": exception_text(exc), "time": now_ms()}
         finally:
             _current_call.reset(token)
+        if deadline.cancelled_caught:
+            return {"error": f"Tool {name} timed out after {timeout:g} s", "time": now_ms()}
         if isinstance(value, str):
             return {"text": value, "time": now_ms()}
         if isinstance(value, AgentToolResult):
@@ -435,6 +447,14 @@ class _DurableRun:
 
 _APPROVAL_WAIT = 7 * 24 * 3600.0
 """How long a call waits for its approval (seconds); then it is denied."""
+
+
+def _without_timeout(tool: AgentTool) -> AgentTool:
+    if tool.timeout is None:
+        return tool
+    copy = shallow_copy(tool)
+    copy.timeout = None
+    return copy
 
 
 def _call_id(event: AgentEvent) -> str:

@@ -138,3 +138,21 @@ def failing_model(
 
 
 failing = DBOSAgent("failing", model=MODEL, stream_fn=failing_model)
+
+
+async def _nap(tool_call_id: str, params: dict[str, float], signal: al.AbortSignal, on_update: object) -> str:
+    await anyio.sleep(params["seconds"])
+    return "rested"
+
+
+nap = al.AgentTool(
+    name="nap",
+    description="Sleep longer than the tool's timeout.",
+    parameters={"type": "object", "properties": {"seconds": {"type": "number"}}, "required": ["seconds"]},
+    execute=_nap,
+    timeout=0.2,
+)
+
+
+NAP: list[Response | str] = [Response(content=[ScriptedToolCall("n1", "nap", {"seconds": 5})]), "too slow"]
+napping = DBOSAgent("napping", model=MODEL, tools=[nap], stream_fn=scripted(NAP))

@@ -185,6 +185,19 @@ async def test_dbos_errors_end_the_run_and_never_become_tool_results() -> None:
         await result(workflow_id)
 
 
+async def test_a_tool_timeout_is_the_outcome_its_step_records() -> None:
+    events, messages = await in_process(agents.napping)
+    workflow_id, envelopes, durable_messages = await durable(agents.napping)
+    assert comparable([e.event for e in envelopes]) == comparable(events)
+    assert normalized([al.to_json(m) for m in durable_messages]) == normalized([al.to_json(m) for m in messages])
+    assert text(durable_messages[2]) == "Tool nap timed out after 0.2 s"
+    recorded = [
+        s for s in await DBOS.list_workflow_steps_async(workflow_id) if s["function_name"] == "napping.tool.nap"
+    ]
+    output = recorded[0]["output"]
+    assert output is not None and output["error"] == "Tool nap timed out after 0.2 s"  # what a replay answers
+
+
 async def test_a_model_call_that_raises_ends_the_run_with_an_error_message(log: Path) -> None:
     _, envelopes, messages = await durable(agents.failing)
     last = messages[-1]
