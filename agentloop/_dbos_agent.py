@@ -45,6 +45,7 @@ from ._events import (
     ToolExecutionUpdate,
     TurnStart,
 )
+from ._execution import ABORTED
 from ._loop import run_agent_loop, run_agent_loop_continue
 from ._tools import AgentTool
 from ._types import (
@@ -58,12 +59,14 @@ from ._types import (
 )
 from ._util import exception_text
 
-__all__ = ("CONTROL_TOPIC", "DBOSAgent", "EVENTS_STREAM", "idempotency_key", "registered_agent")
+__all__ = ("APPROVAL_TOPIC", "CONTROL_TOPIC", "DBOSAgent", "EVENTS_STREAM", "idempotency_key", "registered_agent")
 
 EVENTS_STREAM = "agentloop.events"
 """The DBOS stream a run's events are written to (each value a list of `{"id", "envelope"}`)."""
 CONTROL_TOPIC = "agentloop.control"
 """The DBOS topic of steering, follow-up and abort messages (`{"kind": ..., "message": ...}`)."""
+APPROVAL_TOPIC = "agentloop.approval"
+"""The DBOS topic of approvals (`{"toolCallId", "approved", "reason"}`), and of aborts (`{"kind": "abort"}`)."""
 
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 _ENGINE_ERRORS: tuple[type[BaseException], ...] = (DBOSException, DBOSBaseException)
@@ -253,6 +256,7 @@ class _DurableRun:
         self.steering: list[AgentMessage] = []
         self.follow_ups: list[AgentMessage] = []
         self.received = False  # control messages were taken since the last step was called
+        self.answers: dict[str, dict[str, Any]] = {}  # approvals that came before their call waited
 
     async def run(self, request: dict[str, Any]) -> list[Any]:
         agent = self.agent
@@ -406,11 +410,12 @@ class _DurableRun:
         name: str = invocation.tool.name
         self.received = False
         if name in self.agent.approval:
-            await DBOS.run_step_async({"name": f"{self.agent.name}.publish"}, self.publish)
-            answer = await DBOS.recv_async(f"agentloop.approval/{call_id}", timeout_seconds=_APPROVAL_WAIT)
-            if not (isinstance(answer, dict) and answer.get("approved") is True):
-                reason = answer.get("reason") if isinstance(answer, dict) else None
-                raise _ToolFailed(reason or f"The call of {name} was not approved")
+            await DBOS.run_step_async({"name": f"{self.agent.name}.publish"}, self.publish)  # the caller sees the call
+            answer = await self._approval(call_id)
+            if answer is None:
+                raise _ToolFailed(f"The call of {name} was not approved in time")
+            if answer.get("approved") is not True:
+                raise _ToolFailed(answer.get("reason") or f"The call of {name} was not approved")
         out = await DBOS.run_step_async(
             {"name": f"{self.agent.name}.tool.{name}"}, self._run_tool, call_id, name, proceed
         )
@@ -420,6 +425,23 @@ class _DurableRun:
         if "text" in out:
             return out["text"]
         return from_json(out["result"])
+
+    async def _approval(self, call_id: str) -> dict[str, Any] | None:
+        """Wait for the answer to this call (recorded `recv`s; None: none came in time).
+
+        Answers to other calls are kept for when they wait. An abort sent meanwhile denies the
+        call and aborts the run. Only this call runs while it waits (the tool is a barrier), so
+        the order of the `recv`s does not depend on timing.
+        """
+        while call_id not in self.answers:
+            data = await DBOS.recv_async(APPROVAL_TOPIC, timeout_seconds=_APPROVAL_WAIT)
+            if data is None:
+                return None
+            if data.get("kind") == "abort":
+                self.signal.abort()
+                return {"approved": False, "reason": ABORTED}
+            self.answers[data["toolCallId"]] = data
+        return self.answers.pop(call_id)
 
     async def _run_tool(self, call_id: str, name: str, proceed: Callable[[], Awaitable[object]]) -> dict[str, Any]:
         """The tool step: write the events so far, run the tool (within its timeout), return its outcome."""

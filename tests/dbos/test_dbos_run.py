@@ -174,6 +174,21 @@ async def test_a_denied_call_gets_an_error_result_and_its_tool_does_not_run(log:
     assert lines(log / "tool_starts") == []
 
 
+async def test_an_abort_denies_a_call_waiting_for_approval_and_ends_the_run(log: Path) -> None:
+    workflow_id = await start_agent(agents.payment, [PROMPT], id=f"pay-abort-{uuid.uuid4().hex}")
+    with anyio.fail_after(20):
+        async for envelope in stream_events(workflow_id):
+            if envelope.type == "tool_execution_start":
+                break
+        await abort(workflow_id)
+        messages = await result(workflow_id)
+    assert text(messages[2]) == "Operation aborted"
+    last = messages[-1]
+    assert isinstance(last, al.AssistantMessage) and last.stop_reason == "aborted"
+    assert lines(log / "tool_starts") == []
+    assert lines(log / "model_calls") == ["0"]
+
+
 async def test_dbos_errors_end_the_run_and_never_become_tool_results() -> None:
     workflow_id = await start_agent(agents.engine, [PROMPT], id=f"engine-{uuid.uuid4().hex}")
     seen: list[al.EventEnvelope] = []
