@@ -382,19 +382,19 @@ class _DurableRun:
             from ._default_stream import default_stream_fn
 
             stream_fn = default_stream_fn
-        options = StreamOptions(
-            signal=options.signal,
-            api_key=await agent._api_key_for(model.provider),
-            reasoning=options.reasoning,
-            session_id=options.session_id,
-            temperature=options.temperature,
-            max_tokens=options.max_tokens,
-        )
         try:
+            options = StreamOptions(
+                signal=options.signal,
+                api_key=await agent._api_key_for(model.provider),
+                reasoning=options.reasoning,
+                session_id=options.session_id,
+                temperature=options.temperature,
+                max_tokens=options.max_tokens,
+            )
             final = await _final_message(stream_fn(model, context, options))
         except _ENGINE_ERRORS:
             raise
-        except Exception as exc:  # a stream function that broke its contract: the model call failed
+        except Exception as exc:  # get_api_key or a stream function that broke its contract: the call failed
             text = f"The model call failed: {type(exc).__name__}: {exception_text(exc)}"
             final = _ending(model, "error", text, now_ms())
         return to_json(final)

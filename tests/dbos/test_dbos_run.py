@@ -222,6 +222,14 @@ async def test_a_model_call_that_raises_ends_the_run_with_an_error_message(log: 
     assert lines(log / "model_calls") == ["failing"]
 
 
+async def test_an_unknown_workflow_is_an_error_at_once() -> None:
+    with anyio.fail_after(5):
+        with pytest.raises(DBOSException, match="Non-existent target workflow ID: nobody"):
+            await stream_events("nobody").__anext__()
+        with pytest.raises(DBOSException, match="Non-existent target workflow ID: nobody"):
+            await result("nobody")
+
+
 def test_an_agent_is_checked_where_it_is_defined() -> None:
     with pytest.raises(ValueError, match="letters, digits"):
         DBOSAgent("no spaces", model=agents.MODEL)
