@@ -5,7 +5,8 @@ The loop runs in the workflow, unchanged (`run_agent_loop`), with the extension 
 - the stream function runs the `<agent>.model` step, which consumes the provider's stream and
   returns the final message (recorded), then yields `start` and `done` for it;
 - `wrap_tool_call` runs each tool call as a `<agent>.tool.<name>` step (`proceed()` inside the
-  step: the tool runs in this process, with the run's abort signal and timeout);
+  step: the tool runs in this process, within its timeout); a tool that needs approval first
+  waits for it (a recorded `recv`);
 - DBOS's own exceptions propagate (`propagate=`), and the clock is the latest time a recorded
   step returned, so a replay stamps what the first run stamped.
 
@@ -196,7 +197,7 @@ class DBOSAgent:
         self.max_tokens = max_tokens
         self.session_id = session_id
         # Checked here, once: a bad option fails where the agent is defined, not in a workflow.
-        self._loop_config(AbortSignal(), _DurableRun(self))
+        self._loop_config(_DurableRun(self))
 
         async def workflow(request: dict[str, Any]) -> list[Any]:
             return await _DurableRun(self).run(request)
@@ -215,7 +216,7 @@ class DBOSAgent:
     def __repr__(self) -> str:
         return f"DBOSAgent(name={self.name!r}, model={self.model.id!r}, tools={[t.name for t in self.tools]})"
 
-    def _loop_config(self, signal: AbortSignal, run: _DurableRun) -> AgentLoopConfig:
+    def _loop_config(self, run: _DurableRun) -> AgentLoopConfig:
         return AgentLoopConfig(
             model=self.model,
             get_steering_messages=run.take_steering,
@@ -263,7 +264,7 @@ class _DurableRun:
         prompts: list[AgentMessage] = [from_json(m) for m in request.get("prompts", ())]
         messages: list[AgentMessage] = [from_json(m) for m in request.get("messages", ())]
         self.now = max((getattr(m, "timestamp", 0) or 0 for m in (*messages, *prompts)), default=0)
-        config = agent._loop_config(self.signal, self)
+        config = agent._loop_config(self)
         context = AgentContext(system_prompt=agent.system_prompt, messages=tuple(messages), tools=agent._loop_tools)
         if prompts:
             new = await run_agent_loop(prompts, context, config, self.emit, self.signal, self.stream)

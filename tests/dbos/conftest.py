@@ -2,7 +2,7 @@
 
 DBOS runs async workflows on asyncio only, so these tests run on asyncio only (the trio param
 is replaced); `test_on_trio_every_function_fails_at_once` checks what trio users get. The
-in-process DBOS is launched once for the session (DBOS is a process-wide singleton) with the
+in-process DBOS is launched once for this package (DBOS is a process-wide singleton) with the
 agents of `tests.dbos.agents`; worker processes of the kill-and-resume tests launch their own.
 PostgreSQL comes from the machine (`initdb`, `pg_ctl`; `.ci/run` installs Debian's package): a
 cluster of its own in a temporary directory, on a free loopback port, stopped at the end.
@@ -35,9 +35,13 @@ def anyio_backend() -> object:
     return "asyncio"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def launched_dbos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """DBOS launched in this process, on a SQLite file, with the test agents defined."""
+    """DBOS launched in this process, on a SQLite file, with the test agents defined.
+
+    Destroyed once this package's tests have run: DBOS's background threads must not run
+    during other tests (they use the `random` module, which Hypothesis watches).
+    """
     from dbos import DBOS
 
     from tests.dbos import agents  # noqa: F401  (the agents' workflows are registered before the launch)

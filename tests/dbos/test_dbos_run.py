@@ -95,6 +95,20 @@ async def test_parallel_calls_and_a_barrier_are_steps_in_source_order(log: Path)
     ]
 
 
+async def test_the_workflows_operations_do_not_depend_on_the_reader() -> None:
+    """Events are written from inside steps, never as operations of the workflow: a run read by
+    a slow caller records the same operations, in the same order, as a run nobody reads."""
+    read_id, _, _ = await durable(agents.parallel)  # read while it runs
+    unread_id = await start_agent(agents.parallel, [PROMPT], id=f"unread-{uuid.uuid4().hex}")
+    with anyio.fail_after(20):
+        await result(unread_id)
+    slow_id = await start_agent(agents.parallel, [PROMPT], id=f"slow-reader-{uuid.uuid4().hex}")
+    with anyio.fail_after(20):
+        async for _ in stream_events(slow_id):
+            await anyio.sleep(0.05)
+    assert await steps(read_id) == await steps(unread_id) == await steps(slow_id)
+
+
 async def test_a_reconnecting_caller_gets_the_rest_of_the_events_once() -> None:
     workflow_id, envelopes, _ = await durable(agents.one_tool)
     rest = [e async for e in stream_events(workflow_id, after_seq=4)]
