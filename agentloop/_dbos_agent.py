@@ -24,7 +24,6 @@ first of each, so a caller sees every event once, whatever order a replay emitte
 from __future__ import annotations
 
 import contextvars
-import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from copy import copy as shallow_copy
 from typing import Any, Literal
@@ -36,6 +35,7 @@ from dbos._error import DBOSBaseException, DBOSException
 from ._abort import AbortSignal
 from ._codec import from_json, to_json
 from ._config import AgentContext, AgentLoopConfig, MaybeAwaitable, StreamFn, StreamOptions, ToolExecution, call
+from ._constants import ABORTED_TEXT, DONE_REASONS, TOOL_ABORTED_TEXT
 from ._envelope import EventEnvelope, envelope_to_json
 from ._events import (
     AgentEvent,
@@ -46,7 +46,7 @@ from ._events import (
     ToolExecutionUpdate,
     TurnStart,
 )
-from ._execution import ABORTED
+from ._final_message import final_message
 from ._loop import run_agent_loop, run_agent_loop_continue
 from ._tools import AgentTool
 from ._types import (
@@ -352,7 +352,7 @@ class _DurableRun:
     ) -> AsyncIterator[AssistantMessageEvent]:
         """The loop's stream function: the model step, then `start` and `done` for its message."""
         if options.signal.aborted:  # the contract: an aborted signal ends the stream at once
-            yield ErrorEvent("aborted", _ending(model, "aborted", "Request was aborted", self.now))
+            yield ErrorEvent("aborted", _ending(model, "aborted", ABORTED_TEXT, self.now))
             return
         data = await DBOS.run_step_async(
             {"name": f"{self.agent.name}.model"}, self._call_model, model, context, options
@@ -369,8 +369,8 @@ class _DurableRun:
             )
         )
         reason = final.stop_reason
-        if reason == "stop" or reason == "length" or reason == "toolUse":
-            yield DoneEvent(reason, final)
+        if reason in DONE_REASONS:
+            yield DoneEvent(reason, final)  # type: ignore[arg-type]
         else:
             yield ErrorEvent("aborted" if reason == "aborted" else "error", final)
 
@@ -392,7 +392,7 @@ class _DurableRun:
                 temperature=options.temperature,
                 max_tokens=options.max_tokens,
             )
-            final = await _final_message(stream_fn(model, context, options))
+            final = await final_message(stream_fn(model, context, options))
         except _ENGINE_ERRORS:
             raise
         except Exception as exc:  # get_api_key or a stream function that broke its contract: the call failed
@@ -440,7 +440,7 @@ class _DurableRun:
                 return None
             if data.get("kind") == "abort":
                 self.signal.abort()
-                return {"approved": False, "reason": ABORTED}
+                return {"approved": False, "reason": TOOL_ABORTED_TEXT}
             self.answers[data["toolCallId"]] = data
         return self.answers.pop(call_id)
 
@@ -498,28 +498,3 @@ def _ending(model: Model, reason: Literal["error", "aborted"], text: str, timest
         error_message=text,
         timestamp=timestamp,
     )
-
-
-async def _final_message(source: Any) -> AssistantMessage:
-    """Consume what a stream function returned; the message of its terminal event."""
-    if inspect.isawaitable(source):
-        source = await source
-    if hasattr(source, "__aenter__"):
-        async with source as events:
-            return await _last_message(events)
-    return await _last_message(source)
-
-
-async def _last_message(events: AsyncIterator[Any]) -> AssistantMessage:
-    try:
-        async for event in events:
-            kind = getattr(event, "type", None)
-            if kind == "done":
-                return event.message  # type: ignore[no-any-return]
-            if kind == "error":
-                return event.error  # type: ignore[no-any-return]
-    finally:
-        aclose = getattr(events, "aclose", None)
-        if aclose is not None:
-            await aclose()
-    raise RuntimeError("the model stream ended without a done or error event")

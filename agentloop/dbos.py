@@ -35,9 +35,10 @@ except ImportError as _error:  # pragma: no cover
 from dbos import DBOS, DBOSClient, SetWorkflowID, WorkflowHandleAsync
 
 from ._codec import from_json, to_json
+from ._constants import AGENT_MESSAGE_TYPES
 from ._dbos_agent import APPROVAL_TOPIC, CONTROL_TOPIC, EVENTS_STREAM, DBOSAgent, idempotency_key, registered_agent
 from ._envelope import EventEnvelope, envelope_from_json
-from ._types import AgentMessage, AssistantMessage, CustomMessage, ToolResultMessage, UserMessage
+from ._types import AgentMessage
 
 __all__ = (
     "APPROVAL_TOPIC",
@@ -58,7 +59,6 @@ __all__ = (
 QUEUE = "agentloop"
 """The DBOS queue `start_agent(..., client=...)` enqueues runs on; workers declare `Queue(QUEUE)`."""
 
-_MESSAGE_TYPES = (UserMessage, AssistantMessage, ToolResultMessage, CustomMessage)
 del _dbos
 
 
@@ -77,7 +77,7 @@ def _check_messages(messages: Sequence[AgentMessage], name: str) -> list[AgentMe
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise TypeError(f"{name} must be a sequence of messages, got {type(messages).__name__}")
     for i, message in enumerate(messages):
-        if not isinstance(message, _MESSAGE_TYPES):
+        if not isinstance(message, AGENT_MESSAGE_TYPES):
             raise TypeError(f"{name}[{i}] must be an agentloop message, got {type(message).__name__}")
     return list(messages)
 
