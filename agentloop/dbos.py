@@ -23,7 +23,7 @@ RuntimeError at once.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -127,7 +127,7 @@ async def start_agent(
 
 async def stream_events(
     workflow_id: str, *, after_seq: int = -1, client: DBOSClient | None = None, poll_interval: float = 0.1
-) -> AsyncIterator[EventEnvelope]:
+) -> AsyncGenerator[EventEnvelope, None]:
     """Every event of the run after `after_seq`, in its envelope, in order, each once; ends after `agent_end`.
 
     A caller that reconnects passes the `seq` of the last envelope it handled. The events come
@@ -135,7 +135,8 @@ async def stream_events(
     event reaches the caller when the step after it begins (the final ones when the run ends).
     `poll_interval` (seconds) is how often a reader in another process looks for new values
     (SQLite has no notifications; on PostgreSQL DBOS is notified). Raises the workflow's error
-    if it failed or was cancelled before its `agent_end`.
+    if it failed or was cancelled before its `agent_end`. A caller that stops early closes it:
+    `async with contextlib.aclosing(stream_events(...)) as events:`.
     """
     _require_asyncio("agentloop.dbos.stream_events")
     _check_call(workflow_id, client)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
+from contextlib import aclosing
 from pathlib import Path
 
 import anyio
@@ -124,6 +125,14 @@ async def wait_for_tool(log: Path) -> None:
             await anyio.sleep(0.02)
 
 
+async def wait_for_event(workflow_id: str, kind: str) -> None:
+    async with aclosing(stream_events(workflow_id)) as envelopes:
+        async for envelope in envelopes:
+            if envelope.type == kind:
+                return
+    raise AssertionError(f"the run ended without a {kind} event")
+
+
 async def test_steering_during_a_tool_reaches_the_next_turn(log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SLOW_TOOL_SECONDS", "0.5")
     workflow_id = await start_agent(agents.slow, [PROMPT], id=f"steer-{uuid.uuid4().hex}")
@@ -167,9 +176,7 @@ async def test_an_abort_ends_the_run_aborted_at_the_next_step(log: Path, monkeyp
 async def test_a_call_waits_for_its_approval(log: Path) -> None:
     workflow_id = await start_agent(agents.payment, [PROMPT], id=f"pay-{uuid.uuid4().hex}")
     with anyio.fail_after(20):
-        async for envelope in stream_events(workflow_id):  # the call is visible while it waits
-            if envelope.type == "tool_execution_start":
-                break
+        await wait_for_event(workflow_id, "tool_execution_start")  # the call is visible while it waits
         assert lines(log / "tool_starts") == []
         await approve(workflow_id, "m1")
         messages = await result(workflow_id)
@@ -191,9 +198,7 @@ async def test_a_denied_call_gets_an_error_result_and_its_tool_does_not_run(log:
 async def test_an_abort_denies_a_call_waiting_for_approval_and_ends_the_run(log: Path) -> None:
     workflow_id = await start_agent(agents.payment, [PROMPT], id=f"pay-abort-{uuid.uuid4().hex}")
     with anyio.fail_after(20):
-        async for envelope in stream_events(workflow_id):
-            if envelope.type == "tool_execution_start":
-                break
+        await wait_for_event(workflow_id, "tool_execution_start")
         await abort(workflow_id)
         messages = await result(workflow_id)
     assert text(messages[2]) == "Operation aborted"
