@@ -15,7 +15,7 @@ runs again.
         ...
 
 A caller in another process uses a `DBOSClient` (`client=`): `start_agent` then enqueues the run
-on the `agentloop` queue, which the workers declare (`Queue(QUEUE)`) before they launch.
+on the `agentloop` queue, which the workers register once launched (`DBOS.register_queue(QUEUE)`).
 
 DBOS's Python library runs async workflows on asyncio: on trio, every function here raises
 RuntimeError at once.
@@ -57,7 +57,7 @@ __all__ = (
 )
 
 QUEUE = "agentloop"
-"""The DBOS queue `start_agent(..., client=...)` enqueues runs on; workers declare `Queue(QUEUE)`."""
+"""The DBOS queue `start_agent(..., client=...)` enqueues runs on; workers `DBOS.register_queue(QUEUE)`."""
 
 del _dbos
 

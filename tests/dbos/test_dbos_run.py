@@ -208,6 +208,24 @@ async def test_an_abort_denies_a_call_waiting_for_approval_and_ends_the_run(log:
     assert lines(log / "model_calls") == ["0"]
 
 
+async def test_a_cancelled_workflow_stops_at_its_next_step_and_its_caller_gets_dbos_error(
+    log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLOW_TOOL_SECONDS", "0.5")
+    workflow_id = await start_agent(agents.slow, [PROMPT], id=f"cancel-{uuid.uuid4().hex}")
+    await wait_for_tool(log)
+    await DBOS.cancel_workflow_async(workflow_id)
+    with anyio.fail_after(20):
+        with pytest.raises(DBOSException, match="cancelled"):
+            async for _ in stream_events(workflow_id):
+                pass
+        with pytest.raises(DBOSException, match="cancelled"):
+            await result(workflow_id)
+        await anyio.sleep(1)  # the tool has finished: no model call follows
+    assert lines(log / "model_calls") == ["0"]
+    assert (await DBOS.get_workflow_status_async(workflow_id)).status == "CANCELLED"  # type: ignore[union-attr]
+
+
 async def test_dbos_errors_end_the_run_and_never_become_tool_results() -> None:
     workflow_id = await start_agent(agents.engine, [PROMPT], id=f"engine-{uuid.uuid4().hex}")
     seen: list[al.EventEnvelope] = []
