@@ -13,11 +13,23 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import anyio
+from dbos import DBOSConfig
 from dbos._error import DBOSException
 
 import agentloop as al
 from agentloop.dbos import DBOSAgent, idempotency_key
 from agentloop.testing import Response, ScriptedModel, ScriptedToolCall
+
+
+def dbos_config(url: str) -> DBOSConfig:
+    """The DBOS config of the tests' processes: quiet, and quick to notice new stream values."""
+    return {
+        "name": "agentloop-tests",
+        "system_database_url": url,
+        "log_level": "WARNING",
+        "notification_listener_polling_interval_sec": 0.05,
+    }
+
 
 MODEL = al.Model(id="scripted", api="scripted", provider="scripted")
 

@@ -19,16 +19,6 @@ if importlib.util.find_spec("dbos") is None:  # without the [dbos] extra: nothin
     collect_ignore_glob = ["*.py"]
 
 
-def dbos_config(url: str) -> dict[str, object]:
-    """The DBOS config of the tests' processes: quiet, and quick to notice new stream values."""
-    return {
-        "name": "agentloop-tests",
-        "system_database_url": url,
-        "log_level": "WARNING",
-        "notification_listener_polling_interval_sec": 0.05,
-    }
-
-
 @pytest.fixture
 def anyio_backend() -> object:
     """DBOS runs async workflows on asyncio: these tests run on asyncio."""
@@ -44,10 +34,10 @@ def launched_dbos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """
     from dbos import DBOS
 
-    from tests.dbos import agents  # noqa: F401  (the agents' workflows are registered before the launch)
+    from tests.dbos.agents import dbos_config  # the agents' workflows are registered before the launch
 
     directory = tmp_path_factory.mktemp("dbos")
-    DBOS(config=dbos_config(f"sqlite:///{directory}/dbos.sqlite"))  # type: ignore[arg-type]
+    DBOS(config=dbos_config(f"sqlite:///{directory}/dbos.sqlite"))
     DBOS.launch()
     try:
         yield
