@@ -5,7 +5,8 @@ The loop runs in the workflow, unchanged (`run_agent_loop`), with the extension 
 - the stream function runs the `<agent>.model` step, which consumes the provider's stream and
   returns the final message (recorded), then yields `start` and `done` for it;
 - `wrap_tool_call` runs each tool call as a `<agent>.tool.<name>` step (`proceed()` inside the
-  step: the tool runs in this process, with the run's abort signal and timeout);
+  step: the tool runs in this process, within its timeout); a tool that needs approval first
+  waits for it (a recorded `recv`);
 - DBOS's own exceptions propagate (`propagate=`), and the clock is the latest time a recorded
   step returned, so a replay stamps what the first run stamped.
 
@@ -23,8 +24,8 @@ first of each, so a caller sees every event once, whatever order a replay emitte
 from __future__ import annotations
 
 import contextvars
-import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from copy import copy as shallow_copy
 from typing import Any, Literal
 
 import anyio
@@ -34,6 +35,7 @@ from dbos._error import DBOSBaseException, DBOSException
 from ._abort import AbortSignal
 from ._codec import from_json, to_json
 from ._config import AgentContext, AgentLoopConfig, MaybeAwaitable, StreamFn, StreamOptions, ToolExecution, call
+from ._constants import ABORTED_TEXT, DONE_REASONS, TOOL_ABORTED_TEXT
 from ._envelope import EventEnvelope, envelope_to_json
 from ._events import (
     AgentEvent,
@@ -44,6 +46,7 @@ from ._events import (
     ToolExecutionUpdate,
     TurnStart,
 )
+from ._final_message import final_message
 from ._loop import run_agent_loop, run_agent_loop_continue
 from ._tools import AgentTool
 from ._types import (
@@ -57,12 +60,14 @@ from ._types import (
 )
 from ._util import exception_text
 
-__all__ = ("CONTROL_TOPIC", "DBOSAgent", "EVENTS_STREAM", "idempotency_key", "registered_agent")
+__all__ = ("APPROVAL_TOPIC", "CONTROL_TOPIC", "DBOSAgent", "EVENTS_STREAM", "idempotency_key", "registered_agent")
 
 EVENTS_STREAM = "agentloop.events"
 """The DBOS stream a run's events are written to (each value a list of `{"id", "envelope"}`)."""
 CONTROL_TOPIC = "agentloop.control"
 """The DBOS topic of steering, follow-up and abort messages (`{"kind": ..., "message": ...}`)."""
+APPROVAL_TOPIC = "agentloop.approval"
+"""The DBOS topic of approvals (`{"toolCallId", "approved", "reason"}`), and of aborts (`{"kind": "abort"}`)."""
 
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 _ENGINE_ERRORS: tuple[type[BaseException], ...] = (DBOSException, DBOSBaseException)
@@ -173,6 +178,11 @@ class DBOSAgent:
         self.name = name
         self.model = model
         self.tools = tools
+        # A tool's timeout is kept inside its step (where its outcome is recorded): the loop gets
+        # the tools without one, since a call cut from outside its step would leave no record,
+        # and a replay would run the tool again.
+        self._timeouts = {tool.name: tool.timeout for tool in tools if tool.timeout is not None}
+        self._loop_tools = tuple(_without_timeout(tool) for tool in tools)
         self.system_prompt = system_prompt
         self.stream_fn = stream_fn
         self._api_key = api_key
@@ -187,7 +197,7 @@ class DBOSAgent:
         self.max_tokens = max_tokens
         self.session_id = session_id
         # Checked here, once: a bad option fails where the agent is defined, not in a workflow.
-        self._loop_config(AbortSignal(), _DurableRun(self))
+        self._loop_config(_DurableRun(self))
 
         async def workflow(request: dict[str, Any]) -> list[Any]:
             return await _DurableRun(self).run(request)
@@ -206,7 +216,7 @@ class DBOSAgent:
     def __repr__(self) -> str:
         return f"DBOSAgent(name={self.name!r}, model={self.model.id!r}, tools={[t.name for t in self.tools]})"
 
-    def _loop_config(self, signal: AbortSignal, run: _DurableRun) -> AgentLoopConfig:
+    def _loop_config(self, run: _DurableRun) -> AgentLoopConfig:
         return AgentLoopConfig(
             model=self.model,
             get_steering_messages=run.take_steering,
@@ -247,14 +257,15 @@ class _DurableRun:
         self.steering: list[AgentMessage] = []
         self.follow_ups: list[AgentMessage] = []
         self.received = False  # control messages were taken since the last step was called
+        self.answers: dict[str, dict[str, Any]] = {}  # approvals that came before their call waited
 
     async def run(self, request: dict[str, Any]) -> list[Any]:
         agent = self.agent
         prompts: list[AgentMessage] = [from_json(m) for m in request.get("prompts", ())]
         messages: list[AgentMessage] = [from_json(m) for m in request.get("messages", ())]
         self.now = max((getattr(m, "timestamp", 0) or 0 for m in (*messages, *prompts)), default=0)
-        config = agent._loop_config(self.signal, self)
-        context = AgentContext(system_prompt=agent.system_prompt, messages=tuple(messages), tools=agent.tools)
+        config = agent._loop_config(self)
+        context = AgentContext(system_prompt=agent.system_prompt, messages=tuple(messages), tools=agent._loop_tools)
         if prompts:
             new = await run_agent_loop(prompts, context, config, self.emit, self.signal, self.stream)
         else:
@@ -341,7 +352,7 @@ class _DurableRun:
     ) -> AsyncIterator[AssistantMessageEvent]:
         """The loop's stream function: the model step, then `start` and `done` for its message."""
         if options.signal.aborted:  # the contract: an aborted signal ends the stream at once
-            yield ErrorEvent("aborted", _ending(model, "aborted", "Request was aborted", self.now))
+            yield ErrorEvent("aborted", _ending(model, "aborted", ABORTED_TEXT, self.now))
             return
         data = await DBOS.run_step_async(
             {"name": f"{self.agent.name}.model"}, self._call_model, model, context, options
@@ -358,8 +369,8 @@ class _DurableRun:
             )
         )
         reason = final.stop_reason
-        if reason == "stop" or reason == "length" or reason == "toolUse":
-            yield DoneEvent(reason, final)
+        if reason in DONE_REASONS:
+            yield DoneEvent(reason, final)  # type: ignore[arg-type]
         else:
             yield ErrorEvent("aborted" if reason == "aborted" else "error", final)
 
@@ -372,19 +383,19 @@ class _DurableRun:
             from ._default_stream import default_stream_fn
 
             stream_fn = default_stream_fn
-        options = StreamOptions(
-            signal=options.signal,
-            api_key=await agent._api_key_for(model.provider),
-            reasoning=options.reasoning,
-            session_id=options.session_id,
-            temperature=options.temperature,
-            max_tokens=options.max_tokens,
-        )
         try:
-            final = await _final_message(stream_fn(model, context, options))
+            options = StreamOptions(
+                signal=options.signal,
+                api_key=await agent._api_key_for(model.provider),
+                reasoning=options.reasoning,
+                session_id=options.session_id,
+                temperature=options.temperature,
+                max_tokens=options.max_tokens,
+            )
+            final = await final_message(stream_fn(model, context, options))
         except _ENGINE_ERRORS:
             raise
-        except Exception as exc:  # a stream function that broke its contract: the model call failed
+        except Exception as exc:  # get_api_key or a stream function that broke its contract: the call failed
             text = f"The model call failed: {type(exc).__name__}: {exception_text(exc)}"
             final = _ending(model, "error", text, now_ms())
         return to_json(final)
@@ -400,12 +411,15 @@ class _DurableRun:
         name: str = invocation.tool.name
         self.received = False
         if name in self.agent.approval:
-            await DBOS.run_step_async({"name": f"{self.agent.name}.publish"}, self.publish)
-            answer = await DBOS.recv_async(f"agentloop.approval/{call_id}", timeout_seconds=_APPROVAL_WAIT)
-            if not (isinstance(answer, dict) and answer.get("approved") is True):
-                reason = answer.get("reason") if isinstance(answer, dict) else None
-                raise _ToolFailed(reason or f"The call of {name} was not approved")
-        out = await DBOS.run_step_async({"name": f"{self.agent.name}.tool.{name}"}, self._run_tool, call_id, proceed)
+            await DBOS.run_step_async({"name": f"{self.agent.name}.publish"}, self.publish)  # the caller sees the call
+            answer = await self._approval(call_id)
+            if answer is None:
+                raise _ToolFailed(f"The call of {name} was not approved in time")
+            if answer.get("approved") is not True:
+                raise _ToolFailed(answer.get("reason") or f"The call of {name} was not approved")
+        out = await DBOS.run_step_async(
+            {"name": f"{self.agent.name}.tool.{name}"}, self._run_tool, call_id, name, proceed
+        )
         self._saw(out["time"])
         if "error" in out:
             raise _ToolFailed(out["error"])
@@ -413,18 +427,39 @@ class _DurableRun:
             return out["text"]
         return from_json(out["result"])
 
-    async def _run_tool(self, call_id: str, proceed: Callable[[], Awaitable[object]]) -> dict[str, Any]:
-        """The tool step: write the events so far, run the tool, return its outcome's JSON form."""
+    async def _approval(self, call_id: str) -> dict[str, Any] | None:
+        """Wait for the answer to this call (recorded `recv`s; None: none came in time).
+
+        Answers to other calls are kept for when they wait. An abort sent meanwhile denies the
+        call and aborts the run. Only this call runs while it waits (the tool is a barrier), so
+        the order of the `recv`s does not depend on timing.
+        """
+        while call_id not in self.answers:
+            data = await DBOS.recv_async(APPROVAL_TOPIC, timeout_seconds=_APPROVAL_WAIT)
+            if data is None:
+                return None
+            if data.get("kind") == "abort":
+                self.signal.abort()
+                return {"approved": False, "reason": TOOL_ABORTED_TEXT}
+            self.answers[data["toolCallId"]] = data
+        return self.answers.pop(call_id)
+
+    async def _run_tool(self, call_id: str, name: str, proceed: Callable[[], Awaitable[object]]) -> dict[str, Any]:
+        """The tool step: write the events so far, run the tool (within its timeout), return its outcome."""
         await self.publish()
+        timeout = self.agent._timeouts.get(name)
         token = _current_call.set(call_id)
         try:
-            value = await proceed()
+            with anyio.move_on_after(timeout) as deadline:  # None: no deadline
+                value = await proceed()
         except _ENGINE_ERRORS:
             raise
         except Exception as exc:
             return {"error": exception_text(exc), "time": now_ms()}
         finally:
             _current_call.reset(token)
+        if deadline.cancelled_caught:
+            return {"error": f"Tool {name} timed out after {timeout:g} s", "time": now_ms()}
         if isinstance(value, str):
             return {"text": value, "time": now_ms()}
         if isinstance(value, AgentToolResult):
@@ -435,6 +470,14 @@ class _DurableRun:
 
 _APPROVAL_WAIT = 7 * 24 * 3600.0
 """How long a call waits for its approval (seconds); then it is denied."""
+
+
+def _without_timeout(tool: AgentTool) -> AgentTool:
+    if tool.timeout is None:
+        return tool
+    copy = shallow_copy(tool)
+    copy.timeout = None
+    return copy
 
 
 def _call_id(event: AgentEvent) -> str:
@@ -455,28 +498,3 @@ def _ending(model: Model, reason: Literal["error", "aborted"], text: str, timest
         error_message=text,
         timestamp=timestamp,
     )
-
-
-async def _final_message(source: Any) -> AssistantMessage:
-    """Consume what a stream function returned; the message of its terminal event."""
-    if inspect.isawaitable(source):
-        source = await source
-    if hasattr(source, "__aenter__"):
-        async with source as events:
-            return await _last_message(events)
-    return await _last_message(source)
-
-
-async def _last_message(events: AsyncIterator[Any]) -> AssistantMessage:
-    try:
-        async for event in events:
-            kind = getattr(event, "type", None)
-            if kind == "done":
-                return event.message  # type: ignore[no-any-return]
-            if kind == "error":
-                return event.error  # type: ignore[no-any-return]
-    finally:
-        aclose = getattr(events, "aclose", None)
-        if aclose is not None:
-            await aclose()
-    raise RuntimeError("the model stream ended without a done or error event")

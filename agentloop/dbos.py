@@ -15,7 +15,7 @@ runs again.
         ...
 
 A caller in another process uses a `DBOSClient` (`client=`): `start_agent` then enqueues the run
-on the `agentloop` queue, which the workers declare (`Queue(QUEUE)`) before they launch.
+on the `agentloop` queue, which the workers register once launched (`DBOS.register_queue(QUEUE)`).
 
 DBOS's Python library runs async workflows on asyncio: on trio, every function here raises
 RuntimeError at once.
@@ -23,7 +23,7 @@ RuntimeError at once.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -35,11 +35,13 @@ except ImportError as _error:  # pragma: no cover
 from dbos import DBOS, DBOSClient, SetWorkflowID, WorkflowHandleAsync
 
 from ._codec import from_json, to_json
-from ._dbos_agent import CONTROL_TOPIC, EVENTS_STREAM, DBOSAgent, idempotency_key, registered_agent
+from ._constants import AGENT_MESSAGE_TYPES
+from ._dbos_agent import APPROVAL_TOPIC, CONTROL_TOPIC, EVENTS_STREAM, DBOSAgent, idempotency_key, registered_agent
 from ._envelope import EventEnvelope, envelope_from_json
-from ._types import AgentMessage, AssistantMessage, CustomMessage, ToolResultMessage, UserMessage
+from ._types import AgentMessage
 
 __all__ = (
+    "APPROVAL_TOPIC",
     "CONTROL_TOPIC",
     "DBOSAgent",
     "EVENTS_STREAM",
@@ -55,9 +57,8 @@ __all__ = (
 )
 
 QUEUE = "agentloop"
-"""The DBOS queue `start_agent(..., client=...)` enqueues runs on; workers declare `Queue(QUEUE)`."""
+"""The DBOS queue `start_agent(..., client=...)` enqueues runs on; workers `DBOS.register_queue(QUEUE)`."""
 
-_MESSAGE_TYPES = (UserMessage, AssistantMessage, ToolResultMessage, CustomMessage)
 del _dbos
 
 
@@ -76,7 +77,7 @@ def _check_messages(messages: Sequence[AgentMessage], name: str) -> list[AgentMe
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise TypeError(f"{name} must be a sequence of messages, got {type(messages).__name__}")
     for i, message in enumerate(messages):
-        if not isinstance(message, _MESSAGE_TYPES):
+        if not isinstance(message, AGENT_MESSAGE_TYPES):
             raise TypeError(f"{name}[{i}] must be an agentloop message, got {type(message).__name__}")
     return list(messages)
 
@@ -126,7 +127,7 @@ async def start_agent(
 
 async def stream_events(
     workflow_id: str, *, after_seq: int = -1, client: DBOSClient | None = None, poll_interval: float = 0.1
-) -> AsyncIterator[EventEnvelope]:
+) -> AsyncGenerator[EventEnvelope, None]:
     """Every event of the run after `after_seq`, in its envelope, in order, each once; ends after `agent_end`.
 
     A caller that reconnects passes the `seq` of the last envelope it handled. The events come
@@ -134,7 +135,8 @@ async def stream_events(
     event reaches the caller when the step after it begins (the final ones when the run ends).
     `poll_interval` (seconds) is how often a reader in another process looks for new values
     (SQLite has no notifications; on PostgreSQL DBOS is notified). Raises the workflow's error
-    if it failed or was cancelled before its `agent_end`.
+    if it failed or was cancelled before its `agent_end`. A caller that stops early closes it:
+    `async with contextlib.aclosing(stream_events(...)) as events:`.
     """
     _require_asyncio("agentloop.dbos.stream_events")
     _check_call(workflow_id, client)
@@ -187,11 +189,11 @@ async def result(
     return [from_json(m) for m in await _result_json(workflow_id, client, poll_interval)]
 
 
-async def _control(workflow_id: str, data: dict[str, Any], client: DBOSClient | None) -> None:
+async def _send(workflow_id: str, data: dict[str, Any], topic: str, client: DBOSClient | None) -> None:
     if client is not None:
-        await client.send_async(workflow_id, data, CONTROL_TOPIC)
+        await client.send_async(workflow_id, data, topic)
     else:
-        await DBOS.send_async(workflow_id, data, CONTROL_TOPIC)
+        await DBOS.send_async(workflow_id, data, topic)
 
 
 async def steer(workflow_id: str, message: AgentMessage, *, client: DBOSClient | None = None) -> None:
@@ -199,7 +201,7 @@ async def steer(workflow_id: str, message: AgentMessage, *, client: DBOSClient |
     _require_asyncio("agentloop.dbos.steer")
     _check_call(workflow_id, client)
     _check_messages([message], "message")
-    await _control(workflow_id, {"kind": "steer", "message": to_json(message)}, client)
+    await _send(workflow_id, {"kind": "steer", "message": to_json(message)}, CONTROL_TOPIC, client)
 
 
 async def follow_up(workflow_id: str, message: AgentMessage, *, client: DBOSClient | None = None) -> None:
@@ -207,18 +209,20 @@ async def follow_up(workflow_id: str, message: AgentMessage, *, client: DBOSClie
     _require_asyncio("agentloop.dbos.follow_up")
     _check_call(workflow_id, client)
     _check_messages([message], "message")
-    await _control(workflow_id, {"kind": "follow_up", "message": to_json(message)}, client)
+    await _send(workflow_id, {"kind": "follow_up", "message": to_json(message)}, CONTROL_TOPIC, client)
 
 
 async def abort(workflow_id: str, *, client: DBOSClient | None = None) -> None:
     """Abort the run at its next step boundary: it ends `aborted` (with `agent_end`).
 
-    A model or tool call already running finishes first (its step is not interrupted). To stop
+    A model or tool call already running finishes first (its step is not interrupted); a call
+    waiting for approval is denied ("Operation aborted"). To stop
     a workflow at once, without the loop's ending, cancel it: `DBOS.cancel_workflow_async(id)`.
     """
     _require_asyncio("agentloop.dbos.abort")
     _check_call(workflow_id, client)
-    await _control(workflow_id, {"kind": "abort"}, client)
+    await _send(workflow_id, {"kind": "abort"}, CONTROL_TOPIC, client)
+    await _send(workflow_id, {"kind": "abort"}, APPROVAL_TOPIC, client)  # a call waiting for approval
 
 
 async def approve(
@@ -232,7 +236,8 @@ async def approve(
     """Answer a call of a tool that waits for approval (`DBOSAgent(approval=[...])`).
 
     A call that is not approved gets an error result with `reason` (default "The call of <tool>
-    was not approved"); its tool does not run.
+    was not approved"); its tool does not run. An answer may come before the call waits for it.
+    A call without an answer for a week is denied.
     """
     _require_asyncio("agentloop.dbos.approve")
     _check_call(workflow_id, client)
@@ -240,9 +245,6 @@ async def approve(
         raise ValueError(f"tool_call_id must be a non-empty str, got {tool_call_id!r}")
     if type(approved) is not bool:
         raise TypeError(f"approved must be a bool, got {type(approved).__name__}")
-    data = {"approved": approved, "reason": reason}
-    topic = f"agentloop.approval/{tool_call_id}"
-    if client is not None:
-        await client.send_async(workflow_id, data, topic)
-    else:
-        await DBOS.send_async(workflow_id, data, topic)
+    await _send(
+        workflow_id, {"toolCallId": tool_call_id, "approved": approved, "reason": reason}, APPROVAL_TOPIC, client
+    )

@@ -13,11 +13,23 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import anyio
+from dbos import DBOSConfig
 from dbos._error import DBOSException
 
 import agentloop as al
 from agentloop.dbos import DBOSAgent, idempotency_key
 from agentloop.testing import Response, ScriptedModel, ScriptedToolCall
+
+
+def dbos_config(url: str) -> DBOSConfig:
+    """The DBOS config of the tests' processes: quiet, and quick to notice new stream values."""
+    return {
+        "name": "agentloop-tests",
+        "system_database_url": url,
+        "log_level": "WARNING",
+        "notification_listener_polling_interval_sec": 0.05,
+    }
+
 
 MODEL = al.Model(id="scripted", api="scripted", provider="scripted")
 
@@ -138,3 +150,21 @@ def failing_model(
 
 
 failing = DBOSAgent("failing", model=MODEL, stream_fn=failing_model)
+
+
+async def _nap(tool_call_id: str, params: dict[str, float], signal: al.AbortSignal, on_update: object) -> str:
+    await anyio.sleep(params["seconds"])
+    return "rested"
+
+
+nap = al.AgentTool(
+    name="nap",
+    description="Sleep longer than the tool's timeout.",
+    parameters={"type": "object", "properties": {"seconds": {"type": "number"}}, "required": ["seconds"]},
+    execute=_nap,
+    timeout=0.2,
+)
+
+
+NAP: list[Response | str] = [Response(content=[ScriptedToolCall("n1", "nap", {"seconds": 5})]), "too slow"]
+napping = DBOSAgent("napping", model=MODEL, tools=[nap], stream_fn=scripted(NAP))

@@ -2,7 +2,7 @@
 
 DBOS runs async workflows on asyncio only, so these tests run on asyncio only (the trio param
 is replaced); `test_on_trio_every_function_fails_at_once` checks what trio users get. The
-in-process DBOS is launched once for the session (DBOS is a process-wide singleton) with the
+in-process DBOS is launched once for this package (DBOS is a process-wide singleton) with the
 agents of `tests.dbos.agents`; worker processes of the kill-and-resume tests launch their own.
 PostgreSQL comes from the machine (`initdb`, `pg_ctl`; `.ci/run` installs Debian's package): a
 cluster of its own in a temporary directory, on a free loopback port, stopped at the end.
@@ -19,16 +19,6 @@ if importlib.util.find_spec("dbos") is None:  # without the [dbos] extra: nothin
     collect_ignore_glob = ["*.py"]
 
 
-def dbos_config(url: str) -> dict[str, object]:
-    """The DBOS config of the tests' processes: quiet, and quick to notice new stream values."""
-    return {
-        "name": "agentloop-tests",
-        "system_database_url": url,
-        "log_level": "WARNING",
-        "notification_listener_polling_interval_sec": 0.05,
-    }
-
-
 @pytest.fixture
 def anyio_backend() -> object:
     """DBOS runs async workflows on asyncio: these tests run on asyncio."""
@@ -39,14 +29,15 @@ def anyio_backend() -> object:
 def launched_dbos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """DBOS launched in this process, on a SQLite file, with the test agents defined.
 
-    Destroyed once these tests are done: DBOS's background threads draw from `random`, which
-    the property tests of the other packages forbid while they run."""
+    Destroyed once this package's tests have run: DBOS's background threads must not run
+    during other tests (they use the `random` module, which Hypothesis watches).
+    """
     from dbos import DBOS
 
-    from tests.dbos import agents  # noqa: F401  (the agents' workflows are registered before the launch)
+    from tests.dbos.agents import dbos_config  # the agents' workflows are registered before the launch
 
     directory = tmp_path_factory.mktemp("dbos")
-    DBOS(config=dbos_config(f"sqlite:///{directory}/dbos.sqlite"))  # type: ignore[arg-type]
+    DBOS(config=dbos_config(f"sqlite:///{directory}/dbos.sqlite"))
     DBOS.launch()
     try:
         yield

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
+from contextlib import aclosing
 from pathlib import Path
 
 import anyio
@@ -95,6 +96,20 @@ async def test_parallel_calls_and_a_barrier_are_steps_in_source_order(log: Path)
     ]
 
 
+async def test_the_workflows_operations_do_not_depend_on_the_reader() -> None:
+    """Events are written from inside steps, never as operations of the workflow: a run read by
+    a slow caller records the same operations, in the same order, as a run nobody reads."""
+    read_id, _, _ = await durable(agents.parallel)  # read while it runs
+    unread_id = await start_agent(agents.parallel, [PROMPT], id=f"unread-{uuid.uuid4().hex}")
+    with anyio.fail_after(20):
+        await result(unread_id)
+    slow_id = await start_agent(agents.parallel, [PROMPT], id=f"slow-reader-{uuid.uuid4().hex}")
+    with anyio.fail_after(20):
+        async for _ in stream_events(slow_id):
+            await anyio.sleep(0.05)
+    assert await steps(read_id) == await steps(unread_id) == await steps(slow_id)
+
+
 async def test_a_reconnecting_caller_gets_the_rest_of_the_events_once() -> None:
     workflow_id, envelopes, _ = await durable(agents.one_tool)
     rest = [e async for e in stream_events(workflow_id, after_seq=4)]
@@ -108,6 +123,14 @@ async def wait_for_tool(log: Path) -> None:
     with anyio.fail_after(10):
         while not lines(log / "tool_starts"):  # noqa: ASYNC110 (written by the workflow's tool)
             await anyio.sleep(0.02)
+
+
+async def wait_for_event(workflow_id: str, kind: str) -> None:
+    async with aclosing(stream_events(workflow_id)) as envelopes:
+        async for envelope in envelopes:
+            if envelope.type == kind:
+                return
+    raise AssertionError(f"the run ended without a {kind} event")
 
 
 async def test_steering_during_a_tool_reaches_the_next_turn(log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -153,9 +176,7 @@ async def test_an_abort_ends_the_run_aborted_at_the_next_step(log: Path, monkeyp
 async def test_a_call_waits_for_its_approval(log: Path) -> None:
     workflow_id = await start_agent(agents.payment, [PROMPT], id=f"pay-{uuid.uuid4().hex}")
     with anyio.fail_after(20):
-        async for envelope in stream_events(workflow_id):  # the call is visible while it waits
-            if envelope.type == "tool_execution_start":
-                break
+        await wait_for_event(workflow_id, "tool_execution_start")  # the call is visible while it waits
         assert lines(log / "tool_starts") == []
         await approve(workflow_id, "m1")
         messages = await result(workflow_id)
@@ -174,6 +195,37 @@ async def test_a_denied_call_gets_an_error_result_and_its_tool_does_not_run(log:
     assert lines(log / "tool_starts") == []
 
 
+async def test_an_abort_denies_a_call_waiting_for_approval_and_ends_the_run(log: Path) -> None:
+    workflow_id = await start_agent(agents.payment, [PROMPT], id=f"pay-abort-{uuid.uuid4().hex}")
+    with anyio.fail_after(20):
+        await wait_for_event(workflow_id, "tool_execution_start")
+        await abort(workflow_id)
+        messages = await result(workflow_id)
+    assert text(messages[2]) == "Operation aborted"
+    last = messages[-1]
+    assert isinstance(last, al.AssistantMessage) and last.stop_reason == "aborted"
+    assert lines(log / "tool_starts") == []
+    assert lines(log / "model_calls") == ["0"]
+
+
+async def test_a_cancelled_workflow_stops_at_its_next_step_and_its_caller_gets_dbos_error(
+    log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLOW_TOOL_SECONDS", "0.5")
+    workflow_id = await start_agent(agents.slow, [PROMPT], id=f"cancel-{uuid.uuid4().hex}")
+    await wait_for_tool(log)
+    await DBOS.cancel_workflow_async(workflow_id)
+    with anyio.fail_after(20):
+        with pytest.raises(DBOSException, match="cancelled"):
+            async for _ in stream_events(workflow_id):
+                pass
+        with pytest.raises(DBOSException, match="cancelled"):
+            await result(workflow_id)
+        await anyio.sleep(1)  # the tool has finished: no model call follows
+    assert lines(log / "model_calls") == ["0"]
+    assert (await DBOS.get_workflow_status_async(workflow_id)).status == "CANCELLED"  # type: ignore[union-attr]
+
+
 async def test_dbos_errors_end_the_run_and_never_become_tool_results() -> None:
     workflow_id = await start_agent(agents.engine, [PROMPT], id=f"engine-{uuid.uuid4().hex}")
     seen: list[al.EventEnvelope] = []
@@ -185,6 +237,19 @@ async def test_dbos_errors_end_the_run_and_never_become_tool_results() -> None:
         await result(workflow_id)
 
 
+async def test_a_tool_timeout_is_the_outcome_its_step_records() -> None:
+    events, messages = await in_process(agents.napping)
+    workflow_id, envelopes, durable_messages = await durable(agents.napping)
+    assert comparable([e.event for e in envelopes]) == comparable(events)
+    assert normalized([al.to_json(m) for m in durable_messages]) == normalized([al.to_json(m) for m in messages])
+    assert text(durable_messages[2]) == "Tool nap timed out after 0.2 s"
+    recorded = [
+        s for s in await DBOS.list_workflow_steps_async(workflow_id) if s["function_name"] == "napping.tool.nap"
+    ]
+    output = recorded[0]["output"]
+    assert output is not None and output["error"] == "Tool nap timed out after 0.2 s"  # what a replay answers
+
+
 async def test_a_model_call_that_raises_ends_the_run_with_an_error_message(log: Path) -> None:
     _, envelopes, messages = await durable(agents.failing)
     last = messages[-1]
@@ -192,6 +257,14 @@ async def test_a_model_call_that_raises_ends_the_run_with_an_error_message(log: 
     assert last.error_message == "The model call failed: RuntimeError: provider exploded"
     assert envelopes[-1].type == "agent_end"
     assert lines(log / "model_calls") == ["failing"]
+
+
+async def test_an_unknown_workflow_is_an_error_at_once() -> None:
+    with anyio.fail_after(5):
+        with pytest.raises(DBOSException, match="Non-existent target workflow ID: nobody"):
+            await stream_events("nobody").__anext__()
+        with pytest.raises(DBOSException, match="Non-existent target workflow ID: nobody"):
+            await result("nobody")
 
 
 def test_an_agent_is_checked_where_it_is_defined() -> None:

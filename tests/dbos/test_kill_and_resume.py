@@ -3,7 +3,8 @@
 On SQLite and on PostgreSQL: the model is not called again for the turn that had finished, the
 tool is retried (with the same idempotency key), the caller (a `DBOSClient` in this process)
 streaming the events sees each one once, in order, and the final transcript equals an
-uninterrupted run's.
+uninterrupted run's. Also killed: a worker in the middle of a parallel batch, and one whose run
+waits for an approval.
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ import pytest
 from dbos import DBOSClient
 
 import agentloop as al
-from agentloop.dbos import result, start_agent, stream_events
+from agentloop.dbos import approve, result, start_agent, stream_events
 
-from .support import PROMPT, check_envelopes, comparable, normalized
+from .support import PROMPT, check_envelopes, comparable, normalized, text
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -166,5 +167,36 @@ async def test_a_worker_killed_in_a_parallel_batch_resumes_with_the_steps_in_the
         assert sorted(map(str, comparable([e.event for e in envelopes]))) == sorted(
             map(str, comparable([e.event for e in clean_envelopes]))
         )
+    finally:
+        client.destroy()
+
+
+async def test_a_call_waiting_for_approval_outlives_its_worker(
+    tmp_path: Path, workers: list[subprocess.Popen[str]]
+) -> None:
+    """The wait is durable: the worker dies while the call waits, another takes the run over, and
+    the approval sent then lets the tool run, once."""
+    url = f"sqlite:///{tmp_path}/dbos.sqlite"
+    log = tmp_path / "log"
+    log.mkdir()
+    workers.append(spawn_worker(url, log, tool_seconds="0"))
+    client = DBOSClient(system_database_url=url)
+    try:
+        workflow_id = await start_agent("payment", [PROMPT], id=f"approval-{uuid.uuid4().hex}", client=client)
+        envelopes: list[al.EventEnvelope] = []
+        with anyio.fail_after(45):
+            async with anyio.create_task_group() as group:
+                group.start_soon(read_all, workflow_id, client, envelopes)
+                while not any(e.type == "tool_execution_start" for e in envelopes):  # noqa: ASYNC110
+                    await anyio.sleep(0.05)
+                os.kill(workers[0].pid, signal.SIGKILL)
+                workers[0].wait()
+                workers.append(spawn_worker(url, log, tool_seconds="0"))
+                await approve(workflow_id, "m1", client=client)
+                messages = await result(workflow_id, client=client)
+        assert text(messages[2]) == "paid 5"
+        assert lines(log / "tool_starts") == [f"pay 5 {workflow_id}/m1"]
+        assert lines(log / "model_calls") == ["0", "1"]
+        check_envelopes(envelopes)
     finally:
         client.destroy()

@@ -14,12 +14,11 @@ import threading
 from dbos import DBOS
 
 from agentloop.dbos import QUEUE
-from tests.dbos import agents  # noqa: F401  (the agents' workflows are registered before the launch)
-from tests.dbos.conftest import dbos_config
+from tests.dbos.agents import dbos_config  # the agents' workflows are registered before the launch
 
 
 def main(url: str) -> None:
-    DBOS(config=dbos_config(url))  # type: ignore[arg-type]
+    DBOS(config=dbos_config(url))
     DBOS.launch()
     DBOS.register_queue(QUEUE, polling_interval_sec=0.05)
     print("ready", flush=True)
