@@ -6,6 +6,10 @@ Every event is an immutable slotted record whose `type` is the TypeScript event 
 Every event also has `extra`, the keys of its JSON form that agentloop does not model (pi 1.x's
 `durationMs` on `tool_execution_end`, ...): set only by `from_json`, None otherwise, compared by
 `==` and written back by `to_json` (see `_types`).
+
+Most events are frozen slotted dataclasses (`_Record`). The ones made per streamed delta, the
+stream events that carry a `partial` and `MessageUpdate`, are small slotted classes that build
+their message on first read (`_StreamEvent`).
 """
 
 from __future__ import annotations
@@ -52,11 +56,11 @@ __all__ = (
 
 
 class _Event:
-    """Base of every event: `extra`, None unless `_with_extra` gave the event one.
+    """Base of the events made per delta: `extra`, None unless `_with_extra` gave the event one.
 
-    Events are made per delta, so `extra` costs their constructors nothing: it is this class's
-    attribute, shadowed by an entry of the instance's `__dict__` (the only use of that dict, which
-    exists only for the events that carry an `extra`).
+    `extra` costs their constructors nothing: it is this class's attribute, shadowed by an entry
+    of the instance's `__dict__` (the only use of that dict, which exists only for the events that
+    carry an `extra`).
     """
 
     __slots__ = ("__dict__",)

@@ -9,9 +9,11 @@ results, and the events in `_events.py`) also carry `extra`: the keys of their J
 agentloop does not model (the fields pi-agent-core 1.x adds, or an application's own), None when
 there are none. `to_json` writes them back, so a value read from another generation round-trips
 whole. `extra` takes part in `==` (a value is equal to another only if both write the same JSON;
-it is left out of the hash, which stays that of the modelled fields) and not in `repr`. Here it
-is a keyword-only field (a slot) that every constructor sets; the events, made per delta, keep it
-without a slot (see `_events._Event`).
+it is left out of the hash, which stays that of the modelled fields) and not in `repr`. It is a
+keyword-only field of every record; the streaming events, made per delta, keep it without a slot
+(see `_events._Event`).
+
+The records are frozen slotted dataclasses whose `__init__` is `_record.fast_init`'s.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 from ._record import fast_init
 
@@ -88,6 +90,9 @@ def _extra_field() -> Any:
     return field(default=None, kw_only=True, hash=False, repr=False)
 
 
+_Text = TypeVar("_Text", bound="_LazyText")
+
+
 class _LazyText:
     """Base of the text and thinking blocks: a streamed block's text may be joined on first read.
 
@@ -116,7 +121,7 @@ class _LazyText:
             return text
 
     @classmethod
-    def _streamed(cls, parts: list[str], n: int, **fields: Any) -> Any:
+    def _streamed(cls: type[_Text], parts: list[str], n: int, **fields: Any) -> _Text:
         """A block whose text is the first `n` chunks of `parts` (joined on first read)."""
         block = object.__new__(cls)
         object.__setattr__(block, "_parts", parts)
@@ -160,8 +165,7 @@ class TextContent(_LazyText):
 
     @classmethod
     def _streaming(cls, parts: list[str], n: int, text_signature: str | None = None) -> TextContent:
-        block: TextContent = cls._streamed(parts, n, text_signature=text_signature)
-        return block
+        return cls._streamed(parts, n, text_signature=text_signature)
 
     def __repr__(self) -> str:
         extra = f", text_signature={self.text_signature!r}" if self.text_signature is not None else ""
@@ -190,8 +194,7 @@ class ThinkingContent(_LazyText):
 
     @classmethod
     def _streaming(cls, parts: list[str], n: int, thinking_signature: str | None = None) -> ThinkingContent:
-        block: ThinkingContent = cls._streamed(parts, n, thinking_signature=thinking_signature, redacted=False)
-        return block
+        return cls._streamed(parts, n, thinking_signature=thinking_signature, redacted=False)
 
     def __repr__(self) -> str:
         extra = ""
