@@ -38,12 +38,11 @@ from ._events import (
     MessageEnd,
     MessageStart,
     MessageUpdate,
-    StartEvent,
     TextDeltaEvent,
     ThinkingDeltaEvent,
 )
 from ._partial import appends_only
-from ._types import AssistantMessage, TextContent, ThinkingContent
+from ._types import AssistantMessage, TextContent, ThinkingContent, streamed_chunks
 
 __all__ = ("CompactDecoder", "CompactEncoder")
 
@@ -73,11 +72,9 @@ class CompactEncoder:
         if isinstance(event, MessageUpdate):
             return self._update(event)
         if isinstance(event, MessageStart):
-            start: Any = event._message  # the message, or the `start` event it is built from
+            start = event.message
             if isinstance(start, AssistantMessage):
                 self._last, self._message = None, start
-            elif type(start) is StartEvent:
-                self._last, self._message = start, None  # a streaming start: its partial stays lazy
             else:
                 self._last = self._message = None
         elif isinstance(event, MessageEnd):
@@ -150,27 +147,29 @@ def _appended(before: Any, after: Any, delta: str) -> bool:
         return False
     # Two snapshots of one streaming block share its chunk list (see `_types._LazyText`): then
     # one more chunk, the delta itself, says it in O(1). Otherwise compare the texts.
-    parts = after._parts
-    if parts is not None and parts is before._parts and after._n == before._n + 1 and parts[before._n] is delta:
-        return True
+    chunks, chunks_before = streamed_chunks(after), streamed_chunks(before)
+    if chunks is not None and chunks_before is not None:
+        (parts, n), (parts_before, n_before) = chunks, chunks_before
+        if parts is parts_before and n == n_before + 1 and parts[n_before] is delta:
+            return True
     return _peek(after) == _peek(before) + delta
 
 
 def _peek(block: Any) -> str:
     """The text (or thinking) of a block, without caching it in a streaming snapshot: a cached
     snapshot drops its chunk list, and the O(1) test of `_appended` needs the next one to have it."""
-    parts = block._parts
-    if parts is not None:
-        return "".join(parts[: block._n])
+    chunks = streamed_chunks(block)
+    if chunks is not None:
+        return "".join(chunks[0][: chunks[1]])
     return block.text if type(block) is TextContent else block.thinking
 
 
 def _block_json(block: Any) -> dict[str, Any]:
     """`_block` of a content block, leaving a streaming text or thinking snapshot uncached."""
     kind = type(block)
-    if kind is TextContent and block._parts is not None:
+    if kind is TextContent and streamed_chunks(block) is not None:
         block = TextContent(_peek(block), text_signature=block.text_signature)
-    elif kind is ThinkingContent and block._parts is not None:
+    elif kind is ThinkingContent and streamed_chunks(block) is not None:
         block = ThinkingContent(_peek(block), thinking_signature=block.thinking_signature, redacted=block.redacted)
     return _block(block)
 

@@ -120,13 +120,15 @@ def _fields(cls: type) -> list[tuple[str, Any]]:
         names = [f.name for f in dataclasses.fields(cls)]
     else:
         slots = [s for s in getattr(cls, "__slots__", ()) if not s.startswith("_")]
-        names = list(dict.fromkeys([*cls.__match_args__, *getattr(cls, "_fields", ()), *slots, "type"]))  # type: ignore[attr-defined]
+        names = [*getattr(cls, "__match_args__", ()), *getattr(cls, "_fields", ()), *slots]
+    names = list(dict.fromkeys([*names, *(["type"] if "type" in hints else [])]))
     out = []
     for name in names:
         if name == "extra":  # not a key: the keys it holds sit beside the record's own
             continue
         if name in hints:
-            out.append((name, hints[name]))
+            tp = hints[name]
+            out.append((name, get_args(tp)[0] if get_origin(tp) is ClassVar else tp))
         else:  # a property (the lazily built `text`, `partial`, `message`)
             out.append((name, typing.get_type_hints(getattr(cls, name).fget)["return"]))
     return out

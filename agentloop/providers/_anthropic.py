@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
 from .._config import StreamOptions
 from .._events import AssistantMessageEvent
@@ -255,7 +255,7 @@ class _Block:
         self.name = ""
 
 
-def map_stop_reason(reason: Any) -> str:
+def map_stop_reason(reason: Any) -> Literal["stop", "length", "toolUse", "error"]:
     """An Anthropic `stop_reason` as a stop reason; unknown ones count as `stop`."""
     if reason in ("max_tokens", "model_context_window_exceeded"):
         return "length"
@@ -420,5 +420,5 @@ class AnthropicParser(SSEParser):
         if reason == "error":
             out.append(self.builder.error("error", self._refusal_message()))
         else:
-            out.append(self.builder.done(reason))  # type: ignore[arg-type]
+            out.append(self.builder.done(reason))
         return out

@@ -229,9 +229,9 @@ def thinking_level(options: StreamOptions, *, xhigh: bool = False) -> Level | No
     level = options.reasoning
     if level is None or level == "off":
         return None
-    if level in ("xhigh", "max"):
+    if level == "xhigh" or level == "max":
         return "xhigh" if xhigh else "high"
-    return level  # type: ignore[return-value]
+    return level
 
 
 def thinking_budget(options: StreamOptions, level: Level) -> int:
@@ -389,11 +389,10 @@ class AssistantMessageEventStream:
 
     async def __anext__(self) -> AssistantMessageEvent:
         event = await self._events.__anext__()
-        kind = type(event)
-        if kind is DoneEvent:
-            self._message = event.message  # type: ignore[union-attr]
-        elif kind is ErrorEvent:
-            self._message = event.error  # type: ignore[union-attr]
+        if type(event) is DoneEvent:
+            self._message = event.message
+        elif type(event) is ErrorEvent:
+            self._message = event.error
         return event
 
     async def aclose(self) -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
 from .._config import StreamOptions
 from .._events import AssistantMessageEvent
@@ -297,7 +297,7 @@ class _Tool:
         self.args = ToolArguments()
 
 
-def map_finish_reason(reason: Any) -> str:
+def map_finish_reason(reason: Any) -> Literal["stop", "length", "toolUse", "error"]:
     """A Chat Completions `finish_reason` as a stop reason; unknown ones count as `stop`."""
     if reason in ("length", "max_tokens"):
         return "length"
@@ -467,7 +467,7 @@ class CompletionsParser(SSEParser):
         else:
             if reason == "stop" and self.tools:
                 reason = "toolUse"
-            out.append(self.builder.done(reason))  # type: ignore[arg-type]
+            out.append(self.builder.done(reason))
         return out
 
 

@@ -33,7 +33,16 @@ from typing import Any, Literal
 from .._codec import _usage, _usage_from, decode_json, encode_json, from_json, to_json
 from .._config import StreamOptions
 from .._constants import DONE_REASONS, ERROR_REASONS, REASONING_LEVELS
-from .._events import AssistantMessageEvent, DoneEvent, ErrorEvent
+from .._events import (
+    AssistantMessageEvent,
+    DoneEvent,
+    ErrorEvent,
+    StartEvent,
+    TextDeltaEvent,
+    ThinkingDeltaEvent,
+    ToolCallDeltaEvent,
+    ToolCallEndEvent,
+)
 from .._model_json import get_field as _get
 from .._model_json import kind_of as _kind
 from .._model_json import model_from_json, model_to_json
@@ -312,8 +321,9 @@ def _check_usage(usage: Any, event: str) -> None:
         value = usage.get(key, 0)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ProxyProtocolError(f"Malformed proxy event {event}: usage.{key} must be an integer >= 0")
-    for key in _COSTS if cost is not None else ():
-        value = cost.get(key, 0.0)  # type: ignore[union-attr]
+    costs: Mapping[str, Any] = cost if cost is not None else {}
+    for key in _COSTS:
+        value = costs.get(key, 0.0)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise ProxyProtocolError(f"Malformed proxy event {event}: usage.cost.{key} must be a number")
 
@@ -522,12 +532,12 @@ def _strip(event: AssistantMessageEvent) -> dict[str, Any]:
             out["errorMessage"] = event.error.error_message
         out["usage"] = _usage(event.error.usage)
         return out
-    if kind == "start":
+    if isinstance(event, StartEvent):
         return {"type": "start"}
-    index = event.content_index  # type: ignore[union-attr]
+    index = event.content_index
     out = {"type": kind, "contentIndex": index}
-    if kind in ("text_delta", "thinking_delta", "toolcall_delta"):
-        out["delta"] = event.delta  # type: ignore[union-attr]
+    if isinstance(event, (TextDeltaEvent, ThinkingDeltaEvent, ToolCallDeltaEvent)):
+        out["delta"] = event.delta
     elif kind == "text_end":
         block = event.partial.content[index]
         if isinstance(block, TextContent) and block.text_signature is not None:
@@ -545,8 +555,8 @@ def _strip(event: AssistantMessageEvent) -> dict[str, Any]:
             raise ProxyProtocolError(f"toolcall_start at content index {index} is not a tool call")
         out["id"] = block.id
         out["toolName"] = block.name
-    elif kind == "toolcall_end":
-        out["toolCall"] = to_json(event.tool_call)  # type: ignore[union-attr]
+    elif isinstance(event, ToolCallEndEvent):
+        out["toolCall"] = to_json(event.tool_call)
     elif kind not in ("text_start", "thinking_start"):
         raise TypeError(f"not an assistant message event: {event!r}")
     return out
