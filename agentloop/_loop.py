@@ -52,6 +52,7 @@ from ._events import (
 )
 from ._execution import execute_tool_calls, fail_truncated_tool_calls
 from ._run import RunState
+from ._stream_source import not_a_stream
 from ._tools import AgentTool
 from ._types import (
     AgentMessage,
@@ -502,10 +503,7 @@ class _Run(RunState):
         `yield`); without it, the caller's cut covers the whole stream. The source is always closed.
         """
         if not hasattr(events, "__anext__"):
-            raise TypeError(
-                "a stream function must return an async iterator of AssistantMessageEvent or an async "
-                f"context manager yielding one, got {type(events).__name__}"
-            )
+            raise not_a_stream(events)
         signal = self.signal
         read = events.__anext__
         try:
