@@ -60,7 +60,15 @@ from ._types import (
 )
 from ._util import exception_text
 
-__all__ = ("APPROVAL_TOPIC", "CONTROL_TOPIC", "DBOSAgent", "EVENTS_STREAM", "idempotency_key", "registered_agent")
+__all__ = (
+    "APPROVAL_TOPIC",
+    "CONTROL_TOPIC",
+    "DBOSAgent",
+    "EVENTS_STREAM",
+    "idempotency_key",
+    "registered_agent",
+    "workflow_name",
+)
 
 EVENTS_STREAM = "agentloop.events"
 """The DBOS stream a run's events are written to (each value a list of `{"id", "envelope"}`)."""
@@ -86,6 +94,11 @@ def idempotency_key() -> str:
     except LookupError:
         raise RuntimeError("idempotency_key() is only available in a tool running as a DBOS step") from None
     return f"{DBOS.workflow_id}/{call_id}"
+
+
+def workflow_name(agent_name: str) -> str:
+    """The name of the DBOS workflow of the agent named `agent_name`."""
+    return f"agentloop.{agent_name}"
 
 
 def registered_agent(name: str) -> DBOSAgent:
@@ -211,7 +224,7 @@ class DBOSAgent:
 
     @property
     def workflow_name(self) -> str:
-        return f"agentloop.{self.name}"
+        return workflow_name(self.name)
 
     def __repr__(self) -> str:
         return f"DBOSAgent(name={self.name!r}, model={self.model.id!r}, tools={[t.name for t in self.tools]})"

@@ -36,7 +36,15 @@ from dbos import DBOS, DBOSClient, SetWorkflowID, WorkflowHandleAsync
 
 from ._codec import from_json, to_json
 from ._constants import AGENT_MESSAGE_TYPES
-from ._dbos_agent import APPROVAL_TOPIC, CONTROL_TOPIC, EVENTS_STREAM, DBOSAgent, idempotency_key, registered_agent
+from ._dbos_agent import (
+    APPROVAL_TOPIC,
+    CONTROL_TOPIC,
+    EVENTS_STREAM,
+    DBOSAgent,
+    idempotency_key,
+    registered_agent,
+    workflow_name,
+)
 from ._envelope import EventEnvelope, envelope_from_json
 from ._types import AgentMessage
 
@@ -116,7 +124,7 @@ async def start_agent(
     }
     if client is not None:
         handle: WorkflowHandleAsync[list[Any]] = await client.enqueue_async(
-            {"queue_name": queue, "workflow_name": f"agentloop.{name}", "workflow_id": id}, request
+            {"queue_name": queue, "workflow_name": workflow_name(name), "workflow_id": id}, request
         )
         return handle.get_workflow_id()
     found = agent if isinstance(agent, DBOSAgent) else registered_agent(name)
