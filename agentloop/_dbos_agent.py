@@ -60,7 +60,15 @@ from ._types import (
 )
 from ._util import exception_text
 
-__all__ = ("APPROVAL_TOPIC", "CONTROL_TOPIC", "DBOSAgent", "EVENTS_STREAM", "idempotency_key", "registered_agent")
+__all__ = (
+    "APPROVAL_TOPIC",
+    "CONTROL_TOPIC",
+    "DBOSAgent",
+    "EVENTS_STREAM",
+    "idempotency_key",
+    "registered_agent",
+    "workflow_name",
+)
 
 EVENTS_STREAM = "agentloop.events"
 """The DBOS stream a run's events are written to (each value a list of `{"id", "envelope"}`)."""
@@ -86,6 +94,11 @@ def idempotency_key() -> str:
     except LookupError:
         raise RuntimeError("idempotency_key() is only available in a tool running as a DBOS step") from None
     return f"{DBOS.workflow_id}/{call_id}"
+
+
+def workflow_name(agent_name: str) -> str:
+    """The name of the DBOS workflow of the agent named `agent_name`."""
+    return f"agentloop.{agent_name}"
 
 
 def registered_agent(name: str) -> DBOSAgent:
@@ -117,7 +130,7 @@ class DBOSAgent:
             providers, chosen by `model.api`).
         api_key: The key the model step uses; get_api_key: `(provider) -> key`, called in the
             step. Keys never enter DBOS's database.
-        approval: Names of tools whose calls wait for `approve(workflow_id, tool_call_id, ...)`
+        needs_approval: Names of tools whose calls wait for `approve(workflow_id, tool_call_id, ...)`
             before they run (a denied call gets an error result, and the tool does not run).
             Such a tool must be a barrier (`execution_mode="sequential"`): it runs alone.
         max_turns, tool_execution, max_parallel_tool_calls, tool_abort_grace, reasoning,
@@ -134,7 +147,7 @@ class DBOSAgent:
         stream_fn: StreamFn | None = None,
         api_key: str | None = None,
         get_api_key: Callable[[str], MaybeAwaitable[str | None]] | None = None,
-        approval: Sequence[str] = (),
+        needs_approval: Sequence[str] = (),
         max_turns: int | None = None,
         tool_execution: ToolExecution = "parallel",
         max_parallel_tool_calls: int | None = None,
@@ -157,12 +170,12 @@ class DBOSAgent:
         names = [tool.name for tool in tools]
         if len(set(names)) != len(names):
             raise ValueError(f"DBOSAgent tools must have distinct names, got {names}")
-        if isinstance(approval, str):
-            raise TypeError(f"approval must be a sequence of tool names, got the str {approval!r}")
-        approved_tools = frozenset(approval)
+        if isinstance(needs_approval, str):
+            raise TypeError(f"needs_approval must be a collection of tool names, got the str {needs_approval!r}")
+        approved_tools = frozenset(needs_approval)
         unknown = sorted(approved_tools - set(names))
         if unknown:
-            raise ValueError(f"approval names {unknown}, which are not among the tools {names}")
+            raise ValueError(f"needs_approval names {unknown}, which are not among the tools {names}")
         for tool in tools:
             if tool.name in approved_tools and tool.execution_mode != "sequential":
                 # While a call waits for its approval nothing else may run: the order of the
@@ -187,7 +200,7 @@ class DBOSAgent:
         self.stream_fn = stream_fn
         self._api_key = api_key
         self.get_api_key = get_api_key
-        self.approval = approved_tools
+        self.needs_approval = approved_tools
         self.max_turns = max_turns
         self.tool_execution: ToolExecution = tool_execution
         self.max_parallel_tool_calls = max_parallel_tool_calls
@@ -211,7 +224,7 @@ class DBOSAgent:
 
     @property
     def workflow_name(self) -> str:
-        return f"agentloop.{self.name}"
+        return workflow_name(self.name)
 
     def __repr__(self) -> str:
         return f"DBOSAgent(name={self.name!r}, model={self.model.id!r}, tools={[t.name for t in self.tools]})"
@@ -405,18 +418,18 @@ class _DurableRun:
     async def call_tool(self, invocation: Any, proceed: Callable[[], Awaitable[object]]) -> object:
         """`wrap_tool_call`: the call as its step (called at once: a step's place is where it is called).
 
-        A tool named in `approval` first waits for its approval message (a recorded `recv`).
+        A tool named in `needs_approval` first waits for its approval message (a recorded `recv`).
         """
         call_id: str = invocation.tool_call.id
         name: str = invocation.tool.name
         self.received = False
-        if name in self.agent.approval:
+        if name in self.agent.needs_approval:
             await DBOS.run_step_async({"name": f"{self.agent.name}.publish"}, self.publish)  # the caller sees the call
             answer = await self._approval(call_id)
             if answer is None:
                 raise _ToolFailed(f"The call of {name} was not approved in time")
             if answer.get("approved") is not True:
-                raise _ToolFailed(answer.get("reason") or f"The call of {name} was not approved")
+                raise _ToolFailed(answer.get("reason") or _BLOCKED)
         out = await DBOS.run_step_async(
             {"name": f"{self.agent.name}.tool.{name}"}, self._run_tool, call_id, name, proceed
         )
@@ -468,6 +481,8 @@ class _DurableRun:
         return {"error": f"the tool returned {kind}, expected an AgentToolResult or a str", "time": now_ms()}
 
 
+_BLOCKED = "Tool execution was blocked"
+"""The error result of a denied call without a reason (a blocking `before_tool_call`'s)."""
 _APPROVAL_WAIT = 7 * 24 * 3600.0
 """How long a call waits for its approval (seconds); then it is denied."""
 

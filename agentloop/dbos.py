@@ -36,7 +36,15 @@ from dbos import DBOS, DBOSClient, SetWorkflowID, WorkflowHandleAsync
 
 from ._codec import from_json, to_json
 from ._constants import AGENT_MESSAGE_TYPES
-from ._dbos_agent import APPROVAL_TOPIC, CONTROL_TOPIC, EVENTS_STREAM, DBOSAgent, idempotency_key, registered_agent
+from ._dbos_agent import (
+    APPROVAL_TOPIC,
+    CONTROL_TOPIC,
+    EVENTS_STREAM,
+    DBOSAgent,
+    idempotency_key,
+    registered_agent,
+    workflow_name,
+)
 from ._envelope import EventEnvelope, envelope_from_json
 from ._types import AgentMessage
 
@@ -116,7 +124,7 @@ async def start_agent(
     }
     if client is not None:
         handle: WorkflowHandleAsync[list[Any]] = await client.enqueue_async(
-            {"queue_name": queue, "workflow_name": f"agentloop.{name}", "workflow_id": id}, request
+            {"queue_name": queue, "workflow_name": workflow_name(name), "workflow_id": id}, request
         )
         return handle.get_workflow_id()
     found = agent if isinstance(agent, DBOSAgent) else registered_agent(name)
@@ -229,15 +237,15 @@ async def approve(
     workflow_id: str,
     tool_call_id: str,
     approved: bool = True,
-    *,
     reason: str | None = None,
+    *,
     client: DBOSClient | None = None,
 ) -> None:
-    """Answer a call of a tool that waits for approval (`DBOSAgent(approval=[...])`).
+    """Answer a call of a tool that waits for approval (`DBOSAgent(needs_approval=[...])`).
 
-    A call that is not approved gets an error result with `reason` (default "The call of <tool>
-    was not approved"); its tool does not run. An answer may come before the call waits for it.
-    A call without an answer for a week is denied.
+    A call that is not approved gets an error result with `reason` (default "Tool execution was
+    blocked", as a `before_tool_call` that blocks the call in one process); its tool does not
+    run. An answer may come before the call waits for it; a call without one for a week is denied.
     """
     _require_asyncio("agentloop.dbos.approve")
     _check_call(workflow_id, client)
@@ -245,6 +253,8 @@ async def approve(
         raise ValueError(f"tool_call_id must be a non-empty str, got {tool_call_id!r}")
     if type(approved) is not bool:
         raise TypeError(f"approved must be a bool, got {type(approved).__name__}")
+    if reason is not None and not isinstance(reason, str):
+        raise TypeError(f"reason must be a str or None, got {type(reason).__name__}")
     await _send(
         workflow_id, {"toolCallId": tool_call_id, "approved": approved, "reason": reason}, APPROVAL_TOPIC, client
     )

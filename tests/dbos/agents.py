@@ -138,7 +138,7 @@ slow = DBOSAgent("slow", model=MODEL, tools=[slow_lookup], stream_fn=scripted(SL
 slow_parallel = DBOSAgent("slow_parallel", model=MODEL, tools=[lookup, slow_lookup], stream_fn=scripted(SLOW_PARALLEL))
 engine = DBOSAgent("engine", model=MODEL, tools=[engine_failure], stream_fn=scripted(ENGINE))
 follow_up = DBOSAgent("follow_up", model=MODEL, tools=[slow_lookup], stream_fn=scripted(FOLLOW_UP))
-payment = DBOSAgent("payment", model=MODEL, tools=[pay], stream_fn=scripted(PAYMENT), approval=["pay"])
+payment = DBOSAgent("payment", model=MODEL, tools=[pay], stream_fn=scripted(PAYMENT), needs_approval=["pay"])
 
 
 def failing_model(

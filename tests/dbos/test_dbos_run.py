@@ -273,9 +273,9 @@ def test_an_agent_is_checked_where_it_is_defined() -> None:
     with pytest.raises(ValueError, match="already defined"):
         DBOSAgent("one_tool", model=agents.MODEL)
     with pytest.raises(ValueError, match="must run alone in its batch"):
-        DBOSAgent("approving", model=agents.MODEL, tools=[agents.lookup], approval=["lookup"])
+        DBOSAgent("approving", model=agents.MODEL, tools=[agents.lookup], needs_approval=["lookup"])
     with pytest.raises(ValueError, match="not among the tools"):
-        DBOSAgent("approving", model=agents.MODEL, tools=[agents.lookup], approval=["pay"])
+        DBOSAgent("approving", model=agents.MODEL, tools=[agents.lookup], needs_approval=["pay"])
     with pytest.raises(ValueError, match="max_parallel_tool_calls"):
         DBOSAgent("limited", model=agents.MODEL, max_parallel_tool_calls=0)
     with pytest.raises(RuntimeError, match="only available in a tool running as a DBOS step"):
