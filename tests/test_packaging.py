@@ -11,12 +11,13 @@ ROOT = Path(__file__).parents[1]
 
 
 def test_the_wheel_holds_every_file_of_the_package_and_the_agentloop_script(tmp_path: Path) -> None:
-    subprocess.run(
+    built = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
-        check=True,
         capture_output=True,
+        text=True,
         timeout=120,
     )
+    assert built.returncode == 0, built.stderr
     (wheel,) = tmp_path.glob("*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
