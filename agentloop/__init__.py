@@ -37,6 +37,7 @@ from ._errors import AgentBusyError as AgentBusyError
 from ._errors import AgentLoopError as AgentLoopError
 from ._errors import InvalidContextError as InvalidContextError
 from ._errors import ToolError as ToolError
+from ._errors import ToolTimeoutError as ToolTimeoutError
 from ._events import AgentEnd as AgentEnd
 from ._events import AgentEvent as AgentEvent
 from ._events import AgentStart as AgentStart
@@ -241,6 +242,7 @@ __all__ = (
     "ToolExecutionUpdate",
     "ToolInvocation",
     "ToolResultMessage",
+    "ToolTimeoutError",
     "TurnContext",
     "TurnEnd",
     "TurnStart",

@@ -256,9 +256,10 @@ class AgentLoopConfig:
         max_parallel_tool_calls: At most this many calls of a parallel batch execute at once
             (None: all); the others wait their turn, in source order.
         wrap_tool_call: `(invocation, proceed) -> result` around every tool execution (after
-            preflight, within the tool's timeout and the abort's cut): `await proceed()` runs the
-            tool; a durable engine runs it elsewhere instead, a tracer times it. What it returns
-            (or raises) is the tool's outcome.
+            preflight, within the abort's cut): `await proceed()` runs the tool within its
+            timeout (past it, `proceed` raises `ToolTimeoutError`); a durable engine runs it
+            elsewhere instead (and applies the timeout there: `within_timeout`), a tracer times
+            it. What it returns (or raises) is the tool's outcome.
         propagate: Exception classes that are never turned into a tool's error result: raised by
             a tool, a hook or `wrap_tool_call`, they end the run and come out of it (a durable
             engine's own control-flow exceptions; several raised at once by parallel calls come

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
-from copy import copy as shallow_copy
 from typing import Any, Literal
 
 import anyio
@@ -191,11 +190,6 @@ class DBOSAgent:
         self.name = name
         self.model = model
         self.tools = tools
-        # A tool's timeout is kept inside its step (where its outcome is recorded): the loop gets
-        # the tools without one, since a call cut from outside its step would leave no record,
-        # and a replay would run the tool again.
-        self._timeouts = {tool.name: tool.timeout for tool in tools if tool.timeout is not None}
-        self._loop_tools = tuple(_without_timeout(tool) for tool in tools)
         self.system_prompt = system_prompt
         self.stream_fn = stream_fn
         self._api_key = api_key
@@ -278,7 +272,7 @@ class _DurableRun:
         messages: list[AgentMessage] = [from_json(m) for m in request.get("messages", ())]
         self.now = max((getattr(m, "timestamp", 0) or 0 for m in (*messages, *prompts)), default=0)
         config = agent._loop_config(self)
-        context = AgentContext(system_prompt=agent.system_prompt, messages=tuple(messages), tools=agent._loop_tools)
+        context = AgentContext(system_prompt=agent.system_prompt, messages=tuple(messages), tools=agent.tools)
         if prompts:
             new = await run_agent_loop(prompts, context, config, self.emit, self.signal, self.stream)
         else:
@@ -460,19 +454,15 @@ class _DurableRun:
     async def _run_tool(self, call_id: str, name: str, proceed: Callable[[], Awaitable[object]]) -> dict[str, Any]:
         """The tool step: write the events so far, run the tool (within its timeout), return its outcome."""
         await self.publish()
-        timeout = self.agent._timeouts.get(name)
         token = _current_call.set(call_id)
         try:
-            with anyio.move_on_after(timeout) as deadline:  # None: no deadline
-                value = await proceed()
+            value = await proceed()  # within the tool's timeout: a timeout is this step's outcome
         except _ENGINE_ERRORS:
             raise
         except Exception as exc:
             return {"error": exception_text(exc), "time": now_ms()}
         finally:
             _current_call.reset(token)
-        if deadline.cancelled_caught:
-            return {"error": f"Tool {name} timed out after {timeout:g} s", "time": now_ms()}
         if isinstance(value, str):
             return {"text": value, "time": now_ms()}
         if isinstance(value, AgentToolResult):
@@ -485,14 +475,6 @@ _BLOCKED = "Tool execution was blocked"
 """The error result of a denied call without a reason (a blocking `before_tool_call`'s)."""
 _APPROVAL_WAIT = 7 * 24 * 3600.0
 """How long a call waits for its approval (seconds); then it is denied."""
-
-
-def _without_timeout(tool: AgentTool) -> AgentTool:
-    if tool.timeout is None:
-        return tool
-    copy = shallow_copy(tool)
-    copy.timeout = None
-    return copy
 
 
 def _call_id(event: AgentEvent) -> str:

@@ -26,7 +26,7 @@ from ._config import (
 from ._constants import TOOL_ABORTED_TEXT
 from ._events import MessageEnd, MessageStart, ToolExecutionEnd, ToolExecutionStart, ToolExecutionUpdate
 from ._run import RunState
-from ._tools import AgentTool, validate_tool_arguments
+from ._tools import AgentTool, validate_tool_arguments, within_timeout
 from ._types import (
     AgentToolResult,
     AssistantMessage,
@@ -451,7 +451,8 @@ async def _call_tool(run: RunState, prepared: _Prepared) -> _Finalized:
 
 def _run_tool(run: RunState, prepared: _Prepared) -> Awaitable[object]:
     """A prepared call's tool execution, to await: through `wrap_tool_call` if set, within the
-    tool's timeout. Without either it is the tool's own awaitable: a call waiting on its tool holds
+    tool's timeout (inside `proceed`, where a wrapper sees it as `ToolTimeoutError`). Without
+    either it is the tool's own awaitable: a call waiting on its tool holds
     no frame of the loop's (a thousand idle agents are that much smaller)."""
     if run.config.wrap_tool_call is None and prepared.tool.timeout is None:
         return prepared.execute(prepared.tool_call.id, prepared.args, run.signal, prepared.on_update)
@@ -459,25 +460,23 @@ def _run_tool(run: RunState, prepared: _Prepared) -> Awaitable[object]:
 
 
 async def _run_tool_wrapped(run: RunState, prepared: _Prepared) -> object:
-    tool = prepared.tool
-    wrap = run.config.wrap_tool_call
+    """The tool within its timeout (`proceed`), through `wrap_tool_call` when there is one."""
 
     async def proceed() -> object:
-        return await prepared.execute(prepared.tool_call.id, prepared.args, run.signal, prepared.on_update)
+        execution = prepared.execute(prepared.tool_call.id, prepared.args, run.signal, prepared.on_update)
+        return await within_timeout(prepared.tool, execution)
 
-    def outcome() -> Awaitable[object]:
-        if wrap is None:
-            return proceed()
-        invocation = ToolInvocation(
-            tool=tool, tool_call=prepared.tool_call, args=prepared.args, signal=run.signal, on_update=prepared.on_update
-        )
-        return call(wrap, invocation, proceed)
-
-    if tool.timeout is None:
-        return await outcome()
-    with anyio.move_on_after(tool.timeout):
-        return await outcome()
-    raise TimeoutError(f"Tool {tool.name} timed out after {tool.timeout:g} s")
+    wrap = run.config.wrap_tool_call
+    if wrap is None:
+        return await proceed()
+    invocation = ToolInvocation(
+        tool=prepared.tool,
+        tool_call=prepared.tool_call,
+        args=prepared.args,
+        signal=run.signal,
+        on_update=prepared.on_update,
+    )
+    return await call(wrap, invocation, proceed)
 
 
 def _error(run: RunState, exc: Exception) -> AgentToolResult:

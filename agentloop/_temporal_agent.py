@@ -26,7 +26,7 @@ from ._codec import from_json, to_json
 from ._config import MaybeAwaitable, StreamFn, StreamOptions, ToolExecution, call
 from ._model_json import model_from_json
 from ._temporal_context import CONTEXT_MISSING, ContextStore, StoredContexts, check_context_store
-from ._tools import AgentTool, validate_tool_arguments
+from ._tools import AgentTool, validate_tool_arguments, within_timeout
 from ._types import AgentToolResult, AssistantMessage, Context, Model, TextContent, ThinkingLevel, ToolCall
 from ._updates import DELIVERED, Delivery
 
@@ -326,7 +326,9 @@ class TemporalAgent:
                 async with _heartbeating():
                     try:
                         args = validate_tool_arguments(tool, tool_call)
-                        result = await tool.execute(tool_call.id, args, AbortSignal(), _ignore_update)
+                        result = await within_timeout(
+                            tool, tool.execute(tool_call.id, args, AbortSignal(), _ignore_update)
+                        )
                     except ApplicationError:
                         raise
                     except Exception as exc:

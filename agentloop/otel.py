@@ -70,6 +70,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from ._agent import Agent
 from ._config import AgentLoopConfig, MaybeAwaitable, StreamFn, StreamOptions, ToolInvocation, call
+from ._errors import ToolTimeoutError
 from ._events import AgentEvent, AssistantMessageEvent
 from ._loop import resolve_stream_fn
 from ._stream_source import opened_stream
@@ -455,19 +456,18 @@ class Tracing:
         span = self.tracer.start_span(
             f"execute_tool {tool.name}", context=parent, kind=SpanKind.INTERNAL, attributes=attributes
         )
-        started = anyio.current_time()
         try:
             result = await _current_in(trace.set_span_in_context(span, parent), proceed, run)
         except BaseException as exc:
             if isinstance(exc, anyio.get_cancelled_exc_class()):
                 if invocation.signal.aborted:
                     _end(span, "aborted", "aborted")
-                elif tool.timeout is not None and anyio.current_time() - started >= tool.timeout:
-                    _end(span, "timeout", f"timed out after {tool.timeout:g} s")
                 else:
                     _end(span, "cancelled", "cancelled")
                     if run is not None:
                         run.fail("cancelled", "cancelled")
+            elif isinstance(exc, ToolTimeoutError):
+                _end(span, "timeout", f"timed out after {tool.timeout:g} s")
             else:
                 error_type = type(exc).__qualname__
                 _end(span, error_type, _mask(str(exc), key))
