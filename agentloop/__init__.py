@@ -71,6 +71,7 @@ from ._stream import agent_loop as agent_loop
 from ._stream import agent_loop_continue as agent_loop_continue
 from ._tools import AgentTool as AgentTool
 from ._tools import tool as tool
+from ._tools import within_timeout as within_timeout
 from ._types import AgentMessage as AgentMessage
 from ._types import AgentToolResult as AgentToolResult
 from ._types import AssistantMessage as AssistantMessage
@@ -265,4 +266,5 @@ __all__ = (
     "to_json",
     "tool",
     "with_envelopes",
+    "within_timeout",
 )
