@@ -34,18 +34,16 @@ from dbos._error import DBOSBaseException, DBOSException
 from ._abort import AbortSignal
 from ._codec import from_json, to_json
 from ._config import AgentContext, AgentLoopConfig, MaybeAwaitable, StreamFn, StreamOptions, ToolExecution, call
-from ._constants import ABORTED_TEXT, DONE_REASONS, TOOL_ABORTED_TEXT
+from ._constants import ABORTED_TEXT, TOOL_ABORTED_TEXT
 from ._envelope import EventEnvelope, envelope_to_json
 from ._events import (
     AgentEvent,
     AssistantMessageEvent,
-    DoneEvent,
     ErrorEvent,
-    StartEvent,
     ToolExecutionUpdate,
     TurnStart,
 )
-from ._final_message import final_message
+from ._final_message import final_message, replayed
 from ._loop import run_agent_loop, run_agent_loop_continue
 from ._tools import AgentTool
 from ._types import (
@@ -366,20 +364,8 @@ class _DurableRun:
         )
         final: AssistantMessage = from_json(data)
         self._saw(final.timestamp)
-        yield StartEvent(
-            AssistantMessage(
-                api=final.api,
-                provider=final.provider,
-                model=final.model,
-                response_id=final.response_id,
-                timestamp=final.timestamp,
-            )
-        )
-        reason = final.stop_reason
-        if reason in DONE_REASONS:
-            yield DoneEvent(reason, final)  # type: ignore[arg-type]
-        else:
-            yield ErrorEvent("aborted" if reason == "aborted" else "error", final)
+        async for event in replayed(final):
+            yield event
 
     async def _call_model(self, model: Model, context: Context, options: StreamOptions) -> dict[str, Any]:
         """The model step: write the events so far, consume the provider's stream, return the final message."""

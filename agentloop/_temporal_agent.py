@@ -9,7 +9,6 @@ live: nothing of that enters the workflow's history but what the calls return.
 from __future__ import annotations
 
 import contextvars
-import inspect
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -24,10 +23,11 @@ from temporalio.exceptions import ApplicationError
 from ._abort import AbortSignal
 from ._codec import from_json, to_json
 from ._config import MaybeAwaitable, StreamFn, StreamOptions, ToolExecution, call
+from ._final_message import IncompleteStream, final_message
 from ._model_json import model_from_json
 from ._temporal_context import CONTEXT_MISSING, ContextStore, StoredContexts, check_context_store
 from ._tools import AgentTool, validate_tool_arguments, within_timeout
-from ._types import AgentToolResult, AssistantMessage, Context, Model, TextContent, ThinkingLevel, ToolCall
+from ._types import AgentToolResult, Context, Model, TextContent, ThinkingLevel, ToolCall
 from ._updates import DELIVERED, Delivery
 
 __all__ = ("ActivityOptions", "TemporalAgent", "idempotency_key")
@@ -305,7 +305,10 @@ class TemporalAgent:
 
             stream_fn = default_stream_fn
         async with _heartbeating():
-            final = await _final_message(stream_fn(model, context, stream_options))
+            try:
+                final = await final_message(stream_fn(model, context, stream_options))
+            except IncompleteStream as exc:
+                raise ApplicationError(str(exc), non_retryable=True) from None
         if "base" not in data or self.contexts is None:
             return to_json(final)
         answer = to_json(final)
@@ -378,28 +381,3 @@ async def _heartbeating() -> AsyncIterator[None]:
             yield
         finally:
             group.cancel_scope.cancel()
-
-
-async def _final_message(source: Any) -> AssistantMessage:
-    """Consume what a stream function returned; the message of its terminal event."""
-    if inspect.isawaitable(source):
-        source = await source
-    if hasattr(source, "__aenter__"):
-        async with source as events:
-            return await _last_message(events)
-    return await _last_message(source)
-
-
-async def _last_message(events: AsyncIterator[Any]) -> AssistantMessage:
-    try:
-        async for event in events:
-            kind = getattr(event, "type", None)
-            if kind == "done":
-                return event.message  # type: ignore[no-any-return]
-            if kind == "error":
-                return event.error  # type: ignore[no-any-return]
-    finally:
-        aclose = getattr(events, "aclose", None)
-        if aclose is not None:
-            await aclose()
-    raise ApplicationError("the model stream ended without a done or error event", non_retryable=True)

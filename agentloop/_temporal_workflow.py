@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio  # noqa: TID251  (Temporal workflows run on asyncio only)
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import replace
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -41,17 +40,17 @@ from ._config import (
     TurnContext,
     default_convert_to_llm,
 )
+from ._constants import ABORTED_TEXT
 from ._envelope import EventEnvelope, envelope_to_json
 from ._events import (
     AgentEnd,
     AgentEvent,
     AgentStart,
     AssistantMessageEvent,
-    DoneEvent,
     ErrorEvent,
-    StartEvent,
     TurnStart,
 )
+from ._final_message import replayed
 from ._loop import run_agent_loop, run_agent_loop_continue
 from ._model_json import model_to_json
 from ._temporal_agent import ActivityOptions, TemporalAgent
@@ -448,7 +447,7 @@ def _model_stream(
 
     async def stream(model: Model, context: Context, options: StreamOptions) -> AsyncIterator[AssistantMessageEvent]:
         if options.signal.aborted:  # the contract: an aborted signal ends the stream at once
-            yield ErrorEvent("aborted", _ending(model, "aborted", "Request was aborted"))
+            yield ErrorEvent("aborted", _ending(model, "aborted", ABORTED_TEXT))
             return
         try:
             try:
@@ -463,24 +462,8 @@ def _model_stream(
                 raise
             yield ErrorEvent("error", _ending(model, "error", f"The model call failed: {_failure_text(exc)}"))
             return
-        yield StartEvent(
-            AssistantMessage(
-                api=final.api,
-                provider=final.provider,
-                model=final.model,
-                response_id=final.response_id,
-                timestamp=final.timestamp,
-            )
-        )
-        reason = final.stop_reason
-        if reason == "stop" or reason == "length" or reason == "toolUse":
-            yield DoneEvent(reason, final)
-        elif reason == "error" or reason == "aborted":
-            yield ErrorEvent(reason, final)
-        else:
-            yield ErrorEvent(
-                "error", replace(final, stop_reason="error", error_message=f"unexpected stop reason {reason!r}")
-            )
+        async for event in replayed(final):
+            yield event
 
     return stream
 
