@@ -35,6 +35,7 @@ from ._abort import AbortSignal
 from ._codec import from_json, to_json
 from ._config import AgentContext, AgentLoopConfig, MaybeAwaitable, StreamFn, StreamOptions, ToolExecution, call
 from ._constants import ABORTED_TEXT, TOOL_ABORTED_TEXT
+from ._durable import approval_names, check_definition, final_message, replayed
 from ._envelope import EventEnvelope, envelope_to_json
 from ._events import (
     AgentEvent,
@@ -43,7 +44,6 @@ from ._events import (
     ToolExecutionUpdate,
     TurnStart,
 )
-from ._final_message import final_message, replayed
 from ._loop import run_agent_loop, run_agent_loop_continue
 from ._tools import AgentTool
 from ._types import (
@@ -74,7 +74,6 @@ CONTROL_TOPIC = "agentloop.control"
 APPROVAL_TOPIC = "agentloop.approval"
 """The DBOS topic of approvals (`{"toolCallId", "approved", "reason"}`), and of aborts (`{"kind": "abort"}`)."""
 
-_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 _ENGINE_ERRORS: tuple[type[BaseException], ...] = (DBOSException, DBOSBaseException)
 _AGENTS: dict[str, DBOSAgent] = {}
 _current_call: contextvars.ContextVar[str] = contextvars.ContextVar("agentloop_dbos_tool_call")
@@ -154,25 +153,10 @@ class DBOSAgent:
         max_tokens: int | None = None,
         session_id: str | None = None,
     ) -> None:
-        if not isinstance(name, str) or not name or not set(name) <= _NAME_CHARS:
-            raise ValueError(f"DBOSAgent name must be letters, digits, '_' or '-', got {name!r}")
+        tools = check_definition("DBOSAgent", name, model, tools, stream_fn, get_api_key)
         if name in _AGENTS:
             raise ValueError(f"a DBOSAgent named {name!r} is already defined in this process")
-        if not isinstance(model, Model):
-            raise TypeError(f"DBOSAgent model must be an agentloop.Model, got {type(model).__name__}")
-        tools = tuple(tools)
-        for i, tool in enumerate(tools):
-            if not isinstance(tool, AgentTool):
-                raise TypeError(f"DBOSAgent tools[{i}] must be an AgentTool, got {type(tool).__name__}")
-        names = [tool.name for tool in tools]
-        if len(set(names)) != len(names):
-            raise ValueError(f"DBOSAgent tools must have distinct names, got {names}")
-        if isinstance(needs_approval, str):
-            raise TypeError(f"needs_approval must be a collection of tool names, got the str {needs_approval!r}")
-        approved_tools = frozenset(needs_approval)
-        unknown = sorted(approved_tools - set(names))
-        if unknown:
-            raise ValueError(f"needs_approval names {unknown}, which are not among the tools {names}")
+        approved_tools = approval_names(needs_approval, tools)
         for tool in tools:
             if tool.name in approved_tools and tool.execution_mode != "sequential":
                 # While a call waits for its approval nothing else may run: the order of the
@@ -181,10 +165,6 @@ class DBOSAgent:
                     f"a tool that waits for approval must run alone in its batch: "
                     f"define {tool.name!r} with execution_mode='sequential'"
                 )
-        if stream_fn is not None and not callable(stream_fn):
-            raise TypeError(f"stream_fn must be callable or None, got {stream_fn!r}")
-        if get_api_key is not None and not callable(get_api_key):
-            raise TypeError(f"get_api_key must be callable or None, got {get_api_key!r}")
         self.name = name
         self.model = model
         self.tools = tools

@@ -23,7 +23,7 @@ from temporalio.exceptions import ApplicationError
 from ._abort import AbortSignal
 from ._codec import from_json, to_json
 from ._config import MaybeAwaitable, StreamFn, StreamOptions, ToolExecution, call
-from ._final_message import IncompleteStream, final_message
+from ._durable import IncompleteStream, approval_names, check_definition, final_message
 from ._model_json import model_from_json
 from ._temporal_context import CONTEXT_MISSING, ContextStore, StoredContexts, check_context_store
 from ._tools import AgentTool, validate_tool_arguments, within_timeout
@@ -31,8 +31,6 @@ from ._types import AgentToolResult, Context, Model, TextContent, ThinkingLevel,
 from ._updates import DELIVERED, Delivery
 
 __all__ = ("ActivityOptions", "TemporalAgent", "idempotency_key")
-
-_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -161,17 +159,8 @@ class TemporalAgent:
         max_tokens: int | None = None,
         session_id: str | None = None,
     ) -> None:
-        if not isinstance(name, str) or not name or not set(name) <= _NAME_CHARS:
-            raise ValueError(f"TemporalAgent name must be letters, digits, '_' or '-', got {name!r}")
-        if not isinstance(model, Model):
-            raise TypeError(f"TemporalAgent model must be an agentloop.Model, got {type(model).__name__}")
-        tools = tuple(tools)
-        for i, tool in enumerate(tools):
-            if not isinstance(tool, AgentTool):
-                raise TypeError(f"TemporalAgent tools[{i}] must be an AgentTool, got {type(tool).__name__}")
+        tools = check_definition("TemporalAgent", name, model, tools, stream_fn, get_api_key)
         names = [tool.name for tool in tools]
-        if len(set(names)) != len(names):
-            raise ValueError(f"TemporalAgent tools must have distinct names, got {names}")
         tool_activities = dict(tool_activities or {})
         for tool_name, options in tool_activities.items():
             if tool_name not in names:
@@ -186,20 +175,13 @@ class TemporalAgent:
         if isinstance(needs_approval, str):
             raise TypeError(f"needs_approval must be a collection of tool names or a callable, got {needs_approval!r}")
         if not callable(needs_approval):
-            needs_approval = frozenset(needs_approval)
-            unknown_names = sorted(needs_approval - set(names))
-            if unknown_names:
-                raise ValueError(f"needs_approval names {unknown_names}, which are not among the tools {names}")
+            needs_approval = approval_names(needs_approval, tools)
         if approval_timeout is not None and (
             not isinstance(approval_timeout, timedelta) or approval_timeout <= timedelta(0)
         ):
             raise TypeError(f"approval_timeout must be a positive timedelta or None, got {approval_timeout!r}")
         if context_store is not None:
             check_context_store(context_store)
-        if stream_fn is not None and not callable(stream_fn):
-            raise TypeError(f"stream_fn must be callable or None, got {stream_fn!r}")
-        if get_api_key is not None and not callable(get_api_key):
-            raise TypeError(f"get_api_key must be callable or None, got {get_api_key!r}")
         self.name = name
         self.model = model
         self.tools = tools

@@ -41,6 +41,7 @@ from ._config import (
     default_convert_to_llm,
 )
 from ._constants import ABORTED_TEXT
+from ._durable import replayed
 from ._envelope import EventEnvelope, envelope_to_json
 from ._events import (
     AgentEnd,
@@ -50,7 +51,6 @@ from ._events import (
     ErrorEvent,
     TurnStart,
 )
-from ._final_message import replayed
 from ._loop import run_agent_loop, run_agent_loop_continue
 from ._model_json import model_to_json
 from ._temporal_agent import ActivityOptions, TemporalAgent

@@ -1,0 +1,102 @@
+"""What the durable engines (`agentloop.temporal`, `agentloop.dbos`) share.
+
+An agent's definition is checked the same way (`check_definition`, `approval_names`), and a model
+call is recorded the same way: the engine runs it where the keys and the network are (a DBOS
+step, a Temporal activity), consumes the provider's stream there (`final_message`) and records
+only the message of its terminal event; the loop, in the workflow, then gets that message as a
+stream of its own (`replayed`): `start`, then `done` or `error`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Collection, Sequence
+from dataclasses import replace
+from typing import Any
+
+from ._events import AssistantMessageEvent, DoneEvent, ErrorEvent, StartEvent
+from ._stream_source import opened_stream
+from ._tools import AgentTool
+from ._types import AssistantMessage, Model
+
+__all__ = ("IncompleteStream", "approval_names", "check_definition", "final_message", "replayed")
+
+
+class IncompleteStream(RuntimeError):
+    """A model stream ended without its terminal event (a broken stream function: no retry helps)."""
+
+
+async def final_message(source: Any) -> AssistantMessage:
+    """Consume what a stream function returned (an iterator, a context manager, or an awaitable of
+    either); the message of its terminal event. `IncompleteStream` if it ends without one."""
+    async with opened_stream(source) as events:
+        async for event in events:
+            if isinstance(event, DoneEvent):
+                return event.message
+            if isinstance(event, ErrorEvent):
+                return event.error
+    raise IncompleteStream("the model stream ended without a done or error event")
+
+
+async def replayed(final: AssistantMessage) -> AsyncIterator[AssistantMessageEvent]:
+    """A recorded final message as the stream the loop reads: `start` (the message's identity,
+    no content yet), then `done` for a normal ending or `error` for an error or abort (an
+    unknown stop reason is an error that names it)."""
+    yield StartEvent(
+        AssistantMessage(
+            api=final.api,
+            provider=final.provider,
+            model=final.model,
+            response_id=final.response_id,
+            timestamp=final.timestamp,
+        )
+    )
+    reason = final.stop_reason
+    if reason == "stop" or reason == "length" or reason == "toolUse":
+        yield DoneEvent(reason, final)
+    elif reason == "error" or reason == "aborted":
+        yield ErrorEvent(reason, final)
+    else:
+        unexpected = replace(final, stop_reason="error", error_message=f"unexpected stop reason {reason!r}")
+        yield ErrorEvent("error", unexpected)
+
+
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+
+
+def check_definition(
+    kind: str,
+    name: object,
+    model: object,
+    tools: Sequence[AgentTool],
+    stream_fn: object,
+    get_api_key: object,
+) -> tuple[AgentTool, ...]:
+    """Check what every durable agent is defined with (`kind` names the class in the errors); its tools."""
+    if not isinstance(name, str) or not name or not set(name) <= _NAME_CHARS:
+        raise ValueError(f"{kind} name must be letters, digits, '_' or '-', got {name!r}")
+    if not isinstance(model, Model):
+        raise TypeError(f"{kind} model must be an agentloop.Model, got {type(model).__name__}")
+    tools = tuple(tools)
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, AgentTool):
+            raise TypeError(f"{kind} tools[{i}] must be an AgentTool, got {type(tool).__name__}")
+    names = [tool.name for tool in tools]
+    if len(set(names)) != len(names):
+        raise ValueError(f"{kind} tools must have distinct names, got {names}")
+    if stream_fn is not None and not callable(stream_fn):
+        raise TypeError(f"stream_fn must be callable or None, got {stream_fn!r}")
+    if get_api_key is not None and not callable(get_api_key):
+        raise TypeError(f"get_api_key must be callable or None, got {get_api_key!r}")
+    return tools
+
+
+def approval_names(needs_approval: Collection[str], tools: Sequence[AgentTool]) -> frozenset[str]:
+    """The names of the tools whose calls wait for a human's approval: each one of `tools`."""
+    if isinstance(needs_approval, str) or callable(needs_approval):
+        raise TypeError(f"needs_approval must be a collection of tool names, got {needs_approval!r}")
+    names = [tool.name for tool in tools]
+    approved = frozenset(needs_approval)
+    unknown = sorted(approved - set(names))
+    if unknown:
+        raise ValueError(f"needs_approval names {unknown}, which are not among the tools {names}")
+    return approved
