@@ -62,10 +62,11 @@ class CompactEncoder:
             bus.publish(encode_json(encoder.to_json(event)))
     """
 
-    __slots__ = ("_last", "_message")
+    __slots__ = ("_capture", "_last", "_message")
 
     def __init__(self) -> None:
         self._last: Any = None  # the stream event of the last update (its partial is built lazily)
+        self._capture: Any = None  # its partial as it was when seen (a capture, unless already built)
         self._message: AssistantMessage | None = None  # or the message so far, when no such event
 
     def to_json(self, event: AgentEvent) -> dict[str, Any]:
@@ -75,22 +76,24 @@ class CompactEncoder:
         if isinstance(event, MessageStart):
             start: Any = event._message  # the message, or the `start` event it is built from
             if isinstance(start, AssistantMessage):
-                self._last, self._message = None, start
-            elif type(start) is StartEvent:
-                self._last, self._message = start, None  # a streaming start: its partial stays lazy
+                self._last, self._capture, self._message = None, None, start
+            elif type(start) is StartEvent:  # a streaming start: its partial stays lazy
+                self._last, self._capture, self._message = start, start._partial, None
             else:
-                self._last = self._message = None
+                self._last = self._capture = self._message = None
         elif isinstance(event, MessageEnd):
-            self._last = self._message = None
+            self._last = self._capture = self._message = None
         return to_json(event)
 
     def _update(self, update: MessageUpdate) -> dict[str, Any]:
         stream_event: Any = update.assistant_message_event  # never a terminal event in an update
-        last, message = self._last, self._message
-        self._last, self._message = stream_event, None
+        last, capture, message = self._last, self._capture, self._message
+        # The capture is kept as seen now: the general path below builds the event's partial, and
+        # the next update's O(1) test needs what it captured.
+        self._last, self._capture, self._message = stream_event, stream_event._partial, None
         if update.extra:  # keys of the update itself that agentloop does not model: the full form has them
             return to_json(update)
-        if update._message is None and last is not None and appends_only(last, stream_event):
+        if update._message is None and last is not None and appends_only(capture, stream_event):
             return _compact(stream_event)  # the common case, O(1): one more chunk of the open block
         before = last.partial if last is not None else message
         after = stream_event.partial

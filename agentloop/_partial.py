@@ -65,10 +65,12 @@ def _build(
 
 
 def appends_only(before: Any, after: Any) -> bool:
-    """Whether `after`'s partial is `before`'s with only `after.delta` appended to the open text or
-    thinking block, told in O(1) from the captures of two events of one builder (False when either
-    partial is not a capture, or anything else changed). The compact wire form relies on it."""
-    old, new = before._partial, after._partial
+    """Whether `after`'s partial is the message `before` captured with only `after.delta` appended
+    to the open text or thinking block, told in O(1) from two captures of one builder: `before` is
+    an earlier event's capture (its `_partial` as it was when that event was seen: a consumer that
+    reads its `partial` later replaces it by the message), `after` an event. False when either is
+    not a capture, or anything else changed. The compact wire form relies on it."""
+    old, new = before, after._partial
     if type(old) is not tuple or type(new) is not tuple:
         return False
     _, header, head, count, last, parts, part_count, kind = new
