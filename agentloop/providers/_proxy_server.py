@@ -278,42 +278,37 @@ class _ProxyApp:
         The server's API key never reaches the client: error texts are sent with it redacted.
         """
         with queued:  # closed at the end: the writer then ends the body
-            await self._run(queued, model, context, options)
-
-    async def _run(
-        self, queued: MemoryObjectSendStream[bytes], model: Model, context: Context, options: StreamOptions
-    ) -> None:
-        signal = options.signal
-        encoder = WireEncoder(model)
-        secret = options.api_key or env_api_key(model.provider)
-        try:
-            source = self._stream_fn(model, context, options)
-            if inspect.isawaitable(source):
-                source = await source
-            async with _opened(source) as events:
-                sent = 0
-                async for event in events:
-                    sent += 1
-                    if sent % _EVENTS_PER_TURN == 0:
-                        # An upstream that never waits (a cache, a replay, a fast local model) would
-                        # otherwise hold the loop for a whole answer, and the writer would send
-                        # nothing before its end.
-                        await anyio.lowlevel.checkpoint()
-                    wire = encoder.encode(event)
-                    if wire["type"] == "error" and isinstance(wire.get("errorMessage"), str):
-                        wire["errorMessage"] = redact(wire["errorMessage"], secret)
-                    await _queue(queued, wire)
-                    if wire["type"] in ("done", "error"):
-                        return
-        except ProxyProtocolError as exc:
-            text = f"The model stream broke the event protocol: {exc}"
-            await _queue(queued, encoder.failure("error", redact(text, secret)))
-            return
-        except Exception as exc:  # the stream function broke its contract (it must not raise)
-            text = str(exc) or type(exc).__name__
-            await _queue(queued, encoder.failure("aborted" if signal.aborted else "error", redact(text, secret)))
-            return
-        await _queue(queued, encoder.failure("error", "The model stream ended without a done or error event"))
+            signal = options.signal
+            encoder = WireEncoder(model)
+            secret = options.api_key or env_api_key(model.provider)
+            try:
+                source = self._stream_fn(model, context, options)
+                if inspect.isawaitable(source):
+                    source = await source
+                async with _opened(source) as events:
+                    sent = 0
+                    async for event in events:
+                        sent += 1
+                        if sent % _EVENTS_PER_TURN == 0:
+                            # An upstream that never waits (a cache, a replay, a fast local model) would
+                            # otherwise hold the loop for a whole answer, and the writer would send
+                            # nothing before its end.
+                            await anyio.lowlevel.checkpoint()
+                        wire = encoder.encode(event)
+                        if wire["type"] == "error" and isinstance(wire.get("errorMessage"), str):
+                            wire["errorMessage"] = redact(wire["errorMessage"], secret)
+                        await _queue(queued, wire)
+                        if wire["type"] in ("done", "error"):
+                            return
+            except ProxyProtocolError as exc:
+                text = f"The model stream broke the event protocol: {exc}"
+                await _queue(queued, encoder.failure("error", redact(text, secret)))
+                return
+            except Exception as exc:  # the stream function broke its contract (it must not raise)
+                text = str(exc) or type(exc).__name__
+                await _queue(queued, encoder.failure("aborted" if signal.aborted else "error", redact(text, secret)))
+                return
+            await _queue(queued, encoder.failure("error", "The model stream ended without a done or error event"))
 
 
 async def _queue(queued: MemoryObjectSendStream[bytes], wire: dict[str, Any]) -> None:
