@@ -37,6 +37,7 @@ from ._errors import AgentBusyError as AgentBusyError
 from ._errors import AgentLoopError as AgentLoopError
 from ._errors import InvalidContextError as InvalidContextError
 from ._errors import ToolError as ToolError
+from ._errors import ToolTimeoutError as ToolTimeoutError
 from ._events import AgentEnd as AgentEnd
 from ._events import AgentEvent as AgentEvent
 from ._events import AgentStart as AgentStart
@@ -70,6 +71,7 @@ from ._stream import agent_loop as agent_loop
 from ._stream import agent_loop_continue as agent_loop_continue
 from ._tools import AgentTool as AgentTool
 from ._tools import tool as tool
+from ._tools import within_timeout as within_timeout
 from ._types import AgentMessage as AgentMessage
 from ._types import AgentToolResult as AgentToolResult
 from ._types import AssistantMessage as AssistantMessage
@@ -241,6 +243,7 @@ __all__ = (
     "ToolExecutionUpdate",
     "ToolInvocation",
     "ToolResultMessage",
+    "ToolTimeoutError",
     "TurnContext",
     "TurnEnd",
     "TurnStart",
@@ -263,4 +266,5 @@ __all__ = (
     "to_json",
     "tool",
     "with_envelopes",
+    "within_timeout",
 )

@@ -16,11 +16,14 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeGuard
 
 from ._regex import BoundedPattern, compile_bounded
 
-__all__ = ("coerce_arguments",)
+__all__ = (
+    "Passes",
+    "coerce_arguments",
+)
 
 _NUMBER_RE = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
 _RADIX_RE = re.compile(r"^0([xXoObB])([0-9a-fA-F]+)$")
@@ -37,8 +40,8 @@ class _Missing:
 _NO = _Missing()
 
 
-def _is_number(value: object) -> bool:
-    return type(value) in (int, float) and math.isfinite(value)  # type: ignore[arg-type]
+def _is_number(value: object) -> TypeGuard[int | float]:
+    return (type(value) is int or type(value) is float) and math.isfinite(value)
 
 
 def _num(value: float) -> int | float:
@@ -116,7 +119,7 @@ def _try_boolean(value: object) -> object:
     if type(value) is bool:
         return value
     if _is_number(value):
-        return {0: False, 1: True}.get(value, _NO)  # type: ignore[call-overload]
+        return False if value == 0 else True if value == 1 else _NO
     if value is None:
         return False
     if not isinstance(value, str):
@@ -246,7 +249,8 @@ class _Coercer:
         elif kind == "integer":
             result = _try_number(value)
             if result is not _NO:
-                return math.trunc(result)  # type: ignore[arg-type]
+                assert isinstance(result, (int, float))
+                return math.trunc(result)
         elif kind == "boolean":
             result = _try_boolean(value)
         elif kind == "null":
@@ -400,7 +404,7 @@ def _matches_type(value: object, kind: str) -> bool:
     if kind == "number":
         return _is_number(value)
     if kind == "integer":
-        return _is_number(value) and float(value).is_integer()  # type: ignore[arg-type]
+        return _is_number(value) and float(value).is_integer()
     if kind == "boolean":
         return type(value) is bool
     if kind == "string":

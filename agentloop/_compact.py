@@ -38,12 +38,11 @@ from ._events import (
     MessageEnd,
     MessageStart,
     MessageUpdate,
-    StartEvent,
     TextDeltaEvent,
     ThinkingDeltaEvent,
 )
 from ._partial import appends_only
-from ._types import AssistantMessage, TextContent, ThinkingContent
+from ._types import AssistantMessage, TextContent, ThinkingContent, streamed_chunks
 
 __all__ = ("CompactDecoder", "CompactEncoder")
 
@@ -62,11 +61,11 @@ class CompactEncoder:
             bus.publish(encode_json(encoder.to_json(event)))
     """
 
-    __slots__ = ("_capture", "_last", "_message")
+    __slots__ = ("_last", "_message", "_snapshot")
 
     def __init__(self) -> None:
         self._last: Any = None  # the stream event of the last update (its partial is built lazily)
-        self._capture: Any = None  # its partial as it was when seen (a capture, unless already built)
+        self._snapshot: Any = None  # its partial as it was when seen (a snapshot, unless built already)
         self._message: AssistantMessage | None = None  # or the message so far, when no such event
 
     def to_json(self, event: AgentEvent) -> dict[str, Any]:
@@ -74,26 +73,24 @@ class CompactEncoder:
         if isinstance(event, MessageUpdate):
             return self._update(event)
         if isinstance(event, MessageStart):
-            start: Any = event._message  # the message, or the `start` event it is built from
+            start = event.message
             if isinstance(start, AssistantMessage):
-                self._last, self._capture, self._message = None, None, start
-            elif type(start) is StartEvent:  # a streaming start: its partial stays lazy
-                self._last, self._capture, self._message = start, start._partial, None
+                self._last, self._snapshot, self._message = None, None, start
             else:
-                self._last = self._capture = self._message = None
+                self._last = self._snapshot = self._message = None
         elif isinstance(event, MessageEnd):
-            self._last = self._capture = self._message = None
+            self._last = self._snapshot = self._message = None
         return to_json(event)
 
     def _update(self, update: MessageUpdate) -> dict[str, Any]:
         stream_event: Any = update.assistant_message_event  # never a terminal event in an update
-        last, capture, message = self._last, self._capture, self._message
-        # The capture is kept as seen now: the general path below builds the event's partial, and
-        # the next update's O(1) test needs what it captured.
-        self._last, self._capture, self._message = stream_event, stream_event._partial, None
+        last, snapshot, message = self._last, self._snapshot, self._message
+        # The snapshot is kept as it is now: the general path below builds the event's partial,
+        # and the next update's O(1) test needs what the event captured.
+        self._last, self._snapshot, self._message = stream_event, stream_event._partial, None
         if update.extra:  # keys of the update itself that agentloop does not model: the full form has them
             return to_json(update)
-        if update._message is None and last is not None and appends_only(capture, stream_event):
+        if update._message is None and last is not None and appends_only(snapshot, stream_event):
             return _compact(stream_event)  # the common case, O(1): one more chunk of the open block
         before = last.partial if last is not None else message
         after = stream_event.partial
@@ -153,27 +150,29 @@ def _appended(before: Any, after: Any, delta: str) -> bool:
         return False
     # Two snapshots of one streaming block share its chunk list (see `_types._LazyText`): then
     # one more chunk, the delta itself, says it in O(1). Otherwise compare the texts.
-    parts = after._parts
-    if parts is not None and parts is before._parts and after._n == before._n + 1 and parts[before._n] is delta:
-        return True
+    chunks, chunks_before = streamed_chunks(after), streamed_chunks(before)
+    if chunks is not None and chunks_before is not None:
+        (parts, n), (parts_before, n_before) = chunks, chunks_before
+        if parts is parts_before and n == n_before + 1 and parts[n_before] is delta:
+            return True
     return _peek(after) == _peek(before) + delta
 
 
 def _peek(block: Any) -> str:
     """The text (or thinking) of a block, without caching it in a streaming snapshot: a cached
     snapshot drops its chunk list, and the O(1) test of `_appended` needs the next one to have it."""
-    parts = block._parts
-    if parts is not None:
-        return "".join(parts[: block._n])
+    chunks = streamed_chunks(block)
+    if chunks is not None:
+        return "".join(chunks[0][: chunks[1]])
     return block.text if type(block) is TextContent else block.thinking
 
 
 def _block_json(block: Any) -> dict[str, Any]:
     """`_block` of a content block, leaving a streaming text or thinking snapshot uncached."""
     kind = type(block)
-    if kind is TextContent and block._parts is not None:
+    if kind is TextContent and streamed_chunks(block) is not None:
         block = TextContent(_peek(block), text_signature=block.text_signature)
-    elif kind is ThinkingContent and block._parts is not None:
+    elif kind is ThinkingContent and streamed_chunks(block) is not None:
         block = ThinkingContent(_peek(block), thinking_signature=block.thinking_signature, redacted=block.redacted)
     return _block(block)
 

@@ -4,6 +4,7 @@
     ├── InvalidContextError(AgentLoopError, ValueError)   the context cannot be continued
     └── AgentBusyError(AgentLoopError, RuntimeError)      an Agent run is already active
     ToolError(Exception)                                  raised by tool authors
+    ToolTimeoutError(AgentLoopError, TimeoutError)        a tool ran past its `timeout`
 
 Model and tool failures never raise out of a run: they become messages and events
 (`stop_reason="error"`, `is_error=True` tool results). What reaches callers is a bad argument
@@ -13,7 +14,7 @@ cancellation.
 
 from __future__ import annotations
 
-__all__ = ("AgentBusyError", "AgentLoopError", "InvalidContextError", "ToolError")
+__all__ = ("AgentBusyError", "AgentLoopError", "InvalidContextError", "ToolError", "ToolTimeoutError")
 
 
 class AgentLoopError(Exception):
@@ -30,3 +31,11 @@ class AgentBusyError(AgentLoopError, RuntimeError):
 
 class ToolError(Exception):
     """Raised by a tool to fail its call with this message (no traceback reaches the model)."""
+
+
+class ToolTimeoutError(AgentLoopError, TimeoutError):
+    """A tool ran past its `timeout` (what `proceed()` raises to a `wrap_tool_call`).
+
+    The loop turns it into the call's error result ("Tool NAME timed out after N s") unless a
+    wrapper handles it first: a durable engine records it as the step's outcome.
+    """

@@ -6,16 +6,23 @@ Every event is an immutable slotted record whose `type` is the TypeScript event 
 Every event also has `extra`, the keys of its JSON form that agentloop does not model (pi 1.x's
 `durationMs` on `tool_execution_end`, ...): set only by `from_json`, None otherwise, compared by
 `==` and written back by `to_json` (see `_types`).
+
+Most events are frozen slotted dataclasses (`_Record`). The ones made per streamed delta, the
+stream events that carry a `partial` and `MessageUpdate`, are small slotted classes that build
+their message on first read (`_StreamEvent`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import FrozenInstanceError
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
-from ._types import AgentMessage, AgentToolResult, AssistantMessage, ToolCall, ToolResultMessage
-from ._types import _slot_setter as _setter
+from ._record import fast_init
+from ._snapshot import PartialSnapshot
+from ._types import AgentMessage, AgentToolResult, AssistantMessage, ToolCall, ToolResultMessage, _extra_field
+from ._types import _store_extra as _check_extra
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -49,11 +56,11 @@ __all__ = (
 
 
 class _Event:
-    """Base of every event: `extra`, None unless `_with_extra` gave the event one.
+    """Base of the events made per delta: `extra`, None unless `_with_extra` gave the event one.
 
-    Events are made per delta, so `extra` costs their constructors nothing: it is this class's
-    attribute, shadowed by an entry of the instance's `__dict__` (the only use of that dict, which
-    exists only for the events that carry an `extra`).
+    `extra` costs their constructors nothing: it is this class's attribute, shadowed by an entry
+    of the instance's `__dict__` (the only use of that dict, which exists only for the events that
+    carry an `extra`).
     """
 
     __slots__ = ("__dict__",)
@@ -66,13 +73,21 @@ _E = TypeVar("_E", bound=_Event)
 
 def _with_extra(event: _E, extra: Mapping[str, Any] | None) -> _E:
     """`event`, carrying `extra` when there is any (how `from_json` and unpickling set it)."""
-    if extra:
-        object.__setattr__(event, "extra", extra)
+    if not extra:
+        return event
+    if dataclasses.is_dataclass(event):
+        return dataclasses.replace(event, extra=extra)
+    object.__setattr__(event, "extra", extra)
     return event
 
 
 def _rebuilt(cls: type[_E], args: tuple[Any, ...], extra: Mapping[str, Any] | None) -> _E:
     return _with_extra(cls(*args), extra)
+
+
+def _setter(cls: type, name: str) -> Callable[[Any, Any], None]:
+    setter: Callable[[Any, Any], None] = cls.__dict__[name].__set__
+    return setter
 
 
 # --- the assistant streaming protocol (pi-ai AssistantMessageEvent) --------------------------
@@ -83,24 +98,26 @@ def _rebuilt(cls: type[_E], args: tuple[Any, ...], extra: Mapping[str, Any] | No
 class _StreamEvent(_Event):
     """Base of the events that carry a `partial` snapshot.
 
-    They are made once per delta, so they are small slotted classes, immutable like the
-    dataclasses, whose `partial` may be captured cheaply by `AssistantMessageBuilder` and built
-    into an `AssistantMessage` on first access (most consumers only read the delta).
+    They are made once per delta, and their `partial` is built on first read (most consumers only
+    read the delta): `AssistantMessageBuilder` gives them a `PartialSnapshot`, not a message.
+    That is why they are small slotted classes, immutable like the records, and not
+    dataclasses: a dataclass's field is what it stores, and a frozen dataclass's `__init__` made
+    a streamed run more than 10% slower (benchmarks/README.md, "Records").
     """
 
     __slots__ = ("_partial",)
     _fields: ClassVar[tuple[str, ...]] = ()
-    _partial: Any
+    _partial: AssistantMessage | PartialSnapshot
     type: str
 
     @property
     def partial(self) -> AssistantMessage:
         """The message so far (an immutable snapshot)."""
         partial = self._partial
-        if type(partial) is tuple:  # a capture: (build, *state), see AssistantMessageBuilder
-            partial = partial[0](partial)
+        if isinstance(partial, PartialSnapshot):
+            partial = partial.build()
             object.__setattr__(self, "_partial", partial)
-        return partial  # type: ignore[no-any-return]
+        return partial
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"{type(self).__name__} is immutable")
@@ -117,7 +134,7 @@ class _StreamEvent(_Event):
             and self.extra == other.extra
         )
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable (its partial may hold lists), as `object` lets a subclass say
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._fields)
@@ -139,7 +156,7 @@ class StartEvent(_StreamEvent):
     __match_args__ = ("partial",)
     type: Literal["start"] = "start"
 
-    def __init__(self, partial: AssistantMessage) -> None:
+    def __init__(self, partial: AssistantMessage | PartialSnapshot) -> None:
         _set_partial(self, partial)
 
 
@@ -150,7 +167,7 @@ class _IndexEvent(_StreamEvent):
     content_index: int
     """Which block of `partial.content` the event is about."""
 
-    def __init__(self, content_index: int, partial: AssistantMessage) -> None:
+    def __init__(self, content_index: int, partial: AssistantMessage | PartialSnapshot) -> None:
         _set_index_index(self, content_index)
         _set_partial(self, partial)
 
@@ -166,7 +183,7 @@ class _DeltaEvent(_StreamEvent):
     delta: str
     """The text (or raw JSON fragment) appended."""
 
-    def __init__(self, content_index: int, delta: str, partial: AssistantMessage) -> None:
+    def __init__(self, content_index: int, delta: str, partial: AssistantMessage | PartialSnapshot) -> None:
         _set_delta_index(self, content_index)
         _set_delta(self, delta)
         _set_partial(self, partial)
@@ -184,7 +201,7 @@ class _EndEvent(_StreamEvent):
     content: str
     """The full text of the block."""
 
-    def __init__(self, content_index: int, content: str, partial: AssistantMessage) -> None:
+    def __init__(self, content_index: int, content: str, partial: AssistantMessage | PartialSnapshot) -> None:
         _set_end_index(self, content_index)
         _set_end_content(self, content)
         _set_partial(self, partial)
@@ -260,7 +277,7 @@ class ToolCallEndEvent(_StreamEvent):
     content_index: int
     tool_call: ToolCall
 
-    def __init__(self, content_index: int, tool_call: ToolCall, partial: AssistantMessage) -> None:
+    def __init__(self, content_index: int, tool_call: ToolCall, partial: AssistantMessage | PartialSnapshot) -> None:
         _set_call_index(self, content_index)
         _set_tool_call(self, tool_call)
         _set_partial(self, partial)
@@ -270,75 +287,39 @@ _set_call_index = _setter(ToolCallEndEvent, "content_index")
 _set_tool_call = _setter(ToolCallEndEvent, "tool_call")
 
 
-class _Record(_Event):
-    """Base of the other events: immutable, slotted, compared, hashed and shown by their fields.
-
-    Hand-written rather than `dataclass(frozen=True, slots=True)`: each dataclass costs about half
-    a millisecond of `import agentloop`, and these constructors run for every event.
-    """
+class _Record:
+    """Base of the events that are plain records: `@fast_init @dataclass(frozen=True, slots=True)`."""
 
     __slots__ = ()
-    __match_args__: ClassVar[tuple[str, ...]] = ()
-    _fields: ClassVar[tuple[str, ...]] = ()
+    extra: Mapping[str, Any] | None
 
-    def __setattr__(self, name: str, value: object) -> None:
-        raise FrozenInstanceError(f"cannot assign to field {name!r}")
-
-    def __delattr__(self, name: str) -> None:
-        raise FrozenInstanceError(f"cannot delete field {name!r}")
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, f) == getattr(other, f) for f in self._fields) and self.extra == other.extra
-
-    def __hash__(self) -> int:
-        return hash(tuple(getattr(self, f) for f in self._fields))
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._fields)
-        return f"{type(self).__name__}({fields})"
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuilt, (type(self), tuple(getattr(self, f) for f in self._fields), self.extra))
+    def __post_init__(self) -> None:
+        if self.extra is not None:
+            _check_extra(self, self.extra)
 
 
+@fast_init
+@dataclass(frozen=True, slots=True)
 class DoneEvent(_Record):
     """The response finished: `message` is final."""
 
-    __slots__ = ("message", "reason")
-    _fields = ("reason", "message")
-    __match_args__ = ("reason", "message")
-    type: Literal["done"] = "done"
     reason: Literal["stop", "length", "toolUse"]
     message: AssistantMessage
-
-    def __init__(self, reason: Literal["stop", "length", "toolUse"], message: AssistantMessage) -> None:
-        _set_DoneEvent_reason(self, reason)
-        _set_DoneEvent_message(self, message)
-
-
-_set_DoneEvent_reason = _setter(DoneEvent, "reason")
-_set_DoneEvent_message = _setter(DoneEvent, "message")
+    extra: Mapping[str, Any] | None = _extra_field()
+    """The event's JSON keys agentloop does not model (see the module docstring). Read-only."""
+    type: ClassVar[Literal["done"]] = "done"
 
 
+@fast_init
+@dataclass(frozen=True, slots=True)
 class ErrorEvent(_Record):
     """The response failed or was aborted: `error` is the final message, partial content kept."""
 
-    __slots__ = ("error", "reason")
-    _fields = ("reason", "error")
-    __match_args__ = ("reason", "error")
-    type: Literal["error"] = "error"
     reason: Literal["error", "aborted"]
     error: AssistantMessage
-
-    def __init__(self, reason: Literal["error", "aborted"], error: AssistantMessage) -> None:
-        _set_ErrorEvent_reason(self, reason)
-        _set_ErrorEvent_error(self, error)
-
-
-_set_ErrorEvent_reason = _setter(ErrorEvent, "reason")
-_set_ErrorEvent_error = _setter(ErrorEvent, "error")
+    extra: Mapping[str, Any] | None = _extra_field()
+    """The event's JSON keys agentloop does not model (see the module docstring). Read-only."""
+    type: ClassVar[Literal["error"]] = "error"
 
 
 AssistantMessageEvent: TypeAlias = (
@@ -360,88 +341,75 @@ AssistantMessageEvent: TypeAlias = (
 # --- the agent events (pi-agent-core AgentEvent) ---------------------------------------------
 
 
+@fast_init
+@dataclass(frozen=True, slots=True)
 class AgentStart(_Record):
     """A run began. Always the first event."""
 
-    __slots__ = ()
-    type: Literal["agent_start"] = "agent_start"
+    extra: Mapping[str, Any] | None = _extra_field()
+    """The event's JSON keys agentloop does not model (see the module docstring). Read-only."""
+    type: ClassVar[Literal["agent_start"]] = "agent_start"
 
 
+@fast_init
+@dataclass(frozen=True, slots=True)
 class AgentEnd(_Record):
     """A run ended. Always the last event; `messages` are the messages the run added."""
 
-    __slots__ = ("messages",)
-    _fields = ("messages",)
-    __match_args__ = ("messages",)
-    type: Literal["agent_end"] = "agent_end"
     messages: Sequence[AgentMessage]
+    extra: Mapping[str, Any] | None = _extra_field()
+    """The event's JSON keys agentloop does not model (see the module docstring). Read-only."""
+    type: ClassVar[Literal["agent_end"]] = "agent_end"
 
-    def __init__(self, messages: Sequence[AgentMessage]) -> None:
-        _set_AgentEnd_messages(self, messages if type(messages) is tuple else tuple(messages))
+    def __post_init__(self) -> None:
+        if type(self.messages) is not tuple:
+            object.__setattr__(self, "messages", tuple(self.messages))
+        if self.extra is not None:
+            _check_extra(self, self.extra)
 
 
-_set_AgentEnd_messages = _setter(AgentEnd, "messages")
-
-
+@fast_init
+@dataclass(frozen=True, slots=True)
 class TurnStart(_Record):
     """A turn began: one model response and the tool calls it makes."""
 
-    __slots__ = ()
-    type: Literal["turn_start"] = "turn_start"
+    extra: Mapping[str, Any] | None = _extra_field()
+    """The event's JSON keys agentloop does not model (see the module docstring). Read-only."""
+    type: ClassVar[Literal["turn_start"]] = "turn_start"
 
 
+@fast_init
+@dataclass(frozen=True, slots=True)
 class TurnEnd(_Record):
     """A turn ended: its assistant message and its tool results in source order."""
 
-    __slots__ = ("message", "tool_results")
-    _fields = ("message", "tool_results")
-    __match_args__ = ("message", "tool_results")
-    type: Literal["turn_end"] = "turn_end"
     message: AssistantMessage
     tool_results: Sequence[ToolResultMessage]
+    extra: Mapping[str, Any] | None = _extra_field()
+    """The event's JSON keys agentloop does not model (see the module docstring). Read-only."""
+    type: ClassVar[Literal["turn_end"]] = "turn_end"
 
-    def __init__(self, message: AssistantMessage, tool_results: Sequence[ToolResultMessage]) -> None:
-        _set_TurnEnd_message(self, message)
-        _set_TurnEnd_tool_results(self, tool_results if type(tool_results) is tuple else tuple(tool_results))
+    def __post_init__(self) -> None:
+        if type(self.tool_results) is not tuple:
+            object.__setattr__(self, "tool_results", tuple(self.tool_results))
+        if self.extra is not None:
+            _check_extra(self, self.extra)
 
 
-_set_TurnEnd_message = _setter(TurnEnd, "message")
-_set_TurnEnd_tool_results = _setter(TurnEnd, "tool_results")
-
-
+@fast_init
+@dataclass(frozen=True, slots=True)
 class MessageStart(_Record):
-    """A message began (prompts, queued messages, tool results, and each assistant response).
+    """A message began (prompts, queued messages, tool results, and each assistant response)."""
 
-    For a streaming response `message` is the `start` event's snapshot, built on first access.
-    """
-
-    __slots__ = ("_message",)
-    _fields = ("message",)
-    __match_args__ = ("message",)
-    type: Literal["message_start"] = "message_start"
-    _message: AgentMessage | StartEvent
-
-    def __init__(self, message: AgentMessage) -> None:
-        _set_MessageStart_message(self, message)
+    message: AgentMessage
+    extra: Mapping[str, Any] | None = _extra_field()
+    """The event's JSON keys agentloop does not model (see the module docstring). Read-only."""
+    type: ClassVar[Literal["message_start"]] = "message_start"
 
     @classmethod
     def _streaming(cls, start: StartEvent) -> MessageStart:
-        """The `message_start` of a streaming response: the snapshot is built if someone reads it."""
-        event = object.__new__(cls)
-        _set_MessageStart_message(event, start)
-        return event
-
-    @property
-    def message(self) -> AgentMessage:
-        """The message."""
-        message = self._message
-        if type(message) is StartEvent:
-            message = message.partial
-            _set_MessageStart_message(self, message)
-        return message  # type: ignore[return-value]
-
-
-_set_MessageStart_message = _setter(MessageStart, "_message")
+        """The `message_start` of a streaming response: the `start` event's snapshot."""
+        return cls(start.partial)
 
 
 class MessageUpdate(_Event):
@@ -466,7 +434,11 @@ class MessageUpdate(_Event):
         """The message so far."""
         message = self._message
         if message is None:
-            message = self.assistant_message_event.partial  # type: ignore[union-attr]
+            event = self.assistant_message_event
+            if isinstance(event, _StreamEvent):
+                message = event.partial
+            else:  # (a terminal event is not an update, but its message is the one to show)
+                message = event.message if isinstance(event, DoneEvent) else event.error
             object.__setattr__(self, "_message", message)
         return message
 
@@ -485,7 +457,7 @@ class MessageUpdate(_Event):
             and self.extra == other.extra
         )
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable (its partial may hold lists), as `object` lets a subclass say
 
     def __repr__(self) -> str:
         return f"MessageUpdate(message={self.message!r}, assistant_message_event={self.assistant_message_event!r})"
@@ -498,92 +470,56 @@ _set_message = _setter(MessageUpdate, "_message")
 _set_update_event = _setter(MessageUpdate, "assistant_message_event")
 
 
+@fast_init
+@dataclass(frozen=True, slots=True)
 class MessageEnd(_Record):
     """A message is complete and part of the transcript."""
 
-    __slots__ = ("message",)
-    _fields = ("message",)
-    __match_args__ = ("message",)
-    type: Literal["message_end"] = "message_end"
     message: AgentMessage
-
-    def __init__(self, message: AgentMessage) -> None:
-        _set_MessageEnd_message(self, message)
-
-
-_set_MessageEnd_message = _setter(MessageEnd, "message")
+    extra: Mapping[str, Any] | None = _extra_field()
+    """The event's JSON keys agentloop does not model (see the module docstring). Read-only."""
+    type: ClassVar[Literal["message_end"]] = "message_end"
 
 
+@fast_init
+@dataclass(frozen=True, slots=True)
 class ToolExecutionStart(_Record):
     """A tool call is about to be prepared; `args` are the model's raw arguments."""
 
-    __slots__ = ("args", "tool_call_id", "tool_name")
-    _fields = ("tool_call_id", "tool_name", "args")
-    __match_args__ = ("tool_call_id", "tool_name", "args")
-    type: Literal["tool_execution_start"] = "tool_execution_start"
     tool_call_id: str
     tool_name: str
     args: Any
-
-    def __init__(self, tool_call_id: str, tool_name: str, args: Any) -> None:
-        _set_ToolExecutionStart_tool_call_id(self, tool_call_id)
-        _set_ToolExecutionStart_tool_name(self, tool_name)
-        _set_ToolExecutionStart_args(self, args)
+    extra: Mapping[str, Any] | None = _extra_field()
+    """The event's JSON keys agentloop does not model (see the module docstring). Read-only."""
+    type: ClassVar[Literal["tool_execution_start"]] = "tool_execution_start"
 
 
-_set_ToolExecutionStart_tool_call_id = _setter(ToolExecutionStart, "tool_call_id")
-_set_ToolExecutionStart_tool_name = _setter(ToolExecutionStart, "tool_name")
-_set_ToolExecutionStart_args = _setter(ToolExecutionStart, "args")
-
-
+@fast_init
+@dataclass(frozen=True, slots=True)
 class ToolExecutionUpdate(_Record):
     """A running tool reported progress."""
 
-    __slots__ = ("args", "partial_result", "tool_call_id", "tool_name")
-    _fields = ("tool_call_id", "tool_name", "args", "partial_result")
-    __match_args__ = ("tool_call_id", "tool_name", "args", "partial_result")
-    type: Literal["tool_execution_update"] = "tool_execution_update"
     tool_call_id: str
     tool_name: str
     args: Any
     partial_result: AgentToolResult
-
-    def __init__(self, tool_call_id: str, tool_name: str, args: Any, partial_result: AgentToolResult) -> None:
-        _set_ToolExecutionUpdate_tool_call_id(self, tool_call_id)
-        _set_ToolExecutionUpdate_tool_name(self, tool_name)
-        _set_ToolExecutionUpdate_args(self, args)
-        _set_ToolExecutionUpdate_partial_result(self, partial_result)
+    extra: Mapping[str, Any] | None = _extra_field()
+    """The event's JSON keys agentloop does not model (see the module docstring). Read-only."""
+    type: ClassVar[Literal["tool_execution_update"]] = "tool_execution_update"
 
 
-_set_ToolExecutionUpdate_tool_call_id = _setter(ToolExecutionUpdate, "tool_call_id")
-_set_ToolExecutionUpdate_tool_name = _setter(ToolExecutionUpdate, "tool_name")
-_set_ToolExecutionUpdate_args = _setter(ToolExecutionUpdate, "args")
-_set_ToolExecutionUpdate_partial_result = _setter(ToolExecutionUpdate, "partial_result")
-
-
+@fast_init
+@dataclass(frozen=True, slots=True)
 class ToolExecutionEnd(_Record):
     """A tool call is finalized (after `after_tool_call`)."""
 
-    __slots__ = ("is_error", "result", "tool_call_id", "tool_name")
-    _fields = ("tool_call_id", "tool_name", "result", "is_error")
-    __match_args__ = ("tool_call_id", "tool_name", "result", "is_error")
-    type: Literal["tool_execution_end"] = "tool_execution_end"
     tool_call_id: str
     tool_name: str
     result: AgentToolResult
     is_error: bool
-
-    def __init__(self, tool_call_id: str, tool_name: str, result: AgentToolResult, is_error: bool) -> None:
-        _set_ToolExecutionEnd_tool_call_id(self, tool_call_id)
-        _set_ToolExecutionEnd_tool_name(self, tool_name)
-        _set_ToolExecutionEnd_result(self, result)
-        _set_ToolExecutionEnd_is_error(self, is_error)
-
-
-_set_ToolExecutionEnd_tool_call_id = _setter(ToolExecutionEnd, "tool_call_id")
-_set_ToolExecutionEnd_tool_name = _setter(ToolExecutionEnd, "tool_name")
-_set_ToolExecutionEnd_result = _setter(ToolExecutionEnd, "result")
-_set_ToolExecutionEnd_is_error = _setter(ToolExecutionEnd, "is_error")
+    extra: Mapping[str, Any] | None = _extra_field()
+    """The event's JSON keys agentloop does not model (see the module docstring). Read-only."""
+    type: ClassVar[Literal["tool_execution_end"]] = "tool_execution_end"
 
 
 AgentEvent: TypeAlias = (

@@ -3,8 +3,8 @@
 Stream functions (the providers, the scripted model of `agentloop.testing`) feed deltas into a
 builder and yield the events it returns. Each event carries a snapshot of the message so far.
 A delta costs O(1) whatever the length of the answer: the open text block keeps its chunks in an
-append-only list, an event captures only (blocks, chunk count) in a tuple, and the
-`AssistantMessage` snapshot is built from the capture when someone reads `event.partial`.
+append-only list, an event captures a `PartialSnapshot` (the builder's lists and how much of them
+is its own), and the `AssistantMessage` is built from it when someone reads `event.partial`.
 """
 
 from __future__ import annotations
@@ -25,11 +25,14 @@ from ._events import (
     ToolCallDeltaEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
+    _StreamEvent,
 )
+from ._snapshot import Header, PartialSnapshot, with_arguments
 from ._types import (
     _ZERO_USAGE,
     AssistantContent,
     AssistantMessage,
+    StopReason,
     TextContent,
     ThinkingContent,
     ToolCall,
@@ -40,73 +43,37 @@ from ._types import (
 __all__ = ("AssistantMessageBuilder", "appends_only")
 
 
-def _with_arguments(call: ToolCall, arguments: Mapping[str, Any]) -> ToolCall:
-    """The tool call with its partial arguments so far."""
-    return ToolCall(call.id, call.name, arguments, thought_signature=call.thought_signature)
+_snapshot = tuple.__new__  # `PartialSnapshot(...)` without its Python `__new__` (see its docstring)
 
 
-def _build(
-    capture: tuple[Any, ...], stop_reason: Any = "pending", error_message: str | None = None
-) -> AssistantMessage:
-    """The snapshot an event captured: (build, header, earlier blocks, their count, last block,
-    parts, part count, kind); parts are the chunks of the last block while it is open (text,
-    thinking), or its partial arguments (a tool call)."""
-    _, header, head, count, last, parts, part_count, kind = capture
-    if last is None:
-        return _message(header, (), stop_reason, error_message)
-    if parts is not None:
-        if kind == "text":
-            last = TextContent._streaming(parts, part_count, last.text_signature)
-        elif kind == "thinking":
-            last = ThinkingContent._streaming(parts, part_count, last.thinking_signature)
-        else:
-            last = _with_arguments(last, parts)
-    return _message(header, (*head[:count], last), stop_reason, error_message)
-
-
-def appends_only(before: Any, after: Any) -> bool:
-    """Whether `after`'s partial is the message `before` captured with only `after.delta` appended
-    to the open text or thinking block, told in O(1) from two captures of one builder: `before` is
-    an earlier event's capture (its `_partial` as it was when that event was seen: a consumer that
-    reads its `partial` later replaces it by the message), `after` an event. False when either is
-    not a capture, or anything else changed. The compact wire form relies on it."""
-    old, new = before, after._partial
-    if type(old) is not tuple or type(new) is not tuple:
+def appends_only(before: object, after: _StreamEvent) -> bool:
+    """Whether `after`'s partial is the message snapshot `before` with only `after.delta` appended
+    to the open text or thinking block, told in O(1) from two snapshots of one builder (False when
+    either is not a snapshot, or anything else changed). `before` is an earlier event's `_partial`
+    as it was when that event was seen: a consumer that reads its `partial` later replaces it by
+    the message. The compact wire form relies on it."""
+    if type(after) is TextDeltaEvent:
+        kind: type = TextContent
+    elif type(after) is ThinkingDeltaEvent:
+        kind = ThinkingContent
+    else:
         return False
-    _, header, head, count, last, parts, part_count, kind = new
-    return bool(
-        parts is not None
-        and part_count > 0
-        and (
-            kind == "text"
-            if type(after) is TextDeltaEvent
-            else kind == "thinking" and type(after) is ThinkingDeltaEvent
-        )
-        and after.content_index == count
-        and old[5] is parts
-        and old[6] == part_count - 1
-        and old[1] is header
-        and old[2] is head
-        and old[3] == count
-        and old[4] is last
-        and parts[part_count - 1] is after.delta
-    )
-
-
-def _message(
-    header: tuple[Any, ...], content: tuple[AssistantContent, ...], stop_reason: Any, error_message: str | None
-) -> AssistantMessage:
-    api, provider, model, usage, response_id, timestamp = header
-    return AssistantMessage(
-        content=content,
-        api=api,
-        provider=provider,
-        model=model,
-        usage=usage,
-        stop_reason=stop_reason,
-        error_message=error_message,
-        response_id=response_id,
-        timestamp=timestamp,
+    old, new = before, after._partial
+    if not isinstance(old, PartialSnapshot) or not isinstance(new, PartialSnapshot):
+        return False
+    parts, n = new.parts, new.part_count
+    return (
+        type(new.last) is kind
+        and isinstance(parts, list)
+        and n > 0
+        and after.content_index == new.head_count
+        and old.parts is parts
+        and old.part_count == n - 1
+        and old.header is new.header
+        and old.head is new.head
+        and old.head_count == new.head_count
+        and old.last is new.last
+        and parts[n - 1] is after.delta
     )
 
 
@@ -128,15 +95,7 @@ class AssistantMessageBuilder:
     __slots__ = ("_head", "_header", "_kind", "_last", "_parts", "_tool_text")
 
     def __init__(self, *, api: str = "", provider: str = "", model: str = "", timestamp: int | None = None) -> None:
-        # (api, provider, model, usage, response_id, timestamp): what every snapshot shares
-        self._header: tuple[Any, ...] = (
-            api,
-            provider,
-            model,
-            _ZERO_USAGE,
-            None,
-            timestamp if timestamp is not None else now_ms(),
-        )
+        self._header = Header(api, provider, model, _ZERO_USAGE, None, timestamp if timestamp is not None else now_ms())
         # The blocks: `_head` then `_last`. Events capture `_head` with its length, so it only
         # grows (a change to an earlier block copies it first): a new or changed last block costs
         # O(1), not a copy of every block.
@@ -145,7 +104,7 @@ class AssistantMessageBuilder:
         # The last block while it is open: the chunks of a text or thinking block, or the partial
         # arguments of a tool call (built into its `ToolCall` when a snapshot or the next block
         # needs them, not at every delta).
-        self._parts: Any = None
+        self._parts: list[str] | Mapping[str, Any] | None = None
         self._kind = ""  # "text", "thinking" or "toolCall": what the open block is
         self._tool_text: dict[int, list[str]] = {}
 
@@ -153,46 +112,43 @@ class AssistantMessageBuilder:
     @property
     def usage(self) -> Usage:
         """Token usage so far; the final message carries it."""
-        return self._header[3]  # type: ignore[no-any-return]
+        return self._header.usage
 
     @usage.setter
     def usage(self, usage: Usage) -> None:
-        header = self._header
-        self._header = (*header[:3], usage, *header[4:])
+        self._header = self._header._replace(usage=usage)
 
     @property
     def response_id(self) -> str | None:
         """The provider's id for the response."""
-        return self._header[4]  # type: ignore[no-any-return]
+        return self._header.response_id
 
     @response_id.setter
     def response_id(self, response_id: str | None) -> None:
-        header = self._header
-        self._header = (*header[:4], response_id, header[5])
+        self._header = self._header._replace(response_id=response_id)
 
     @property
     def content(self) -> tuple[AssistantContent, ...]:
         """The blocks so far."""
         return self.snapshot().content
 
-    def _capture(self) -> tuple[Any, ...]:
-        parts = self._parts
-        head = self._head
-        if parts is None:
-            return (_build, self._header, head, len(head), self._last, None, 0, "")
-        return (_build, self._header, head, len(head), self._last, parts, len(parts), self._kind)
+    def _capture(self) -> PartialSnapshot:
+        parts, head = self._parts, self._head
+        return _snapshot(
+            PartialSnapshot, (self._header, head, len(head), self._last, parts, 0 if parts is None else len(parts))
+        )
 
-    def snapshot(self, stop_reason: Any = "pending", error_message: str | None = None) -> AssistantMessage:
+    def snapshot(self, stop_reason: StopReason = "pending", error_message: str | None = None) -> AssistantMessage:
         """The message so far, as an immutable value."""
-        return _build(self._capture(), stop_reason, error_message)
+        return self._capture().build(stop_reason, error_message)
 
     # --- blocks ---------------------------------------------------------------------------
     def _count(self) -> int:
         return len(self._head) + (self._last is not None)
 
-    def _block(self, index: int) -> AssistantContent:
+    def _block(self, index: int) -> AssistantContent | None:
         head = self._head
-        return head[index] if index < len(head) else self._last  # type: ignore[return-value]
+        return head[index] if index < len(head) else self._last
 
     def _index(self, index: int | None, kind: type) -> int:
         last = self._count() - 1
@@ -206,18 +162,17 @@ class AssistantMessageBuilder:
         return index
 
     def _close_open(self) -> None:
-        """Freeze the open text/thinking block (a new block starts, or the response ends)."""
-        parts = self._parts
+        """Freeze the open block (a new block starts, or the response ends)."""
+        parts, last = self._parts, self._last
         if parts is None:
             return
-        old = self._last
-        kind = self._kind
-        if kind == "toolCall":
-            self._last = _with_arguments(old, parts)  # type: ignore[arg-type]
-        elif kind == "text":
-            self._last = TextContent("".join(parts), text_signature=old.text_signature)  # type: ignore[union-attr]
-        else:
-            self._last = ThinkingContent("".join(parts), thinking_signature=old.thinking_signature)  # type: ignore[union-attr]
+        if isinstance(last, ToolCall):
+            assert not isinstance(parts, list)
+            self._last = with_arguments(last, parts)
+        elif isinstance(last, TextContent):
+            self._last = TextContent("".join(parts), text_signature=last.text_signature)
+        elif isinstance(last, ThinkingContent):
+            self._last = ThinkingContent("".join(parts), thinking_signature=last.thinking_signature)
         self._parts = None
 
     def _append(self, block: AssistantContent) -> int:
@@ -241,30 +196,29 @@ class AssistantMessageBuilder:
 
     def start(self) -> StartEvent:
         """The `start` event."""
-        return StartEvent(self._capture())  # type: ignore[arg-type]
+        return StartEvent(self._capture())
 
     def text_start(self) -> TextStartEvent:
         """Open a text block at the end."""
         index = self._append(TextContent(""))
         self._parts, self._kind = [], "text"
-        return TextStartEvent(index, self._capture())  # type: ignore[arg-type]
+        return TextStartEvent(index, self._capture())
 
     def text_delta(self, delta: str, index: int | None = None) -> TextDeltaEvent:
         """Append text to a text block."""
         parts = self._parts
-        if parts is not None and self._kind == "text" and (index is None or index == len(self._head)):
+        if type(parts) is list and self._kind == "text" and (index is None or index == len(self._head)):
             parts.append(delta)
             head = self._head
+            count = len(head)
             return TextDeltaEvent(
-                len(head),
-                delta,
-                (_build, self._header, head, len(head), self._last, parts, len(parts), "text"),  # type: ignore[arg-type]
+                count, delta, _snapshot(PartialSnapshot, (self._header, head, count, self._last, parts, len(parts)))
             )
         index = self._index(index, TextContent)  # not the open block: the rare, O(text) path
         old = self._block(index)
         assert isinstance(old, TextContent)
         self._set(index, TextContent(old.text + delta, text_signature=old.text_signature))
-        return TextDeltaEvent(index, delta, self._capture())  # type: ignore[arg-type]
+        return TextDeltaEvent(index, delta, self._capture())
 
     def text_end(self, index: int | None = None, *, signature: str | None = None) -> TextEndEvent:
         """Close a text block."""
@@ -276,30 +230,29 @@ class AssistantMessageBuilder:
         if signature is not None:
             block = TextContent(block.text, text_signature=signature)
             self._set(index, block)
-        return TextEndEvent(index, block.text, self._capture())  # type: ignore[arg-type]
+        return TextEndEvent(index, block.text, self._capture())
 
     def thinking_start(self) -> ThinkingStartEvent:
         """Open a thinking block at the end."""
         index = self._append(ThinkingContent(""))
         self._parts, self._kind = [], "thinking"
-        return ThinkingStartEvent(index, self._capture())  # type: ignore[arg-type]
+        return ThinkingStartEvent(index, self._capture())
 
     def thinking_delta(self, delta: str, index: int | None = None) -> ThinkingDeltaEvent:
         """Append reasoning to a thinking block."""
         parts = self._parts
-        if parts is not None and self._kind == "thinking" and (index is None or index == len(self._head)):
+        if type(parts) is list and self._kind == "thinking" and (index is None or index == len(self._head)):
             parts.append(delta)
             head = self._head
+            count = len(head)
             return ThinkingDeltaEvent(
-                len(head),
-                delta,
-                (_build, self._header, head, len(head), self._last, parts, len(parts), "thinking"),  # type: ignore[arg-type]
+                count, delta, _snapshot(PartialSnapshot, (self._header, head, count, self._last, parts, len(parts)))
             )
         index = self._index(index, ThinkingContent)  # not the open block: the rare, O(text) path
         old = self._block(index)
         assert isinstance(old, ThinkingContent)
         self._set(index, ThinkingContent(old.thinking + delta, thinking_signature=old.thinking_signature))
-        return ThinkingDeltaEvent(index, delta, self._capture())  # type: ignore[arg-type]
+        return ThinkingDeltaEvent(index, delta, self._capture())
 
     def thinking_end(
         self, index: int | None = None, *, signature: str | None = None, redacted: bool = False
@@ -317,14 +270,14 @@ class AssistantMessageBuilder:
                 redacted=redacted,
             )
             self._set(index, block)
-        return ThinkingEndEvent(index, block.thinking, self._capture())  # type: ignore[arg-type]
+        return ThinkingEndEvent(index, block.thinking, self._capture())
 
     def tool_call_start(self, id: str, name: str) -> ToolCallStartEvent:
         """Open a tool call at the end (arguments `{}` until deltas give better)."""
         block = ToolCall(id, name, {})
         index = self._append(block)
         self._tool_text[index] = []
-        return ToolCallStartEvent(index, (_build, self._header, self._head, index, block, None, 0, ""))  # type: ignore[arg-type]
+        return ToolCallStartEvent(index, _snapshot(PartialSnapshot, (self._header, self._head, index, block, None, 0)))
 
     def _call_index(self, index: int | None) -> int:
         """The index of the tool call a call event is about: by default the last block."""
@@ -348,8 +301,8 @@ class AssistantMessageBuilder:
             else:
                 old = self._block(index)
                 assert isinstance(old, ToolCall)
-                self._set(index, _with_arguments(old, arguments))
-        return ToolCallDeltaEvent(index, delta, self._capture())  # type: ignore[arg-type]
+                self._set(index, with_arguments(old, arguments))
+        return ToolCallDeltaEvent(index, delta, self._capture())
 
     def tool_call_text(self, index: int | None = None) -> str:
         """The raw argument text received so far for a tool call."""
@@ -360,7 +313,7 @@ class AssistantMessageBuilder:
         index = self._call_index(index)
         self._tool_text.pop(index, None)
         self._set(index, tool_call)
-        return ToolCallEndEvent(index, tool_call, self._capture())  # type: ignore[arg-type]
+        return ToolCallEndEvent(index, tool_call, self._capture())
 
     # --- the end --------------------------------------------------------------------------
     def set_content(self, content: tuple[AssistantContent, ...]) -> None:
@@ -374,9 +327,7 @@ class AssistantMessageBuilder:
         """The terminal `done` event with the final message."""
         if self._parts is not None:
             self._close_open()
-        last = self._last
-        content = () if last is None else (*self._head, last)
-        return DoneEvent(reason, _message(self._header, content, reason, None))
+        return DoneEvent(reason, self._capture().build(reason))
 
     def error(self, reason: Literal["error", "aborted"], message: str) -> ErrorEvent:
         """The terminal `error` event: the partial content kept, `stop_reason` and text set."""

@@ -28,9 +28,16 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, Union, get_args, get_origin
 
 from . import _events, _types
+from ._constants import LLM_ROLES
 from ._envelope import EventEnvelope
 
-__all__ = ("SCHEMA_PATH", "event_schema", "main")
+__all__ = (
+    "DRAFT",
+    "SCHEMA_PATH",
+    "event_schema",
+    "main",
+    "render",
+)
 
 SCHEMA_PATH = Path(__file__).with_name("event-schema.json")
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
@@ -62,7 +69,6 @@ _OPTIONAL = {
     (_types.ToolResultMessage, "details"),  # Any: written unless None
     (_types.AgentToolResult, "details"),
 }
-_STANDARD_ROLES = ["user", "assistant", "toolResult"]
 
 
 def _camel(name: str) -> str:
@@ -114,13 +120,15 @@ def _fields(cls: type) -> list[tuple[str, Any]]:
         names = [f.name for f in dataclasses.fields(cls)]
     else:
         slots = [s for s in getattr(cls, "__slots__", ()) if not s.startswith("_")]
-        names = list(dict.fromkeys([*cls.__match_args__, *getattr(cls, "_fields", ()), *slots, "type"]))  # type: ignore[attr-defined]
+        names = [*getattr(cls, "__match_args__", ()), *getattr(cls, "_fields", ()), *slots]
+    names = list(dict.fromkeys([*names, *(["type"] if "type" in hints else [])]))
     out = []
     for name in names:
         if name == "extra":  # not a key: the keys it holds sit beside the record's own
             continue
         if name in hints:
-            out.append((name, hints[name]))
+            tp = hints[name]
+            out.append((name, get_args(tp)[0] if get_origin(tp) is ClassVar else tp))
         else:  # a property (the lazily built `text`, `partial`, `message`)
             out.append((name, typing.get_type_hints(getattr(cls, name).fget)["return"]))
     return out
@@ -153,7 +161,7 @@ def _custom_message() -> dict[str, Any]:
         "description": (_types.CustomMessage.__doc__ or "").strip().split("\n")[0]
         + " Its own fields sit beside `role` and `timestamp`.",
         "properties": {
-            "role": {"type": "string", "minLength": 1, "not": {"enum": _STANDARD_ROLES}},
+            "role": {"type": "string", "minLength": 1, "not": {"enum": list(LLM_ROLES)}},
             "timestamp": {"type": "integer"},
         },
         "required": ["role", "timestamp"],

@@ -16,6 +16,7 @@ from typing import NoReturn, TypeAlias
 
 import anyio
 import anyio.lowlevel
+from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from ._abort import AbortSignal
@@ -37,7 +38,7 @@ from ._util import single_exception
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
-__all__ = ("AgentEventStream", "AgentLoopStream", "agent_loop", "agent_loop_continue")
+__all__ = ("DEFAULT_BUFFER", "AgentEventStream", "AgentLoopStream", "agent_loop", "agent_loop_continue")
 
 DEFAULT_BUFFER = 128
 """How far the run may get ahead of the consumer: bounded (backpressure), and large enough that
@@ -125,7 +126,9 @@ class AgentLoopStream:
 
     async def __aenter__(self) -> AgentEventStream:
         prompts, context, config, signal, stream_fn = self._arguments()
-        cm = self._used = _open(lambda emit: start_run(prompts, context, config, emit, signal, stream_fn), self._buffer)
+        cm = self._used = _open(
+            lambda emit, tg: start_run(prompts, context, config, emit, signal, stream_fn, tg), self._buffer
+        )
         return await cm.__aenter__()
 
     async def __aexit__(
@@ -152,7 +155,10 @@ class AgentLoopStream:
 
 
 @asynccontextmanager
-async def _open(body: Callable[[Emit], Awaitable[object]], buffer: int) -> AsyncGenerator[AgentEventStream, None]:
+async def _open(
+    body: Callable[[Emit, TaskGroup], Awaitable[object]], buffer: int
+) -> AsyncGenerator[AgentEventStream, None]:
+    """The stream of `async with`: `body(emit, task_group)` runs in a task of the block's task group."""
     send, receive = anyio.create_memory_object_stream[AgentEvent](buffer)
     start = anyio.Event()
     send_nowait = send.send_nowait
@@ -203,7 +209,7 @@ async def _open(body: Callable[[Emit], Awaitable[object]], buffer: int) -> Async
             # Parked until the first pull (spawning the task then instead lets trio run the run
             # before the consumer waits, and a run failing at once would cancel it unread).
             await start.wait()
-            await body(emit)
+            await body(emit, tg)
             finished = True
         if finished:
             send.close()  # every event is sent (the last one waited for those before): the iteration ends

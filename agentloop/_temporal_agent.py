@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextvars
 import inspect
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -25,8 +25,10 @@ from ._abort import AbortSignal
 from ._codec import from_json, to_json
 from ._config import MaybeAwaitable, StreamFn, StreamOptions, ToolExecution, call
 from ._model_json import model_from_json
-from ._tools import AgentTool, validate_tool_arguments
-from ._types import AgentToolResult, AssistantMessage, Context, Model, TextContent, ThinkingLevel
+from ._temporal_context import CONTEXT_MISSING, ContextStore, StoredContexts, check_context_store
+from ._tools import AgentTool, validate_tool_arguments, within_timeout
+from ._types import AgentToolResult, AssistantMessage, Context, Model, TextContent, ThinkingLevel, ToolCall
+from ._updates import DELIVERED, Delivery
 
 __all__ = ("ActivityOptions", "TemporalAgent", "idempotency_key")
 
@@ -120,6 +122,15 @@ class TemporalAgent:
             others (default: 10 minutes an attempt, 30 s heartbeat timeout, 3 attempts).
         turns_per_history: After this many turns a workflow continues as new, carrying the
             transcript, so that its history stays bounded (see `AgentWorkflow`).
+        needs_approval: The tools whose calls wait for a person's decision (`approve`) before
+            they run: tool names, or `(tool_call) -> bool`, called in the workflow (it must
+            be deterministic: a function of the call alone).
+        approval_timeout: A call not decided within this time is blocked (None: it waits as
+            long as the run lasts).
+        context_store: Where the workers keep the runs' transcripts (a `ContextStore` every
+            worker of the agent reaches): a model activity then carries what is new since the
+            previous call and a key, not the whole transcript, and a history grows linearly
+            (see `agentloop.temporal.FileContextStore`). None: every call carries it all.
         max_turns, tool_execution, max_parallel_tool_calls, tool_abort_grace, reasoning,
             temperature, max_tokens, session_id: as on `AgentLoopConfig`.
     """
@@ -138,6 +149,9 @@ class TemporalAgent:
         tool_activities: Mapping[str, ActivityOptions] | None = None,
         default_tool_activity: ActivityOptions = _DEFAULT_TOOL_ACTIVITY,
         turns_per_history: int = 25,
+        needs_approval: Collection[str] | Callable[[ToolCall], bool] = (),
+        approval_timeout: timedelta | None = None,
+        context_store: ContextStore | None = None,
         max_turns: int | None = None,
         tool_execution: ToolExecution = "parallel",
         max_parallel_tool_calls: int | None = None,
@@ -169,6 +183,19 @@ class TemporalAgent:
                 raise TypeError(f"TemporalAgent {label} must be an ActivityOptions, got {options!r}")
         if isinstance(turns_per_history, bool) or not isinstance(turns_per_history, int) or turns_per_history < 1:
             raise ValueError(f"turns_per_history must be a positive int, got {turns_per_history!r}")
+        if isinstance(needs_approval, str):
+            raise TypeError(f"needs_approval must be a collection of tool names or a callable, got {needs_approval!r}")
+        if not callable(needs_approval):
+            needs_approval = frozenset(needs_approval)
+            unknown_names = sorted(needs_approval - set(names))
+            if unknown_names:
+                raise ValueError(f"needs_approval names {unknown_names}, which are not among the tools {names}")
+        if approval_timeout is not None and (
+            not isinstance(approval_timeout, timedelta) or approval_timeout <= timedelta(0)
+        ):
+            raise TypeError(f"approval_timeout must be a positive timedelta or None, got {approval_timeout!r}")
+        if context_store is not None:
+            check_context_store(context_store)
         if stream_fn is not None and not callable(stream_fn):
             raise TypeError(f"stream_fn must be callable or None, got {stream_fn!r}")
         if get_api_key is not None and not callable(get_api_key):
@@ -184,6 +211,10 @@ class TemporalAgent:
         self.tool_activities = tool_activities
         self.default_tool_activity = default_tool_activity
         self.turns_per_history = turns_per_history
+        self.needs_approval = needs_approval
+        self.approval_timeout = approval_timeout
+        self.contexts = None if context_store is None else StoredContexts(context_store)
+        """The worker's side of `context_store` (None without one)."""
         self.max_turns = max_turns
         self.tool_execution: ToolExecution = tool_execution
         self.max_parallel_tool_calls = max_parallel_tool_calls
@@ -209,6 +240,19 @@ class TemporalAgent:
     def tool_activity_name(self, tool_name: str) -> str:
         return f"{self.name}.tool.{tool_name}"
 
+    @property
+    def asks_approval(self) -> bool:
+        """Whether some calls may wait for a person's decision."""
+        return callable(self.needs_approval) or bool(self.needs_approval)
+
+    def call_needs_approval(self, tool_call: ToolCall) -> bool:
+        if not callable(self.needs_approval):
+            return tool_call.name in self.needs_approval
+        answer = self.needs_approval(tool_call)
+        if type(answer) is not bool:
+            raise TypeError(f"needs_approval must return a bool, got {type(answer).__name__}")
+        return answer
+
     def tool_activity_options(self, tool_name: str) -> ActivityOptions:
         return self.tool_activities.get(tool_name, self.default_tool_activity)
 
@@ -227,9 +271,20 @@ class TemporalAgent:
         unknown = [n for n in data["tools"] if n not in self._tools_by_name]
         if unknown:
             raise ApplicationError(f"agent {self.name!r} has no tools {unknown}", non_retryable=True)
+        # By reference (a "base" key, None at first): `messages` are those added since that context.
+        base: str | None = data.get("base")
+        messages: tuple[Any, ...] = tuple(from_json(m) for m in data["messages"])
+        depth = 0
+        if base is not None:
+            if self.contexts is None:  # the workflow sends the whole context again
+                raise ApplicationError(
+                    f"agent {self.name!r} has no context_store on this worker", type=CONTEXT_MISSING, non_retryable=True
+                )
+            base_messages, depth = await self.contexts.load(base)
+            messages = (*base_messages, *messages)
         context = Context(
             system_prompt=data["systemPrompt"],
-            messages=tuple(from_json(m) for m in data["messages"]),
+            messages=messages,
             tools=tuple(self._tools_by_name[n] for n in data["tools"]),
         )
         options = request["options"]
@@ -251,7 +306,11 @@ class TemporalAgent:
             stream_fn = default_stream_fn
         async with _heartbeating():
             final = await _final_message(stream_fn(model, context, stream_options))
-        return to_json(final)
+        if "base" not in data or self.contexts is None:
+            return to_json(final)
+        answer = to_json(final)
+        key = await self.contexts.save(base, depth, [*data["messages"], answer], (*context.messages, final))
+        return {"message": answer, "contextKey": key}
 
     def _tool_activity(self, tool: AgentTool) -> Callable[[dict[str, Any]], Any]:
         async def run_tool(request: dict[str, Any]) -> dict[str, Any]:
@@ -267,7 +326,9 @@ class TemporalAgent:
                 async with _heartbeating():
                     try:
                         args = validate_tool_arguments(tool, tool_call)
-                        result = await tool.execute(tool_call.id, args, AbortSignal(), _ignore_update)
+                        result = await within_timeout(
+                            tool, tool.execute(tool_call.id, args, AbortSignal(), _ignore_update)
+                        )
                     except ApplicationError:
                         raise
                     except Exception as exc:
@@ -284,8 +345,13 @@ class TemporalAgent:
         return run_tool
 
 
-async def _ignore_update(partial_result: AgentToolResult) -> None:
-    """Progress updates of a tool in an activity are not streamed (they would fill the history)."""
+def _ignore_update(partial_result: AgentToolResult) -> Delivery:
+    """Progress updates of a tool in an activity are not streamed (they would fill the history).
+
+    Already delivered, as the loop's own `on_update` answers: a tool may await it or not (a
+    coroutine nobody awaited would warn).
+    """
+    return DELIVERED
 
 
 @asynccontextmanager

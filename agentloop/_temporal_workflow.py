@@ -11,7 +11,12 @@ follow-up and abort are signals.
 
 Bounded history: after `turns_per_history` turns (or when Temporal suggests it) the workflow
 stops the loop after the turn, and continues as new with the transcript, the queued messages
-and the event counters; the caller sees one run.
+and the event counters; the caller sees one run. With the agent's `context_store`, a model call
+carries the messages added since the previous call and the key of the context it ended with
+(`_SentContext`), not the whole transcript (see `_temporal_context`).
+
+Human approval: with the agent's `needs_approval`, `before_tool_call` waits for the `approve`
+update (see `_temporal_approval`); the `approvals` query lists the calls waiting.
 """
 
 from __future__ import annotations
@@ -24,11 +29,18 @@ from datetime import timedelta
 from typing import Any, Literal
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, CancelledError, TemporalError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TemporalError
 
 from ._abort import AbortSignal
 from ._codec import from_json, to_json
-from ._config import AgentContext, AgentLoopConfig, StreamOptions, ToolInvocation, TurnContext
+from ._config import (
+    AgentContext,
+    AgentLoopConfig,
+    StreamOptions,
+    ToolInvocation,
+    TurnContext,
+    default_convert_to_llm,
+)
 from ._envelope import EventEnvelope, envelope_to_json
 from ._events import (
     AgentEnd,
@@ -43,8 +55,10 @@ from ._events import (
 from ._loop import run_agent_loop, run_agent_loop_continue
 from ._model_json import model_to_json
 from ._temporal_agent import ActivityOptions, TemporalAgent
+from ._temporal_approval import PendingApprovals
+from ._temporal_context import CONTEXT_MISSING
 from ._temporal_payload import AgentRun
-from ._types import AgentMessage, AgentToolResult, AssistantMessage, Context, Model
+from ._types import AgentMessage, AgentToolResult, AssistantMessage, Context, Message, Model
 
 __all__ = ("AgentWorkflow", "register_agent", "registered_agent")
 
@@ -138,6 +152,8 @@ class AgentWorkflow:
         self._terminating: dict[str, bool] = {}
         self._terminated = False  # every call of the last turn asked to end the run
         self._turns_left: int | None = None  # of `max_turns`, in this history
+        self._approvals: PendingApprovals | None = None
+        self._sent = _SentContext()
 
     # --- the run -------------------------------------------------------------------------------
 
@@ -148,6 +164,8 @@ class AgentWorkflow:
         except LookupError as exc:
             raise _AgentNotFound(str(exc)) from None
         self._agent = agent
+        if agent.asks_approval:
+            self._approvals = PendingApprovals(agent.call_needs_approval, agent.approval_timeout, _now_ms)
         state = run.state or {}
         self._run_id = state.get("runId") or workflow.info().workflow_id
         self._first_seq = self._next_seq = int(state.get("seq", 0))
@@ -158,6 +176,8 @@ class AgentWorkflow:
         turns_before = int(state.get("turns", 0))
         if state.get("aborted"):
             self._signal.abort()
+        if state.get("contextKey") is not None:  # the context the store holds, from the last history
+            self._sent = _SentContext.carried(state["contextKey"], state["contextLength"], run.messages)
         max_turns = None if agent.max_turns is None else max(agent.max_turns - turns_before, 1)
         self._turns_left = max_turns  # None: no limit
         config = AgentLoopConfig(
@@ -173,12 +193,13 @@ class AgentWorkflow:
             temperature=agent.temperature,
             max_tokens=agent.max_tokens,
             session_id=agent.session_id,
+            before_tool_call=None if self._approvals is None else self._approvals.before_tool_call,
             wrap_tool_call=self._call_tool,
             propagate=(TemporalError,),
             clock=_now_ms,
         )
         context = AgentContext(system_prompt=agent.system_prompt, messages=tuple(run.messages), tools=agent.tools)
-        stream = _model_stream(agent)
+        stream = _model_stream(agent, self._sent)
         if not state and run.prompts:
             new = await run_agent_loop(run.prompts, context, config, self._emit, self._signal, stream)
         elif state and run.messages and run.messages[-1].role == "assistant":
@@ -222,6 +243,8 @@ class AgentWorkflow:
             "steering": [to_json(m) for m in self._steering],
             "followUps": [to_json(m) for m in self._follow_ups],
             "aborted": self._signal.aborted,
+            "contextKey": self._sent.key,
+            "contextLength": len(self._sent.messages),
         }
         workflow.continue_as_new(AgentRun(agent=agent.name, messages=transcript, state=state))
 
@@ -336,21 +359,75 @@ class AgentWorkflow:
         """Abort the run: the model call or the tools in flight are cancelled, the run ends `aborted`."""
         self._signal.abort()
 
+    # --- human approval --------------------------------------------------------------------------
+
+    @workflow.update(name="approve")
+    def approve(self, tool_call_id: str, approved: bool, reason: str | None = None) -> None:
+        """Decide a pending tool call: approved, it runs; denied, it is blocked with `reason`."""
+        self._pending_approvals().decide(tool_call_id, approved, reason)
+
+    @approve.validator
+    def _check_approve(self, tool_call_id: str, approved: bool, reason: str | None = None) -> None:
+        self._pending_approvals().check(tool_call_id, approved, reason)
+
+    @workflow.query(name="approvals")
+    def approvals(self) -> list[dict[str, Any]]:
+        """The tool calls waiting for a decision, oldest first (JSON `ApprovalRequest`s)."""
+        return [] if self._approvals is None else self._approvals.listed()
+
+    def _pending_approvals(self) -> PendingApprovals:
+        if self._approvals is None:
+            raise ValueError("approve: no approval is pending: this run's agent asks none (needs_approval is empty)")
+        return self._approvals
+
     _agent: TemporalAgent
 
 
+class _SentContext:
+    """With a context store: the key of the context this run's last model call ended with (its
+    messages and the answer), and those messages, to send the next call only what follows them."""
+
+    def __init__(self, key: str | None = None, messages: tuple[Message, ...] = ()) -> None:
+        self.key = key
+        self.messages = messages
+
+    @classmethod
+    def carried(cls, key: str, length: int, transcript: Sequence[AgentMessage]) -> _SentContext:
+        """From a previous history: the context was the first `length` LLM messages of the transcript."""
+        messages = tuple(default_convert_to_llm(transcript))
+        return cls(key, messages[:length]) if len(messages) >= length else cls()
+
+    def split(self, messages: Sequence[Message]) -> tuple[str | None, Sequence[Message]]:
+        """The key to send and the messages after it; (None, all) if the context did not go on
+        from the last one (compacted, or an answer the loop changed)."""
+        known = self.messages
+        if self.key is None or len(messages) < len(known):
+            return None, messages
+        for old, new in zip(known, messages, strict=False):  # `messages` may be longer
+            if old is not new and old != new:
+                return None, messages
+        return self.key, messages[len(known) :]
+
+
+def _context_missing(exc: ActivityError) -> bool:
+    return isinstance(exc.cause, ApplicationError) and exc.cause.type == CONTEXT_MISSING
+
+
 def _model_stream(
-    agent: TemporalAgent,
+    agent: TemporalAgent, sent: _SentContext
 ) -> Callable[[Model, Context, StreamOptions], AsyncIterator[AssistantMessageEvent]]:
     """The workflow's stream function: the model activity, then `start` and `done` for its message."""
 
-    async def stream(model: Model, context: Context, options: StreamOptions) -> AsyncIterator[AssistantMessageEvent]:
+    async def call(model: Model, context: Context, options: StreamOptions) -> AssistantMessage:
+        by_reference = agent.contexts is not None
+        base, messages = sent.split(context.messages) if by_reference else (None, context.messages)
         request = {
             "model": model_to_json(model),
             "context": {
                 "systemPrompt": context.system_prompt,
-                "messages": [to_json(m) for m in context.messages],
+                "messages": [to_json(m) for m in messages],
                 "tools": [tool.name for tool in context.tools],
+                **({"base": base} if by_reference else {}),
             },
             "options": {
                 "reasoning": options.reasoning,
@@ -359,17 +436,33 @@ def _model_stream(
                 "maxTokens": options.max_tokens,
             },
         }
+        data = await _activity(agent.model_activity_name, request, agent.model_activity, model.id)
+        # Either shape, whatever this worker's agent has: workers may gain or lose their store
+        # while a run goes on (a deploy), and a history recorded either way must replay.
+        if "contextKey" not in data:
+            sent.key, sent.messages = None, ()
+            return from_json(data)  # type: ignore[no-any-return]
+        final: AssistantMessage = from_json(data["message"])
+        sent.key, sent.messages = data["contextKey"], (*context.messages, final)
+        return final
+
+    async def stream(model: Model, context: Context, options: StreamOptions) -> AsyncIterator[AssistantMessageEvent]:
         if options.signal.aborted:  # the contract: an aborted signal ends the stream at once
             yield ErrorEvent("aborted", _ending(model, "aborted", "Request was aborted"))
             return
         try:
-            data = await _activity(agent.model_activity_name, request, agent.model_activity, model.id)
+            try:
+                final = await call(model, context, options)
+            except ActivityError as exc:
+                if not _context_missing(exc):
+                    raise
+                sent.key, sent.messages = None, ()  # the store lost it: send the whole context
+                final = await call(model, context, options)
         except ActivityError as exc:
             if isinstance(exc.cause, CancelledError):
                 raise
             yield ErrorEvent("error", _ending(model, "error", f"The model call failed: {_failure_text(exc)}"))
             return
-        final: AssistantMessage = from_json(data)
         yield StartEvent(
             AssistantMessage(
                 api=final.api,

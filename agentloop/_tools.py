@@ -10,13 +10,24 @@ import re
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, overload
 
+import anyio
+
 from ._abort import AbortSignal
+from ._errors import ToolTimeoutError
 from ._types import AgentToolResult, TextContent, ToolCall
 
 if TYPE_CHECKING:
     from typing import TypeAlias
 
-__all__ = ("AgentTool", "ExecutionMode", "OnUpdate", "ToolExecute", "tool", "validate_tool_arguments")
+__all__ = (
+    "AgentTool",
+    "ExecutionMode",
+    "OnUpdate",
+    "ToolExecute",
+    "tool",
+    "validate_tool_arguments",
+    "within_timeout",
+)
 
 ExecutionMode: TypeAlias = Literal["sequential", "parallel"]
 """`sequential` makes a tool an exclusive barrier inside a parallel batch."""
@@ -137,6 +148,20 @@ class AgentTool:
 
 
 _BASE_VALIDATE = AgentTool.validate
+
+
+async def within_timeout(tool: AgentTool, execution: Awaitable[object]) -> object:
+    """Await a tool's execution, cut after its `timeout` if it has one (`ToolTimeoutError`).
+
+    What `proceed()` runs for a `wrap_tool_call`, and what a durable engine runs where the tool
+    really executes, so that the outcome is recorded where the tool ran.
+    """
+    timeout = tool.timeout
+    if timeout is None:
+        return await execution
+    with anyio.move_on_after(timeout):
+        return await execution
+    raise ToolTimeoutError(f"Tool {tool.name} timed out after {timeout:g} s")
 
 
 def validate_tool_arguments(tool: AgentTool, tool_call: ToolCall) -> Any:

@@ -9,17 +9,21 @@ results, and the events in `_events.py`) also carry `extra`: the keys of their J
 agentloop does not model (the fields pi-agent-core 1.x adds, or an application's own), None when
 there are none. `to_json` writes them back, so a value read from another generation round-trips
 whole. `extra` takes part in `==` (a value is equal to another only if both write the same JSON;
-it is left out of the hash, which stays that of the modelled fields) and not in `repr`. Here it
-is a keyword-only field (a slot) that every constructor sets; the events, made per delta, keep it
-without a slot (see `_events._Event`).
+it is left out of the hash, which stays that of the modelled fields) and not in `repr`. It is a
+keyword-only field of every record; the streaming events, made per delta, keep it without a slot
+(see `_events._Event`).
+
+The records are frozen slotted dataclasses whose `__init__` is `_record.fast_init`'s.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
+
+from ._record import fast_init
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -49,6 +53,7 @@ __all__ = (
     "UserMessage",
     "error_result",
     "now_ms",
+    "streamed_chunks",
     "tool_result_message",
 )
 
@@ -62,18 +67,6 @@ ThinkingLevel: TypeAlias = Literal["off", "minimal", "low", "medium", "high", "x
 def now_ms() -> int:
     """The current time as integer milliseconds since the epoch (JavaScript's `Date.now()`)."""
     return int(time.time() * 1000)
-
-
-class _Default:
-    """An argument not given (None may be a value): shown as `<default>` in signatures."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "<default>"
-
-
-_UNSET: Any = _Default()
 
 
 def _checked_extra(owner: object, extra: object) -> Any:
@@ -97,166 +90,111 @@ def _extra_field() -> Any:
     return field(default=None, kw_only=True, hash=False, repr=False)
 
 
-def _slot_setter(cls: type, name: str) -> Callable[[Any, Any], None]:
-    """Set a field of a frozen slotted class from its own `__init__`.
-
-    The hot message classes (built per tool call and per turn) write their `__init__` by hand with
-    these: about half the cost of the `object.__setattr__` calls a frozen dataclass makes.
-    """
-    return cls.__dict__[name].__set__  # type: ignore[no-any-return]
+_Text = TypeVar("_Text", bound="_LazyText")
 
 
 class _LazyText:
-    """Base for text-bearing blocks whose text may be the join of a shared, append-only chunk list.
+    """Base of the text and thinking blocks: a streamed block's text may be joined on first read.
 
     A streaming response grows one block by a delta at a time. Joining the whole text for every
-    snapshot would make a long answer quadratic, so a snapshot keeps a reference to the chunk list
-    and how many chunks it covers, and joins them once, on first access.
+    snapshot would make a long answer quadratic, so a snapshot's block (`_streaming`) holds the
+    shared, append-only chunk list and how many chunks are its own, and leaves its text field
+    unset: the first read of it reaches `__getattr__`, which joins the chunks and stores the text.
     """
 
-    __slots__ = ("_n", "_parts", "_value")
-
-    _value: str | None
+    __slots__ = ("_n", "_parts")
+    _text_field: ClassVar[str]
     _parts: list[str] | None
     _n: int
 
-    def _init_text(self, value: str) -> None:
-        if type(value) is not str and not isinstance(value, str):
-            raise TypeError(f"{type(self).__name__} text must be a str, got {type(value).__name__}")
-        _set_value(self, value)
-        _set_parts(self, None)
-        _set_n(self, 0)
+    if not TYPE_CHECKING:  # (a type checker would accept any attribute of a class with `__getattr__`)
 
-    def _text(self) -> str:
-        value = self._value
-        if value is None:
-            parts = self._parts
+        def __getattr__(self, name: str) -> Any:
+            # Reached only for an attribute not found: the unset text field of a streamed block.
+            if name != self._text_field:
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            parts, n = self._parts, self._n
             assert parts is not None
-            value = "".join(parts[: self._n]) if self._n != len(parts) else "".join(parts)
-            # Caching a derived value: the block stays observably immutable.
-            object.__setattr__(self, "_value", value)
+            text = "".join(parts[:n]) if n != len(parts) else "".join(parts)
+            object.__setattr__(self, name, text)  # the block stays observably immutable
             object.__setattr__(self, "_parts", None)
-        return value
+            return text
 
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"{type(self).__name__} is immutable")
+    @classmethod
+    def _streamed(cls: type[_Text], parts: list[str], n: int, **fields: Any) -> _Text:
+        """A block whose text is the first `n` chunks of `parts` (joined on first read)."""
+        block = object.__new__(cls)
+        object.__setattr__(block, "_parts", parts)
+        object.__setattr__(block, "_n", n)
+        object.__setattr__(block, "extra", None)
+        for name, value in fields.items():
+            object.__setattr__(block, name, value)
+        return block
 
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"{type(self).__name__} is immutable")
+
+def streamed_chunks(block: object) -> tuple[list[str], int] | None:
+    """The chunk list and count of a streamed text or thinking block whose text is not joined yet."""
+    if not isinstance(block, _LazyText):
+        return None
+    parts = getattr(block, "_parts", None)  # (unset in a block made by its constructor)
+    return None if parts is None else (parts, block._n)
 
 
-_set_value = _slot_setter(_LazyText, "_value")
-_set_parts = _slot_setter(_LazyText, "_parts")
-_set_n = _slot_setter(_LazyText, "_n")
+def _check_text(owner: object, text: object) -> None:
+    if type(text) is not str and not isinstance(text, str):
+        raise TypeError(f"{type(owner).__name__} text must be a str, got {type(text).__name__}")
 
 
+@fast_init
+@dataclass(frozen=True, slots=True)
 class TextContent(_LazyText):
     """A block of text in a message."""
 
-    __slots__ = ("extra", "text_signature")
-    __match_args__ = ("text",)
-    type: ClassVar[Literal["text"]] = "text"
-    text_signature: str | None
+    text: str = ""
+    text_signature: str | None = field(default=None, kw_only=True)
     """Provider metadata attached to the block (for example an OpenAI Responses message id)."""
-    extra: Mapping[str, Any] | None
+    extra: Mapping[str, Any] | None = _extra_field()
     """The block's JSON keys agentloop does not model (see the module docstring). Read-only."""
+    type: ClassVar[Literal["text"]] = "text"
+    _text_field: ClassVar[str] = "text"
 
-    def __init__(
-        self, text: str = "", *, text_signature: str | None = None, extra: Mapping[str, Any] | None = None
-    ) -> None:
-        self._init_text(text)
-        _set_text_signature(self, text_signature)
-        _set_text_extra(self, None if extra is None else _checked_extra(self, extra))
+    def __post_init__(self) -> None:
+        _check_text(self, self.text)
+        if self.extra is not None:
+            _store_extra(self, self.extra)
 
     @classmethod
     def _streaming(cls, parts: list[str], n: int, text_signature: str | None = None) -> TextContent:
-        block = object.__new__(cls)
-        _set_value(block, None)
-        _set_parts(block, parts)
-        _set_n(block, n)
-        _set_text_signature(block, text_signature)
-        _set_text_extra(block, None)
-        return block
-
-    @property
-    def text(self) -> str:
-        """The text of the block."""
-        return self._text()
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not TextContent:
-            return NotImplemented
-        return self.text == other.text and self.text_signature == other.text_signature and self.extra == other.extra
-
-    def __hash__(self) -> int:
-        return hash((TextContent, self.text, self.text_signature))
+        return cls._streamed(parts, n, text_signature=text_signature)
 
     def __repr__(self) -> str:
         extra = f", text_signature={self.text_signature!r}" if self.text_signature is not None else ""
         return f"TextContent(text={self.text!r}{extra})"
 
-    def __reduce__(self) -> tuple[Any, ...]:  # copy and pickle (the slots cannot be set back)
-        return (_text_content, (self.text, self.text_signature, self.extra))
 
-
-_set_text_signature = _slot_setter(TextContent, "text_signature")
-_set_text_extra = _slot_setter(TextContent, "extra")
-
-
+@fast_init
+@dataclass(frozen=True, slots=True)
 class ThinkingContent(_LazyText):
     """A block of model reasoning."""
 
-    __slots__ = ("extra", "redacted", "thinking_signature")
-    __match_args__ = ("thinking",)
-    type: ClassVar[Literal["thinking"]] = "thinking"
-    thinking_signature: str | None
+    thinking: str = ""
+    thinking_signature: str | None = field(default=None, kw_only=True)
     """Opaque provider signature that lets the same provider verify the reasoning later."""
-    redacted: bool
+    redacted: bool = field(default=False, kw_only=True)
     """True when the provider redacted the reasoning; the payload is in `thinking_signature`."""
-    extra: Mapping[str, Any] | None
+    extra: Mapping[str, Any] | None = _extra_field()
     """The block's JSON keys agentloop does not model (see the module docstring). Read-only."""
+    type: ClassVar[Literal["thinking"]] = "thinking"
+    _text_field: ClassVar[str] = "thinking"
 
-    def __init__(
-        self,
-        thinking: str = "",
-        *,
-        thinking_signature: str | None = None,
-        redacted: bool = False,
-        extra: Mapping[str, Any] | None = None,
-    ) -> None:
-        self._init_text(thinking)
-        _set_thinking_signature(self, thinking_signature)
-        _set_redacted(self, redacted)
-        _set_thinking_extra(self, None if extra is None else _checked_extra(self, extra))
+    def __post_init__(self) -> None:
+        _check_text(self, self.thinking)
+        if self.extra is not None:
+            _store_extra(self, self.extra)
 
     @classmethod
     def _streaming(cls, parts: list[str], n: int, thinking_signature: str | None = None) -> ThinkingContent:
-        block = object.__new__(cls)
-        _set_value(block, None)
-        _set_parts(block, parts)
-        _set_n(block, n)
-        _set_thinking_signature(block, thinking_signature)
-        _set_redacted(block, False)
-        _set_thinking_extra(block, None)
-        return block
-
-    @property
-    def thinking(self) -> str:
-        """The reasoning text."""
-        return self._text()
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not ThinkingContent:
-            return NotImplemented
-        return (self.thinking, self.thinking_signature, self.redacted, self.extra) == (
-            other.thinking,
-            other.thinking_signature,
-            other.redacted,
-            other.extra,
-        )
-
-    def __hash__(self) -> int:
-        return hash((ThinkingContent, self.thinking, self.thinking_signature, self.redacted))
+        return cls._streamed(parts, n, thinking_signature=thinking_signature, redacted=False)
 
     def __repr__(self) -> str:
         extra = ""
@@ -266,25 +204,8 @@ class ThinkingContent(_LazyText):
             extra += ", redacted=True"
         return f"ThinkingContent(thinking={self.thinking!r}{extra})"
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_thinking_content, (self.thinking, self.thinking_signature, self.redacted, self.extra))
 
-
-_set_thinking_signature = _slot_setter(ThinkingContent, "thinking_signature")
-_set_redacted = _slot_setter(ThinkingContent, "redacted")
-_set_thinking_extra = _slot_setter(ThinkingContent, "extra")
-
-
-def _text_content(text: str, text_signature: str | None, extra: Mapping[str, Any] | None = None) -> TextContent:
-    return TextContent(text, text_signature=text_signature, extra=extra)
-
-
-def _thinking_content(
-    thinking: str, thinking_signature: str | None, redacted: bool, extra: Mapping[str, Any] | None = None
-) -> ThinkingContent:
-    return ThinkingContent(thinking, thinking_signature=thinking_signature, redacted=redacted, extra=extra)
-
-
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ImageContent:
     """An image, base64-encoded."""
@@ -302,7 +223,8 @@ class ImageContent:
             _store_extra(self, self.extra)
 
 
-@dataclass(frozen=True, slots=True, init=False)
+@fast_init
+@dataclass(frozen=True, slots=True)
 class ToolCall:
     """A tool call requested by the model."""
 
@@ -318,33 +240,9 @@ class ToolCall:
     extra: Mapping[str, Any] | None = _extra_field()
     """The call's JSON keys agentloop does not model (pi 1.x's `namespace`, ...). Read-only."""
 
-    def __init__(
-        self,
-        id: str,
-        name: str,
-        arguments: Mapping[str, Any] = _UNSET,
-        *,
-        thought_signature: str | None = None,
-        arguments_error: str | None = None,
-        extra: Mapping[str, Any] | None = None,
-    ) -> None:
-        # Hand-written (see `_slot_setter`): a streamed response builds several per call.
-        _set_call_id(self, id)
-        _set_call_name(self, name)
-        _set_call_arguments(self, {} if arguments is _UNSET else arguments)
-        _set_call_thought_signature(self, thought_signature)
-        _set_call_arguments_error(self, arguments_error)
-        _set_call_type(self, "toolCall")
-        _set_call_extra(self, None if extra is None else _checked_extra(self, extra))
-
-
-_set_call_id = _slot_setter(ToolCall, "id")
-_set_call_name = _slot_setter(ToolCall, "name")
-_set_call_arguments = _slot_setter(ToolCall, "arguments")
-_set_call_thought_signature = _slot_setter(ToolCall, "thought_signature")
-_set_call_arguments_error = _slot_setter(ToolCall, "arguments_error")
-_set_call_type = _slot_setter(ToolCall, "type")
-_set_call_extra = _slot_setter(ToolCall, "extra")
+    def __post_init__(self) -> None:
+        if self.extra is not None:
+            _store_extra(self, self.extra)
 
 
 UserContent: TypeAlias = TextContent | ImageContent
@@ -353,6 +251,7 @@ AssistantContent: TypeAlias = TextContent | ThinkingContent | ToolCall
 ContentBlock: TypeAlias = TextContent | ThinkingContent | ImageContent | ToolCall
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Cost:
     """Cost of a response in dollars."""
@@ -370,6 +269,7 @@ class Cost:
             _store_extra(self, self.extra)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Usage:
     """Token counts of a response and what they cost."""
@@ -420,6 +320,7 @@ def _check_timestamp(owner: object, timestamp: object) -> None:
         )
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UserMessage:
     """A message from the user: a string, or text and image blocks."""
@@ -446,7 +347,8 @@ class UserMessage:
             _check_timestamp(self, self.timestamp)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, init=False)
+@fast_init
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AssistantMessage:
     """A response from the model."""
 
@@ -468,31 +370,9 @@ class AssistantMessage:
     Read-only.
     """
 
-    def __init__(
-        self,
-        *,
-        content: tuple[AssistantContent, ...] = (),
-        api: str = "",
-        provider: str = "",
-        model: str = "",
-        usage: Usage = _ZERO_USAGE,
-        stop_reason: StopReason = "stop",
-        error_message: str | None = None,
-        response_id: str | None = None,
-        timestamp: int = _UNSET,
-        extra: Mapping[str, Any] | None = None,
-    ) -> None:
-        _set_assistant_content(self, content)
-        _set_assistant_api(self, api)
-        _set_assistant_provider(self, provider)
-        _set_assistant_model(self, model)
-        _set_assistant_usage(self, usage)
-        _set_assistant_stop_reason(self, stop_reason)
-        _set_assistant_error_message(self, error_message)
-        _set_assistant_response_id(self, response_id)
-        _set_assistant_timestamp(self, now_ms() if timestamp is _UNSET else timestamp)
-        _set_assistant_role(self, "assistant")
-        _set_assistant_extra(self, None if extra is None else _checked_extra(self, extra))
+    def __post_init__(self) -> None:
+        if self.extra is not None:
+            _store_extra(self, self.extra)
 
     @property
     def text(self) -> str:
@@ -505,20 +385,8 @@ class AssistantMessage:
         return tuple([b for b in self.content if type(b) is ToolCall])
 
 
-_set_assistant_content = _slot_setter(AssistantMessage, "content")
-_set_assistant_api = _slot_setter(AssistantMessage, "api")
-_set_assistant_provider = _slot_setter(AssistantMessage, "provider")
-_set_assistant_model = _slot_setter(AssistantMessage, "model")
-_set_assistant_usage = _slot_setter(AssistantMessage, "usage")
-_set_assistant_stop_reason = _slot_setter(AssistantMessage, "stop_reason")
-_set_assistant_error_message = _slot_setter(AssistantMessage, "error_message")
-_set_assistant_response_id = _slot_setter(AssistantMessage, "response_id")
-_set_assistant_timestamp = _slot_setter(AssistantMessage, "timestamp")
-_set_assistant_role = _slot_setter(AssistantMessage, "role")
-_set_assistant_extra = _slot_setter(AssistantMessage, "extra")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True, init=False)
+@fast_init
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolResultMessage:
     """The result of one tool call, sent back to the model."""
 
@@ -533,61 +401,34 @@ class ToolResultMessage:
     extra: Mapping[str, Any] | None = _extra_field()
     """The message's JSON keys agentloop does not model (pi 1.x's `durationMs`, `usage`, ...). Read-only."""
 
-    def __init__(
-        self,
-        *,
-        tool_call_id: str,
-        tool_name: str,
-        content: tuple[UserContent, ...] = (),
-        details: Any = None,
-        is_error: bool = False,
-        timestamp: int = _UNSET,
-        extra: Mapping[str, Any] | None = None,
-    ) -> None:
-        _set_result_tool_call_id(self, tool_call_id)
-        _set_result_tool_name(self, tool_name)
-        _set_result_content(self, content)
-        _set_result_details(self, details)
-        _set_result_is_error(self, is_error)
-        _set_result_timestamp(self, now_ms() if timestamp is _UNSET else timestamp)
-        _set_result_role(self, "toolResult")
-        _blocks(self, content, "ToolResultMessage content")
-        if type(is_error) is not bool:
-            raise TypeError(f"ToolResultMessage is_error must be a bool, got {type(is_error).__name__}")
-        if timestamp is not _UNSET and type(timestamp) is not int:
-            _check_timestamp(self, timestamp)
-        _set_result_extra(self, None if extra is None else _checked_extra(self, extra))
-
-
-_set_result_tool_call_id = _slot_setter(ToolResultMessage, "tool_call_id")
-_set_result_tool_name = _slot_setter(ToolResultMessage, "tool_name")
-_set_result_content = _slot_setter(ToolResultMessage, "content")
-_set_result_details = _slot_setter(ToolResultMessage, "details")
-_set_result_is_error = _slot_setter(ToolResultMessage, "is_error")
-_set_result_timestamp = _slot_setter(ToolResultMessage, "timestamp")
-_set_result_role = _slot_setter(ToolResultMessage, "role")
-_set_result_extra = _slot_setter(ToolResultMessage, "extra")
+    def __post_init__(self) -> None:
+        _blocks(self, self.content, "ToolResultMessage content")
+        if type(self.is_error) is not bool:
+            raise TypeError(f"ToolResultMessage is_error must be a bool, got {type(self.is_error).__name__}")
+        if type(self.timestamp) is not int:
+            _check_timestamp(self, self.timestamp)
+        if self.extra is not None:
+            _store_extra(self, self.extra)
 
 
 def tool_result_message(
     tool_call_id: str, tool_name: str, result: AgentToolResult, is_error: bool, timestamp: int
 ) -> ToolResultMessage:
-    """The loop's message for a finished call: the result's content is checked already, `is_error` a bool."""
-    message = object.__new__(ToolResultMessage)
-    _set_result_tool_call_id(message, tool_call_id)
-    _set_result_tool_name(message, tool_name)
-    _set_result_content(message, result.content)
-    _set_result_details(message, result.details)
-    _set_result_is_error(message, is_error)
-    _set_result_timestamp(message, timestamp)
-    _set_result_role(message, "toolResult")
-    _set_result_extra(message, None)
-    return message
+    """The loop's message for a finished call."""
+    return ToolResultMessage(
+        tool_call_id=tool_call_id,
+        tool_name=tool_name,
+        content=result.content,
+        details=result.details,
+        is_error=is_error,
+        timestamp=timestamp,
+    )
 
 
 _STANDARD_ROLES = frozenset({"user", "assistant", "toolResult"})
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CustomMessage:
     """An application-defined message with any other role (notifications, memos, UI markers).
@@ -663,7 +504,8 @@ class ToolSpec:
     parameters: Mapping[str, Any]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, init=False)
+@fast_init
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Context:
     """What one LLM call sees: the system prompt, the messages and the tools."""
 
@@ -672,19 +514,9 @@ class Context:
     tools: Sequence[Any] = ()
     """Tools (`AgentTool` or anything with `name`, `description` and `parameters`)."""
 
-    def __init__(self, *, system_prompt: str = "", messages: Sequence[Message] = (), tools: Sequence[Any] = ()) -> None:
-        # Hand-written (see `_slot_setter`): one per model call.
-        _set_context_system_prompt(self, system_prompt)
-        _set_context_messages(self, messages)
-        _set_context_tools(self, tools)
 
-
-_set_context_system_prompt = _slot_setter(Context, "system_prompt")
-_set_context_messages = _slot_setter(Context, "messages")
-_set_context_tools = _slot_setter(Context, "tools")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True, init=False)
+@fast_init
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AgentToolResult:
     """What a tool returns: content for the model, details for the application.
 
@@ -702,45 +534,19 @@ class AgentToolResult:
     Read-only.
     """
 
-    def __init__(
-        self,
-        *,
-        content: tuple[UserContent, ...] = (),
-        details: Any = None,
-        is_error: bool | None = None,
-        terminate: bool | None = None,
-        extra: Mapping[str, Any] | None = None,
-    ) -> None:
-        _set_tool_result_content(self, content)
-        _set_tool_result_details(self, details)
-        _set_tool_result_is_error(self, is_error)
-        _set_tool_result_terminate(self, terminate)
-        _blocks(self, content, "AgentToolResult content", " (for plain text use AgentToolResult.from_text(text))")
-        if is_error is not None and type(is_error) is not bool:
-            raise TypeError(f"AgentToolResult is_error must be a bool or None, got {type(is_error).__name__}")
-        if terminate is not None and type(terminate) is not bool:
-            raise TypeError(f"AgentToolResult terminate must be a bool or None, got {type(terminate).__name__}")
-        _set_tool_result_extra(self, None if extra is None else _checked_extra(self, extra))
+    def __post_init__(self) -> None:
+        _blocks(self, self.content, "AgentToolResult content", " (for plain text use AgentToolResult.from_text(text))")
+        if self.is_error is not None and type(self.is_error) is not bool:
+            raise TypeError(f"AgentToolResult is_error must be a bool or None, got {type(self.is_error).__name__}")
+        if self.terminate is not None and type(self.terminate) is not bool:
+            raise TypeError(f"AgentToolResult terminate must be a bool or None, got {type(self.terminate).__name__}")
+        if self.extra is not None:
+            _store_extra(self, self.extra)
 
     @classmethod
     def from_text(cls, text: str, details: Any = None) -> AgentToolResult:
         """A result with one text block."""
-        if cls is not AgentToolResult:
-            return cls(content=(TextContent(text),), details=details)
-        result = object.__new__(cls)  # the block is known to be valid: the checks of __init__ are skipped
-        _set_tool_result_content(result, (TextContent(text),))
-        _set_tool_result_details(result, details)
-        _set_tool_result_is_error(result, None)
-        _set_tool_result_terminate(result, None)
-        _set_tool_result_extra(result, None)
-        return result
-
-
-_set_tool_result_content = _slot_setter(AgentToolResult, "content")
-_set_tool_result_details = _slot_setter(AgentToolResult, "details")
-_set_tool_result_is_error = _slot_setter(AgentToolResult, "is_error")
-_set_tool_result_terminate = _slot_setter(AgentToolResult, "terminate")
-_set_tool_result_extra = _slot_setter(AgentToolResult, "extra")
+        return cls(content=(TextContent(text),), details=details)
 
 
 def error_result(message: str) -> AgentToolResult:

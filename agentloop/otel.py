@@ -51,11 +51,9 @@ spans may mix (give each its own task).
 
 from __future__ import annotations
 
-import inspect
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import nullcontext
 from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
@@ -72,8 +70,10 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from ._agent import Agent
 from ._config import AgentLoopConfig, MaybeAwaitable, StreamFn, StreamOptions, ToolInvocation, call
+from ._errors import ToolTimeoutError
 from ._events import AgentEvent, AssistantMessageEvent
 from ._loop import resolve_stream_fn
+from ._stream_source import opened_stream
 from ._types import AgentToolResult, AssistantMessage, Context, Model, Usage
 
 __all__ = ("Tracing", "instrument")
@@ -81,7 +81,6 @@ __all__ = ("Tracing", "instrument")
 _SCOPE = "agentloop"
 _FINISH_REASONS = {"stop": "stop", "length": "length", "toolUse": "tool_call", "error": "error", "aborted": "aborted"}
 _ERROR_TYPES = {"error": "model_error", "aborted": "aborted"}
-_CLEANUP_TIMEOUT = 5.0
 _TERMINAL = ("done", "error")
 _RUN_ATTRIBUTES = ("gen_ai.provider.name", "gen_ai.request.model", "gen_ai.conversation.id")
 
@@ -373,17 +372,9 @@ class Tracing:
         self, span: Span, run: _RunSpans | None, source: Any, options: StreamOptions
     ) -> AsyncIterator[AssistantMessageEvent]:
         """The model's events, unchanged; the span ends at the terminal one (or when cut)."""
-        events: Any = None
         ended = False
         try:
-            if inspect.isawaitable(source):
-                source = await source
-            async with source if hasattr(source, "__aenter__") else nullcontext(source) as events:
-                if not hasattr(events, "__anext__"):
-                    raise TypeError(
-                        "a stream function must return an async iterator of AssistantMessageEvent or an async "
-                        f"context manager yielding one, got {type(events).__name__}"
-                    )
+            async with opened_stream(source) as events:
                 read = events.__anext__
                 while True:
                     try:
@@ -398,7 +389,6 @@ class Tracing:
             if not ended:
                 ended = True
                 _fail(span, run, exc, options.signal.aborted, options.api_key)
-            await _close(events)
             raise
         finally:
             if not ended:  # the stream ended without a terminal event
@@ -466,19 +456,18 @@ class Tracing:
         span = self.tracer.start_span(
             f"execute_tool {tool.name}", context=parent, kind=SpanKind.INTERNAL, attributes=attributes
         )
-        started = anyio.current_time()
         try:
             result = await _current_in(trace.set_span_in_context(span, parent), proceed, run)
         except BaseException as exc:
             if isinstance(exc, anyio.get_cancelled_exc_class()):
                 if invocation.signal.aborted:
                     _end(span, "aborted", "aborted")
-                elif tool.timeout is not None and anyio.current_time() - started >= tool.timeout:
-                    _end(span, "timeout", f"timed out after {tool.timeout:g} s")
                 else:
                     _end(span, "cancelled", "cancelled")
                     if run is not None:
                         run.fail("cancelled", "cancelled")
+            elif isinstance(exc, ToolTimeoutError):
+                _end(span, "timeout", f"timed out after {tool.timeout:g} s")
             else:
                 error_type = type(exc).__qualname__
                 _end(span, error_type, _mask(str(exc), key))
@@ -567,14 +556,6 @@ def _fail(span: Span, run: _RunSpans | None, exc: BaseException, aborted: bool, 
     _end(span, error_type, description)
     if run is not None:
         run.fail(error_type, description)
-
-
-async def _close(events: Any) -> None:
-    """Close the model's stream after a failure, bounded and shielded from the cancellation."""
-    aclose = getattr(events, "aclose", None)
-    if aclose is not None:
-        with anyio.move_on_after(_CLEANUP_TIMEOUT, shield=True):
-            await aclose()
 
 
 def _input_tokens(usage: Usage) -> int:

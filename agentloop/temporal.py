@@ -13,6 +13,11 @@ interrupted one is retried.
         async for envelope in stream_events(handle):
             ...
 
+A tool the agent's `needs_approval` names waits for `approve(handle, tool_call_id, approved,
+reason)` (`pending_approvals(handle)` lists the calls waiting); with a `context_store`
+(`FileContextStore`, `MemoryContextStore`, or your own `ContextStore`) model calls carry what is
+new and a key instead of the whole transcript, and a history grows linearly with its turns.
+
 Temporal's Python SDK runs on asyncio: on trio, every function here raises RuntimeError at once.
 """
 
@@ -43,6 +48,8 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from ._envelope import EventEnvelope, envelope_from_json
 from ._errors import InvalidContextError
 from ._temporal_agent import ActivityOptions, TemporalAgent, idempotency_key
+from ._temporal_approval import ApprovalRequest
+from ._temporal_context import ContextStore, FileContextStore, MemoryContextStore
 from ._temporal_payload import AgentLoopPayloadConverter, AgentRun, data_converter
 from ._temporal_workflow import AgentWorkflow, _AgentNotFound, register_agent
 from ._types import AgentMessage
@@ -53,10 +60,16 @@ __all__ = (
     "AgentLoopPlugin",
     "AgentRun",
     "AgentWorkflow",
+    "ApprovalRequest",
+    "ContextStore",
     "EventsLostError",
+    "FileContextStore",
+    "MemoryContextStore",
     "TemporalAgent",
     "data_converter",
+    "approve",
     "idempotency_key",
+    "pending_approvals",
     "start_agent",
     "stream_events",
     "worker",
@@ -222,3 +235,40 @@ async def stream_events(handle: WorkflowHandle[Any, Any], after_seq: int = -1) -
             raise EventsLostError(f"workflow {handle.id!r} finished without an agent_end after seq {seq}")
         if page["continuing"] and not envelopes:
             await anyio.sleep(0.05)  # the workflow is moving to its next history
+
+
+async def pending_approvals(handle: WorkflowHandle[Any, Any]) -> list[ApprovalRequest]:
+    """The tool calls of the run waiting for a person's decision, oldest first (a query).
+
+    A call is pending from its `tool_execution_start` event until it is decided: ask after
+    seeing that event for a tool the agent's `needs_approval` names.
+    """
+    _require_asyncio("agentloop.temporal.pending_approvals")
+    listed = await handle.query("approvals", result_type=list)
+    return [ApprovalRequest.from_json(data) for data in listed]
+
+
+async def approve(
+    handle: WorkflowHandle[Any, Any], tool_call_id: str, approved: bool = True, reason: str | None = None
+) -> None:
+    """Decide a pending tool call: approved, it runs; denied (`approved=False`), the model gets an
+    error result with `reason` (default "Tool execution was blocked"), as a `before_tool_call`
+    that blocks the call in one process.
+
+    Returns once the workflow has recorded the decision (an update: a worker must be running).
+    Raises ValueError if that call is not pending (unknown, already decided, or the run is over).
+    """
+    _require_asyncio("agentloop.temporal.approve")
+    if not isinstance(tool_call_id, str):
+        raise TypeError(f"approve: tool_call_id must be a str, got {type(tool_call_id).__name__}")
+    if type(approved) is not bool:
+        raise TypeError(f"approve: approved must be a bool, got {type(approved).__name__}")
+    if reason is not None and not isinstance(reason, str):
+        raise TypeError(f"approve: reason must be a str or None, got {type(reason).__name__}")
+    try:
+        await handle.execute_update("approve", args=[tool_call_id, approved, reason])
+    except WorkflowUpdateFailedError as exc:
+        cause = exc.cause
+        raise ValueError(getattr(cause, "message", None) or str(cause)) from exc
+    except RPCError as exc:
+        raise ValueError(f"approve: workflow {handle.id!r} takes no decisions: {exc.message}") from exc

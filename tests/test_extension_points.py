@@ -125,6 +125,32 @@ async def test_wrap_tool_call_sees_each_execution_and_decides_its_outcome(anyio_
     assert log == ["start c1", "end c1"]
 
 
+async def test_a_wrapper_sees_a_tools_timeout_as_the_outcome_of_proceed(anyio_backend: object) -> None:
+    # The timeout is inside `proceed()`: a durable engine's step records it as the call's outcome
+    # (a cut from outside the wrapper would leave nothing recorded, and a replay would run the
+    # tool again). Unhandled, it is the call's error result, as without a wrapper.
+    recorded: list[str] = []
+
+    async def wrap(invocation: al.ToolInvocation, proceed: Any) -> object:
+        try:
+            return await proceed()
+        except al.ToolTimeoutError as exc:
+            recorded.append(str(exc))
+            if invocation.tool_call.id == "c1":
+                return "recorded: timed out"
+            raise
+
+    log: list[str] = []
+    tools = [sleeper("slow", 10, log, timeout=0.05)]
+    events = await run(tools, ScriptedModel([calls("slow", "slow"), "done"]), wrap_tool_call=wrap)
+    assert recorded == ["Tool slow timed out after 0.05 s"] * 2
+    assert sorted(ends(events)) == [
+        ("c1", "recorded: timed out", False),
+        ("c2", "Tool slow timed out after 0.05 s", True),
+    ]
+    assert sorted(log) == ["cancelled c1", "cancelled c2", "start c1", "start c2"]
+
+
 class EngineError(Exception):
     """A durable engine's own control-flow exception."""
 

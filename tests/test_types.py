@@ -83,8 +83,9 @@ def test_streaming_text_sees_only_its_parts() -> None:
 
 
 def test_text_equality_and_repr() -> None:
-    assert TextContent("a") != ThinkingContent("a")
-    assert TextContent("a") != "a"
+    text: object = TextContent("a")
+    assert text != ThinkingContent("a")
+    assert text != "a"
     assert ThinkingContent("a", redacted=True) != ThinkingContent("a")
     assert len({TextContent("a"), TextContent("a"), TextContent("b")}) == 2
     assert repr(ThinkingContent("t", thinking_signature="s", redacted=True)) == (

@@ -5,20 +5,19 @@ from __future__ import annotations
 
 import abc
 import builtins
-import json
 import re
 import uuid
 from typing import Any
 
-from .._codec import from_json, to_json
+from .._codec import decode_json, from_json, to_json
+from .._constants import AGENT_MESSAGE_TYPES
 from .._json_fallback import encode_lenient
-from .._types import AgentMessage, AssistantMessage, CustomMessage, ToolResultMessage, UserMessage
+from .._types import AgentMessage
 from ._model import JSONDict, Meta, SessionCorruptError
 
 __all__ = ("Backend", "Writer", "check_session_id", "decode_message", "encode_message", "new_session_id")
 
 _ID_RE = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$")
-_MESSAGE_TYPES = (UserMessage, AssistantMessage, ToolResultMessage, CustomMessage)
 
 
 class Backend(abc.ABC):
@@ -87,11 +86,11 @@ def decode_message(data: Any, where: str) -> AgentMessage:
     """A stored message back (data is its JSON form, or JSON text); SessionCorruptError if not one."""
     try:
         if isinstance(data, (str, bytes)):
-            data = json.loads(data)
+            data = decode_json(data, constants=True)
         message = from_json(data)
     except ValueError as exc:
         raise SessionCorruptError(f"{where}: {exc}") from None
-    if not isinstance(message, _MESSAGE_TYPES):
+    if not isinstance(message, AGENT_MESSAGE_TYPES):
         raise SessionCorruptError(f"{where}: not a message")
     return message
 

@@ -20,14 +20,13 @@ process dies, so a crashed writer never leaves a stale lock behind.
 from __future__ import annotations
 
 import builtins
-import json
 import os
 import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
-from .._codec import encode_json
+from .._codec import decode_json, encode_json
 from ._backend import Backend, Writer
 from ._model import (
     JSONDict,
@@ -38,7 +37,11 @@ from ._model import (
     SessionNotFoundError,
 )
 
-__all__ = ("JSONLBackend",)
+__all__ = (
+    "JSONLBackend",
+    "VERSION",
+    "parse",
+)
 
 VERSION = 1
 _SUFFIX = ".jsonl"
@@ -94,7 +97,7 @@ def parse(data: bytes, where: str, *, messages: bool = True) -> _Parsed:
             count += 1
             continue
         try:
-            record = json.loads(line)
+            record = decode_json(line, constants=True)
             if not isinstance(record, dict):
                 raise ValueError("not an object")
             kind = record["type"]

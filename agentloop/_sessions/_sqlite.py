@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import json
 import os
 import socket
 import sqlite3
@@ -27,7 +26,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from .._codec import encode_json
+from .._codec import decode_json, encode_json
 from ._backend import Backend, Writer
 from ._model import (
     JSONDict,
@@ -38,7 +37,10 @@ from ._model import (
     SessionNotFoundError,
 )
 
-__all__ = ("SQLiteBackend",)
+__all__ = (
+    "SCHEMA_VERSION",
+    "SQLiteBackend",
+)
 
 SCHEMA_VERSION = 1
 _SCHEMA = """
@@ -340,7 +342,7 @@ class _Transaction:
 def _meta(row: tuple[Any, ...]) -> Meta:
     session_id, created, updated, title, parent_id, fork_index, settings, count = row
     try:
-        settings_json = json.loads(settings)
+        settings_json = decode_json(settings, constants=True)
     except ValueError:
         raise SessionCorruptError(f"session {session_id!r}: unreadable settings") from None
     return Meta(

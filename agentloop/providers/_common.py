@@ -11,15 +11,17 @@ import re
 from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
+from .._codec import decode_json
 from .._config import StreamOptions
 from .._events import AssistantMessageEvent, DoneEvent, ErrorEvent
 from .._partial import AssistantMessageBuilder
 from .._types import AssistantMessage, Context, Cost, ImageContent, Model, ToolResultMessage, Usage, UserMessage
 
 __all__ = (
-    "ABORTED_TEXT",
     "AssistantMessageEventStream",
     "ENV_API_KEYS",
+    "Level",
+    "MAX_ERROR_BODY",
     "ProviderError",
     "SSEParser",
     "as_int",
@@ -35,14 +37,17 @@ __all__ = (
     "json_text",
     "make_usage",
     "redact",
+    "request_headers",
     "resolve_api_key",
     "sanitize",
+    "stream_object",
     "thinking_budget",
     "thinking_level",
     "tool_specs",
 )
 
-ABORTED_TEXT = "Request was aborted"
+MAX_ERROR_BODY = 64 * 1024
+"""The most bytes of an error response read (and shown, cut further) from a server."""
 
 ENV_API_KEYS: dict[str, tuple[str, ...]] = {
     "openai": ("OPENAI_API_KEY",),
@@ -136,6 +141,12 @@ def redact(text: str, secret: str | None) -> str:
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def request_headers(own: Mapping[str, str], model: Model, options: StreamOptions) -> dict[str, str]:
+    """A request's headers: the provider's own (the key, the API version), then the model's, then
+    the call's, each overriding the one before. `content-type` is set by the driver when none is."""
+    return {**own, **(model.headers or {}), **(options.headers or {})}
+
+
 def sanitize(text: str) -> str:
     """Drop lone UTF-16 surrogates, which servers reject in JSON bodies."""
     return _SURROGATE.sub("", text) if _SURROGATE.search(text) else text
@@ -218,9 +229,9 @@ def thinking_level(options: StreamOptions, *, xhigh: bool = False) -> Level | No
     level = options.reasoning
     if level is None or level == "off":
         return None
-    if level in ("xhigh", "max"):
+    if level == "xhigh" or level == "max":
         return "xhigh" if xhigh else "high"
-    return level  # type: ignore[return-value]
+    return level
 
 
 def thinking_budget(options: StreamOptions, level: Level) -> int:
@@ -339,6 +350,17 @@ class SSEParser:
         raise NotImplementedError
 
 
+def stream_object(data: str) -> dict[str, Any]:
+    """The JSON object one server-sent event carries; ProviderError, quoting its start, if it is not one."""
+    try:
+        value = decode_json(data, constants=True)
+    except ValueError:
+        raise ProviderError(f"Malformed stream data (not JSON): {data[:200]!r}") from None
+    if not isinstance(value, dict):
+        raise ProviderError(f"Malformed stream data (not an object): {data[:200]!r}")
+    return value
+
+
 # --- the stream object ---------------------------------------------------------------------
 
 
@@ -367,11 +389,10 @@ class AssistantMessageEventStream:
 
     async def __anext__(self) -> AssistantMessageEvent:
         event = await self._events.__anext__()
-        kind = type(event)
-        if kind is DoneEvent:
-            self._message = event.message  # type: ignore[union-attr]
-        elif kind is ErrorEvent:
-            self._message = event.error  # type: ignore[union-attr]
+        if type(event) is DoneEvent:
+            self._message = event.message
+        elif type(event) is ErrorEvent:
+            self._message = event.error
         return event
 
     async def aclose(self) -> None:

@@ -24,10 +24,9 @@ base URL when absent:
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
 from .._config import StreamOptions
 from .._events import AssistantMessageEvent
@@ -55,8 +54,10 @@ from ._common import (
     is_one_of,
     json_text,
     make_usage,
+    request_headers,
     resolve_api_key,
     sanitize,
+    stream_object,
     thinking_budget,
     thinking_level,
     tool_specs,
@@ -70,6 +71,8 @@ __all__ = (
     "OPENAI_BASE_URL",
     "base_url",
     "build_completions_request",
+    "convert_messages",
+    "map_finish_reason",
     "stream_openai_completions",
 )
 
@@ -169,11 +172,7 @@ def build_completions_request(model: Model, context: Context, options: StreamOpt
     extra = compat(model, "extra_body", None)
     if extra:
         body.update(extra)
-    headers = {"content-type": "application/json"}
-    if key:
-        headers["authorization"] = f"Bearer {key}"
-    headers.update(model.headers or {})
-    headers.update(options.headers or {})
+    headers = request_headers({"authorization": f"Bearer {key}"} if key else {}, model, options)
     return Request(url + "/chat/completions", headers, body, key)
 
 
@@ -298,7 +297,7 @@ class _Tool:
         self.args = ToolArguments()
 
 
-def map_finish_reason(reason: Any) -> str:
+def map_finish_reason(reason: Any) -> Literal["stop", "length", "toolUse", "error"]:
     """A Chat Completions `finish_reason` as a stop reason; unknown ones count as `stop`."""
     if reason in ("length", "max_tokens"):
         return "length"
@@ -340,12 +339,7 @@ class CompletionsParser(SSEParser):
         if data.strip() == "[DONE]":
             self.finished = True
             return ()
-        try:
-            chunk = json.loads(data)
-        except (ValueError, RecursionError):
-            raise ProviderError(f"Malformed stream data (not JSON): {data[:200]!r}") from None
-        if not isinstance(chunk, dict):
-            raise ProviderError(f"Malformed stream data (not an object): {data[:200]!r}")
+        chunk = stream_object(data)
         error = chunk.get("error")
         if error is not None and not chunk.get("choices"):
             raise ProviderError(error_text(chunk) or "The server reported an error", retryable=_retryable(error))
@@ -473,7 +467,7 @@ class CompletionsParser(SSEParser):
         else:
             if reason == "stop" and self.tools:
                 reason = "toolUse"
-            out.append(self.builder.done(reason))  # type: ignore[arg-type]
+            out.append(self.builder.done(reason))
         return out
 
 

@@ -14,8 +14,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import inspect
-from collections.abc import AsyncIterator, Callable, Iterable
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -25,7 +24,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from .._abort import AbortSignal
 from .._asgi import SSE_HEADERS, ASGIApp, BodyTooLarge, Receive, Scope, Send, header, read_body, send_json
 from .._config import MaybeAwaitable, StreamFn, StreamOptions
-from .._events import AssistantMessageEvent
+from .._stream_source import opened_stream
 from .._types import Context, Model
 from ._anthropic import ANTHROPIC_BASE_URL
 from ._common import env_api_key, redact
@@ -40,7 +39,6 @@ __all__ = ("proxy_app",)
 _PROVIDER_BASE_URLS: tuple[str, ...] = (OPENAI_BASE_URL, ANTHROPIC_BASE_URL)
 """The built-in providers' own base URLs: where `proxy_app` sends requests unless told otherwise."""
 
-_CLEANUP_TIMEOUT = 5.0
 _EVENTS_PER_TURN = 32  # events queued between two turns given to the scheduler
 _QUEUED_EVENTS = 256  # events queued ahead of a client that reads slower than the model writes
 _PING = b": ping\n\n"
@@ -278,37 +276,39 @@ class _ProxyApp:
         The server's API key never reaches the client: error texts are sent with it redacted.
         """
         with queued:  # closed at the end: the writer then ends the body
-            signal = options.signal
-            encoder = WireEncoder(model)
-            secret = options.api_key or env_api_key(model.provider)
-            try:
-                source = self._stream_fn(model, context, options)
-                if inspect.isawaitable(source):
-                    source = await source
-                async with _opened(source) as events:
-                    sent = 0
-                    async for event in events:
-                        sent += 1
-                        if sent % _EVENTS_PER_TURN == 0:
-                            # An upstream that never waits (a cache, a replay, a fast local model) would
-                            # otherwise hold the loop for a whole answer, and the writer would send
-                            # nothing before its end.
-                            await anyio.lowlevel.checkpoint()
-                        wire = encoder.encode(event)
-                        if wire["type"] == "error" and isinstance(wire.get("errorMessage"), str):
-                            wire["errorMessage"] = redact(wire["errorMessage"], secret)
-                        await _queue(queued, wire)
-                        if wire["type"] in ("done", "error"):
-                            return
-            except ProxyProtocolError as exc:
-                text = f"The model stream broke the event protocol: {exc}"
-                await _queue(queued, encoder.failure("error", redact(text, secret)))
-                return
-            except Exception as exc:  # the stream function broke its contract (it must not raise)
-                text = str(exc) or type(exc).__name__
-                await _queue(queued, encoder.failure("aborted" if signal.aborted else "error", redact(text, secret)))
-                return
-            await _queue(queued, encoder.failure("error", "The model stream ended without a done or error event"))
+            await self._run(queued, model, context, options)
+
+    async def _run(
+        self, queued: MemoryObjectSendStream[bytes], model: Model, context: Context, options: StreamOptions
+    ) -> None:
+        signal = options.signal
+        encoder = WireEncoder(model)
+        secret = options.api_key or env_api_key(model.provider)
+        try:
+            async with opened_stream(self._stream_fn(model, context, options)) as events:
+                sent = 0
+                async for event in events:
+                    sent += 1
+                    if sent % _EVENTS_PER_TURN == 0:
+                        # An upstream that never waits (a cache, a replay, a fast local model) would
+                        # otherwise hold the loop for a whole answer, and the writer would send
+                        # nothing before its end.
+                        await anyio.lowlevel.checkpoint()
+                    wire = encoder.encode(event)
+                    if wire["type"] == "error" and isinstance(wire.get("errorMessage"), str):
+                        wire["errorMessage"] = redact(wire["errorMessage"], secret)
+                    await _queue(queued, wire)
+                    if wire["type"] in ("done", "error"):
+                        return
+        except ProxyProtocolError as exc:
+            text = f"The model stream broke the event protocol: {exc}"
+            await _queue(queued, encoder.failure("error", redact(text, secret)))
+            return
+        except Exception as exc:  # the stream function broke its contract (it must not raise)
+            text = str(exc) or type(exc).__name__
+            await _queue(queued, encoder.failure("aborted" if signal.aborted else "error", redact(text, secret)))
+            return
+        await _queue(queued, encoder.failure("error", "The model stream ended without a done or error event"))
 
 
 async def _queue(queued: MemoryObjectSendStream[bytes], wire: dict[str, Any]) -> None:
@@ -395,33 +395,6 @@ async def _watch_disconnect(receive: Receive, gone: Callable[[], None]) -> None:
         if message.get("type") == "http.disconnect":
             gone()
             return
-
-
-@asynccontextmanager
-async def _opened(source: Any) -> AsyncIterator[AsyncIterator[AssistantMessageEvent]]:
-    """Enter what a stream function returned and always close its iterator (in this task)."""
-    if hasattr(source, "__aenter__"):
-        async with source as events, _closing(events) as iterator:
-            yield iterator
-    else:
-        async with _closing(source) as iterator:
-            yield iterator
-
-
-@asynccontextmanager
-async def _closing(events: Any) -> AsyncIterator[AsyncIterator[AssistantMessageEvent]]:
-    if not hasattr(events, "__anext__"):
-        raise TypeError(
-            "a stream function must return an async iterator of AssistantMessageEvent or an async "
-            f"context manager yielding one, got {type(events).__name__}"
-        )
-    try:
-        yield events
-    finally:
-        aclose = getattr(events, "aclose", None)
-        if aclose is not None:
-            with anyio.move_on_after(_CLEANUP_TIMEOUT, shield=True):
-                await aclose()
 
 
 async def _reply(send: Send, status: int, error: str, headers: list[tuple[bytes, bytes]] | None = None) -> None:

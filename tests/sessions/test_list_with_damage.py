@@ -68,3 +68,31 @@ async def test_the_sse_app_lists_the_good_sessions(anyio_backend: object, tmp_pa
                 response = await http.get("/sessions")
                 assert response.status_code == 200
                 assert [s["id"] for s in response.json()["sessions"]] == [good.id]
+
+
+DEEP = "[" * 100_000 + "]" * 100_000  # JSON too deeply nested for Python's parser
+
+
+async def test_too_deep_json_in_a_store_is_a_corrupt_session_not_a_recursion_error(
+    anyio_backend: object, tmp_path: Path
+) -> None:
+    with anyio.fail_after(20):
+        async with JSONLSessionStore(tmp_path / "jsonl") as store:
+            info = await store.create(messages=[al.UserMessage(content="1"), al.UserMessage(content="2")])
+            path = tmp_path / "jsonl" / f"{info.id}.jsonl"
+            lines = path.read_bytes().split(b"\n")
+            path.write_bytes(b"\n".join([lines[0], DEEP.encode(), *lines[2:]]))
+            with pytest.raises(SessionCorruptError, match="line 2 is not a valid record"):
+                await store.load(info.id)
+        async with SQLiteSessionStore(tmp_path / "s.db") as sqlite_store:
+            good = await sqlite_store.create(title="good")
+            deep = await sqlite_store.create(title="deep")
+            backend: Any = sqlite_store._backend
+            backend._conn.execute("UPDATE sessions SET settings = ? WHERE id = ?", (DEEP, deep.id))
+            errors: list[SessionCorruptError] = []
+            assert [i.id for i in await sqlite_store.list(errors=errors)] == [good.id]
+            assert len(errors) == 1 and deep.id in str(errors[0])
+            with_message = await sqlite_store.create(messages=[al.UserMessage(content="hi")])
+            backend._conn.execute("UPDATE messages SET data = ? WHERE session_id = ?", (DEEP, with_message.id))
+            with pytest.raises(SessionCorruptError, match="message 0"):
+                await sqlite_store.load(with_message.id)

@@ -17,7 +17,13 @@ import anyio
 from temporalio.common import RetryPolicy
 
 import agentloop as al
-from agentloop.temporal import ActivityOptions, TemporalAgent, idempotency_key
+from agentloop.temporal import (
+    ActivityOptions,
+    FileContextStore,
+    MemoryContextStore,
+    TemporalAgent,
+    idempotency_key,
+)
 from agentloop.testing import Response, ScriptedModel, ScriptedToolCall
 
 MODEL = al.Model(id="scripted", api="scripted", provider="scripted")
@@ -64,6 +70,13 @@ async def barrier(note: str) -> str:
 
 
 @al.tool
+async def delete(path: str) -> str:
+    """Delete a file: a call waits for a person's approval."""
+    _log("tool_starts", f"delete {path}")
+    return f"deleted {path}"
+
+
+@al.tool
 async def broken(key: str) -> str:
     """A tool that fails."""
     raise KeyError(f"no such key: {key}")
@@ -94,6 +107,17 @@ MANY_TURNS: list[Response | str] = [
     "five lookups done",
 ]
 
+GUARDED: list[Response | str] = [
+    Response(
+        content=[
+            ScriptedToolCall("g1", "delete", {"path": "/tmp/a"}),
+            ScriptedToolCall("g2", "lookup", {"key": "x"}),
+            ScriptedToolCall("g3", "delete", {"path": "/etc"}),
+        ]
+    ),
+    "done",
+]
+
 FAST_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=5)
 
 one_tool = TemporalAgent("one_tool", model=MODEL, tools=[lookup], stream_fn=scripted(ONE_TOOL))
@@ -115,7 +139,59 @@ capped = TemporalAgent(
     "capped", model=MODEL, tools=[lookup], stream_fn=scripted(MANY_TURNS), turns_per_history=2, max_turns=4
 )
 
-ALL = [capped, one_tool, parallel, slow, follow_up, many_turns]
+
+class SharedStore:
+    """A context store in `AGENTLOOP_TEST_LOG`/contexts when that is set (shared by worker
+    processes), else in this process's memory; counts its reads, and forgets everything while
+    `forgetting` is set."""
+
+    def __init__(self) -> None:
+        self.memory = MemoryContextStore()
+        self.reads = 0
+        self.forgetting = False
+
+    def _store(self) -> FileContextStore | MemoryContextStore:
+        directory = os.environ.get("AGENTLOOP_TEST_LOG")
+        return FileContextStore(Path(directory) / "contexts") if directory else self.memory
+
+    async def put(self, key: str, data: bytes) -> None:
+        await self._store().put(key, data)
+
+    async def get(self, key: str) -> bytes | None:
+        self.reads += 1
+        return None if self.forgetting else await self._store().get(key)
+
+
+STORE = SharedStore()
+by_reference = TemporalAgent(
+    "by_reference",
+    model=MODEL,
+    tools=[lookup],
+    stream_fn=scripted(MANY_TURNS),
+    turns_per_history=4,
+    context_store=STORE,
+)
+slow_by_reference = TemporalAgent(
+    "slow_by_reference",
+    model=MODEL,
+    tools=[slow_lookup],
+    stream_fn=scripted(SLOW),
+    tool_activities={"slow_lookup": ActivityOptions(heartbeat_timeout=timedelta(seconds=1), retry_policy=FAST_RETRY)},
+    context_store=STORE,
+)
+guarded = TemporalAgent(
+    "guarded", model=MODEL, tools=[delete, lookup], stream_fn=scripted(GUARDED), needs_approval=["delete"]
+)
+impatient = TemporalAgent(
+    "impatient",
+    model=MODEL,
+    tools=[delete, lookup],
+    stream_fn=scripted(GUARDED),
+    needs_approval=lambda call: call.arguments.get("path") == "/etc",
+    approval_timeout=timedelta(seconds=1),
+)
+
+ALL = [capped, one_tool, parallel, slow, follow_up, many_turns, guarded, impatient, by_reference, slow_by_reference]
 
 
 def failing_model(

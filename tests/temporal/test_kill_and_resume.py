@@ -61,13 +61,16 @@ def workers() -> Iterator[list[subprocess.Popen[str]]]:
         process.stdout.close()
 
 
+@pytest.mark.parametrize("agent", ["slow", "slow_by_reference"])
 async def test_a_worker_killed_mid_tool_is_replaced_and_the_run_resumes(
-    client: Client, temporal_address: str, tmp_path: Path, workers: list[subprocess.Popen[str]]
+    client: Client, temporal_address: str, tmp_path: Path, workers: list[subprocess.Popen[str]], agent: str
 ) -> None:
+    """With `slow_by_reference` (a context store in a directory both workers see), the second
+    worker rebuilds the context of the first's model call from the store."""
     queue = f"kill-{uuid.uuid4().hex}"
     log = tmp_path
     workers.append(spawn_worker(temporal_address, queue, log, tool_seconds="600"))
-    handle = await start_agent(client, "slow", [PROMPT], id=f"kill-{uuid.uuid4().hex}", task_queue=queue)
+    handle = await start_agent(client, agent, [PROMPT], id=f"kill-{uuid.uuid4().hex}", task_queue=queue)
     envelopes: list[al.EventEnvelope] = []
 
     async def read_events() -> None:
@@ -100,12 +103,69 @@ async def test_a_worker_killed_mid_tool_is_replaced_and_the_run_resumes(
     assert 0 < seen_before_kill < len(envelopes)
 
     # An uninterrupted run of the same conversation, on the surviving worker.
-    clean = await start_agent(client, "slow", [PROMPT], id=f"clean-{uuid.uuid4().hex}", task_queue=queue)
+    clean = await start_agent(client, agent, [PROMPT], id=f"clean-{uuid.uuid4().hex}", task_queue=queue)
     with anyio.fail_after(30):
         clean_envelopes = [e async for e in stream_events(clean)]
         clean_result = await clean.result()
     assert normalized([al.to_json(m) for m in result]) == normalized([al.to_json(m) for m in clean_result])
     assert comparable([e.event for e in envelopes]) == comparable([e.event for e in clean_envelopes])
 
+    history = await handle.fetch_history()
+    await Replayer(workflows=[], plugins=[AgentLoopPlugin(agents.ALL)]).replay_workflow(history)
+    if agent == "slow_by_reference":
+        model_inputs = [
+            e.activity_task_scheduled_event_attributes.input.payloads[0].data
+            for e in history.events
+            if e.HasField("activity_task_scheduled_event_attributes")
+            and e.activity_task_scheduled_event_attributes.activity_type.name.endswith(".model")
+        ]
+        assert b'"base":null' not in model_inputs[1].replace(b" ", b"")  # the second call went by reference
+        assert len(list((log / "contexts").iterdir())) >= 2  # the contexts both workers wrote
+
+
+async def test_an_approval_pending_when_the_worker_is_killed_is_still_pending_on_the_next(
+    client: Client, temporal_address: str, tmp_path: Path, workers: list[subprocess.Popen[str]]
+) -> None:
+    from agentloop.temporal import approve, pending_approvals
+
+    queue = f"kill-approval-{uuid.uuid4().hex}"
+    log = tmp_path
+    workers.append(spawn_worker(temporal_address, queue, log, tool_seconds="0"))
+    handle = await start_agent(client, "guarded", [PROMPT], id=f"kill-approval-{uuid.uuid4().hex}", task_queue=queue)
+    envelopes: list[al.EventEnvelope] = []
+
+    async def read_events() -> None:
+        async for envelope in stream_events(handle):
+            envelopes.append(envelope)
+
+    async def pending() -> list[str]:
+        while not (requests := await pending_approvals(handle)):  # noqa: ASYNC110 (a query to the workflow)
+            await anyio.sleep(0.05)
+        return [r.tool_call_id for r in requests]
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as group:
+            group.start_soon(read_events)
+            assert await pending() == ["g1"]
+            await approve(handle, "g1")
+            assert await pending() == ["g3"]
+            os.kill(workers[0].pid, signal.SIGKILL)
+            workers[0].wait()
+            seen_before_kill = len(envelopes)
+            workers.append(spawn_worker(temporal_address, queue, log, tool_seconds="0"))
+            assert await pending() == ["g3"]  # rebuilt from the history by the new worker
+            await approve(handle, "g3", approved=False, reason="not /etc")
+            result = await handle.result()
+
+    model_calls = lines(log / "model_calls")
+    tool_starts = lines(log / "tool_starts")
+    print(f"\nevents seen before the kill: {seen_before_kill}, after: {len(envelopes) - seen_before_kill}")
+    print(f"model calls: {model_calls}, tool starts: {tool_starts}")
+    assert model_calls == ["0", "1"]  # the first model call was not repeated after the kill
+    assert sorted(tool_starts) == ["delete /tmp/a", "lookup x"]  # g1 ran once, g3 never (denied)
+    check_envelopes(envelopes)
+    assert 0 < seen_before_kill < len(envelopes)
+    denied = next(m for m in result if isinstance(m, al.ToolResultMessage) and m.tool_call_id == "g3")
+    assert denied.is_error and denied.content[0] == al.TextContent("not /etc")
     history = await handle.fetch_history()
     await Replayer(workflows=[], plugins=[AgentLoopPlugin(agents.ALL)]).replay_workflow(history)

@@ -21,6 +21,8 @@ from agentloop.temporal import (
     AgentWorkflow,
     EventsLostError,
     TemporalAgent,
+    approve,
+    pending_approvals,
     start_agent,
     stream_events,
     worker,
@@ -282,6 +284,10 @@ async def test_on_trio_the_helpers_fail_at_once(temporal_address: str) -> None:
         await start_agent(None, "one_tool", [PROMPT], id="x", task_queue="q")  # type: ignore[arg-type]
     with pytest.raises(RuntimeError, match="asyncio only"):
         worker(None, task_queue="q", agents=[])  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError, match=r"agentloop\.temporal\.approve needs asyncio"):
+        await approve(None, "c1")  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError, match=r"agentloop\.temporal\.pending_approvals needs asyncio"):
+        await pending_approvals(None)  # type: ignore[arg-type]
 
 
 def test_the_readme_scaling_out_example_runs_as_written(temporal_address: str) -> None:
@@ -376,7 +382,7 @@ async def test_a_run_without_prompts_continues_the_transcript_or_fails_saying_wh
     assert "Cannot continue from message role: assistant" in str(failure.value.cause)
 
 
-@pytest.mark.parametrize("agent", [agents.parallel, agents.many_turns], ids=lambda a: a.name)
+@pytest.mark.parametrize("agent", [agents.parallel, agents.many_turns, agents.by_reference], ids=lambda a: a.name)
 async def test_a_worker_without_a_workflow_cache_replays_every_step_to_the_same_run(
     client: Client, queue: str, agent: TemporalAgent
 ) -> None:

@@ -1,0 +1,77 @@
+"""`PartialSnapshot`: what a streaming event captured of its response, built into a message on read.
+
+`AssistantMessageBuilder` gives every event it makes a snapshot of the message so far. Building an
+`AssistantMessage` per delta would cost O(blocks) each time, and most consumers only read the
+delta, so an event keeps a `PartialSnapshot` instead and builds it on the first read of
+`event.partial` (see `_events._StreamEvent`). Capturing costs O(1) whatever the length of the
+answer: the snapshot shares the builder's lists and records how much of them is its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from ._types import AssistantContent, AssistantMessage, StopReason, TextContent, ThinkingContent, ToolCall, Usage
+
+__all__ = ("Header", "PartialSnapshot", "with_arguments")
+
+
+class Header(NamedTuple):
+    """The fields every snapshot of one response shares (replaced whole when one of them changes)."""
+
+    api: str
+    provider: str
+    model: str
+    usage: Usage
+    response_id: str | None
+    timestamp: int
+
+
+class PartialSnapshot(NamedTuple):
+    """The message so far, as an event captured it; `build()` makes the `AssistantMessage`.
+
+    Made per delta, with `tuple.__new__(PartialSnapshot, (...))` as namedtuple's own `_make` does
+    (the generated `__new__` is a Python call that would cost a streamed delta about 15%).
+    """
+
+    header: Header
+    head: list[AssistantContent]
+    """The builder's closed blocks. The list only grows (the builder copies it before it changes
+    an earlier block), so the first `head_count` are this snapshot's."""
+    head_count: int
+    last: AssistantContent | None
+    """The last block, as it was when the snapshot was taken (None: no block yet)."""
+    parts: list[str] | Mapping[str, Any] | None
+    """While `last` is open: the chunks of its text or thinking (an append-only list, the first
+    `part_count` of them this snapshot's), or a tool call's partial arguments."""
+    part_count: int
+
+    def build(self, stop_reason: StopReason = "pending", error_message: str | None = None) -> AssistantMessage:
+        """The `AssistantMessage` of this snapshot (its open text is joined on first read)."""
+        last, parts = self.last, self.parts
+        if last is not None and parts is not None:
+            if isinstance(parts, list):
+                if type(last) is TextContent:
+                    last = TextContent._streaming(parts, self.part_count, last.text_signature)
+                elif type(last) is ThinkingContent:
+                    last = ThinkingContent._streaming(parts, self.part_count, last.thinking_signature)
+            elif type(last) is ToolCall:
+                last = with_arguments(last, parts)
+        header = self.header
+        return AssistantMessage(
+            content=() if last is None else (*self.head[: self.head_count], last),
+            api=header.api,
+            provider=header.provider,
+            model=header.model,
+            usage=header.usage,
+            stop_reason=stop_reason,
+            error_message=error_message,
+            response_id=header.response_id,
+            timestamp=header.timestamp,
+        )
+
+
+def with_arguments(call: ToolCall, arguments: Mapping[str, Any]) -> ToolCall:
+    """The tool call with its partial arguments so far."""
+    return ToolCall(call.id, call.name, arguments, thought_signature=call.thought_signature)
