@@ -61,10 +61,11 @@ class CompactEncoder:
             bus.publish(encode_json(encoder.to_json(event)))
     """
 
-    __slots__ = ("_last", "_message")
+    __slots__ = ("_last", "_message", "_snapshot")
 
     def __init__(self) -> None:
         self._last: Any = None  # the stream event of the last update (its partial is built lazily)
+        self._snapshot: Any = None  # its partial as it was when seen (a snapshot, unless built already)
         self._message: AssistantMessage | None = None  # or the message so far, when no such event
 
     def to_json(self, event: AgentEvent) -> dict[str, Any]:
@@ -74,20 +75,22 @@ class CompactEncoder:
         if isinstance(event, MessageStart):
             start = event.message
             if isinstance(start, AssistantMessage):
-                self._last, self._message = None, start
+                self._last, self._snapshot, self._message = None, None, start
             else:
-                self._last = self._message = None
+                self._last = self._snapshot = self._message = None
         elif isinstance(event, MessageEnd):
-            self._last = self._message = None
+            self._last = self._snapshot = self._message = None
         return to_json(event)
 
     def _update(self, update: MessageUpdate) -> dict[str, Any]:
         stream_event: Any = update.assistant_message_event  # never a terminal event in an update
-        last, message = self._last, self._message
-        self._last, self._message = stream_event, None
+        last, snapshot, message = self._last, self._snapshot, self._message
+        # The snapshot is kept as it is now: the general path below builds the event's partial,
+        # and the next update's O(1) test needs what the event captured.
+        self._last, self._snapshot, self._message = stream_event, stream_event._partial, None
         if update.extra:  # keys of the update itself that agentloop does not model: the full form has them
             return to_json(update)
-        if update._message is None and last is not None and appends_only(last, stream_event):
+        if update._message is None and last is not None and appends_only(snapshot, stream_event):
             return _compact(stream_event)  # the common case, O(1): one more chunk of the open block
         before = last.partial if last is not None else message
         after = stream_event.partial

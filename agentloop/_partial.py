@@ -46,17 +46,19 @@ __all__ = ("AssistantMessageBuilder", "appends_only")
 _snapshot = tuple.__new__  # `PartialSnapshot(...)` without its Python `__new__` (see its docstring)
 
 
-def appends_only(before: _StreamEvent, after: _StreamEvent) -> bool:
-    """Whether `after`'s partial is `before`'s with only `after.delta` appended to the open text or
-    thinking block, told in O(1) from the snapshots of two events of one builder (False when either
-    partial is not a snapshot, or anything else changed). The compact wire form relies on it."""
+def appends_only(before: object, after: _StreamEvent) -> bool:
+    """Whether `after`'s partial is the message snapshot `before` with only `after.delta` appended
+    to the open text or thinking block, told in O(1) from two snapshots of one builder (False when
+    either is not a snapshot, or anything else changed). `before` is an earlier event's `_partial`
+    as it was when that event was seen: a consumer that reads its `partial` later replaces it by
+    the message. The compact wire form relies on it."""
     if type(after) is TextDeltaEvent:
         kind: type = TextContent
     elif type(after) is ThinkingDeltaEvent:
         kind = ThinkingContent
     else:
         return False
-    old, new = before._partial, after._partial
+    old, new = before, after._partial
     if not isinstance(old, PartialSnapshot) or not isinstance(new, PartialSnapshot):
         return False
     parts, n = new.parts, new.part_count

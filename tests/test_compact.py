@@ -242,3 +242,20 @@ def test_an_update_whose_message_is_not_its_partial_is_sent_whole() -> None:
     assert "message" not in over_the_wire([MessageStart._streaming(start), same])[1]
     decoder = CompactDecoder()
     assert [decoder.from_json(data) for data in wire] == [MessageStart._streaming(start), odd]
+
+
+def test_a_run_of_deltas_is_written_without_building_their_partials() -> None:
+    """After a block opens (an update the encoder writes by comparing the built partials), its
+    deltas take the O(1) path again: the capture of the last event is kept as it was seen."""
+    events = stream([("text", ["abc "] * 50, None), ("thinking", ["x"] * 20, False)], "done")
+    wire = over_the_wire(events)
+    deltas: list[Any] = [
+        e.assistant_message_event
+        for e in events
+        if isinstance(e, MessageUpdate) and e.assistant_message_event.type.endswith("_delta")
+    ]
+    assert len(deltas) == 70
+    built = [i for i, delta in enumerate(deltas) if isinstance(delta._partial, al.AssistantMessage)]
+    assert built == [49, 69]  # only the last of each block, compared with the block's end
+    decoder = CompactDecoder()
+    assert [decoder.from_json(data) for data in wire] == events
