@@ -10,7 +10,9 @@ abort, `should_stop_after_turn`, `max_turns`). Three ways of consuming it:
   event; a tool batch's, collected while the batch runs, once the batch has ended.
 
 No cancel scope or task group is ever open across a `yield`: abort cuts (`AbortCut`) and a
-batch's task group open and close within one step.
+batch's task group open and close within one step. What a run works on (the transcript, the
+config in force, the signal, the sink) is a `RunState` (`_run`), which the tool batches
+(`_execution`) share.
 """
 
 from __future__ import annotations
