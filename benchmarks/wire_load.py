@@ -113,9 +113,9 @@ def bench_model() -> Any:
 
 def serve(kind: str, port: int, deltas: int, compact: bool, name: str = "uvicorn", fair_share: int = 0) -> None:
     if fair_share:  # what another FAIR_SHARE of the core loop would give (a measurement, not a setting)
-        import agentloop._loop
+        import agentloop._run
 
-        agentloop._loop.FAIR_SHARE = fair_share
+        agentloop._run.FAIR_SHARE = fair_share
     app = make_app(kind, deltas, compact)
     if name == "hypercorn":
         import asyncio
@@ -690,7 +690,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3, help="further rounds at the first client count (memory)")
     p.add_argument("--full", action="store_true", help="AgentSSEApp(compact=False)")
     p.add_argument("--json", help="also write the result here")
-    p.add_argument("--fair-share", type=int, default=0, help="run the server with agentloop._loop.FAIR_SHARE = N")
+    p.add_argument("--fair-share", type=int, default=0, help="run the server with agentloop._run.FAIR_SHARE = N")
     args = parser.parse_args()
     commands = {
         "proxy-calls": proxy_calls,
