@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-__all__ = ("DELIVERED", "Delivery", "Flag", "Flags", "UpdatePump", "settle")
+__all__ = ("DELIVERED", "Delivery", "Flag", "UpdatePump", "settle")
 
 
 class Flag:
@@ -44,34 +44,6 @@ class Flag:
         if self._event is None:
             self._event = anyio.Event()
         await self._event.wait()
-
-
-class Flags:
-    """Set-once flags by index: a list of booleans, and an event only for a flag someone waits on."""
-
-    __slots__ = ("_events", "_set")
-
-    def __init__(self, count: int) -> None:
-        self._set = [False] * count
-        self._events: dict[int, anyio.Event] = {}
-
-    def set(self, k: int) -> None:
-        self._set[k] = True
-        event = self._events.pop(k, None)
-        if event is not None:
-            event.set()
-
-    def is_set(self, k: int) -> bool:
-        return self._set[k]
-
-    async def wait(self, k: int) -> None:
-        """Return once flag `k` is set (at once, without a checkpoint, if it already is)."""
-        if self._set[k]:
-            return
-        event = self._events.get(k)
-        if event is None:
-            event = self._events[k] = anyio.Event()
-        await event.wait()
 
 
 class Delivery:
