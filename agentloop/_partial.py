@@ -64,7 +64,7 @@ def appends_only(before: _StreamEvent, after: _StreamEvent) -> bool:
 
 
 # The snapshots are made with `tuple.__new__`, as namedtuple's own `_make` does: the generated
-# `__new__` is a Python call that cost a tool turn about 5% (a turn makes several snapshots).
+# `__new__` is a Python call, about 2% of a tool turn (which makes several snapshots).
 _new = tuple.__new__
 
 
