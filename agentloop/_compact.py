@@ -210,7 +210,10 @@ class CompactDecoder:
 
     def from_json(self, data: Any) -> AgentEvent:
         """The event of a JSON form, compact or full (ValueError, saying why, if not one)."""
-        return from_json(self.expand(data))  # type: ignore[no-any-return]
+        event = from_json(self.expand(data))
+        if not isinstance(event, AgentEvent):
+            raise ValueError(f"not an agent event: {data!r:.200}")
+        return event
 
     def expand(self, data: Any) -> dict[str, Any]:
         """The full JSON form (what `to_json` gives) of an event's compact or full JSON form."""

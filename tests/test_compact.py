@@ -242,3 +242,10 @@ def test_an_update_whose_message_is_not_its_partial_is_sent_whole() -> None:
     assert "message" not in over_the_wire([MessageStart._streaming(start), same])[1]
     decoder = CompactDecoder()
     assert [decoder.from_json(data) for data in wire] == [MessageStart._streaming(start), odd]
+
+
+def test_the_decoder_refuses_json_that_is_not_an_agent_event() -> None:
+    decoder = CompactDecoder()
+    for value in (al.TextContent("x"), al.UserMessage(content="u", timestamp=1)):
+        with pytest.raises(ValueError, match="not an agent event"):
+            decoder.from_json(al.to_json(value))
