@@ -61,11 +61,12 @@ class CompactEncoder:
             bus.publish(encode_json(encoder.to_json(event)))
     """
 
-    __slots__ = ("_last", "_message", "_snapshot")
+    __slots__ = ("_chunks", "_last", "_message", "_snapshot")
 
     def __init__(self) -> None:
         self._last: Any = None  # the stream event of the last update (its partial is built lazily)
         self._snapshot: Any = None  # its partial as it was when seen (a snapshot, unless built already)
+        self._chunks: int | None = None  # and how many chunks of its block were its own
         self._message: AssistantMessage | None = None  # or the message so far, when no such event
 
     def to_json(self, event: AgentEvent) -> dict[str, Any]:
@@ -84,13 +85,14 @@ class CompactEncoder:
 
     def _update(self, update: MessageUpdate) -> dict[str, Any]:
         stream_event: Any = update.assistant_message_event  # never a terminal event in an update
-        last, snapshot, message = self._last, self._snapshot, self._message
+        last, snapshot, chunks, message = self._last, self._snapshot, self._chunks, self._message
         # The snapshot is kept as it is now: the general path below builds the event's partial,
         # and the next update's O(1) test needs what the event captured.
         self._last, self._snapshot, self._message = stream_event, stream_event._partial, None
+        self._chunks = getattr(stream_event, "_chunks", None)
         if update.extra:  # keys of the update itself that agentloop does not model: the full form has them
             return to_json(update)
-        if update._message is None and last is not None and appends_only(snapshot, stream_event):
+        if update._message is None and last is not None and appends_only(snapshot, chunks, stream_event):
             return _compact(stream_event)  # the common case, O(1): one more chunk of the open block
         before = last.partial if last is not None else message
         after = stream_event.partial
@@ -213,7 +215,10 @@ class CompactDecoder:
 
     def from_json(self, data: Any) -> AgentEvent:
         """The event of a JSON form, compact or full (ValueError, saying why, if not one)."""
-        return from_json(self.expand(data))  # type: ignore[no-any-return]
+        event = from_json(self.expand(data))
+        if not isinstance(event, AgentEvent):
+            raise ValueError(f"not an agent event: {data!r:.200}")
+        return event
 
     def expand(self, data: Any) -> dict[str, Any]:
         """The full JSON form (what `to_json` gives) of an event's compact or full JSON form."""

@@ -19,10 +19,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
-from ._record import fast_init
+from ._record import checked_field, fast_init
 from ._snapshot import PartialSnapshot
-from ._types import AgentMessage, AgentToolResult, AssistantMessage, ToolCall, ToolResultMessage, _extra_field
-from ._types import _store_extra as _check_extra
+from ._types import AgentMessage, AgentToolResult, AssistantMessage, ToolCall, ToolResultMessage
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -73,11 +72,8 @@ _E = TypeVar("_E", bound=_Event)
 
 def _with_extra(event: _E, extra: Mapping[str, Any] | None) -> _E:
     """`event`, carrying `extra` when there is any (how `from_json` and unpickling set it)."""
-    if not extra:
-        return event
-    if dataclasses.is_dataclass(event):
-        return dataclasses.replace(event, extra=extra)
-    object.__setattr__(event, "extra", extra)
+    if extra:
+        object.__setattr__(event, "extra", extra)
     return event
 
 
@@ -110,12 +106,16 @@ class _StreamEvent(_Event):
     _partial: AssistantMessage | PartialSnapshot
     type: str
 
+    def _part_count(self) -> int | None:
+        """How many chunks of the snapshot's open block are this event's (None: all of them)."""
+        return None
+
     @property
     def partial(self) -> AssistantMessage:
         """The message so far (an immutable snapshot)."""
         partial = self._partial
         if isinstance(partial, PartialSnapshot):
-            partial = partial.build()
+            partial = partial.build(self._part_count())
             object.__setattr__(self, "_partial", partial)
         return partial
 
@@ -176,21 +176,40 @@ _set_index_index = _setter(_IndexEvent, "content_index")
 
 
 class _DeltaEvent(_StreamEvent):
-    __slots__ = ("content_index", "delta")
+    __slots__ = ("_chunks", "content_index", "delta")
     _fields = ("content_index", "delta")
     __match_args__ = ("content_index", "delta", "partial")
     content_index: int
     delta: str
     """The text (or raw JSON fragment) appended."""
+    _chunks: int | None
 
     def __init__(self, content_index: int, delta: str, partial: AssistantMessage | PartialSnapshot) -> None:
         _set_delta_index(self, content_index)
         _set_delta(self, delta)
         _set_partial(self, partial)
+        _set_chunks(self, None)
+
+    @classmethod
+    def _appended(cls: type[_D], snapshot: PartialSnapshot, chunks: int, delta: str) -> _D:
+        """The event of a delta appended to the snapshot's open block, which then had `chunks`
+        chunks: the snapshot is shared by the block's deltas (`AssistantMessageBuilder`)."""
+        event = _new(cls)
+        _set_delta_index(event, snapshot.head_count)
+        _set_delta(event, delta)
+        _set_partial(event, snapshot)
+        _set_chunks(event, chunks)
+        return event
+
+    def _part_count(self) -> int | None:
+        return self._chunks
 
 
+_D = TypeVar("_D", bound=_DeltaEvent)
+_new = object.__new__
 _set_delta_index = _setter(_DeltaEvent, "content_index")
 _set_delta = _setter(_DeltaEvent, "delta")
+_set_chunks = _setter(_DeltaEvent, "_chunks")
 
 
 class _EndEvent(_StreamEvent):
@@ -287,38 +306,54 @@ _set_call_index = _setter(ToolCallEndEvent, "content_index")
 _set_tool_call = _setter(ToolCallEndEvent, "tool_call")
 
 
-class _Record:
-    """Base of the events that are plain records: `@fast_init @dataclass(frozen=True, slots=True)`."""
+class _Record(_Event):
+    """Base of the events that are records: `@fast_init @dataclass(frozen=True, slots=True, eq=False)`.
+
+    Their `extra` is `_Event`'s (no slot, no constructor argument: an event is made per tool call
+    and per turn, and only `from_json` gives one an `extra`), so `==`, the hash and pickling are
+    written here, over the dataclass fields and `extra`.
+    """
 
     __slots__ = ()
-    extra: Mapping[str, Any] | None
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
 
-    def __post_init__(self) -> None:
-        if self.extra is not None:
-            _check_extra(self, self.extra)
+    def _values(self) -> tuple[Any, ...]:
+        return tuple([getattr(self, f.name) for f in dataclasses.fields(self)])
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, _Record)
+        return self._values() == other._values() and self.extra == other.extra
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuilt, (type(self), self._values(), self.extra))
+
+
+def _as_tuple(owner: object, items: Sequence[Any]) -> tuple[Any, ...]:
+    return tuple(items)
 
 
 @fast_init
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class DoneEvent(_Record):
     """The response finished: `message` is final."""
 
     reason: Literal["stop", "length", "toolUse"]
     message: AssistantMessage
-    extra: Mapping[str, Any] | None = _extra_field()
-    """The event's JSON keys agentloop does not model (see the module docstring). Read-only."""
     type: ClassVar[Literal["done"]] = "done"
 
 
 @fast_init
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class ErrorEvent(_Record):
     """The response failed or was aborted: `error` is the final message, partial content kept."""
 
     reason: Literal["error", "aborted"]
     error: AssistantMessage
-    extra: Mapping[str, Any] | None = _extra_field()
-    """The event's JSON keys agentloop does not model (see the module docstring). Read-only."""
     type: ClassVar[Literal["error"]] = "error"
 
 
@@ -342,74 +377,75 @@ AssistantMessageEvent: TypeAlias = (
 
 
 @fast_init
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class AgentStart(_Record):
     """A run began. Always the first event."""
 
-    extra: Mapping[str, Any] | None = _extra_field()
-    """The event's JSON keys agentloop does not model (see the module docstring). Read-only."""
     type: ClassVar[Literal["agent_start"]] = "agent_start"
 
 
 @fast_init
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class AgentEnd(_Record):
     """A run ended. Always the last event; `messages` are the messages the run added."""
 
-    messages: Sequence[AgentMessage]
-    extra: Mapping[str, Any] | None = _extra_field()
-    """The event's JSON keys agentloop does not model (see the module docstring). Read-only."""
+    messages: Sequence[AgentMessage] = checked_field(_as_tuple, fast=tuple)
     type: ClassVar[Literal["agent_end"]] = "agent_end"
-
-    def __post_init__(self) -> None:
-        if type(self.messages) is not tuple:
-            object.__setattr__(self, "messages", tuple(self.messages))
-        if self.extra is not None:
-            _check_extra(self, self.extra)
 
 
 @fast_init
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class TurnStart(_Record):
     """A turn began: one model response and the tool calls it makes."""
 
-    extra: Mapping[str, Any] | None = _extra_field()
-    """The event's JSON keys agentloop does not model (see the module docstring). Read-only."""
     type: ClassVar[Literal["turn_start"]] = "turn_start"
 
 
 @fast_init
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class TurnEnd(_Record):
     """A turn ended: its assistant message and its tool results in source order."""
 
     message: AssistantMessage
-    tool_results: Sequence[ToolResultMessage]
-    extra: Mapping[str, Any] | None = _extra_field()
-    """The event's JSON keys agentloop does not model (see the module docstring). Read-only."""
+    tool_results: Sequence[ToolResultMessage] = checked_field(_as_tuple, fast=tuple)
     type: ClassVar[Literal["turn_end"]] = "turn_end"
 
-    def __post_init__(self) -> None:
-        if type(self.tool_results) is not tuple:
-            object.__setattr__(self, "tool_results", tuple(self.tool_results))
-        if self.extra is not None:
-            _check_extra(self, self.extra)
+
+class _StartOfStream(_Record):
+    """Base of `MessageStart`: the event of a streaming response builds its message on first read.
+
+    `_streaming` leaves the `message` field unset and keeps the `start` event; the first read of
+    `message` reaches `__getattr__`, which takes the start event's snapshot and stores it.
+    """
+
+    __slots__ = ("_start",)
+    _start: StartEvent
+
+    if not TYPE_CHECKING:  # (a type checker would accept any attribute of a class with `__getattr__`)
+
+        def __getattr__(self, name: str) -> Any:
+            if name != "message":  # (reached only for an attribute not found)
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            message = self._start.partial
+            object.__setattr__(self, "message", message)
+            return message
 
 
 @fast_init
-@dataclass(frozen=True, slots=True)
-class MessageStart(_Record):
+@dataclass(frozen=True, slots=True, eq=False)
+class MessageStart(_StartOfStream):
     """A message began (prompts, queued messages, tool results, and each assistant response)."""
 
     message: AgentMessage
-    extra: Mapping[str, Any] | None = _extra_field()
-    """The event's JSON keys agentloop does not model (see the module docstring). Read-only."""
     type: ClassVar[Literal["message_start"]] = "message_start"
 
     @classmethod
     def _streaming(cls, start: StartEvent) -> MessageStart:
-        """The `message_start` of a streaming response: the `start` event's snapshot."""
-        return cls(start.partial)
+        """The `message_start` of a streaming response: its message is the `start` event's snapshot,
+        built if someone reads it."""
+        event = _new(cls)
+        object.__setattr__(event, "_start", start)
+        return event
 
 
 class MessageUpdate(_Event):
@@ -471,31 +507,27 @@ _set_update_event = _setter(MessageUpdate, "assistant_message_event")
 
 
 @fast_init
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class MessageEnd(_Record):
     """A message is complete and part of the transcript."""
 
     message: AgentMessage
-    extra: Mapping[str, Any] | None = _extra_field()
-    """The event's JSON keys agentloop does not model (see the module docstring). Read-only."""
     type: ClassVar[Literal["message_end"]] = "message_end"
 
 
 @fast_init
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class ToolExecutionStart(_Record):
     """A tool call is about to be prepared; `args` are the model's raw arguments."""
 
     tool_call_id: str
     tool_name: str
     args: Any
-    extra: Mapping[str, Any] | None = _extra_field()
-    """The event's JSON keys agentloop does not model (see the module docstring). Read-only."""
     type: ClassVar[Literal["tool_execution_start"]] = "tool_execution_start"
 
 
 @fast_init
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class ToolExecutionUpdate(_Record):
     """A running tool reported progress."""
 
@@ -503,13 +535,11 @@ class ToolExecutionUpdate(_Record):
     tool_name: str
     args: Any
     partial_result: AgentToolResult
-    extra: Mapping[str, Any] | None = _extra_field()
-    """The event's JSON keys agentloop does not model (see the module docstring). Read-only."""
     type: ClassVar[Literal["tool_execution_update"]] = "tool_execution_update"
 
 
 @fast_init
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class ToolExecutionEnd(_Record):
     """A tool call is finalized (after `after_tool_call`)."""
 
@@ -517,8 +547,6 @@ class ToolExecutionEnd(_Record):
     tool_name: str
     result: AgentToolResult
     is_error: bool
-    extra: Mapping[str, Any] | None = _extra_field()
-    """The event's JSON keys agentloop does not model (see the module docstring). Read-only."""
     type: ClassVar[Literal["tool_execution_end"]] = "tool_execution_end"
 
 

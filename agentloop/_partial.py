@@ -27,7 +27,7 @@ from ._events import (
     ToolCallStartEvent,
     _StreamEvent,
 )
-from ._snapshot import Header, PartialSnapshot, with_arguments
+from ._snapshot import Header, PartialSnapshot, message, with_arguments
 from ._types import (
     _ZERO_USAGE,
     AssistantContent,
@@ -43,38 +43,29 @@ from ._types import (
 __all__ = ("AssistantMessageBuilder", "appends_only")
 
 
-_snapshot = tuple.__new__  # `PartialSnapshot(...)` without its Python `__new__` (see its docstring)
-
-
-def appends_only(before: object, after: _StreamEvent) -> bool:
-    """Whether `after`'s partial is the message snapshot `before` with only `after.delta` appended
-    to the open text or thinking block, told in O(1) from two snapshots of one builder (False when
-    either is not a snapshot, or anything else changed). `before` is an earlier event's `_partial`
-    as it was when that event was seen: a consumer that reads its `partial` later replaces it by
-    the message. The compact wire form relies on it."""
-    if type(after) is TextDeltaEvent:
-        kind: type = TextContent
-    elif type(after) is ThinkingDeltaEvent:
-        kind = ThinkingContent
-    else:
+def appends_only(before: object, chunks_before: int | None, after: _StreamEvent) -> bool:
+    """Whether `after`'s partial is an earlier delta event's with only `after.delta` appended to the
+    open text or thinking block, told in O(1): the delta events of one block share its snapshot,
+    and `after` has one chunk more, its delta (False when anything else changed, or cannot be told
+    so). `before` and `chunks_before` are the earlier event's `_partial` and `_chunks` as they were
+    when it was seen (reading its `partial` since replaces the snapshot by the message). The
+    compact wire form relies on it."""
+    if not isinstance(after, (TextDeltaEvent, ThinkingDeltaEvent)):
         return False
-    old, new = before, after._partial
-    if not isinstance(old, PartialSnapshot) or not isinstance(new, PartialSnapshot):
-        return False
-    parts, n = new.parts, new.part_count
+    snapshot, chunks = after._partial, after._chunks
     return (
-        type(new.last) is kind
-        and isinstance(parts, list)
-        and n > 0
-        and after.content_index == new.head_count
-        and old.parts is parts
-        and old.part_count == n - 1
-        and old.header is new.header
-        and old.head is new.head
-        and old.head_count == new.head_count
-        and old.last is new.last
-        and parts[n - 1] is after.delta
+        isinstance(snapshot, PartialSnapshot)
+        and before is snapshot
+        and chunks is not None
+        and chunks_before == chunks - 1
+        and isinstance(snapshot.parts, list)
+        and snapshot.parts[chunks - 1] is after.delta
     )
+
+
+# The snapshots are made with `tuple.__new__`, as namedtuple's own `_make` does: the generated
+# `__new__` is a Python call, about 2% of a tool turn (which makes several snapshots).
+_new = tuple.__new__
 
 
 class AssistantMessageBuilder:
@@ -92,10 +83,12 @@ class AssistantMessageBuilder:
         yield b.done("stop")
     """
 
-    __slots__ = ("_head", "_header", "_kind", "_last", "_parts", "_tool_text")
+    __slots__ = ("_head", "_header", "_kind", "_last", "_parts", "_shared", "_tool_text")
 
     def __init__(self, *, api: str = "", provider: str = "", model: str = "", timestamp: int | None = None) -> None:
-        self._header = Header(api, provider, model, _ZERO_USAGE, None, timestamp if timestamp is not None else now_ms())
+        self._header = _new(
+            Header, (api, provider, model, _ZERO_USAGE, None, now_ms() if timestamp is None else timestamp)
+        )
         # The blocks: `_head` then `_last`. Events capture `_head` with its length, so it only
         # grows (a change to an earlier block copies it first): a new or changed last block costs
         # O(1), not a copy of every block.
@@ -107,6 +100,9 @@ class AssistantMessageBuilder:
         self._parts: list[str] | Mapping[str, Any] | None = None
         self._kind = ""  # "text", "thinking" or "toolCall": what the open block is
         self._tool_text: dict[int, list[str]] = {}
+        # The snapshot the deltas of the open text or thinking block share (None: not made yet,
+        # or something else changed since: every change but a delta sets it back to None).
+        self._shared: PartialSnapshot | None = None
 
     # --- metadata that the final message carries ------------------------------------------
     @property
@@ -117,6 +113,7 @@ class AssistantMessageBuilder:
     @usage.setter
     def usage(self, usage: Usage) -> None:
         self._header = self._header._replace(usage=usage)
+        self._shared = None
 
     @property
     def response_id(self) -> str | None:
@@ -126,6 +123,7 @@ class AssistantMessageBuilder:
     @response_id.setter
     def response_id(self, response_id: str | None) -> None:
         self._header = self._header._replace(response_id=response_id)
+        self._shared = None
 
     @property
     def content(self) -> tuple[AssistantContent, ...]:
@@ -133,14 +131,21 @@ class AssistantMessageBuilder:
         return self.snapshot().content
 
     def _capture(self) -> PartialSnapshot:
+        """A snapshot of the message for one event (the open block's chunks so far copied)."""
         parts, head = self._parts, self._head
-        return _snapshot(
-            PartialSnapshot, (self._header, head, len(head), self._last, parts, 0 if parts is None else len(parts))
+        return _new(
+            PartialSnapshot, (self._header, head, len(head), self._last, tuple(parts) if type(parts) is list else parts)
         )
+
+    def _delta_snapshot(self, parts: list[str]) -> PartialSnapshot:
+        """The snapshot the deltas of the open block share, made at the first one."""
+        head = self._head
+        shared = self._shared = _new(PartialSnapshot, (self._header, head, len(head), self._last, parts))
+        return shared
 
     def snapshot(self, stop_reason: StopReason = "pending", error_message: str | None = None) -> AssistantMessage:
         """The message so far, as an immutable value."""
-        return self._capture().build(stop_reason, error_message)
+        return self._capture().build(None, stop_reason, error_message)
 
     # --- blocks ---------------------------------------------------------------------------
     def _count(self) -> int:
@@ -173,7 +178,7 @@ class AssistantMessageBuilder:
             self._last = TextContent("".join(parts), text_signature=last.text_signature)
         elif isinstance(last, ThinkingContent):
             self._last = ThinkingContent("".join(parts), thinking_signature=last.thinking_signature)
-        self._parts = None
+        self._parts = self._shared = None
 
     def _append(self, block: AssistantContent) -> int:
         """Add a block at the end (closing the open one); return its index."""
@@ -183,9 +188,11 @@ class AssistantMessageBuilder:
         if last is not None:
             self._head.append(last)
         self._last = block
+        self._shared = None
         return len(self._head)
 
     def _set(self, index: int, block: AssistantContent) -> None:
+        self._shared = None
         head = self._head
         if index == len(head):
             self._last = block
@@ -209,11 +216,10 @@ class AssistantMessageBuilder:
         parts = self._parts
         if type(parts) is list and self._kind == "text" and (index is None or index == len(self._head)):
             parts.append(delta)
-            head = self._head
-            count = len(head)
-            return TextDeltaEvent(
-                count, delta, _snapshot(PartialSnapshot, (self._header, head, count, self._last, parts, len(parts)))
-            )
+            shared = self._shared
+            if shared is None:
+                shared = self._delta_snapshot(parts)
+            return TextDeltaEvent._appended(shared, len(parts), delta)
         index = self._index(index, TextContent)  # not the open block: the rare, O(text) path
         old = self._block(index)
         assert isinstance(old, TextContent)
@@ -243,11 +249,10 @@ class AssistantMessageBuilder:
         parts = self._parts
         if type(parts) is list and self._kind == "thinking" and (index is None or index == len(self._head)):
             parts.append(delta)
-            head = self._head
-            count = len(head)
-            return ThinkingDeltaEvent(
-                count, delta, _snapshot(PartialSnapshot, (self._header, head, count, self._last, parts, len(parts)))
-            )
+            shared = self._shared
+            if shared is None:
+                shared = self._delta_snapshot(parts)
+            return ThinkingDeltaEvent._appended(shared, len(parts), delta)
         index = self._index(index, ThinkingContent)  # not the open block: the rare, O(text) path
         old = self._block(index)
         assert isinstance(old, ThinkingContent)
@@ -277,7 +282,7 @@ class AssistantMessageBuilder:
         block = ToolCall(id, name, {})
         index = self._append(block)
         self._tool_text[index] = []
-        return ToolCallStartEvent(index, _snapshot(PartialSnapshot, (self._header, self._head, index, block, None, 0)))
+        return ToolCallStartEvent(index, self._capture())
 
     def _call_index(self, index: int | None) -> int:
         """The index of the tool call a call event is about: by default the last block."""
@@ -297,7 +302,7 @@ class AssistantMessageBuilder:
             text.append(delta)
         if arguments is not None:
             if index == len(self._head):  # the last block: its `ToolCall` is built when needed
-                self._parts, self._kind = arguments, "toolCall"
+                self._parts, self._kind, self._shared = arguments, "toolCall", None
             else:
                 old = self._block(index)
                 assert isinstance(old, ToolCall)
@@ -319,7 +324,7 @@ class AssistantMessageBuilder:
     def set_content(self, content: tuple[AssistantContent, ...]) -> None:
         """Replace every block (a provider that knows the final blocks better than the deltas)."""
         content = tuple(content)
-        self._parts = None
+        self._parts = self._shared = None
         self._head = list(content[:-1])
         self._last = content[-1] if content else None
 
@@ -327,7 +332,8 @@ class AssistantMessageBuilder:
         """The terminal `done` event with the final message."""
         if self._parts is not None:
             self._close_open()
-        return DoneEvent(reason, self._capture().build(reason))
+        last = self._last
+        return DoneEvent(reason, message(self._header, () if last is None else (*self._head, last), reason, None))
 
     def error(self, reason: Literal["error", "aborted"], message: str) -> ErrorEvent:
         """The terminal `error` event: the partial content kept, `stop_reason` and text set."""

@@ -4,7 +4,7 @@
 `AssistantMessage` per delta would cost O(blocks) each time, and most consumers only read the
 delta, so an event keeps a `PartialSnapshot` instead and builds it on the first read of
 `event.partial` (see `_events._StreamEvent`). Capturing costs O(1) whatever the length of the
-answer: the snapshot shares the builder's lists and records how much of them is its own.
+answer: the snapshot shares the builder's lists, and the deltas of one block share one snapshot.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from ._types import AssistantContent, AssistantMessage, StopReason, TextContent, ThinkingContent, ToolCall, Usage
 
-__all__ = ("Header", "PartialSnapshot", "with_arguments")
+__all__ = ("Header", "PartialSnapshot", "message", "with_arguments")
 
 
 class Header(NamedTuple):
@@ -29,10 +29,11 @@ class Header(NamedTuple):
 
 
 class PartialSnapshot(NamedTuple):
-    """The message so far, as an event captured it; `build()` makes the `AssistantMessage`.
+    """The message so far, as events captured it; `build()` makes the `AssistantMessage`.
 
-    Made per delta, with `tuple.__new__(PartialSnapshot, (...))` as namedtuple's own `_make` does
-    (the generated `__new__` is a Python call that would cost a streamed delta about 15%).
+    One snapshot serves every delta of an open text or thinking block: its `parts` is the block's
+    append-only chunk list, and a delta event keeps, beside it, how many chunks are its own (the
+    `part_count` given to `build`). Any other change to the message makes a new snapshot.
     """
 
     header: Header
@@ -42,34 +43,45 @@ class PartialSnapshot(NamedTuple):
     head_count: int
     last: AssistantContent | None
     """The last block, as it was when the snapshot was taken (None: no block yet)."""
-    parts: list[str] | Mapping[str, Any] | None
-    """While `last` is open: the chunks of its text or thinking (an append-only list, the first
-    `part_count` of them this snapshot's), or a tool call's partial arguments."""
-    part_count: int
+    parts: list[str] | tuple[str, ...] | Mapping[str, Any] | None
+    """While `last` is open: the chunks of its text or thinking (the shared list, or a tuple of
+    the chunks when the snapshot is an event's own), or a tool call's partial arguments."""
 
-    def build(self, stop_reason: StopReason = "pending", error_message: str | None = None) -> AssistantMessage:
-        """The `AssistantMessage` of this snapshot (its open text is joined on first read)."""
+    def build(
+        self, part_count: int | None = None, stop_reason: StopReason = "pending", error_message: str | None = None
+    ) -> AssistantMessage:
+        """The `AssistantMessage` of this snapshot, with the first `part_count` chunks of the open
+        text (all of them by default), joined on first read."""
         last, parts = self.last, self.parts
         if last is not None and parts is not None:
-            if isinstance(parts, list):
+            if isinstance(parts, (list, tuple)):
+                count = len(parts) if part_count is None else part_count
                 if type(last) is TextContent:
-                    last = TextContent._streaming(parts, self.part_count, last.text_signature)
+                    last = TextContent._streaming(parts, count, last.text_signature)
                 elif type(last) is ThinkingContent:
-                    last = ThinkingContent._streaming(parts, self.part_count, last.thinking_signature)
+                    last = ThinkingContent._streaming(parts, count, last.thinking_signature)
             elif type(last) is ToolCall:
                 last = with_arguments(last, parts)
-        header = self.header
-        return AssistantMessage(
-            content=() if last is None else (*self.head[: self.head_count], last),
-            api=header.api,
-            provider=header.provider,
-            model=header.model,
-            usage=header.usage,
-            stop_reason=stop_reason,
-            error_message=error_message,
-            response_id=header.response_id,
-            timestamp=header.timestamp,
+        return message(
+            self.header, () if last is None else (*self.head[: self.head_count], last), stop_reason, error_message
         )
+
+
+def message(
+    header: Header, content: tuple[AssistantContent, ...], stop_reason: StopReason, error_message: str | None
+) -> AssistantMessage:
+    """The `AssistantMessage` of `header` with `content`."""
+    return AssistantMessage(
+        content=content,
+        api=header.api,
+        provider=header.provider,
+        model=header.model,
+        usage=header.usage,
+        stop_reason=stop_reason,
+        error_message=error_message,
+        response_id=header.response_id,
+        timestamp=header.timestamp,
+    )
 
 
 def with_arguments(call: ToolCall, arguments: Mapping[str, Any]) -> ToolCall:

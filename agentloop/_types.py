@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
-from ._record import fast_init
+from ._record import checked_field, fast_init
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -79,15 +79,41 @@ def _checked_extra(owner: object, extra: object) -> Any:
     return extra or None
 
 
-def _store_extra(owner: object, extra: object) -> None:
-    """`__post_init__` of a dataclass given `extra`: check it, and keep an empty one as None."""
-    if _checked_extra(owner, extra) is None:
-        object.__setattr__(owner, "extra", None)
-
-
 def _extra_field() -> Any:
     """The dataclass field `extra`: keyword-only, None by default, compared but not hashed or shown."""
-    return field(default=None, kw_only=True, hash=False, repr=False)
+    return checked_field(_checked_extra, default=None, kw_only=True, hash=False, repr=False)
+
+
+def _checked_timestamp(owner: object, timestamp: object) -> Any:
+    if isinstance(timestamp, bool) or not isinstance(timestamp, int):
+        raise TypeError(
+            f"{type(owner).__name__} timestamp must be an int (milliseconds since the epoch), "
+            f"got {type(timestamp).__name__}"
+        )
+    return timestamp
+
+
+def _timestamp_field() -> Any:
+    """The field `timestamp`: milliseconds since the epoch, now by default, an int (or a subclass)."""
+    return checked_field(_checked_timestamp, default_factory=now_ms, fast=int)
+
+
+def _checked_text(owner: object, text: object) -> Any:
+    if not isinstance(text, str):
+        raise TypeError(f"{type(owner).__name__} text must be a str, got {type(text).__name__}")
+    return text
+
+
+def _bool_check(name: str, *, optional: bool) -> Any:
+    """The check of a bool field `name` (that may be None when `optional`)."""
+    expected = "a bool or None" if optional else "a bool"
+
+    def check(owner: object, value: object) -> Any:
+        if not isinstance(value, bool):
+            raise TypeError(f"{type(owner).__name__} {name} must be {expected}, got {type(value).__name__}")
+        return value
+
+    return check
 
 
 _Text = TypeVar("_Text", bound="_LazyText")
@@ -104,7 +130,8 @@ class _LazyText:
 
     __slots__ = ("_n", "_parts")
     _text_field: ClassVar[str]
-    _parts: list[str] | None
+    _signature_field: ClassVar[str]
+    _parts: Sequence[str] | None
     _n: int
 
     if not TYPE_CHECKING:  # (a type checker would accept any attribute of a class with `__getattr__`)
@@ -121,18 +148,18 @@ class _LazyText:
             return text
 
     @classmethod
-    def _streamed(cls: type[_Text], parts: list[str], n: int, **fields: Any) -> _Text:
+    def _streamed(cls: type[_Text], parts: Sequence[str], n: int, signature: str | None) -> _Text:
         """A block whose text is the first `n` chunks of `parts` (joined on first read)."""
         block = object.__new__(cls)
-        object.__setattr__(block, "_parts", parts)
-        object.__setattr__(block, "_n", n)
-        object.__setattr__(block, "extra", None)
-        for name, value in fields.items():
-            object.__setattr__(block, name, value)
+        store = object.__setattr__
+        store(block, "_parts", parts)
+        store(block, "_n", n)
+        store(block, cls._signature_field, signature)
+        store(block, "extra", None)
         return block
 
 
-def streamed_chunks(block: object) -> tuple[list[str], int] | None:
+def streamed_chunks(block: object) -> tuple[Sequence[str], int] | None:
     """The chunk list and count of a streamed text or thinking block whose text is not joined yet."""
     if not isinstance(block, _LazyText):
         return None
@@ -140,32 +167,23 @@ def streamed_chunks(block: object) -> tuple[list[str], int] | None:
     return None if parts is None else (parts, block._n)
 
 
-def _check_text(owner: object, text: object) -> None:
-    if type(text) is not str and not isinstance(text, str):
-        raise TypeError(f"{type(owner).__name__} text must be a str, got {type(text).__name__}")
-
-
 @fast_init
 @dataclass(frozen=True, slots=True)
 class TextContent(_LazyText):
     """A block of text in a message."""
 
-    text: str = ""
+    text: str = checked_field(_checked_text, default="", fast=str)
     text_signature: str | None = field(default=None, kw_only=True)
     """Provider metadata attached to the block (for example an OpenAI Responses message id)."""
     extra: Mapping[str, Any] | None = _extra_field()
     """The block's JSON keys agentloop does not model (see the module docstring). Read-only."""
     type: ClassVar[Literal["text"]] = "text"
     _text_field: ClassVar[str] = "text"
-
-    def __post_init__(self) -> None:
-        _check_text(self, self.text)
-        if self.extra is not None:
-            _store_extra(self, self.extra)
+    _signature_field: ClassVar[str] = "text_signature"
 
     @classmethod
-    def _streaming(cls, parts: list[str], n: int, text_signature: str | None = None) -> TextContent:
-        return cls._streamed(parts, n, text_signature=text_signature)
+    def _streaming(cls, parts: Sequence[str], n: int, text_signature: str | None = None) -> TextContent:
+        return cls._streamed(parts, n, text_signature)
 
     def __repr__(self) -> str:
         extra = f", text_signature={self.text_signature!r}" if self.text_signature is not None else ""
@@ -177,7 +195,7 @@ class TextContent(_LazyText):
 class ThinkingContent(_LazyText):
     """A block of model reasoning."""
 
-    thinking: str = ""
+    thinking: str = checked_field(_checked_text, default="", fast=str)
     thinking_signature: str | None = field(default=None, kw_only=True)
     """Opaque provider signature that lets the same provider verify the reasoning later."""
     redacted: bool = field(default=False, kw_only=True)
@@ -186,15 +204,13 @@ class ThinkingContent(_LazyText):
     """The block's JSON keys agentloop does not model (see the module docstring). Read-only."""
     type: ClassVar[Literal["thinking"]] = "thinking"
     _text_field: ClassVar[str] = "thinking"
-
-    def __post_init__(self) -> None:
-        _check_text(self, self.thinking)
-        if self.extra is not None:
-            _store_extra(self, self.extra)
+    _signature_field: ClassVar[str] = "thinking_signature"
 
     @classmethod
-    def _streaming(cls, parts: list[str], n: int, thinking_signature: str | None = None) -> ThinkingContent:
-        return cls._streamed(parts, n, thinking_signature=thinking_signature, redacted=False)
+    def _streaming(cls, parts: Sequence[str], n: int, thinking_signature: str | None = None) -> ThinkingContent:
+        block = cls._streamed(parts, n, thinking_signature)
+        object.__setattr__(block, "redacted", False)
+        return block
 
     def __repr__(self) -> str:
         extra = ""
@@ -218,10 +234,6 @@ class ImageContent:
     extra: Mapping[str, Any] | None = _extra_field()
     """The block's JSON keys agentloop does not model (see the module docstring). Read-only."""
 
-    def __post_init__(self) -> None:
-        if self.extra is not None:
-            _store_extra(self, self.extra)
-
 
 @fast_init
 @dataclass(frozen=True, slots=True)
@@ -239,10 +251,6 @@ class ToolCall:
     type: Literal["toolCall"] = field(default="toolCall", init=False)
     extra: Mapping[str, Any] | None = _extra_field()
     """The call's JSON keys agentloop does not model (pi 1.x's `namespace`, ...). Read-only."""
-
-    def __post_init__(self) -> None:
-        if self.extra is not None:
-            _store_extra(self, self.extra)
 
 
 UserContent: TypeAlias = TextContent | ImageContent
@@ -264,10 +272,6 @@ class Cost:
     extra: Mapping[str, Any] | None = _extra_field()
     """The cost's JSON keys agentloop does not model (pi 1.x's `totalFromProvider`, ...). Read-only."""
 
-    def __post_init__(self) -> None:
-        if self.extra is not None:
-            _store_extra(self, self.extra)
-
 
 @fast_init
 @dataclass(frozen=True, slots=True)
@@ -286,16 +290,12 @@ class Usage:
     Read-only.
     """
 
-    def __post_init__(self) -> None:
-        if self.extra is not None:
-            _store_extra(self, self.extra)
-
 
 _ZERO_USAGE = Usage()
 
 
-def _blocks(owner: object, content: object, what: str, hint: str = "") -> None:
-    """Store `content` as a tuple of text and image blocks, or raise a TypeError naming the field.
+def _blocks(content: object, what: str, hint: str = "") -> tuple[UserContent, ...]:
+    """`content` as a tuple of text and image blocks, or a TypeError naming the field.
 
     Cheap on the hot path: one type check for the tuple and one per block (usually one or two).
     """
@@ -305,19 +305,29 @@ def _blocks(owner: object, content: object, what: str, hint: str = "") -> None:
                 f"{what} must be a list or tuple of TextContent/ImageContent, got {type(content).__name__}{hint}"
             )
         content = tuple(content)
-        object.__setattr__(owner, "content", content)
-    for block in content:
+    for i, block in enumerate(content):
         if type(block) is not TextContent and type(block) is not ImageContent and not isinstance(block, _USER_BLOCKS):
-            i = next(i for i, b in enumerate(content) if b is block)
             raise TypeError(f"{what}[{i}] must be a TextContent or ImageContent, got {type(block).__name__}{hint}")
+    return content
 
 
-def _check_timestamp(owner: object, timestamp: object) -> None:
-    if isinstance(timestamp, bool) or not isinstance(timestamp, int):
+def _user_content(owner: object, content: object) -> Any:
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, (list, tuple)):
         raise TypeError(
-            f"{type(owner).__name__} timestamp must be an int (milliseconds since the epoch), "
-            f"got {type(timestamp).__name__}"
+            "UserMessage content must be a str or a sequence of TextContent/ImageContent blocks, "
+            f"got {type(content).__name__}"
         )
+    return _blocks(content, "UserMessage content")
+
+
+def _result_content(owner: object, content: object) -> Any:
+    return _blocks(content, "ToolResultMessage content")
+
+
+def _tool_result_content(owner: object, content: object) -> Any:
+    return _blocks(content, "AgentToolResult content", " (for plain text use AgentToolResult.from_text(text))")
 
 
 @fast_init
@@ -325,26 +335,12 @@ def _check_timestamp(owner: object, timestamp: object) -> None:
 class UserMessage:
     """A message from the user: a string, or text and image blocks."""
 
-    content: str | tuple[UserContent, ...]
-    timestamp: int = field(default_factory=now_ms)
+    content: str | tuple[UserContent, ...] = checked_field(_user_content, fast=str)
+    timestamp: int = _timestamp_field()
     """Milliseconds since the epoch."""
     role: Literal["user"] = field(default="user", init=False)
     extra: Mapping[str, Any] | None = _extra_field()
     """The message's JSON keys agentloop does not model (see the module docstring). Read-only."""
-
-    def __post_init__(self) -> None:
-        if self.extra is not None:
-            _store_extra(self, self.extra)
-        content = self.content
-        if type(content) is not str and not isinstance(content, str):
-            if not isinstance(content, (list, tuple)):
-                raise TypeError(
-                    "UserMessage content must be a str or a sequence of TextContent/ImageContent blocks, "
-                    f"got {type(content).__name__}"
-                )
-            _blocks(self, content, "UserMessage content")
-        if type(self.timestamp) is not int:
-            _check_timestamp(self, self.timestamp)
 
 
 @fast_init
@@ -370,10 +366,6 @@ class AssistantMessage:
     Read-only.
     """
 
-    def __post_init__(self) -> None:
-        if self.extra is not None:
-            _store_extra(self, self.extra)
-
     @property
     def text(self) -> str:
         """The concatenated text blocks (thinking and tool calls left out)."""
@@ -392,23 +384,14 @@ class ToolResultMessage:
 
     tool_call_id: str
     tool_name: str
-    content: tuple[UserContent, ...] = ()
+    content: tuple[UserContent, ...] = checked_field(_result_content, default=())
     details: Any = None
     """Structured data for the application (not sent to the model)."""
-    is_error: bool = False
-    timestamp: int = field(default_factory=now_ms)
+    is_error: bool = checked_field(_bool_check("is_error", optional=False), default=False, fast=bool)
+    timestamp: int = _timestamp_field()
     role: Literal["toolResult"] = field(default="toolResult", init=False)
     extra: Mapping[str, Any] | None = _extra_field()
     """The message's JSON keys agentloop does not model (pi 1.x's `durationMs`, `usage`, ...). Read-only."""
-
-    def __post_init__(self) -> None:
-        _blocks(self, self.content, "ToolResultMessage content")
-        if type(self.is_error) is not bool:
-            raise TypeError(f"ToolResultMessage is_error must be a bool, got {type(self.is_error).__name__}")
-        if type(self.timestamp) is not int:
-            _check_timestamp(self, self.timestamp)
-        if self.extra is not None:
-            _store_extra(self, self.extra)
 
 
 def tool_result_message(
@@ -440,7 +423,7 @@ class CustomMessage:
     role: str
     data: Mapping[str, Any] = field(default_factory=dict)
     """The message's own fields; in JSON they sit beside `role` and `timestamp`."""
-    timestamp: int = field(default_factory=now_ms)
+    timestamp: int = _timestamp_field()
 
     def __post_init__(self) -> None:
         if not isinstance(self.role, str) or not self.role:
@@ -455,8 +438,6 @@ class CustomMessage:
         clash = {"role", "timestamp"} & set(self.data)
         if clash:
             raise ValueError(f"CustomMessage data cannot use the keys {sorted(clash)}: they are the message's own")
-        if type(self.timestamp) is not int:
-            _check_timestamp(self, self.timestamp)
 
 
 Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage
@@ -524,24 +505,15 @@ class AgentToolResult:
     `terminate=True` asks the loop to stop after this batch when every result of it agrees.
     """
 
-    content: tuple[UserContent, ...] = ()
+    content: tuple[UserContent, ...] = checked_field(_tool_result_content, default=())
     details: Any = None
-    is_error: bool | None = None
-    terminate: bool | None = None
+    is_error: bool | None = checked_field(_bool_check("is_error", optional=True), default=None, fast=bool)
+    terminate: bool | None = checked_field(_bool_check("terminate", optional=True), default=None, fast=bool)
     extra: Mapping[str, Any] | None = _extra_field()
     """The result's JSON keys agentloop does not model (pi 1.x's `structuredContent`, `usage`, ...).
 
     Read-only.
     """
-
-    def __post_init__(self) -> None:
-        _blocks(self, self.content, "AgentToolResult content", " (for plain text use AgentToolResult.from_text(text))")
-        if self.is_error is not None and type(self.is_error) is not bool:
-            raise TypeError(f"AgentToolResult is_error must be a bool or None, got {type(self.is_error).__name__}")
-        if self.terminate is not None and type(self.terminate) is not bool:
-            raise TypeError(f"AgentToolResult terminate must be a bool or None, got {type(self.terminate).__name__}")
-        if self.extra is not None:
-            _store_extra(self, self.extra)
 
     @classmethod
     def from_text(cls, text: str, details: Any = None) -> AgentToolResult:

@@ -256,6 +256,15 @@ def test_a_run_of_deltas_is_written_without_building_their_partials() -> None:
     ]
     assert len(deltas) == 70
     built = [i for i, delta in enumerate(deltas) if isinstance(delta._partial, al.AssistantMessage)]
-    assert built == [49, 69]  # only the last of each block, compared with the block's end
+    # Built: each block's first delta (its snapshot is new: written by comparing built partials)
+    # and its last (compared with the block's end); the deltas between take the O(1) path.
+    assert built == [0, 49, 50, 69]
     decoder = CompactDecoder()
     assert [decoder.from_json(data) for data in wire] == events
+
+
+def test_the_decoder_refuses_json_that_is_not_an_agent_event() -> None:
+    decoder = CompactDecoder()
+    for value in (al.TextContent("x"), al.UserMessage(content="u", timestamp=1)):
+        with pytest.raises(ValueError, match="not an agent event"):
+            decoder.from_json(al.to_json(value))

@@ -22,6 +22,7 @@ from agentloop import (
     Usage,
     UserMessage,
 )
+from agentloop._record import checked_field, fast_init
 
 
 @pytest.mark.parametrize(
@@ -494,3 +495,61 @@ def test_extra_that_is_not_a_mapping_is_a_clear_error(make: Any) -> None:
 def test_other_missing_attributes_still_raise() -> None:
     with pytest.raises(AttributeError, match="'AssistantMessage' object has no attribute 'nope'"):
         AssistantMessage().nope  # type: ignore[attr-defined]  # noqa: B018
+
+
+# --- records: fast_init, the shared snapshot ----------------------------------------------------
+
+
+def test_fast_init_keeps_the_dataclass_signature_and_checks_only_other_values() -> None:
+    import inspect
+
+    seen: list[Any] = []
+
+    def check(owner: Any, value: Any) -> Any:
+        seen.append(value)
+        if value == "bad":
+            raise TypeError(f"{type(owner).__name__} a is bad")
+        return value * 2
+
+    @fast_init
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Point:
+        a: Any = checked_field(check, default=0, fast=int)  # noqa: RUF009  # a field specifier, as `field`
+        b: tuple[int, ...] = dataclasses.field(default_factory=tuple, kw_only=True)
+        c: str = dataclasses.field(default="c", init=False)
+
+    assert str(inspect.signature(Point)) == "(a=0, *, b=<factory>)"
+    assert Point() == Point(0) == Point(a=0, b=()) and Point(5).a == 5  # the default and an int: no check
+    assert seen == []
+    assert Point("x").a == "xx" and seen == ["x"]
+    with pytest.raises(TypeError, match="Point a is bad"):
+        Point("bad")
+    assert (Point(1, b=(2,)).b, Point().c) == ((2,), "c")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Point().a = 1  # type: ignore[misc]
+    with pytest.raises(TypeError, match="goes above @dataclass"):
+        fast_init(type("Plain", (), {}))
+
+
+def test_deltas_of_one_block_share_one_snapshot_and_keep_their_own_text() -> None:
+    from agentloop._partial import appends_only
+
+    b = AssistantMessageBuilder(timestamp=1)
+    b.text_start()
+    one, two = b.text_delta("a"), b.text_delta("b")
+    b.usage = Usage(output=1)  # a change: the next delta has a snapshot of its own
+    three = b.text_delta("c")
+    assert one._partial is two._partial and three._partial is not two._partial
+    assert appends_only(one._partial, one._chunks, two)
+    assert not appends_only(two._partial, two._chunks, three) and not appends_only(one._partial, one._chunks, one)
+    assert [e.partial.text for e in (one, two, three)] == ["a", "ab", "abc"]
+    assert (two.partial.usage, three.partial.usage) == (Usage(), Usage(output=1))
+
+
+def test_a_message_update_of_a_terminal_event_shows_its_final_message() -> None:
+    import agentloop as al
+
+    b = AssistantMessageBuilder(timestamp=1)
+    done, error = b.done("stop"), AssistantMessageBuilder(timestamp=1).error("aborted", "stopped")
+    assert al.MessageUpdate(None, done).message is done.message
+    assert al.MessageUpdate(None, error).message is error.error

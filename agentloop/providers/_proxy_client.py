@@ -17,7 +17,7 @@ import contextlib
 import inspect
 import re
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -264,7 +264,7 @@ class _ProxyCall:
         self._model = model
         self._context = context
         self._options = options
-        self._events: Any = None
+        self._events: AsyncGenerator[AssistantMessageEvent, None] | None = None
         self._response: httpx.Response | None = None
         self._chunks: AsyncIterator[bytes] | None = None
         self._complete = False  # the terminal event arrived: the connection may be reused
@@ -272,8 +272,8 @@ class _ProxyCall:
         self._token: str | None = None  # the token sent: never shown in an error message
 
     async def __aenter__(self) -> AsyncIterator[AssistantMessageEvent]:
-        self._events = self._run()
-        return self._events  # type: ignore[no-any-return]
+        events = self._events = self._run()
+        return events
 
     async def __aexit__(self, *exc_info: object) -> None:
         events, self._events = self._events, None
@@ -300,7 +300,7 @@ class _ProxyCall:
             self._holds_client = False
             await self._fn._let_go()
 
-    async def _run(self) -> AsyncIterator[AssistantMessageEvent]:
+    async def _run(self) -> AsyncGenerator[AssistantMessageEvent, None]:
         # No cancel scope or context manager is held across a `yield` here (STYLE 3.4): each wait
         # on the network gets its own abort scope, and the response belongs to `_ProxyCall`.
         signal = self._options.signal
