@@ -33,7 +33,14 @@ from temporalio.exceptions import ApplicationError
 from ._codec import encode_json, from_json, to_json
 from ._types import Message
 
-__all__ = ("CONTEXT_MISSING", "ContextStore", "FileContextStore", "MemoryContextStore", "StoredContexts")
+__all__ = (
+    "CONTEXT_MISSING",
+    "ContextStore",
+    "FileContextStore",
+    "MemoryContextStore",
+    "StoredContexts",
+    "check_context_store",
+)
 
 CONTEXT_MISSING = "AgentLoopContextMissing"
 """The type of the (non-retryable) error a model activity raises for a context the store lacks."""
