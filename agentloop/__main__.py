@@ -1,10 +1,10 @@
-"""`python -m agentloop`: see `agentloop._cli`."""
+"""`python -m agentloop`: the command line of `agentloop.cli`."""
 
 from __future__ import annotations
 
 import sys
 
-from ._cli import main
+from .cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -30,6 +30,7 @@ from ._config import (
     check_options,
     default_convert_to_llm,
 )
+from ._constants import THINKING_LEVELS
 from ._errors import AgentBusyError, InvalidContextError
 from ._events import (
     AgentEnd,
@@ -59,7 +60,7 @@ from ._util import exception_text
 if TYPE_CHECKING:
     from typing import TypeAlias
 
-__all__ = ("Agent", "AgentListener", "AgentState", "DEFAULT_MODEL")
+__all__ = ("DEFAULT_MODEL", "Agent", "AgentListener", "AgentState", "PromptInput")
 
 AgentListener: TypeAlias = Callable[[AgentEvent, AbortSignal], MaybeAwaitable[None]]
 """`(event, signal)`, plain or async; awaited in registration order for every event."""
@@ -69,7 +70,6 @@ PromptInput: TypeAlias = str | AgentMessage | Sequence[AgentMessage]
 DEFAULT_MODEL = Model(id="unknown", name="unknown", api="unknown", provider="unknown")
 """The placeholder model of an Agent built without one (as in the reference)."""
 
-_THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
 _QUEUE_MODES = ("all", "one-at-a-time")
 
 
@@ -140,8 +140,8 @@ class AgentState:
 
     @thinking_level.setter
     def thinking_level(self, level: ThinkingLevel) -> None:
-        if level not in _THINKING_LEVELS:
-            raise ValueError(f"thinking_level must be one of {_THINKING_LEVELS}, got {level!r}")
+        if level not in THINKING_LEVELS:
+            raise ValueError(f"thinking_level must be one of {THINKING_LEVELS}, got {level!r}")
         self._thinking_level = level
 
     @property

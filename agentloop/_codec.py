@@ -37,6 +37,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ._constants import AGENT_MESSAGE_TYPES, DONE_REASONS, ERROR_REASONS, STOP_REASONS
 from ._events import (
     AgentEnd,
     AgentStart,
@@ -77,6 +78,7 @@ from ._types import (
 )
 
 __all__ = (
+    "decode_json",
     "dumps",
     "encode_json",
     "from_json",
@@ -292,7 +294,7 @@ def to_json(value: Any) -> dict[str, Any]:
         return out
     if kind in _ASSISTANT_EVENTS.values() or kind is DoneEvent or kind is ErrorEvent:
         return _assistant_event(value)
-    if kind in (UserMessage, AssistantMessage, ToolResultMessage, CustomMessage):
+    if kind in AGENT_MESSAGE_TYPES:
         return _message(value)
     if kind in (TextContent, ThinkingContent, ImageContent, ToolCall):
         return _block(value)
@@ -485,10 +487,7 @@ def _inside(key: str, decode: Callable[[Any], Any], value: Any) -> Any:
         raise exc.inside(key) from None
 
 
-_STOP_REASONS = ("stop", "length", "toolUse", "error", "aborted", "pending")
 _DEFERRED = "stopReason 'deferred' (a pi-agent-core 1.x deferred response) has no agentloop equivalent"
-_DONE_REASONS = ("stop", "length", "toolUse")
-_ERROR_REASONS = ("error", "aborted")
 _USER_BLOCKS = ("text", "image")
 _ASSISTANT_BLOCKS = ("text", "thinking", "toolCall")
 
@@ -596,7 +595,7 @@ def _message_from(data: Any) -> Any:
             provider=_str(data, "provider", ""),
             model=_str(data, "model", ""),
             usage=Usage() if usage is None else _inside("usage", _usage_from, usage),
-            stop_reason=_one_of(data, "stopReason", _STOP_REASONS, "stop"),
+            stop_reason=_one_of(data, "stopReason", STOP_REASONS, "stop"),
             error_message=_opt_str(data, "errorMessage"),
             response_id=_opt_str(data, "responseId"),
             timestamp=_int(data, "timestamp", 0),
@@ -684,10 +683,10 @@ def _assistant_event_fields(data: Mapping[str, Any]) -> Any:
     if kind == "done":
         if data.get("reason") == "deferred":
             raise _Bad(_DEFERRED.replace("stopReason", "reason"))
-        reason = _one_of(data, "reason", _DONE_REASONS)
+        reason = _one_of(data, "reason", DONE_REASONS)
         return DoneEvent(reason, _inside("message", _assistant_message, _object(data, "message")))
     if kind == "error":
-        reason = _one_of(data, "reason", _ERROR_REASONS)
+        reason = _one_of(data, "reason", ERROR_REASONS)
         return ErrorEvent(reason, _inside("error", _assistant_message, _object(data, "error")))
     cls = _ASSISTANT_EVENTS.get(kind) if isinstance(kind, str) else None
     if cls is None:
@@ -864,12 +863,25 @@ def _finite_key(key: Any) -> Any:
     return key
 
 
-def loads(text: str | bytes) -> Any:
-    """`from_json` of a JSON string (ValueError, saying why, for text that is not one)."""
-    import json
+def decode_json(text: str | bytes, *, constants: bool = False) -> Any:
+    """The value of JSON text, read as JavaScript's `JSON.parse` reads it: ValueError (never
+    RecursionError) for text that is not JSON or nests too deeply to read.
+
+    NaN and the infinities are not JSON and are refused, unless `constants` is true (then they
+    are read as Python's `json` writes them).
+    """
+    import json  # here, not at the top: `import agentloop` stays light
 
     try:
-        data = json.loads(text)
+        return json.loads(text) if constants else json.loads(text, parse_constant=_no_constant)
     except RecursionError:
         raise ValueError("the JSON nests too deeply") from None
-    return from_json(data)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def loads(text: str | bytes) -> Any:
+    """`from_json` of a JSON string (ValueError, saying why, for text that is not one)."""
+    return from_json(decode_json(text, constants=True))

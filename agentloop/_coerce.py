@@ -20,7 +20,10 @@ from typing import Any
 
 from ._regex import BoundedPattern, compile_bounded
 
-__all__ = ("coerce_arguments",)
+__all__ = (
+    "Passes",
+    "coerce_arguments",
+)
 
 _NUMBER_RE = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
 _RADIX_RE = re.compile(r"^0([xXoObB])([0-9a-fA-F]+)$")

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ._abort import AbortSignal
+from ._constants import THINKING_LEVELS
 from ._events import AgentEvent, AssistantMessageEvent
 from ._tools import AgentTool, ExecutionMode
 from ._types import (
@@ -210,7 +211,6 @@ def default_convert_to_llm(messages: Sequence[AgentMessage]) -> list[Message]:
 
 
 _LLM_ROLES = frozenset({"user", "assistant", "toolResult"})
-_THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -307,8 +307,8 @@ class AgentLoopConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.model, Model):
             raise TypeError(f"config.model must be an agentloop.Model, got {type(self.model).__name__}")
-        if self.reasoning is not None and self.reasoning not in _THINKING_LEVELS:
-            raise ValueError(f"config.reasoning must be one of {_THINKING_LEVELS} or None, got {self.reasoning!r}")
+        if self.reasoning is not None and self.reasoning not in THINKING_LEVELS:
+            raise ValueError(f"config.reasoning must be one of {THINKING_LEVELS} or None, got {self.reasoning!r}")
         check_options(self, "config.")
 
 
@@ -376,8 +376,8 @@ def check_options(source: object, prefix: str) -> None:
                 f"or None, got {type(budgets).__name__}"
             )
         for level, tokens in budgets.items():
-            if level not in _THINKING_LEVELS:
-                raise ValueError(f"{prefix}thinking_budgets keys must be in {_THINKING_LEVELS}, got {level!r}")
+            if level not in THINKING_LEVELS:
+                raise ValueError(f"{prefix}thinking_budgets keys must be in {THINKING_LEVELS}, got {level!r}")
             if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
                 raise ValueError(f"{prefix}thinking_budgets[{level!r}] must be an int >= 0, got {tokens!r}")
     headers = getattr(source, "headers", None)

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import itertools
+import math
 import sys
+from collections import deque
 from collections.abc import Awaitable, Sequence
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import anyio.lowlevel
-from anyio.abc import TaskStatus
+from anyio.abc import TaskGroup, TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ._abort import AbortCut
 from ._config import (
@@ -21,7 +23,9 @@ from ._config import (
     ToolInvocation,
     call,
 )
+from ._constants import TOOL_ABORTED_TEXT
 from ._events import MessageEnd, MessageStart, ToolExecutionEnd, ToolExecutionStart, ToolExecutionUpdate
+from ._run import RunState
 from ._tools import AgentTool, validate_tool_arguments
 from ._types import (
     AgentToolResult,
@@ -32,19 +36,15 @@ from ._types import (
     error_result,
     tool_result_message,
 )
-from ._updates import DELIVERED, Delivery, Flag, Flags, UpdatePump, settle
+from ._updates import DELIVERED, Delivery, UpdatePump, settle
 from ._util import exception_text, single_exception
-
-if TYPE_CHECKING:
-    from ._loop import _Run
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
 __all__ = ("execute_tool_calls", "fail_truncated_tool_calls")
 
-ABORTED = "Operation aborted"
-TRUNCATED = (
+_TRUNCATED = (
     'Tool call "{name}" was not executed: the response hit the output token limit, so its arguments '
     "may be truncated. Re-issue the tool call with complete arguments."
 )
@@ -55,12 +55,12 @@ class _Prepared:
 
     __slots__ = ("args", "execute", "finished", "pump", "run", "tool", "tool_call")
 
-    def __init__(self, run: _Run, tool_call: ToolCall, tool: AgentTool, args: Any) -> None:
+    def __init__(self, run: RunState, tool_call: ToolCall, tool: AgentTool, args: Any) -> None:
         self.run = run
         self.tool_call = tool_call
         self.tool = tool
         self.args = args
-        self.execute = tool.execute if tool._execute is None else tool._execute  # one frame less
+        self.execute = tool.execute if tool._execute is None else tool._execute  # the given function itself
         self.finished = False
         self.pump: UpdatePump | None = None
 
@@ -90,53 +90,42 @@ def _end_event(fin: _Finalized) -> ToolExecutionEnd:
     return ToolExecutionEnd(fin.tool_call.id, fin.tool_call.name, fin.result, fin.is_error)
 
 
-async def _emit_end(run: _Run, fin: _Finalized) -> None:
-    if (pending := run.deliver(_end_event(fin))) is not None:
-        await settle(pending)
-
-
-async def _emit_results(run: _Run, results: list[_Finalized]) -> list[ToolResultMessage]:
+async def _emit_results(run: RunState, results: list[_Finalized]) -> list[ToolResultMessage]:
     """Emit the toolResult message (`message_start`, `message_end`) of each finalized call."""
     messages = []
     for fin in results:
         message = tool_result_message(fin.tool_call.id, fin.tool_call.name, fin.result, fin.is_error, run.clock())
-        if (pending := run.deliver(MessageStart(message))) is not None:
-            await settle(pending)
-        if (pending := run.deliver(MessageEnd(message))) is not None:
-            await settle(pending)
+        await run.emit(MessageStart(message))
+        await run.emit(MessageEnd(message))
         messages.append(message)
     return messages
 
 
-async def fail_truncated_tool_calls(run: _Run, tool_calls: Sequence[ToolCall]) -> list[ToolResultMessage]:
+async def fail_truncated_tool_calls(run: RunState, tool_calls: Sequence[ToolCall]) -> list[ToolResultMessage]:
     """Fail every call of a response cut off by the token limit: its arguments may be truncated."""
     messages = []
     for tool_call in tool_calls:
-        if (pending := run.deliver(ToolExecutionStart(tool_call.id, tool_call.name, tool_call.arguments))) is not None:
-            await settle(pending)
-        fin = _Finalized(tool_call, error_result(TRUNCATED.format(name=tool_call.name)), True)
-        await _emit_end(run, fin)
+        await run.emit(ToolExecutionStart(tool_call.id, tool_call.name, tool_call.arguments))
+        fin = _Finalized(tool_call, error_result(_TRUNCATED.format(name=tool_call.name)), True)
+        await run.emit(_end_event(fin))
         messages += await _emit_results(run, [fin])
     return messages
 
 
-def execute_tool_calls(
-    run: _Run, assistant: AssistantMessage, tool_calls: Sequence[ToolCall]
-) -> Awaitable[tuple[list[ToolResultMessage], bool]]:
-    """Run one batch; return its tool-result messages in source order and whether to terminate.
-
-    (A plain function returning the coroutine: one frame less for every agent waiting on a tool.)
-    """
+async def execute_tool_calls(
+    run: RunState, assistant: AssistantMessage, tool_calls: Sequence[ToolCall]
+) -> tuple[list[ToolResultMessage], bool]:
+    """Run one batch; return its tool-result messages in source order and whether to terminate."""
     sequential = run.config.tool_execution == "sequential"
     if len(tool_calls) == 1:
-        return _single(run, assistant, tool_calls[0], recheck=not sequential)  # the usual batch
+        return await _single(run, assistant, tool_calls[0], recheck=not sequential)  # the usual batch
     if sequential:
-        return _sequential(run, assistant, tool_calls)
-    return _parallel(run, assistant, tool_calls)
+        return await _sequential(run, assistant, tool_calls)
+    return await _parallel(run, assistant, tool_calls)
 
 
 async def _single(
-    run: _Run, assistant: AssistantMessage, tool_call: ToolCall, *, recheck: bool
+    run: RunState, assistant: AssistantMessage, tool_call: ToolCall, *, recheck: bool
 ) -> tuple[list[ToolResultMessage], bool]:
     """One call from start to result: a batch of one, or a call of a sequential batch.
 
@@ -144,31 +133,27 @@ async def _single(
     "Operation aborted"; a sequential call goes on to execute with the aborted signal, as in the
     reference.
     """
-    if (pending := run.deliver(ToolExecutionStart(tool_call.id, tool_call.name, tool_call.arguments))) is not None:
-        await settle(pending)
+    await run.emit(ToolExecutionStart(tool_call.id, tool_call.name, tool_call.arguments))
     prepared = _preflight(run, tool_call)
     if prepared is None:
         prepared = await _prepare(run, assistant, tool_call)
     if isinstance(prepared, _Finalized):
         fin = prepared
     elif recheck and run.signal._aborted:
-        fin = _Finalized(tool_call, error_result(ABORTED), True)
+        fin = _Finalized(tool_call, error_result(TOOL_ABORTED_TEXT), True)
     else:
         fin = await _execute(run, prepared)
         if run.config.after_tool_call is not None:
             fin = await _finalize(run, assistant, prepared, fin)
-    if (pending := run.deliver(_end_event(fin))) is not None:
-        await settle(pending)
+    await run.emit(_end_event(fin))
     message = tool_result_message(tool_call.id, tool_call.name, fin.result, fin.is_error, run.clock())
-    if (pending := run.deliver(MessageStart(message))) is not None:
-        await settle(pending)
-    if (pending := run.deliver(MessageEnd(message))) is not None:
-        await settle(pending)
+    await run.emit(MessageStart(message))
+    await run.emit(MessageEnd(message))
     return [message], fin.result.terminate is True
 
 
 async def _sequential(
-    run: _Run, assistant: AssistantMessage, tool_calls: Sequence[ToolCall]
+    run: RunState, assistant: AssistantMessage, tool_calls: Sequence[ToolCall]
 ) -> tuple[list[ToolResultMessage], bool]:
     messages: list[ToolResultMessage] = []
     terminate = True
@@ -180,310 +165,189 @@ async def _sequential(
 
 
 async def _parallel(
-    run: _Run, assistant: AssistantMessage, tool_calls: Sequence[ToolCall]
+    run: RunState, assistant: AssistantMessage, tool_calls: Sequence[ToolCall]
 ) -> tuple[list[ToolResultMessage], bool]:
     finalized: list[_Finalized | None] = [None] * len(tool_calls)
     runnable: list[tuple[int, _Prepared]] = []
     for index, tool_call in enumerate(tool_calls):
-        if (pending := run.deliver(ToolExecutionStart(tool_call.id, tool_call.name, tool_call.arguments))) is not None:
-            await settle(pending)
+        await run.emit(ToolExecutionStart(tool_call.id, tool_call.name, tool_call.arguments))
         prepared = _preflight(run, tool_call)
         if prepared is None:
             prepared = await _prepare(run, assistant, tool_call)
         if isinstance(prepared, _Finalized):
-            await _emit_end(run, prepared)
+            await run.emit(_end_event(prepared))
             finalized[index] = prepared
         else:
             runnable.append((index, prepared))
-    if runnable:
-        await _Batch(run, assistant, runnable, finalized).run()
+    slots = _slots(run, runnable)
+    for group in _groups(runnable):
+        await _Group(run, assistant, group, slots, finalized).run()
     results = [fin for fin in finalized if fin is not None]
     messages = await _emit_results(run, results)
     return messages, bool(results) and all(fin.result.terminate is True for fin in results)
 
 
+def _groups(runnable: list[tuple[int, _Prepared]]) -> list[list[tuple[int, _Prepared]]]:
+    """The batch cut at its barriers: each barrier call alone, the calls between them together.
+
+    A barrier (`execution_mode="sequential"`) begins after every earlier call is finalized and
+    every later call begins after it is finalized, so the groups run one after another.
+    """
+    groups: list[list[tuple[int, _Prepared]]] = []
+    after_barrier = True
+    for entry in runnable:
+        barrier = entry[1].tool.execution_mode == "sequential"
+        if barrier or after_barrier:
+            groups.append([entry])
+        else:
+            groups[-1].append(entry)
+        after_barrier = barrier
+    return groups
+
+
 _CALL_TASK = "agentloop: a parallel tool call"
-_CUT_TASK = "agentloop: the abort's grace period"
 
 
-class _Batch:
-    """Runs prepared calls concurrently, with exclusive barriers, in the reference's order.
+class _Group:
+    """Calls of a parallel batch that run beside each other: one task per call, then finalized in order.
 
-    A barrier call (`execution_mode="sequential"`) begins after every earlier call is finalized;
-    any other call begins after every earlier barrier call is finalized. Whatever the scheduler
-    does (trio shuffles ready tasks), the order is the reference's (JavaScript promise) order:
-    calls begin in source order; every call that may run beside a call begins before that call is
-    finalized; calls whose tools finished are finalized in the order they finished, and calls
-    whose tools finished in the same scheduler pass in source order (as equal JavaScript timers
-    fire in the order they were set).
-
-    The abort's grace cut needs no cancel scope per call: each call runs in a task, and a task's
-    own scope (its `TaskHandle`) is cancelled if its tool still runs when the grace period ends.
-    What is left of a call after its tool (updates, `after_tool_call`, `tool_execution_end`) then
-    goes on in a fresh task (`finish`), since every wait of the cut task would be cancelled.
+    The reference's order (JavaScript promise order), whatever the scheduler does (trio shuffles
+    the tasks that are ready):
+    * the calls begin in source order (`_execute_next`);
+    * no call is finalized before every call of the group has begun;
+    * calls are finalized in the order their tools finished, and those that finished in the same
+      scheduler pass in source order (`_release`, the one place that orders them);
+    * `after_tool_call` runs before the call's `tool_execution_end`.
     """
 
     def __init__(
         self,
-        run: _Run,
+        run: RunState,
         assistant: AssistantMessage,
-        runnable: list[tuple[int, _Prepared]],
+        group: list[tuple[int, _Prepared]],
+        slots: dict[int, tuple[anyio.Semaphore, ...]],
         finalized: list[_Finalized | None],
     ) -> None:
         self.run_ = run
         self.assistant = assistant
-        self.runnable = runnable
+        self.group = group
+        self.slots = slots
         self.finalized = finalized
-        count = len(runnable)
-        self.barrier = [p.tool.execution_mode == "sequential" for _, p in runnable]
-        self.barriers = [k for k in range(count) if self.barrier[k]]
-        self.done = Flags(count)  # finalized
-        self.began = Flags(count)  # begun (or ended without beginning)
-        self.in_line = run.config.after_tool_call is None  # the releaser finalizes the calls
-        # With `after_tool_call` each call finalizes itself, let go by the one before it.
-        self.finishing = Flags(0 if self.in_line else count)
-        self.go = Flags(0 if self.in_line else count)
-        self.next_to_take = 0  # the next call a task takes
-        self.next_to_begin = 0
-        self.waiting: list[tuple[int, anyio.Event]] = []  # calls waiting for their turn to begin
-        self.ready: list[int] = []  # calls whose tools finished, waiting to be finalized
-        self.executed: list[_Finalized | None] = [None] * count  # what each tool returned
-        self.successor: list[int | None] = [None] * count  # who is let go after a call
-        self.releasing = False
-        self.task_group: Any = None
-        self.handles: list[anyio.TaskHandle[None]] = []  # by task: the abort's cut cancels a task
-        self.executing = [False] * count  # by task: its tool is running
-        self.cut = [False] * count  # by task: the abort's grace period ended while its tool ran
-        self.running = 0  # tools running
-        self.idle: Flag | None = None  # set when no tool runs (made by `cut_after_grace`)
-        # Execution slots: the batch's (`max_parallel_tool_calls`) and each limited tool's.
-        self.slots = _slots(run, runnable)
-        # The last call of each run of calls that may execute together.
-        self.group_end = list(range(count))
-        for k in range(count - 2, -1, -1):
-            if not self.barrier[k] and not self.barrier[k + 1]:
-                self.group_end[k] = self.group_end[k + 1]
+        self.to_begin: deque[int] = deque()  # positions in the group, in source order
 
     async def run(self) -> None:
-        signal = self.run_.signal
-        key = -1 if signal._aborted else signal._listen(self.on_abort)
+        send, receive = anyio.create_memory_object_stream[tuple[int, _Finalized]](math.inf)
         try:
-            async with anyio.create_task_group() as tg:
-                self.task_group = tg
-                handles = self.handles
-                for j in range(len(self.runnable)):
-                    handles.append(tg.create_task(self.one(j), name=_CALL_TASK))  # named: anyio's default costs more
+            with send, receive:
+                async with anyio.create_task_group() as tg:
+                    for position, (index, _) in enumerate(self.group):
+                        for slot in self.slots.get(index, ()):  # taken in source order
+                            try:
+                                slot.acquire_nowait()
+                            except anyio.WouldBlock:
+                                await slot.acquire()
+                        self.to_begin.append(position)
+                        tg.start_soon(self._execute_next, send.clone(), name=_CALL_TASK)
+                    send.close()  # the stream ends when every call's task has ended
+                    await self._release(receive, tg)
         except BaseExceptionGroup as group:
             raise single_exception(group) from None
-        finally:
-            signal._callbacks.pop(key, None)
 
-    async def one(self, j: int) -> None:
-        """Task `j`: a call from its turn to begin to its hand-over to `finish`."""
-        # A task takes the next call when it first runs, whatever order the scheduler runs the
-        # tasks in (trio runs a pass forwards or backwards): without barriers, calls begin in
-        # source order with no waiting.
-        k = self.next_to_take
-        self.next_to_take = k + 1
-        run, barrier, began = self.run_, self.barrier, self.began
-        index, prepared = self.runnable[k]
-        handed_over = False  # to `finish`, which finalizes the call
-        try:
-            for b in range(k) if barrier[k] else self.barriers:  # not O(calls) per call
-                if b >= k:
-                    break
-                await self.done.wait(b)
-            while self.next_to_begin < k:
-                # After a barrier, calls begin in source order too: every begin wakes all the
-                # calls waiting, in source order (an event each: trio wakes the waiters of one
-                # event in no set order), so that a pass run backwards costs one more pass, not
-                # one pass per call.
-                turn = anyio.Event()
-                self.waiting.append((k, turn))
-                await turn.wait()
-            slots = self.slots[k]
-            for slot in slots:  # taken in source order: the next call waits for this one to begin
-                try:
-                    slot.acquire_nowait()
-                except anyio.WouldBlock:
-                    await slot.acquire()
-            self.begin(k)
-            if run.signal._aborted:
+    async def _execute_next(self, send: MemoryObjectSendStream[tuple[int, _Finalized]]) -> None:
+        """A call's task: it takes the next call when it first runs, so calls begin in source order."""
+        with send:
+            position = self.to_begin.popleft()
+            index, prepared = self.group[position]
+            slots = self.slots.get(index, ())
+            run = self.run_
+            if run.signal._aborted:  # aborted before the call began: answered at once
                 for slot in slots:
                     slot.release()
-                fin = _Finalized(prepared.tool_call, error_result(ABORTED), True)
-                await _emit_end(run, fin)
-                self.finalized[index] = fin
+                fin = self.finalized[index] = _Finalized(prepared.tool_call, error_result(TOOL_ABORTED_TEXT), True)
+                await run.emit(_end_event(fin))
                 return
-            # The tool runs; while it does, an abort's grace period may cut it (`cut_after_grace`).
-            self.executing[j] = True
-            self.running += 1
-            value: object = None
-            failure: AgentToolResult | None = None
             try:
-                value = await _run_tool(run, prepared)
-            except Exception as exc:
-                failure = _error(run, exc)
-            except BaseException:
-                if self.cut[j]:  # the abort's cut (this task's own cancel scope): answered by `finish`
-                    handed_over = True
-                    self.task_group.start_soon(
-                        self.finish, k, _Finalized(prepared.tool_call, error_result(ABORTED), True)
-                    )
-                raise
+                fin = await _call_tool(run, prepared)
             finally:
                 for slot in slots:
                     slot.release()
-                prepared.finished = True
-                self.executing[j] = False
-                self.running -= 1
-                if not self.running and self.idle is not None:
-                    self.idle.set()
-            fin = _outcome(prepared, value, failure)
-            handed_over = True
-            if self.cut[j]:  # cut as the tool returned: this task's waits would be cancelled
-                self.task_group.start_soon(self.finish, k, fin)
-            else:
-                await self.finish(k, fin)
-        finally:
-            if not began.is_set(k):
-                self.begin(k)
-            if not handed_over:
-                self.pass_on(k)
-                self.done.set(k)
-
-    def on_abort(self) -> None:
-        """The signal aborted: tools still running after the grace period are cut."""
-        if self.running:
-            self.task_group.start_soon(self.cut_after_grace, name=_CUT_TASK)
-
-    async def cut_after_grace(self) -> None:
-        """Cancel the tasks whose tools still run when the grace period ends (or none, once all return)."""
-        if self.running:
-            self.idle = Flag()
-            with anyio.move_on_after(self.run_.config.tool_abort_grace):
-                await self.idle.wait()  # every tool returned in time: nothing to cut
-        for j, handle in enumerate(self.handles):
-            if self.executing[j]:
-                self.cut[j] = True
-                handle.cancel()  # the task's own cancel scope: its tool sees a cancellation
-
-    async def finish(self, k: int, fin: _Finalized) -> None:
-        """Call k after its tool: its updates delivered, then finalized in the batch's order."""
-        index, prepared = self.runnable[k]
-        handed_over = False  # to the releaser, which finalizes the call
-        try:
             if prepared.pump is not None:
                 await prepared.pump.drained()  # the call is finalized after its updates (never cut short)
-            last = self.group_end[k]
-            if not self.began.is_set(last):
-                await self.began.wait(last)
-            self.executed[k] = fin
-            self.ready.append(k)
-            if not self.releasing:
-                self.releasing = True
-                self.task_group.start_soon(self.release)
-            if self.in_line:
-                handed_over = True
+            send.send_nowait((position, fin))
+
+    async def _release(self, receive: MemoryObjectReceiveStream[tuple[int, _Finalized]], tg: TaskGroup) -> None:
+        """Finalize the executed calls in the reference's order (see the class docstring).
+
+        It runs once every call has begun. A scheduler pass after a call is ready, the calls
+        ready by then are finalized in source order; each finalization runs up to its first wait
+        before the next one begins (as a JavaScript `.then` callback does).
+        """
+        while True:
+            try:
+                ready = [await _next_ready(receive)]
+            except anyio.EndOfStream:
                 return
-            await self.go.wait(k)
-            self.pass_on(k)
-            fin = await _finalize(self.run_, self.assistant, prepared, fin)
-            await _emit_end(self.run_, fin)
-            self.finalized[index] = fin
-        finally:
-            if not handed_over:
-                self.pass_on(k)
-                self.done.set(k)
+            await anyio.lowlevel.checkpoint()  # the calls that finish in this pass line up too
+            while True:
+                try:
+                    ready.append(receive.receive_nowait())
+                except (anyio.WouldBlock, anyio.EndOfStream):
+                    break
+            for position, fin in sorted(ready, key=itemgetter(0)):
+                await self._finalize(tg, position, fin)
 
-    def begin(self, k: int) -> None:
-        """Call k begins (or ends without beginning): the next one may begin."""
-        self.began.set(k)
-        if self.next_to_begin == k:
-            self.next_to_begin = k + 1
-            if self.waiting:
-                waiting = sorted(self.waiting, key=itemgetter(0))
-                self.waiting = []
-                for _, turn in waiting:
-                    turn.set()
-
-    def pass_on(self, k: int) -> None:
-        """Call k begins its finalization (or ends): the next one in line may go after it."""
-        if self.in_line:
+    async def _finalize(self, tg: TaskGroup, position: int, fin: _Finalized) -> None:
+        index, prepared = self.group[position]
+        run = self.run_
+        if run.config.after_tool_call is not None:
+            await tg.start(self._finalize_with_hook, index, prepared, fin)
             return
-        if not self.finishing.is_set(k):
-            self.finishing.set(k)
-            successor = self.successor[k]
-            if successor is not None:
-                self.go.set(successor)  # it runs in a later pass: k first runs up to its first await
+        self.finalized[index] = fin
+        if (pending := run.deliver(_end_event(fin))) is not None:
+            await tg.start(_settle_begun, pending)
 
-    async def release(self) -> None:
-        """Finalize finished calls in the order their tools finished.
-
-        Calls whose tools finished in the same scheduler pass line up in source order. With
-        `after_tool_call`, each call finalizes itself in its task, let go by the one before it (one
-        scheduler pass per call); without it, the releaser finalizes them in line.
-        """
-        try:
-            while self.ready:
-                await anyio.lowlevel.checkpoint()  # calls that finish in this pass line up too
-                batch = sorted(self.ready)
-                self.ready.clear()
-                if self.in_line:
-                    await self.finalize_in_line(batch)
-                    continue
-                for k, successor in itertools.pairwise(batch):
-                    self.successor[k] = successor
-                self.go.set(batch[0])
-                await self.finishing.wait(batch[-1])
-        finally:
-            self.releasing = False
-
-    async def finalize_in_line(self, batch: list[int]) -> None:
-        """Finalize calls without `after_tool_call`: deliver their `tool_execution_end`s in order.
-
-        A delivery that has to be waited for goes on in a task of its own, begun before the next
-        call's delivery (as a JavaScript finalization runs up to its first await before the next
-        one starts); the call is finalized when its delivery is done.
-        """
-        deliver = self.run_.deliver
-        for k in batch:
-            index = self.runnable[k][0]
-            fin = self.executed[k]
-            assert fin is not None
-            self.finalized[index] = fin
-            pending = deliver(_end_event(fin))
-            if pending is None:
-                self.done.set(k)
-            else:
-                await self.task_group.start(self.settle_end, k, pending)
-
-    async def settle_end(self, k: int, pending: Any, *, task_status: TaskStatus[None]) -> None:  # noqa: ASYNC114 - started by the batch alone
-        task_status.started()  # the delivery runs up to its first wait before the releaser goes on
-        try:
-            await settle(pending)
-        finally:
-            self.done.set(k)
+    async def _finalize_with_hook(
+        self, index: int, prepared: _Prepared, fin: _Finalized, *, task_status: TaskStatus[None]
+    ) -> None:
+        task_status.started()
+        fin = self.finalized[index] = await _finalize(self.run_, self.assistant, prepared, fin)
+        await self.run_.emit(_end_event(fin))
 
 
-def _slots(run: _Run, runnable: list[tuple[int, _Prepared]]) -> list[tuple[anyio.Semaphore, ...]]:
-    """For each call of a parallel batch, the semaphores it holds while its tool executes."""
+async def _next_ready(receive: MemoryObjectReceiveStream[tuple[int, _Finalized]]) -> tuple[int, _Finalized]:
+    """The next executed call: without a scheduler pass when one is waiting, so that a pass is
+    counted from the same point after a finalization as after the first call."""
+    try:
+        return receive.receive_nowait()
+    except anyio.WouldBlock:
+        return await receive.receive()
+
+
+async def _settle_begun(pending: Awaitable[None], *, task_status: TaskStatus[None]) -> None:
+    """A delivery that has to be waited for: begun before the next call's, then awaited here."""
+    task_status.started()
+    await settle(pending)
+
+
+def _slots(run: RunState, runnable: list[tuple[int, _Prepared]]) -> dict[int, tuple[anyio.Semaphore, ...]]:
+    """The semaphores each call of a parallel batch holds while its tool executes, by source index:
+    the batch's (`max_parallel_tool_calls`) and its tool's (`max_concurrency`)."""
     limit = run.config.max_parallel_tool_calls
     batch = (anyio.Semaphore(limit),) if limit is not None and limit < len(runnable) else ()
     per_tool: dict[str, anyio.Semaphore] = {}
-    slots: list[tuple[anyio.Semaphore, ...]] = []
-    for _, prepared in runnable:
+    slots: dict[int, tuple[anyio.Semaphore, ...]] = {}
+    for index, prepared in runnable:
         tool = prepared.tool
-        if tool.max_concurrency is None:
-            slots.append(batch)
-            continue
-        if tool.name not in per_tool:
-            per_tool[tool.name] = anyio.Semaphore(tool.max_concurrency)
-        slots.append((per_tool[tool.name], *batch))
+        if tool.max_concurrency is not None:
+            if tool.name not in per_tool:
+                per_tool[tool.name] = anyio.Semaphore(tool.max_concurrency)
+            slots[index] = (per_tool[tool.name], *batch)
+        elif batch:
+            slots[index] = batch
     return slots
 
 
-def _find_tool(run: _Run, tool_call: ToolCall) -> AgentTool | None:
+def _find_tool(run: RunState, tool_call: ToolCall) -> AgentTool | None:
     name = tool_call.name
     for tool in run.tools:
         if tool.name == name:
@@ -491,7 +355,7 @@ def _find_tool(run: _Run, tool_call: ToolCall) -> AgentTool | None:
     return None
 
 
-def _preflight(run: _Run, tool_call: ToolCall) -> _Prepared | _Finalized | None:
+def _preflight(run: RunState, tool_call: ToolCall) -> _Prepared | _Finalized | None:
     """Preflight without a coroutine when nothing is awaited; None leaves it to `_prepare` (hooks,
     `prepare_arguments`, an unknown tool, an abort)."""
     if run.config.before_tool_call is not None or run.signal._aborted:
@@ -505,10 +369,10 @@ def _preflight(run: _Run, tool_call: ToolCall) -> _Prepared | _Finalized | None:
         return _Finalized(tool_call, _error(run, exc), True)
 
 
-async def _prepare(run: _Run, assistant: AssistantMessage, tool_call: ToolCall) -> _Prepared | _Finalized:
+async def _prepare(run: RunState, assistant: AssistantMessage, tool_call: ToolCall) -> _Prepared | _Finalized:
     signal = run.signal
     if signal.aborted:
-        return _Finalized(tool_call, error_result(ABORTED), True)
+        return _Finalized(tool_call, error_result(TOOL_ABORTED_TEXT), True)
     tool = _find_tool(run, tool_call)
     if tool is None:
         return _Finalized(tool_call, error_result(f"Tool {tool_call.name} not found"), True)
@@ -532,7 +396,7 @@ async def _prepare(run: _Run, assistant: AssistantMessage, tool_call: ToolCall) 
             )
             decision = await call(hook, context, signal)
             if signal.aborted:
-                return _Finalized(tool_call, error_result(ABORTED), True)
+                return _Finalized(tool_call, error_result(TOOL_ABORTED_TEXT), True)
             if decision is not None:
                 if not isinstance(decision, BeforeToolCallResult):
                     raise TypeError(
@@ -561,7 +425,15 @@ def _outcome(prepared: _Prepared, value: object, failure: AgentToolResult | None
     return _Finalized(tool_call, value, value.is_error is True)
 
 
-async def _execute(run: _Run, prepared: _Prepared) -> _Finalized:
+async def _execute(run: RunState, prepared: _Prepared) -> _Finalized:
+    """Run the tool (`_call_tool`); the outcome once every progress update it reported is delivered."""
+    fin = await _call_tool(run, prepared)
+    if prepared.pump is not None:
+        await prepared.pump.drained()  # the call is finalized after its updates (never cut short)
+    return fin
+
+
+async def _call_tool(run: RunState, prepared: _Prepared) -> _Finalized:
     """Run the tool in an abort cut: it sees an abort at once and is cut after the grace period."""
     value: object = None
     failure: AgentToolResult | None = None
@@ -573,13 +445,11 @@ async def _execute(run: _Run, prepared: _Prepared) -> _Finalized:
     finally:
         prepared.finished = True
     if cut.cancelled_caught:
-        failure = error_result(ABORTED)  # cut short by the abort's grace period
-    if prepared.pump is not None:
-        await prepared.pump.drained()  # the call is finalized after its updates (never cut short)
+        failure = error_result(TOOL_ABORTED_TEXT)  # cut short by the abort's grace period
     return _outcome(prepared, value, failure)
 
 
-def _run_tool(run: _Run, prepared: _Prepared) -> Awaitable[object]:
+def _run_tool(run: RunState, prepared: _Prepared) -> Awaitable[object]:
     """A prepared call's tool execution, to await: through `wrap_tool_call` if set, within the
     tool's timeout. Without either it is the tool's own awaitable: a call waiting on its tool holds
     no frame of the loop's (a thousand idle agents are that much smaller)."""
@@ -588,7 +458,7 @@ def _run_tool(run: _Run, prepared: _Prepared) -> Awaitable[object]:
     return _run_tool_wrapped(run, prepared)
 
 
-async def _run_tool_wrapped(run: _Run, prepared: _Prepared) -> object:
+async def _run_tool_wrapped(run: RunState, prepared: _Prepared) -> object:
     tool = prepared.tool
     wrap = run.config.wrap_tool_call
 
@@ -610,14 +480,14 @@ async def _run_tool_wrapped(run: _Run, prepared: _Prepared) -> object:
     raise TimeoutError(f"Tool {tool.name} timed out after {tool.timeout:g} s")
 
 
-def _error(run: _Run, exc: Exception) -> AgentToolResult:
+def _error(run: RunState, exc: Exception) -> AgentToolResult:
     """The error result of a failed step, unless its exception must propagate (`config.propagate`)."""
     if run.config.propagate and isinstance(exc, run.config.propagate):
         raise exc
     return error_result(exception_text(exc))
 
 
-async def _finalize(run: _Run, assistant: AssistantMessage, prepared: _Prepared, fin: _Finalized) -> _Finalized:
+async def _finalize(run: RunState, assistant: AssistantMessage, prepared: _Prepared, fin: _Finalized) -> _Finalized:
     """Run `after_tool_call` (there is one) on an executed call."""
     tool_call = prepared.tool_call
     signal = run.signal

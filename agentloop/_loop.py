@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import inspect
 import sys
-from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncGenerator, Callable, Coroutine, Sequence
 from contextlib import aclosing, nullcontext
 from dataclasses import replace
 from types import AsyncGeneratorType
@@ -25,7 +25,6 @@ from typing import Any, cast
 
 import anyio
 import anyio.lowlevel
-from anyio.abc import TaskGroup
 
 from ._abort import AbortCut, AbortSignal
 from ._config import (
@@ -38,6 +37,7 @@ from ._config import (
     call,
     default_convert_to_llm,
 )
+from ._constants import ABORTED_TEXT, AGENT_MESSAGE_TYPES, CLEANUP_TIMEOUT
 from ._errors import InvalidContextError
 from ._events import (
     AgentEnd,
@@ -50,16 +50,14 @@ from ._events import (
     TurnStart,
 )
 from ._execution import execute_tool_calls, fail_truncated_tool_calls
+from ._run import RunState
 from ._tools import AgentTool
 from ._types import (
     AgentMessage,
     AssistantMessage,
     Context,
-    CustomMessage,
     Message,
     ToolResultMessage,
-    UserMessage,
-    now_ms,
 )
 from ._updates import settle
 from ._util import single_exception
@@ -73,13 +71,13 @@ __all__ = (
     "check_context",
     "check_continue",
     "check_messages",
+    "drive",
     "resolve_stream_fn",
     "run_agent_loop",
     "run_agent_loop_continue",
     "start_run",
 )
 
-_MESSAGE_TYPES = (UserMessage, AssistantMessage, ToolResultMessage, CustomMessage)
 _UPDATE_TYPES = frozenset(
     {
         "text_start",
@@ -93,12 +91,6 @@ _UPDATE_TYPES = frozenset(
         "toolcall_end",
     }
 )
-ABORTED_TEXT = "Request was aborted"
-FAIR_SHARE = 64
-"""A run gives the scheduler a turn at least every this many steps (a model event read, a tool call
-made): a fast model (a cache, a local server) or tools that never wait cannot starve the other
-runs of the process."""
-_CLEANUP_TIMEOUT = 5.0
 
 
 def check_messages(messages: object, what: str) -> list[AgentMessage]:
@@ -106,7 +98,7 @@ def check_messages(messages: object, what: str) -> list[AgentMessage]:
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise TypeError(f"{what} must be a sequence of messages, got {type(messages).__name__}")
     for i, message in enumerate(messages):
-        if not isinstance(message, _MESSAGE_TYPES):
+        if not isinstance(message, AGENT_MESSAGE_TYPES):
             raise TypeError(
                 f"{what}[{i}] must be a UserMessage, AssistantMessage, ToolResultMessage or "
                 f"CustomMessage, got {type(message).__name__}"
@@ -130,7 +122,7 @@ def check_config(config: object) -> AgentLoopConfig:
     return config
 
 
-def check_emit(emit: object) -> Emit:
+def _check_emit(emit: object) -> Emit:
     if not callable(emit):
         raise TypeError(f"emit must be callable, got {emit!r}")
     return emit  # callable: what it returns is checked per event (`settle`)
@@ -170,7 +162,7 @@ async def run_agent_loop(
     after everything the run opened is closed.
     """
     prompts = check_messages(prompts, "prompts")
-    run = _Run(check_context(context), check_config(config), check_emit(emit), signal, resolve_stream_fn(stream_fn))
+    run = _Run(check_context(context), check_config(config), _check_emit(emit), signal, resolve_stream_fn(stream_fn))
     await drive(run, prompts)
     return run.new_messages
 
@@ -188,7 +180,7 @@ async def run_agent_loop_continue(
     """
     check_context(context)
     check_continue(context)
-    run = _Run(context, check_config(config), check_emit(emit), signal, resolve_stream_fn(stream_fn))
+    run = _Run(context, check_config(config), _check_emit(emit), signal, resolve_stream_fn(stream_fn))
     await drive(run, None)
     return run.new_messages
 
@@ -251,98 +243,10 @@ async def _observed(
             yield event  # noqa: ASYNC119 - the context is aclosing: it closes an inner generator, no scope
 
 
-class _Run:
-    """The state of one run: the working transcript, the config in force, the sink."""
+class _Run(RunState):
+    """One run: its state (`RunState`) and the loop that drives it (`events`)."""
 
-    __slots__ = (
-        "_llm_messages",
-        "_llm_seen",
-        "_llm_source",
-        "_options",
-        "clock",
-        "collected",
-        "config",
-        "countdown",
-        "deliver",
-        "messages",
-        "model",
-        "new_messages",
-        "plain",
-        "reasoning",
-        "signal",
-        "stream_fn",
-        "system_prompt",
-        "task_group",
-        "tools",
-    )
-
-    def __init__(
-        self,
-        context: AgentContext,
-        config: AgentLoopConfig,
-        emit: Emit | None,
-        signal: AbortSignal | None,
-        stream_fn: StreamFn,
-    ) -> None:
-        """`emit` is the live sink; None makes a bare run's, which collects a step's events."""
-        if signal is not None and not isinstance(signal, AbortSignal):
-            raise TypeError(f"signal must be an agentloop.AbortSignal or None, got {type(signal).__name__}")
-        self.config = config
-        self.model = config.model
-        self.reasoning = config.reasoning
-        self.system_prompt = context.system_prompt
-        self.messages: list[AgentMessage] = list(context.messages)
-        self.tools: tuple[AgentTool, ...] = tuple(context.tools)
-        self.new_messages: list[AgentMessage] = []
-        self.signal = signal if signal is not None else AbortSignal()
-        self.stream_fn = stream_fn
-        self.clock = config.clock if config.clock is not None else now_ms
-        self.countdown = FAIR_SHARE  # steps left before the run gives the scheduler a turn
-        # `deliver(event)` hands an event to the sink and returns what to `settle` (None: nothing
-        # to wait for): a plain sink costs no coroutine. A bare run's sink collects the events a
-        # step delivers, which it yields after the step (observed then); a live sink gets them
-        # as they happen (`collected` is None).
-        self.collected: list[AgentEvent] | None = None
-        self.deliver: Callable[[Any], Awaitable[None] | None]
-        if emit is None:
-            self.collected = []
-            self.deliver = self.collected.append
-        elif config.observe is None:
-            self.deliver = emit
-        else:
-            self.deliver = _observing(config.observe, emit)
-        self.plain = not inspect.iscoroutinefunction(emit)
-        self.task_group: TaskGroup | None = None  # for progress updates whose delivery must wait
-        self._llm_source: list[AgentMessage] | None = None
-        self._llm_seen = 0
-        self._llm_messages: list[Message] = []
-        self._options: StreamOptions | None = None
-
-    async def fair_share(self) -> None:
-        """Give the other tasks a turn (see `FAIR_SHARE`)."""
-        self.countdown = FAIR_SHARE
-        await anyio.lowlevel.checkpoint()
-
-    def take_collected(self) -> list[AgentEvent]:
-        """The events a step delivered to a bare run's sink (none for a live sink)."""
-        collected = self.collected
-        if not collected:
-            return []
-        events = collected[:]
-        collected.clear()
-        return events
-
-    def default_llm_messages(self) -> list[Message]:
-        """The default conversion, kept up to date as the transcript grows: O(new messages) per call."""
-        messages = self.messages
-        if self._llm_source is not messages or self._llm_seen > len(messages):
-            self._llm_source, self._llm_seen, self._llm_messages = messages, 0, []
-        self._llm_messages.extend(default_convert_to_llm(messages[self._llm_seen :]))
-        self._llm_seen = len(messages)
-        return self._llm_messages
-
-    def agent_context(self) -> AgentContext:
-        return AgentContext(system_prompt=self.system_prompt, messages=tuple(self.messages), tools=self.tools)
+    __slots__ = ()
 
     async def poll(self, which: str) -> list[AgentMessage]:
         """Ask a queue callback (`get_steering_messages`, `get_follow_up_messages`) for messages."""
@@ -667,16 +571,6 @@ class _Run:
         return replace(partial, stop_reason=reason, error_message=text, timestamp=self.clock())
 
 
-def _observing(observe: Callable[[AgentEvent], None], emit: Emit) -> Callable[[Any], Awaitable[None] | None]:
-    """A sink that passes every event to `config.observe` first."""
-
-    def deliver(event: Any) -> Awaitable[None] | None:
-        observe(event)
-        return emit(event)
-
-    return deliver
-
-
 class _Streaming:
     """What the loop saw of one model response, kept when it is cut."""
 
@@ -693,7 +587,7 @@ async def _close(events: Any, shielded: bool) -> None:
     if aclose is None:
         return
     if shielded:  # unwinding from a cancellation, an error or an abort: clean up anyway, bounded
-        with anyio.move_on_after(_CLEANUP_TIMEOUT, shield=True):
+        with anyio.move_on_after(CLEANUP_TIMEOUT, shield=True):
             await aclose()
         return
     await aclose()

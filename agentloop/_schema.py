@@ -28,9 +28,16 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, Union, get_args, get_origin
 
 from . import _events, _types
+from ._constants import LLM_ROLES
 from ._envelope import EventEnvelope
 
-__all__ = ("SCHEMA_PATH", "event_schema", "main")
+__all__ = (
+    "DRAFT",
+    "SCHEMA_PATH",
+    "event_schema",
+    "main",
+    "render",
+)
 
 SCHEMA_PATH = Path(__file__).with_name("event-schema.json")
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
@@ -62,7 +69,6 @@ _OPTIONAL = {
     (_types.ToolResultMessage, "details"),  # Any: written unless None
     (_types.AgentToolResult, "details"),
 }
-_STANDARD_ROLES = ["user", "assistant", "toolResult"]
 
 
 def _camel(name: str) -> str:
@@ -153,7 +159,7 @@ def _custom_message() -> dict[str, Any]:
         "description": (_types.CustomMessage.__doc__ or "").strip().split("\n")[0]
         + " Its own fields sit beside `role` and `timestamp`.",
         "properties": {
-            "role": {"type": "string", "minLength": 1, "not": {"enum": _STANDARD_ROLES}},
+            "role": {"type": "string", "minLength": 1, "not": {"enum": list(LLM_ROLES)}},
             "timestamp": {"type": "integer"},
         },
         "required": ["role", "timestamp"],

@@ -52,9 +52,9 @@ import re
 import sys
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
@@ -62,6 +62,7 @@ import anyio.abc
 
 from ._abort import AbortSignal
 from ._agent import Agent
+from ._asgi import SSE_HEADERS, BodyTooLarge, Receive, Scope, Send, header, read_body, send_json
 from ._codec import encode_json, from_json, to_json
 from ._compact import CompactEncoder
 from ._config import MaybeAwaitable
@@ -74,23 +75,10 @@ from ._util import single_exception
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
-if TYPE_CHECKING:
-    from typing import TypeAlias
-
 __all__ = ("AgentSSEApp",)
-
-Scope: TypeAlias = MutableMapping[str, Any]
-Message: TypeAlias = MutableMapping[str, Any]
-Receive: TypeAlias = Callable[[], Awaitable[Message]]
-Send: TypeAlias = Callable[[Message], Awaitable[None]]
 
 _ROUTE = re.compile(r"^/sessions(?:/([^/]+)(?:/([a-z_-]+))?)?/?$")
 _MESSAGE_TYPES = (UserMessage, AssistantMessage, ToolResultMessage, CustomMessage)
-_SSE_HEADERS = [
-    (b"content-type", b"text/event-stream; charset=utf-8"),
-    (b"cache-control", b"no-cache"),
-    (b"x-accel-buffering", b"no"),
-]
 _JSON = b"application/json"
 
 
@@ -570,7 +558,7 @@ class AgentSSEApp:
         asked = _last_event_id(scope)
         last = 0 if asked is None else live.number_of(asked)
         closing = self._closing
-        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
         first = b"retry: 1000\n\n"
         disconnected = False
         async with anyio.create_task_group() as tg:
@@ -615,27 +603,15 @@ class AgentSSEApp:
 
     # --- requests ----------------------------------------------------------------------------
     async def _read_json(self, scope: Scope, receive: Receive) -> dict[str, Any]:
-        headers = dict(scope.get("headers") or [])
-        content_type = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
-        length = headers.get(b"content-length", b"")
-        if length.isdigit() and int(length) > self.max_body_size:  # refused before reading it
-            raise _HTTPError(413, f"the body is over {self.max_body_size} bytes")
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise _Disconnected
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_body_size:
-                raise _HTTPError(413, f"the body is over {self.max_body_size} bytes")
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
+        try:
+            body = await read_body(scope, receive, self.max_body_size)
+        except BodyTooLarge:
+            raise _HTTPError(413, f"the body is over {self.max_body_size} bytes") from None
+        if body is None:
+            raise _Disconnected
         if not body.strip():
             return {}
+        content_type = (header(scope, b"content-type") or b"").split(b";")[0].strip().lower()
         if content_type != _JSON:
             raise _HTTPError(415, "send the body as JSON (content-type: application/json)")
         try:
@@ -688,10 +664,8 @@ _EVENT_ID = re.compile(r"^(?:[0-9a-f]+-)?[0-9]+$")
 
 def _last_event_id(scope: Scope) -> str | None:
     """The id the client saw last (`Last-Event-ID`, else `?lastEventId=`); 400 when not an id."""
-    raw: str | None = None
-    for name, value in scope.get("headers") or []:
-        if name.lower() == b"last-event-id":
-            raw = value.decode("latin-1")
+    sent = header(scope, b"last-event-id")
+    raw = None if sent is None else sent.decode("latin-1")
     if raw is None:
         query = parse_qs((scope.get("query_string") or b"").decode("latin-1"))
         if "lastEventId" in query:
@@ -705,16 +679,4 @@ def _last_event_id(scope: Scope) -> str | None:
 
 
 async def _send_json(send: Send, status: int, data: Any, headers: list[tuple[bytes, bytes]] | None = None) -> None:
-    body = encode_lenient(data).encode()  # a session's messages may hold odd tool details
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                *(headers or []),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+    await send_json(send, status, encode_lenient(data).encode(), headers)  # messages may hold odd tool details

@@ -37,7 +37,7 @@ from ._util import single_exception
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
-__all__ = ("AgentEventStream", "AgentLoopStream", "agent_loop", "agent_loop_continue")
+__all__ = ("DEFAULT_BUFFER", "AgentEventStream", "AgentLoopStream", "agent_loop", "agent_loop_continue")
 
 DEFAULT_BUFFER = 128
 """How far the run may get ahead of the consumer: bounded (backpressure), and large enough that

@@ -98,10 +98,10 @@ class Delivery:
 
 async def settle(pending: Any) -> None:
     """Wait for what a plain sink returned for an event (it must be None or an awaitable)."""
-    await check_pending(pending)
+    await _check_pending(pending)
 
 
-def check_pending(pending: object) -> Awaitable[None]:
+def _check_pending(pending: object) -> Awaitable[None]:
     """What a plain sink returned for an event, checked: it must be None or an awaitable."""
     if type(pending) is not CoroutineType and not inspect.isawaitable(pending):
         raise TypeError(f"emit must return None or an awaitable, got {type(pending).__name__}")
@@ -137,7 +137,7 @@ class UpdatePump:
                 pending = _raise(exc)
             if pending is None:
                 return DELIVERED
-            check_pending(pending)
+            _check_pending(pending)
             delivery = self._track()
             delivery.begun.set()
             self._spawn(self._finish, pending, delivery)

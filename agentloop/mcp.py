@@ -45,6 +45,7 @@ if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
 
 from . import AbortSignal, AgentTool, AgentToolResult, ImageContent, NextTurn, TextContent, TurnContext
+from ._constants import TOOL_ABORTED_TEXT
 from ._tools import OnUpdate
 
 if TYPE_CHECKING:
@@ -62,7 +63,6 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 __all__ = ("MCPServer", "MCPServerStdio", "MCPServerStreamableHTTP", "mcp_result")
 
 _UNCHECKED_KEYWORDS = frozenset({"pattern", "patternProperties"})
-_ABORTED = "Operation aborted"
 
 
 class MCPServer:
@@ -200,7 +200,7 @@ class MCPServer:
             except mcp.MCPError as exc:
                 return _error(f"MCP error {exc.error.code}: {exc.error.message}")
         if result is None:  # the abort cancelled the request
-            return _error(_ABORTED)
+            return _error(TOOL_ABORTED_TEXT)
         return mcp_result(result)
 
 

@@ -72,6 +72,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from ._agent import Agent
 from ._config import AgentLoopConfig, MaybeAwaitable, StreamFn, StreamOptions, ToolInvocation, call
+from ._constants import CLEANUP_TIMEOUT
 from ._events import AgentEvent, AssistantMessageEvent
 from ._loop import resolve_stream_fn
 from ._types import AgentToolResult, AssistantMessage, Context, Model, Usage
@@ -81,7 +82,6 @@ __all__ = ("Tracing", "instrument")
 _SCOPE = "agentloop"
 _FINISH_REASONS = {"stop": "stop", "length": "length", "toolUse": "tool_call", "error": "error", "aborted": "aborted"}
 _ERROR_TYPES = {"error": "model_error", "aborted": "aborted"}
-_CLEANUP_TIMEOUT = 5.0
 _TERMINAL = ("done", "error")
 _RUN_ATTRIBUTES = ("gen_ai.provider.name", "gen_ai.request.model", "gen_ai.conversation.id")
 
@@ -573,7 +573,7 @@ async def _close(events: Any) -> None:
     """Close the model's stream after a failure, bounded and shielded from the cancellation."""
     aclose = getattr(events, "aclose", None)
     if aclose is not None:
-        with anyio.move_on_after(_CLEANUP_TIMEOUT, shield=True):
+        with anyio.move_on_after(CLEANUP_TIMEOUT, shield=True):
             await aclose()
 
 

@@ -16,6 +16,7 @@ from typing import Any, Literal, NoReturn
 import anyio
 
 from ._config import StreamOptions
+from ._constants import ABORTED_TEXT
 from ._events import (
     AgentEnd,
     AgentEvent,
@@ -36,6 +37,7 @@ from ._types import AssistantMessage, Context, Model, ToolCall, Usage
 __all__ = (
     "EventOrderError",
     "Response",
+    "ScriptedBlock",
     "ScriptedModel",
     "ScriptedText",
     "ScriptedThinking",
@@ -150,7 +152,7 @@ async def _play(
     finals = [b.final() if isinstance(b, ScriptedToolCall) else None for b in blocks]
     stop = response.stop_reason or ("toolUse" if any(finals) else "stop")
     if signal.aborted:
-        yield builder.error("aborted", "Request was aborted")
+        yield builder.error("aborted", ABORTED_TEXT)
         return
     produced = 0
 
@@ -168,19 +170,19 @@ async def _play(
                 if is_delta and response.chunk_delay:
                     await anyio.sleep(response.chunk_delay)
                 if signal.aborted:
-                    yield builder.error("aborted", "Request was aborted")
+                    yield builder.error("aborted", ABORTED_TEXT)
                     return
                 check()
                 produced += 1
                 yield step()
         if signal.aborted:
-            yield builder.error("aborted", "Request was aborted")
+            yield builder.error("aborted", ABORTED_TEXT)
             return
         check()
     builder.usage = response.usage
     builder.set_content(tuple(_final_content(blocks, finals)))
     if stop in ("error", "aborted"):
-        default = "Scripted error" if stop == "error" else "Request was aborted"
+        default = "Scripted error" if stop == "error" else ABORTED_TEXT
         yield builder.error(stop, response.error_message if response.error_message is not None else default)
     else:
         yield builder.done(stop)  # type: ignore[arg-type]

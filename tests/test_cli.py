@@ -17,7 +17,7 @@ import anyio
 import pytest
 
 import agentloop as al
-from agentloop import _cli, _cli_tools, _local_model
+from agentloop.cli import _command, _local_model, _tools
 from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedThinking, ScriptedToolCall, check_events
 
 from .support import text
@@ -33,7 +33,7 @@ def use_model(monkeypatch: pytest.MonkeyPatch, model: Any, local: bool = False) 
     async def open_model(args: Any, say: Any) -> AsyncIterator[Any]:
         yield al.Model(id="scripted", api="scripted"), model, local
 
-    monkeypatch.setattr(_cli, "open_model", open_model)
+    monkeypatch.setattr(_command, "open_model", open_model)
 
 
 class TypedInput(io.StringIO):
@@ -62,10 +62,10 @@ def no_keys(monkeypatch: pytest.MonkeyPatch) -> None:
 
 async def cli(argv: list[str], stdin: str | io.StringIO = "") -> tuple[int, str, str]:
     source = io.StringIO(stdin) if isinstance(stdin, str) else stdin
-    args = _cli.parse_args(argv, source)
+    args = _command.parse_args(argv, source)
     out, err = Terminal(), Terminal()
     with anyio.fail_after(10):
-        code = await _cli.run_cli(args, source, out, err)
+        code = await _command.run_cli(args, source, out, err)
     return code, out.getvalue(), err.getvalue()
 
 
@@ -83,7 +83,7 @@ async def test_one_shot_streams_text_tools_and_a_summary(
     )
     use_model(monkeypatch, model)
     code, out, _ = await cli(["run", "What do my notes say?", "--root", str(tmp_path)])
-    assert code == _cli.EXIT_OK
+    assert code == _command.EXIT_OK
     assert "(thinking) let me read" in out
     assert '→ read_file({"path": "notes.txt"})' in out
     assert "← the answer is 42" in out
@@ -127,7 +127,7 @@ async def test_a_path_escaping_the_root_is_refused(
 async def test_model_error_exit_code(anyio_backend: object, monkeypatch: pytest.MonkeyPatch) -> None:
     use_model(monkeypatch, ScriptedModel([Response(stop_reason="error", error_message="quota exceeded")]))
     code, out, _ = await cli(["run", "hi"])
-    assert code == _cli.EXIT_MODEL_ERROR and "error: quota exceeded" in out
+    assert code == _command.EXIT_MODEL_ERROR and "error: quota exceeded" in out
 
 
 async def test_chat_prompts_then_steers_while_the_agent_works(
@@ -159,11 +159,11 @@ async def test_ctrl_c_aborts_the_run_and_answers_every_tool(
         await anyio.sleep(5)
         return "done"
 
-    original = _cli_tools.builtin_tools  # what _cli imports
-    monkeypatch.setattr(_cli, "builtin_tools", lambda root: [*original(root), wait])
+    original = _tools.builtin_tools  # what _command imports
+    monkeypatch.setattr(_command, "builtin_tools", lambda root: [*original(root), wait])
     use_model(monkeypatch, ScriptedModel([Response(content=[ScriptedToolCall("c1", "wait", {})]), "never"]))
     code, out, _ = await cli(["run", "wait", "--max-turns", "2"])
-    assert code == _cli.EXIT_ABORTED
+    assert code == _command.EXIT_ABORTED
     assert "aborting (press Ctrl-C again to quit)" in out
     assert "✗ Operation aborted" in out
 
@@ -209,15 +209,15 @@ async def test_piped_lines_are_prompts_of_their_own(anyio_backend: object, monke
     assert code == 0
     assert "steering" not in out and "first answer" in out and "second answer" in out
     assert [text(c.messages[-1].content[0]) for c in model.calls] == ["one", "two"]
-    assert _cli.PROMPT_MARKER not in out  # not a terminal: no prompt marker
+    assert _command.PROMPT_MARKER not in out  # not a terminal: no prompt marker
 
 
 def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
-        _cli.main(["--version"])
+        _command.main(["--version"])
     assert exc.value.code == 0 and capsys.readouterr().out.startswith("agentloop ")
     with pytest.raises(SystemExit) as exc:
-        _cli.main(["run", "--help"])
+        _command.main(["run", "--help"])
     shown = capsys.readouterr().out
     assert exc.value.code == 0
     for expected in (
@@ -232,7 +232,7 @@ def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_base_url_with_a_model_name_makes_an_openai_compatible_model_without_a_key() -> None:
-    model = _cli.choose_model("openai:llama3.2", "http://127.0.0.1:11434/v1")
+    model = _command.choose_model("openai:llama3.2", "http://127.0.0.1:11434/v1")
     assert model is not None
     assert (model.id, model.api, model.provider, model.base_url) == (
         "llama3.2",
@@ -240,7 +240,7 @@ def test_base_url_with_a_model_name_makes_an_openai_compatible_model_without_a_k
         "openai-compatible",
         "http://127.0.0.1:11434/v1",
     )
-    registered = _cli.choose_model("openai:gpt-4o-mini", "http://proxy.example/v1")
+    registered = _command.choose_model("openai:gpt-4o-mini", "http://proxy.example/v1")
     assert (
         registered is not None and registered.provider == "openai" and registered.base_url == "http://proxy.example/v1"
     )
@@ -248,7 +248,7 @@ def test_base_url_with_a_model_name_makes_an_openai_compatible_model_without_a_k
 
 def test_the_printer_strips_control_sequences_from_model_text_and_tool_results() -> None:
     out, err = io.StringIO(), io.StringIO()
-    printer = _cli.Printer(out=out, err=err, color=True)
+    printer = _command.Printer(out=out, err=err, color=True)
     hostile = "ok\x1b]52;c;aGk=\x07 \x1b[2J\rgone\x9b31m"
     partial = al.AssistantMessage(content=(al.TextContent(hostile),))
     printer.listener(al.MessageUpdate(partial, al.TextDeltaEvent(0, hostile, partial)), al.AbortSignal())

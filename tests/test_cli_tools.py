@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 import agentloop as al
-from agentloop._cli_tools import builtin_tools, calculate, resolve_inside
+from agentloop.cli._tools import builtin_tools, calculate, resolve_inside
 
 from .support import run_tool, text
 

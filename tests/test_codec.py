@@ -40,7 +40,7 @@ from agentloop import (
     loads,
     to_json,
 )
-from agentloop._codec import encode_json, tool_result_from_json
+from agentloop._codec import decode_json, encode_json, tool_result_from_json
 
 USAGE = Usage(input=10, output=20, cache_read=3, cache_write=4, total_tokens=37, cost=Cost(0.1, 0.2, 0.03, 0.04, 0.37))
 CALL = ToolCall("c1", "calc", {"n": [1, {"k": None}]}, thought_signature="ts", arguments_error="bad json")
@@ -371,6 +371,22 @@ def test_deep_nesting_and_bad_custom_data_are_clear_errors() -> None:
         loads("[" * 100_000)
     with pytest.raises(TypeError, match="data must be a mapping"):
         CustomMessage(role="memo", data=5)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("text", ["NaN", "[1, Infinity]", '{"a": -Infinity}'])
+def test_decode_json_refuses_what_javascript_refuses_unless_asked(text: str) -> None:
+    with pytest.raises(ValueError, match="is not JSON"):
+        decode_json(text)
+    assert json.dumps(decode_json(text, constants=True)) == json.dumps(json.loads(text))
+
+
+@pytest.mark.parametrize("constants", [False, True])
+def test_decode_json_says_value_error_for_bad_or_too_deep_text(constants: bool) -> None:
+    with pytest.raises(ValueError, match="nests too deeply"):
+        decode_json("[" * 100_000 + "]" * 100_000, constants=constants)
+    with pytest.raises(ValueError):
+        decode_json(b'{"a": ', constants=constants)
+    assert decode_json(b'{"a": [1, "\\u00e9"]}', constants=constants) == {"a": [1, "\u00e9"]}
 
 
 # --- strict, UTF-8 encodable output -------------------------------------------------------------

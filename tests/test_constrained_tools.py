@@ -10,8 +10,8 @@ import pytest
 
 import agentloop as al
 import agentloop.providers as providers
-from agentloop import _constrained_tools
-from agentloop._cli_tools import builtin_tools
+from agentloop.cli import _constrained_tools
+from agentloop.cli._tools import builtin_tools
 from agentloop.providers import AssistantMessageEventStream
 from agentloop.testing import Response, ScriptedModel, ScriptedText, check_events
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import inspect
 import subprocess
 import sys
+import types
 import typing
+from pathlib import Path
 
 import pytest
 
@@ -28,7 +30,8 @@ def test_testing_exports_what_it_defines() -> None:
         for name, value in vars(agentloop.testing).items()
         if not name.startswith("_") and getattr(value, "__module__", None) == "agentloop.testing"
     }
-    assert set(agentloop.testing.__all__) == defined
+    aliases = {"ScriptedBlock"}  # a union of its classes: no __module__ of its own
+    assert set(agentloop.testing.__all__) == defined | aliases
 
 
 @pytest.mark.parametrize("name", sorted(agentloop.__all__))
@@ -42,10 +45,11 @@ def test_type_hints_of_every_export_resolve(name: str) -> None:
                     typing.get_type_hints(attr)
 
 
-def test_importing_agentloop_loads_no_http_stack_nor_validators() -> None:
+def test_importing_agentloop_loads_no_http_stack_nor_validators_nor_the_command_line() -> None:
     code = (
         "import sys, agentloop\n"
-        "heavy = [m for m in ('httpx', 'httpx_sse', 'jsonschema', 'pydantic', 'json', 'agentloop._coerce')"
+        "heavy = [m for m in ('httpx', 'httpx_sse', 'jsonschema', 'pydantic', 'json', 'agentloop._coerce',"
+        " 'agentloop.cli', 'argparse')"
         " if m in sys.modules]\n"
         "print(','.join(heavy))"
     )
@@ -92,3 +96,63 @@ def test_every_module_lists_what_the_others_import_from_it() -> None:
         if not name.startswith("_") and name not in listed and not is_module:
             unlisted.append(f"{module} imports {name} from {target}")
     assert unlisted == []
+
+
+_NOT_YET_LISTED = {
+    # Public names of modules that other work owns, to be listed (or made private) there. A name
+    # listed since fails the test below (take it out of here); a name gone from its module is ignored.
+    "agentloop._sse_app": {"Message", "Receive", "Scope", "Send"},
+    "agentloop.providers._proxy_server": {"ASGIMessage", "ASGIReceive", "ASGIScope", "ASGISend"},
+    "agentloop.temporal": {"PASSTHROUGH_MODULES"},
+}
+
+
+def _defined_public_names(path: Path, module: types.ModuleType) -> set[str]:
+    """The names a module's own top-level statements bind that do not start with `_` (type
+    variables and loggers aside: they are plumbing, never part of what a module offers)."""
+    import ast
+    import logging
+
+    names: set[str] = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                elements = target.elts if isinstance(target, ast.Tuple) else [target]
+                names.update(e.id for e in elements if isinstance(e, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return {
+        name
+        for name in names
+        if not name.startswith("_") and not isinstance(getattr(module, name, None), (typing.TypeVar, logging.Logger))
+    }
+
+
+def test_every_modules_all_lists_exactly_its_public_names() -> None:
+    """`__all__` is a tuple without repeats, every name in it exists, and every public name a module
+    defines (functions, classes, constants, type aliases) is in it: a helper only the module
+    uses starts with `_`. The command line and the optional integrations are checked too."""
+    import importlib
+
+    root = Path(agentloop.__file__).parent
+    problems = []
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        if parts[-1] == "__main__":
+            continue
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        module = importlib.import_module(name)
+        listed = getattr(module, "__all__", None)
+        if not isinstance(listed, tuple) or len(set(listed)) != len(listed):
+            problems.append(f"{name}.__all__ is not a tuple of distinct names: {listed!r}")
+            continue
+        problems += [f"{name}.__all__ lists {n!r}, which it lacks" for n in listed if not hasattr(module, n)]
+        unlisted = _defined_public_names(path, module) - set(listed)
+        waiting = _NOT_YET_LISTED.get(name, set())
+        problems += [f"{name} defines {n!r} but its __all__ does not list it" for n in sorted(unlisted - waiting)]
+        problems += [
+            f"{name}.__all__ lists {n!r} now: take it out of _NOT_YET_LISTED" for n in sorted(waiting & set(listed))
+        ]
+    assert problems == []

@@ -11,14 +11,14 @@ import uuid
 from typing import Any
 
 from .._codec import from_json, to_json
+from .._constants import AGENT_MESSAGE_TYPES
 from .._json_fallback import encode_lenient
-from .._types import AgentMessage, AssistantMessage, CustomMessage, ToolResultMessage, UserMessage
+from .._types import AgentMessage
 from ._model import JSONDict, Meta, SessionCorruptError
 
 __all__ = ("Backend", "Writer", "check_session_id", "decode_message", "encode_message", "new_session_id")
 
 _ID_RE = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$")
-_MESSAGE_TYPES = (UserMessage, AssistantMessage, ToolResultMessage, CustomMessage)
 
 
 class Backend(abc.ABC):
@@ -91,7 +91,7 @@ def decode_message(data: Any, where: str) -> AgentMessage:
         message = from_json(data)
     except ValueError as exc:
         raise SessionCorruptError(f"{where}: {exc}") from None
-    if not isinstance(message, _MESSAGE_TYPES):
+    if not isinstance(message, AGENT_MESSAGE_TYPES):
         raise SessionCorruptError(f"{where}: not a message")
     return message
 

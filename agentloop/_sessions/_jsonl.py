@@ -38,7 +38,11 @@ from ._model import (
     SessionNotFoundError,
 )
 
-__all__ = ("JSONLBackend",)
+__all__ = (
+    "JSONLBackend",
+    "VERSION",
+    "parse",
+)
 
 VERSION = 1
 _SUFFIX = ".jsonl"

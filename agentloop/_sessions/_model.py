@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._agent import Agent
+from .._constants import THINKING_LEVELS
 from .._errors import AgentLoopError
 from .._model_json import model_from_json, model_to_json
 from .._types import AgentMessage, Model, ThinkingLevel
@@ -30,8 +31,6 @@ __all__ = (
 )
 
 JSONDict: TypeAlias = dict[str, Any]
-
-_THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
 
 
 # --- errors ----------------------------------------------------------------------------------
@@ -75,8 +74,8 @@ class SessionSettings:
             raise TypeError(f"system_prompt must be a str, got {type(self.system_prompt).__name__}")
         if self.model is not None and not isinstance(self.model, Model):
             raise TypeError(f"model must be an agentloop.Model or None, got {type(self.model).__name__}")
-        if self.thinking_level not in _THINKING_LEVELS:
-            raise ValueError(f"thinking_level must be one of {_THINKING_LEVELS}, got {self.thinking_level!r}")
+        if self.thinking_level not in THINKING_LEVELS:
+            raise ValueError(f"thinking_level must be one of {THINKING_LEVELS}, got {self.thinking_level!r}")
         if isinstance(self.tool_names, str) or not all(isinstance(n, str) for n in self.tool_names):
             raise TypeError(f"tool_names must be a sequence of str, got {self.tool_names!r}")
         object.__setattr__(self, "tool_names", tuple(self.tool_names))

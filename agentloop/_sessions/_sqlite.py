@@ -38,7 +38,10 @@ from ._model import (
     SessionNotFoundError,
 )
 
-__all__ = ("SQLiteBackend",)
+__all__ = (
+    "SCHEMA_VERSION",
+    "SQLiteBackend",
+)
 
 SCHEMA_VERSION = 1
 _SCHEMA = """

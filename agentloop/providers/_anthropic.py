@@ -42,8 +42,10 @@ from ._common import (
     error_text,
     is_one_of,
     make_usage,
+    request_headers,
     resolve_api_key,
     sanitize,
+    stream_object,
     thinking_budget,
     thinking_level,
     tool_specs,
@@ -52,7 +54,15 @@ from ._http import AsyncClient, HTTPOptions, Request, run_stream
 from ._json_stream import ToolArguments
 from ._transform import normalize_anthropic_id, transform_messages
 
-__all__ = ("ANTHROPIC_BASE_URL", "AnthropicParser", "build_anthropic_request", "stream_anthropic")
+__all__ = (
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_VERSION",
+    "AnthropicParser",
+    "build_anthropic_request",
+    "convert_messages",
+    "map_stop_reason",
+    "stream_anthropic",
+)
 
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 ANTHROPIC_VERSION = "2023-06-01"
@@ -137,15 +147,10 @@ def build_anthropic_request(model: Model, context: Context, options: StreamOptio
     extra = compat(model, "extra_body", None)
     if extra:
         body.update(extra)
-    headers = {
-        "content-type": "application/json",
-        "anthropic-version": ANTHROPIC_VERSION,
-        "anthropic-beta": ",".join(betas),
-    }
+    own = {"anthropic-version": ANTHROPIC_VERSION, "anthropic-beta": ",".join(betas)}
     if key:
-        headers["x-api-key"] = key
-    headers.update(model.headers or {})
-    headers.update(options.headers or {})
+        own["x-api-key"] = key
+    headers = request_headers(own, model, options)
     return Request(url + "/v1/messages", headers, body, key)
 
 
@@ -274,12 +279,7 @@ class AnthropicParser(SSEParser):
         self.usage = {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}
 
     def feed(self, event: str, data: str) -> Iterable[AssistantMessageEvent]:
-        try:
-            payload = json.loads(data)
-        except (ValueError, RecursionError):
-            raise ProviderError(f"Malformed stream data (not JSON): {data[:200]!r}") from None
-        if not isinstance(payload, dict):
-            raise ProviderError(f"Malformed stream data (not an object): {data[:200]!r}")
+        payload = stream_object(data)
         kind = payload.get("type") or event
         out: list[AssistantMessageEvent] = []
         if kind == "content_block_delta":

@@ -11,15 +11,17 @@ import re
 from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
+from .._codec import decode_json
 from .._config import StreamOptions
 from .._events import AssistantMessageEvent, DoneEvent, ErrorEvent
 from .._partial import AssistantMessageBuilder
 from .._types import AssistantMessage, Context, Cost, ImageContent, Model, ToolResultMessage, Usage, UserMessage
 
 __all__ = (
-    "ABORTED_TEXT",
     "AssistantMessageEventStream",
     "ENV_API_KEYS",
+    "Level",
+    "MAX_ERROR_BODY",
     "ProviderError",
     "SSEParser",
     "as_int",
@@ -35,14 +37,17 @@ __all__ = (
     "json_text",
     "make_usage",
     "redact",
+    "request_headers",
     "resolve_api_key",
     "sanitize",
+    "stream_object",
     "thinking_budget",
     "thinking_level",
     "tool_specs",
 )
 
-ABORTED_TEXT = "Request was aborted"
+MAX_ERROR_BODY = 64 * 1024
+"""The most bytes of an error response read (and shown, cut further) from a server."""
 
 ENV_API_KEYS: dict[str, tuple[str, ...]] = {
     "openai": ("OPENAI_API_KEY",),
@@ -134,6 +139,12 @@ def redact(text: str, secret: str | None) -> str:
 # --- text ----------------------------------------------------------------------------------
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def request_headers(own: Mapping[str, str], model: Model, options: StreamOptions) -> dict[str, str]:
+    """A request's headers: the provider's own (the key, the API version), then the model's, then
+    the call's, each overriding the one before. `content-type` is set by the driver when none is."""
+    return {**own, **(model.headers or {}), **(options.headers or {})}
 
 
 def sanitize(text: str) -> str:
@@ -337,6 +348,17 @@ class SSEParser:
     def finish(self) -> list[AssistantMessageEvent]:
         """The events that end the response (blocks still open, then `done` or `error`)."""
         raise NotImplementedError
+
+
+def stream_object(data: str) -> dict[str, Any]:
+    """The JSON object one server-sent event carries; ProviderError, quoting its start, if it is not one."""
+    try:
+        value = decode_json(data, constants=True)
+    except ValueError:
+        raise ProviderError(f"Malformed stream data (not JSON): {data[:200]!r}") from None
+    if not isinstance(value, dict):
+        raise ProviderError(f"Malformed stream data (not an object): {data[:200]!r}")
+    return value
 
 
 # --- the stream object ---------------------------------------------------------------------

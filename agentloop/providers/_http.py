@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import email.utils
 import functools
-import json
 import logging
 import random
 import ssl
@@ -27,12 +26,14 @@ import httpx
 from httpx_sse import ServerSentEvent, SSEError
 
 from .._abort import AbortCut, AbortSignal
+from .._codec import decode_json
 from .._config import StreamOptions
+from .._constants import ABORTED_TEXT, CLEANUP_TIMEOUT
 from .._events import AssistantMessageEvent
 from .._partial import AssistantMessageBuilder
 from .._types import Context, Model, Usage
 from ._common import (
-    ABORTED_TEXT,
+    MAX_ERROR_BODY,
     AssistantMessageEventStream,
     ProviderError,
     SSEParser,
@@ -56,8 +57,6 @@ log = logging.getLogger("agentloop.providers")
 T = TypeVar("T")
 
 _RETRY_STATUSES = frozenset({408, 409, 429})
-_MAX_ERROR_BODY = 64 * 1024
-_CLEANUP_TIMEOUT = 5.0
 _DEFAULT_MAX_RETRY_DELAY = 60.0
 
 
@@ -152,7 +151,7 @@ class _Retry:
 
 async def _close(resource: Any) -> None:
     """Close a response or a client, even in a cancelled scope, in bounded time."""
-    with anyio.move_on_after(_CLEANUP_TIMEOUT, shield=True):
+    with anyio.move_on_after(CLEANUP_TIMEOUT, shield=True):
         try:
             await resource.aclose()
         except Exception as exc:  # a failure to close is not the response's failure
@@ -418,15 +417,15 @@ def _error_message(body: bytes, fallback: str, secret: str | None) -> str:
 
     The key is redacted before anything is cut, so no part of it survives a cut.
     """
-    text = redact(body[:_MAX_ERROR_BODY].decode("utf-8", "replace"), secret).strip()
+    text = redact(body[:MAX_ERROR_BODY].decode("utf-8", "replace"), secret).strip()
     if not text:
         return fallback or "no details"
     candidates = [text]
     candidates += [line[5:].strip() for line in text.splitlines() if line.startswith("data:")]
     for candidate in candidates:
         try:
-            data = json.loads(candidate)
-        except (ValueError, RecursionError):
+            data = decode_json(candidate, constants=True)
+        except ValueError:
             continue
         message = error_text(data)
         if message:

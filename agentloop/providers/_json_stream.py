@@ -17,6 +17,8 @@ from typing import Any
 
 from pydantic_core import from_json
 
+from .._codec import decode_json
+
 __all__ = ("ToolArguments", "parse_final_arguments", "parse_streaming_json", "repair_json")
 
 _NEEDS_REPAIR = re.compile(r"[\\\x00-\x1f]")
@@ -74,19 +76,6 @@ def _as_object(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _loads(text: str) -> Any:
-    """`json.loads` as JavaScript's `JSON.parse` sees it: NaN and Infinity are not JSON, and a
-    nesting too deep to parse is a ValueError (not a RecursionError)."""
-    try:
-        return json.loads(text, parse_constant=_no_constant)
-    except RecursionError:
-        raise ValueError("the JSON nests too deeply") from None
-
-
 _PARTIAL_ERRORS = (ValueError, TypeError, RecursionError)
 """What pydantic's partial parser may raise: TypeError for a text with lone surrogates."""
 
@@ -137,13 +126,13 @@ def parse_streaming_json(text: str) -> dict[str, Any]:
     if not text or text.isspace():
         return {}
     try:
-        return _as_object(_loads(text))
+        return _as_object(decode_json(text))
     except ValueError:
         pass
     repaired = repair_json(text)
     if repaired is not text:
         try:
-            return _as_object(_loads(repaired))
+            return _as_object(decode_json(repaired))
         except ValueError:
             pass
     return _partial(_complete_pending_scalar(repaired))
@@ -159,11 +148,11 @@ def parse_final_arguments(text: str) -> tuple[dict[str, Any], str | None]:
     if not text or text.isspace():
         return {}, None
     try:
-        value = _loads(text)
+        value = decode_json(text)
     except ValueError as exc:
         repaired = repair_json(text)
         try:
-            value = _loads(repaired)
+            value = decode_json(repaired)
         except ValueError:
             return {}, f"the arguments are not valid JSON ({exc}): {_excerpt(text)}"
     if not isinstance(value, dict):

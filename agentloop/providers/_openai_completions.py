@@ -24,7 +24,6 @@ base URL when absent:
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable
 from typing import Any
@@ -55,8 +54,10 @@ from ._common import (
     is_one_of,
     json_text,
     make_usage,
+    request_headers,
     resolve_api_key,
     sanitize,
+    stream_object,
     thinking_budget,
     thinking_level,
     tool_specs,
@@ -70,6 +71,8 @@ __all__ = (
     "OPENAI_BASE_URL",
     "base_url",
     "build_completions_request",
+    "convert_messages",
+    "map_finish_reason",
     "stream_openai_completions",
 )
 
@@ -169,11 +172,7 @@ def build_completions_request(model: Model, context: Context, options: StreamOpt
     extra = compat(model, "extra_body", None)
     if extra:
         body.update(extra)
-    headers = {"content-type": "application/json"}
-    if key:
-        headers["authorization"] = f"Bearer {key}"
-    headers.update(model.headers or {})
-    headers.update(options.headers or {})
+    headers = request_headers({"authorization": f"Bearer {key}"} if key else {}, model, options)
     return Request(url + "/chat/completions", headers, body, key)
 
 
@@ -340,12 +339,7 @@ class CompletionsParser(SSEParser):
         if data.strip() == "[DONE]":
             self.finished = True
             return ()
-        try:
-            chunk = json.loads(data)
-        except (ValueError, RecursionError):
-            raise ProviderError(f"Malformed stream data (not JSON): {data[:200]!r}") from None
-        if not isinstance(chunk, dict):
-            raise ProviderError(f"Malformed stream data (not an object): {data[:200]!r}")
+        chunk = stream_object(data)
         error = chunk.get("error")
         if error is not None and not chunk.get("choices"):
             raise ProviderError(error_text(chunk) or "The server reported an error", retryable=_retryable(error))

@@ -45,8 +45,10 @@ from ._common import (
     is_one_of,
     json_text,
     make_usage,
+    request_headers,
     resolve_api_key,
     sanitize,
+    stream_object,
     thinking_budget,
     thinking_level,
     tool_specs,
@@ -56,7 +58,12 @@ from ._json_stream import ToolArguments
 from ._openai_completions import OPENAI_BASE_URL, base_url
 from ._transform import normalize_responses_id, short_hash, transform_messages
 
-__all__ = ("ResponsesParser", "build_responses_request", "stream_openai_responses")
+__all__ = (
+    "ResponsesParser",
+    "build_responses_request",
+    "convert_input",
+    "stream_openai_responses",
+)
 
 _RETRYABLE = frozenset({"server_error", "rate_limit_exceeded", "overloaded", "overloaded_error", "api_error"})
 _TIER_PRICE = {"flex": 0.5, "priority": 2.0}
@@ -111,11 +118,7 @@ def build_responses_request(model: Model, context: Context, options: StreamOptio
     extra = compat(model, "extra_body", None)
     if extra:
         body.update(extra)
-    headers = {"content-type": "application/json"}
-    if key:
-        headers["authorization"] = f"Bearer {key}"
-    headers.update(model.headers or {})
-    headers.update(options.headers or {})
+    headers = request_headers({"authorization": f"Bearer {key}"} if key else {}, model, options)
     return Request(url + "/responses", headers, body, key)
 
 
@@ -252,12 +255,7 @@ class ResponsesParser(SSEParser):
         self.saw_tools = False
 
     def feed(self, event: str, data: str) -> Iterable[AssistantMessageEvent]:
-        try:
-            payload = json.loads(data)
-        except (ValueError, RecursionError):
-            raise ProviderError(f"Malformed stream data (not JSON): {data[:200]!r}") from None
-        if not isinstance(payload, dict):
-            raise ProviderError(f"Malformed stream data (not an object): {data[:200]!r}")
+        payload = stream_object(data)
         kind = payload.get("type") or event
         out: list[AssistantMessageEvent] = []
         builder = self.builder

@@ -26,24 +26,30 @@ import anyio
 import anyio.lowlevel
 import httpx
 
+from .._codec import decode_json
 from .._config import StreamOptions
+from .._constants import CLEANUP_TIMEOUT
 from .._events import AssistantMessageEvent, ErrorEvent
 from .._types import Context, Model
-from ._common import redact
+from ._common import MAX_ERROR_BODY, redact
 from ._proxy_wire import PROXY_PATH, ProxyProtocolError, WireDecoder, encode_request
 
 if TYPE_CHECKING:
     from typing import TypeAlias
 
-__all__ = ("AuthToken", "ProxyStreamFn", "stream_proxy")
+__all__ = (
+    "ABORTED_TEXT",
+    "AuthToken",
+    "CLOSED_EARLY_TEXT",
+    "ProxyStreamFn",
+    "stream_proxy",
+)
 
 AuthToken: TypeAlias = str | Callable[[], str | Awaitable[str]]
 """The proxy's bearer token, or a (plain or async) function called for a fresh one per request."""
 
 ABORTED_TEXT = "Request aborted by user"
 CLOSED_EARLY_TEXT = "Connection closed by proxy server before the response completed"
-_CLEANUP_TIMEOUT = 5.0
-_MAX_ERROR_BODY = 64 * 1024
 _DRAIN_READS = 64
 _REST_TIMEOUT = 1.0  # the longest wait for the end of a body after its terminal event
 _MAX_REST = 64 * 1024  # the most bytes read after the terminal event to keep the connection
@@ -205,7 +211,7 @@ class _ProxyStreamFn:
         own.holders -= 1
         if own.holders == 0:
             self._own.set(None)
-            with anyio.move_on_after(_CLEANUP_TIMEOUT, shield=True), contextlib.suppress(Exception):
+            with anyio.move_on_after(CLEANUP_TIMEOUT, shield=True), contextlib.suppress(Exception):
                 await own.client.aclose()  # nothing to report about a client we are done with
 
     async def __aenter__(self) -> _ProxyStreamFn:
@@ -271,7 +277,7 @@ class _ProxyCall:
 
     async def __aexit__(self, *exc_info: object) -> None:
         events, self._events = self._events, None
-        with anyio.move_on_after(_CLEANUP_TIMEOUT, shield=True):
+        with anyio.move_on_after(CLEANUP_TIMEOUT, shield=True):
             if events is not None:
                 await events.aclose()
         await self._cleanup()
@@ -286,7 +292,7 @@ class _ProxyCall:
         chunks, response = self._chunks, self._response
         self._chunks = self._response = None
         if response is not None:
-            with anyio.move_on_after(_CLEANUP_TIMEOUT, shield=True):
+            with anyio.move_on_after(CLEANUP_TIMEOUT, shield=True):
                 if self._complete and chunks is not None:
                     await _read_rest(chunks)
                 await _close_response(response, chunks)
@@ -437,23 +443,21 @@ async def _close_response(response: httpx.Response, chunks: AsyncIterator[bytes]
 
 async def _error_text(response: httpx.Response) -> str:
     """The reference's text for a non-2xx answer: the JSON body's `error`, else status and reason."""
-    import json
-
     body = bytearray()
     chunks = response.aiter_bytes()
     try:
         async for chunk in chunks:
             body += chunk
-            if len(body) > _MAX_ERROR_BODY:
+            if len(body) > MAX_ERROR_BODY:
                 break
     except Exception:  # a broken error body: the status line still says what happened
         body.clear()
     finally:
-        with anyio.move_on_after(_CLEANUP_TIMEOUT, shield=True):
+        with anyio.move_on_after(CLEANUP_TIMEOUT, shield=True):
             await _close_response(response, chunks)
     try:
-        data = json.loads(bytes(body))
-    except (ValueError, RecursionError):
+        data = decode_json(bytes(body), constants=True)
+    except ValueError:
         data = None
     if isinstance(data, dict):
         error = data.get("error")

@@ -11,9 +11,10 @@ server's provider key (or its network position) at a host of its own.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, MutableMapping
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ import anyio
 import anyio.lowlevel
 
 from .._abort import AbortSignal
+from .._asgi import SSE_HEADERS, ASGIApp, BodyTooLarge, Receive, Scope, Send, header, read_body, send_json
 from .._config import MaybeAwaitable, StreamFn, StreamOptions
 from .._events import AssistantMessageEvent
 from .._types import Context, Model
@@ -32,14 +34,7 @@ from ._proxy_wire import PROXY_PATH, ProxyProtocolError, WireEncoder, decode_req
 if TYPE_CHECKING:
     from typing import TypeAlias
 
-__all__ = ("ASGIApp", "proxy_app")
-
-ASGIScope: TypeAlias = MutableMapping[str, Any]
-ASGIMessage: TypeAlias = MutableMapping[str, Any]
-ASGIReceive: TypeAlias = Callable[[], Awaitable[ASGIMessage]]
-ASGISend: TypeAlias = Callable[[ASGIMessage], Awaitable[None]]
-ASGIApp: TypeAlias = Callable[[ASGIScope, ASGIReceive, ASGISend], Awaitable[None]]
-"""An ASGI 3 application."""
+__all__ = ("proxy_app",)
 
 _PROVIDER_BASE_URLS: tuple[str, ...] = (OPENAI_BASE_URL, ANTHROPIC_BASE_URL)
 """The built-in providers' own base URLs: where `proxy_app` sends requests unless told otherwise."""
@@ -47,11 +42,6 @@ _PROVIDER_BASE_URLS: tuple[str, ...] = (OPENAI_BASE_URL, ANTHROPIC_BASE_URL)
 _CLEANUP_TIMEOUT = 5.0
 _EVENTS_PER_TURN = 32  # events sent between two turns given to the scheduler
 _PING = b": ping\n\n"
-_EVENT_HEADERS = [
-    (b"content-type", b"text/event-stream; charset=utf-8"),
-    (b"cache-control", b"no-cache"),
-    (b"x-accel-buffering", b"no"),
-]
 
 
 def proxy_app(
@@ -199,7 +189,7 @@ class _ProxyApp:
     def __repr__(self) -> str:
         return f"proxy_app({self._stream_fn!r}, path={self._path!r})"
 
-    async def __call__(self, scope: ASGIScope, receive: ASGIReceive, send: ASGISend) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
         if kind == "http":
             await self._http(scope, receive, send)
@@ -211,18 +201,13 @@ class _ProxyApp:
         else:
             raise ValueError(f"proxy_app does not handle ASGI scope type {kind!r}")
 
-    def _authorized(self, scope: ASGIScope) -> bool:
-        value = b""
-        for name, raw in scope.get("headers", ()):
-            if bytes(name).lower() == b"authorization":
-                value = bytes(raw)
-                break
-        scheme, _, credentials = value.strip().partition(b" ")
+    def _authorized(self, scope: Scope) -> bool:
+        scheme, _, credentials = (header(scope, b"authorization") or b"").strip().partition(b" ")
         # Compared in constant time whatever was sent (also when nothing was).
         same = hmac.compare_digest(credentials.strip(), self._token)
         return same and scheme.lower() == b"bearer"
 
-    async def _http(self, scope: ASGIScope, receive: ASGIReceive, send: ASGISend) -> None:
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         route = scope.get("path", "")
         root = scope.get("root_path", "")
         if route != self._path and not (root and route == root + self._path):
@@ -235,8 +220,8 @@ class _ProxyApp:
             await _reply(send, 401, "Unauthorized", [(b"www-authenticate", b"Bearer")])
             return
         try:
-            body = await _read_body(scope, receive, self._max_body)
-        except _TooLarge:
+            body = await read_body(scope, receive, self._max_body)
+        except BodyTooLarge:
             await _reply(send, 413, f"Request body too large (the limit is {self._max_body} bytes)")
             return
         if body is None:
@@ -259,7 +244,7 @@ class _ProxyApp:
         await self._stream(receive, send, model, context, stream_options)
 
     async def _stream(
-        self, receive: ASGIReceive, send: ASGISend, model: Model, context: Context, options: StreamOptions
+        self, receive: Receive, send: Send, model: Model, context: Context, options: StreamOptions
     ) -> None:
         signal = options.signal
         async with anyio.create_task_group() as tg:
@@ -321,7 +306,7 @@ class _Sender:
 
     __slots__ = ("_closed", "_gone", "_lock", "_send", "last")
 
-    def __init__(self, send: ASGISend, gone: Callable[[], None]) -> None:
+    def __init__(self, send: Send, gone: Callable[[], None]) -> None:
         self._send = send
         self._gone = gone
         # Taken without a trip through the scheduler when free (the usual case: the pinger holds
@@ -336,7 +321,7 @@ class _Sender:
 
     async def start(self) -> bool:
         try:
-            await self._send({"type": "http.response.start", "status": 200, "headers": _EVENT_HEADERS})
+            await self._send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
         except OSError:
             return False
         return True
@@ -372,7 +357,7 @@ async def _keepalive(sender: _Sender, interval: float) -> None:
             await sender.ping()
 
 
-async def _watch_disconnect(receive: ASGIReceive, gone: Callable[[], None]) -> None:
+async def _watch_disconnect(receive: Receive, gone: Callable[[], None]) -> None:
     while True:
         message = await receive()
         if message.get("type") == "http.disconnect":
@@ -407,57 +392,12 @@ async def _closing(events: Any) -> AsyncIterator[AsyncIterator[AssistantMessageE
                 await aclose()
 
 
-class _TooLarge(Exception):
-    pass
+async def _reply(send: Send, status: int, error: str, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    with contextlib.suppress(OSError):  # the client is gone
+        await send_json(send, status, dumps_bytes({"error": error}), headers)
 
 
-async def _read_body(scope: ASGIScope, receive: ASGIReceive, limit: int) -> bytes | None:
-    """The request body, or None when the client disconnected first."""
-    for name, value in scope.get("headers", ()):
-        if bytes(name).lower() == b"content-length":
-            try:
-                if int(value) > limit:
-                    raise _TooLarge
-            except ValueError:
-                pass
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        kind = message.get("type")
-        if kind == "http.disconnect":
-            return None
-        if kind != "http.request":
-            continue
-        chunk = bytes(message.get("body", b""))
-        size += len(chunk)
-        if size > limit:
-            raise _TooLarge
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
-
-
-async def _reply(send: ASGISend, status: int, error: str, headers: list[tuple[bytes, bytes]] | None = None) -> None:
-    body = dumps_bytes({"error": error})
-    try:
-        await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    *(headers or ()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body, "more_body": False})
-    except OSError:
-        pass  # the client is gone
-
-
-async def _lifespan(receive: ASGIReceive, send: ASGISend) -> None:
+async def _lifespan(receive: Receive, send: Send) -> None:
     while True:
         message = await receive()
         kind = message.get("type")

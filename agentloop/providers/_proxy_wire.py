@@ -25,14 +25,14 @@ only when they differ from what the deltas built, so the client's final message 
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .._codec import _usage, _usage_from, encode_json, from_json, to_json
+from .._codec import _usage, _usage_from, decode_json, encode_json, from_json, to_json
 from .._config import StreamOptions
+from .._constants import DONE_REASONS, ERROR_REASONS, REASONING_LEVELS
 from .._events import AssistantMessageEvent, DoneEvent, ErrorEvent
 from .._model_json import get_field as _get
 from .._model_json import kind_of as _kind
@@ -64,9 +64,6 @@ __all__ = (
 )
 
 PROXY_PATH = "/api/stream"
-_THINKING_LEVELS = ("minimal", "low", "medium", "high", "xhigh", "max")
-_DONE_REASONS = ("stop", "length", "toolUse")
-_ERROR_REASONS = ("error", "aborted")
 
 
 class ProxyProtocolError(ValueError):
@@ -77,19 +74,6 @@ def dumps_bytes(value: Any) -> bytes:
     """The codec's compact, strict JSON (`encode_json`) as UTF-8: NaN and the infinities become null
     and lone surrogates `\\u` escapes, as JavaScript writes them (the other side may be one)."""
     return encode_json(value).encode("utf-8")
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _loads(text: str) -> Any:
-    """`json.loads` as JavaScript's `JSON.parse` sees it (no NaN, no Infinity); too deep a nesting
-    is a ValueError, not a RecursionError."""
-    try:
-        return json.loads(text, parse_constant=_no_constant)
-    except RecursionError:
-        raise ValueError("the JSON nests too deeply") from None
 
 
 # --- the request body -----------------------------------------------------------------------
@@ -260,8 +244,8 @@ def _decode_options(data: Any) -> dict[str, Any]:
         raise ValueError(f"options.maxTokens must be a positive integer, got {max_tokens}")
     out["max_tokens"] = max_tokens
     reasoning = _get(data, "reasoning", str, "options")
-    if reasoning is not None and reasoning != "off" and reasoning not in _THINKING_LEVELS:
-        raise ValueError(f"options.reasoning must be one of {', '.join(_THINKING_LEVELS)}, got {reasoning!r}")
+    if reasoning is not None and reasoning != "off" and reasoning not in REASONING_LEVELS:
+        raise ValueError(f"options.reasoning must be one of {', '.join(REASONING_LEVELS)}, got {reasoning!r}")
     out["reasoning"] = None if reasoning == "off" else reasoning
     out["session_id"] = _get(data, "sessionId", str, "options")
     out["headers"] = _str_map(data, "headers", "options")
@@ -280,8 +264,8 @@ def _decode_options(data: Any) -> dict[str, Any]:
 def decode_request(body: bytes) -> tuple[Model, Context, dict[str, Any]]:
     """Model, context and `StreamOptions` keywords from a request body; ValueError says what is wrong."""
     try:
-        data = json.loads(body)
-    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        data = decode_json(body, constants=True)
+    except ValueError as exc:  # UnicodeDecodeError is a ValueError
         raise ValueError(f"the body is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise ValueError(f"the body must be a JSON object, got {_kind(data)}")
@@ -307,7 +291,7 @@ def _final_arguments(text: str) -> tuple[dict[str, Any], str | None]:
     if not text.strip():
         return {}, None
     try:
-        value = _loads(text)
+        value = decode_json(text)
     except ValueError as exc:
         return {}, f"the arguments are not valid JSON ({exc})"
     if not isinstance(value, dict):
@@ -361,7 +345,7 @@ class WireDecoder:
         if not data:
             return None
         try:
-            value = _loads(data)
+            value = decode_json(data)
         except ValueError as exc:
             raise ProxyProtocolError(f"The proxy server sent malformed JSON: {exc}") from None
         return self.feed(value)
@@ -458,7 +442,7 @@ class WireDecoder:
             return self._tool_call_end(data)
         if kind == "done":
             reason = data.get("reason")
-            if reason not in _DONE_REASONS:
+            if reason not in DONE_REASONS:
                 raise ProxyProtocolError(f"Malformed proxy event done: unknown reason {reason!r}")
             self._terminal(data)
             return b.done(reason)
@@ -467,7 +451,7 @@ class WireDecoder:
             message = data.get("errorMessage")
             self._terminal(data)
             return b.error(
-                reason if reason in _ERROR_REASONS else "error",
+                reason if reason in ERROR_REASONS else "error",
                 message
                 if isinstance(message, str) and message
                 else "The proxy server reported an error without a message",

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "API_STREAMS",
+    "ProviderStreamFn",
     "get_model",
     "get_models",
     "get_providers",

@@ -34,7 +34,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from agentloop import _local_model as local_model
+from agentloop.cli import _local_model as local_model
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent

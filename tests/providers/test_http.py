@@ -61,6 +61,7 @@ async def test_a_plain_stream() -> None:
     assert request.url == "http://mock/v1/chat/completions"
     assert request.headers["authorization"] == "Bearer sk-test"
     assert request.headers["accept"] == "text/event-stream"
+    assert request.headers["content-type"] == "application/json"
     assert server.bodies[0]["stream"] is True
     assert server.bodies[0]["stream_options"] == {"include_usage": True}
 

@@ -261,3 +261,29 @@ def test_the_public_namespace() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+@pytest.mark.parametrize(
+    ("api", "key_header"),
+    [
+        ("openai-completions", "authorization"),
+        ("openai-responses", "authorization"),
+        ("anthropic-messages", "x-api-key"),
+    ],
+)
+def test_the_calls_headers_override_the_models_which_override_the_providers_own(api: str, key_header: str) -> None:
+    from agentloop.providers._anthropic import build_anthropic_request
+    from agentloop.providers._openai_completions import build_completions_request
+    from agentloop.providers._openai_responses import build_responses_request
+
+    build = {
+        "openai-completions": build_completions_request,
+        "openai-responses": build_responses_request,
+        "anthropic-messages": build_anthropic_request,
+    }[api]
+    m = model(api, headers={key_header: "from-model", "x-both": "model", "x-model": "1"})
+    request = build(m, context(), options(headers={"x-both": "call"}))
+    assert request.headers[key_header] == "from-model"
+    assert (request.headers["x-both"], request.headers["x-model"]) == ("call", "1")
+    plain = build(model(api), context(), options(api_key=None, headers={key_header: "from-call"}))
+    assert plain.headers[key_header] == "from-call"

@@ -18,7 +18,7 @@ import anyio
 import pytest
 
 import agentloop as al
-from agentloop._cli_tools import builtin_tools
+from agentloop.cli._tools import builtin_tools
 
 from ..support import run_tool, text
 from ._profile import examples

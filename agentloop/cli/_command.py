@@ -8,7 +8,7 @@
 Every argument is checked before anything starts: a bad one is one line on stderr and exit code 2.
 With no model and no API key, the embedded model runs: llama.cpp's server (the `local` extra) with
 SmolLM2-135M-Instruct on loopback, started and stopped by the command, calling tools through
-constrained output (`_constrained_tools`).
+constrained output (`agentloop.cli._constrained_tools`).
 """
 
 from __future__ import annotations
@@ -37,12 +37,11 @@ import anyio.lowlevel
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 
-from ._abort import AbortSignal
-from ._agent import Agent
-from ._cli_tools import builtin_tools
-from ._codec import dumps
-from ._config import StreamFn
-from ._events import (
+from .._abort import AbortSignal
+from .._agent import Agent
+from .._codec import dumps
+from .._config import StreamFn
+from .._events import (
     AgentEvent,
     MessageEnd,
     MessageStart,
@@ -50,9 +49,32 @@ from ._events import (
     ToolExecutionEnd,
     ToolExecutionStart,
 )
-from ._types import AssistantMessage, Model, TextContent, UserMessage
+from .._types import AssistantMessage, Model, TextContent, UserMessage
+from ._tools import builtin_tools
 
-__all__ = ("main",)
+__all__ = (
+    "BACKENDS",
+    "DEFAULT_MODELS",
+    "EPILOG",
+    "EXIT_ABORTED",
+    "EXIT_MODEL_ERROR",
+    "EXIT_OK",
+    "EXIT_PIPE_CLOSED",
+    "EXIT_USAGE",
+    "Interrupts",
+    "PROMPT_MARKER",
+    "Printer",
+    "SYSTEM_PROMPT",
+    "UsageError",
+    "build_parser",
+    "chat",
+    "choose_model",
+    "main",
+    "open_model",
+    "parse_args",
+    "run_cli",
+    "spinner",
+)
 
 EXIT_OK, EXIT_MODEL_ERROR, EXIT_USAGE, EXIT_ABORTED, EXIT_PIPE_CLOSED = 0, 1, 2, 130, 141
 SYSTEM_PROMPT = (
@@ -96,7 +118,7 @@ def _version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .providers import get_providers
+    from ..providers import get_providers
 
     parser = argparse.ArgumentParser(
         prog="agentloop",
@@ -155,7 +177,7 @@ def choose_model(spec: str | None, base_url: str | None) -> Model | None:
     """The model `--model` and `--base-url` name (None: the embedded local model)."""
     from dataclasses import replace
 
-    from . import providers
+    from .. import providers
 
     if base_url is not None:
         parts = urlsplit(base_url)
@@ -361,7 +383,7 @@ async def open_model(
     args: argparse.Namespace, say: Callable[[str], None]
 ) -> AsyncIterator[tuple[Model, StreamFn, bool]]:
     """The model, its stream function, and whether it is the embedded local model."""
-    from . import providers
+    from .. import providers
 
     model: Model | None = args.chosen_model
     if model is None:

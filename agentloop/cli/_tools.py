@@ -26,11 +26,19 @@ from typing import Any
 
 import anyio
 
-from ._errors import ToolError
-from ._tools import AgentTool, tool
-from ._types import AgentToolResult, TextContent
+from .._errors import ToolError
+from .._tools import AgentTool, tool
+from .._types import AgentToolResult, TextContent
 
-__all__ = ("builtin_tools", "calculate", "open_inside", "resolve_inside")
+__all__ = (
+    "MAX_DIGITS",
+    "MAX_LIST_ENTRIES",
+    "MAX_READ_BYTES",
+    "builtin_tools",
+    "calculate",
+    "open_inside",
+    "resolve_inside",
+)
 
 MAX_READ_BYTES = 64 * 1024
 MAX_LIST_ENTRIES = 200

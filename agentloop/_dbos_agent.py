@@ -1,0 +1,482 @@
+"""`DBOSAgent`: agentloop's loop as a DBOS workflow, its model and tool calls as DBOS steps.
+
+The loop runs in the workflow, unchanged (`run_agent_loop`), with the extension points set:
+
+- the stream function runs the `<agent>.model` step, which consumes the provider's stream and
+  returns the final message (recorded), then yields `start` and `done` for it;
+- `wrap_tool_call` runs each tool call as a `<agent>.tool.<name>` step (`proceed()` inside the
+  step: the tool runs in this process, with the run's abort signal and timeout);
+- DBOS's own exceptions propagate (`propagate=`), and the clock is the latest time a recorded
+  step returned, so a replay stamps what the first run stamped.
+
+Replay needs DBOS's operations in the same order every time. The model step, the `recv` of
+steering, follow-up and abort messages, and the final `publish` step run in the loop's own task
+at points that do not depend on timing; the tool steps of a batch begin in source order (the
+core begins a batch's calls in source order, and a step takes its place in the workflow when it
+is called). Events are no DBOS operation of the workflow at all: the sink buffers them, and the
+next step writes them to the `agentloop.events` stream from inside the step (a step's writes
+are not replayed). A step interrupted by a crash runs again and writes again: every event has
+an identity (`tool_execution_end/<call id>/0`, `turn_start//2`, ...), and the reader keeps the
+first of each, so a caller sees every event once, whatever order a replay emitted them in.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from typing import Any, Literal
+
+import anyio
+from dbos import DBOS
+from dbos._error import DBOSBaseException, DBOSException
+
+from ._abort import AbortSignal
+from ._codec import from_json, to_json
+from ._config import AgentContext, AgentLoopConfig, MaybeAwaitable, StreamFn, StreamOptions, ToolExecution, call
+from ._envelope import EventEnvelope, envelope_to_json
+from ._events import (
+    AgentEvent,
+    AssistantMessageEvent,
+    DoneEvent,
+    ErrorEvent,
+    StartEvent,
+    ToolExecutionUpdate,
+    TurnStart,
+)
+from ._loop import run_agent_loop, run_agent_loop_continue
+from ._tools import AgentTool
+from ._types import (
+    AgentMessage,
+    AgentToolResult,
+    AssistantMessage,
+    Context,
+    Model,
+    ThinkingLevel,
+    now_ms,
+)
+from ._util import exception_text
+
+__all__ = ("CONTROL_TOPIC", "DBOSAgent", "EVENTS_STREAM", "idempotency_key", "registered_agent")
+
+EVENTS_STREAM = "agentloop.events"
+"""The DBOS stream a run's events are written to (each value a list of `{"id", "envelope"}`)."""
+CONTROL_TOPIC = "agentloop.control"
+"""The DBOS topic of steering, follow-up and abort messages (`{"kind": ..., "message": ...}`)."""
+
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+_ENGINE_ERRORS: tuple[type[BaseException], ...] = (DBOSException, DBOSBaseException)
+_AGENTS: dict[str, DBOSAgent] = {}
+_current_call: contextvars.ContextVar[str] = contextvars.ContextVar("agentloop_dbos_tool_call")
+
+
+def idempotency_key() -> str:
+    """In a tool running as a DBOS step: `<workflow id>/<tool call id>`, the same on every attempt.
+
+    A tool with side effects passes it to the system it changes (a payment's idempotency key, a
+    row's unique key), so that the attempt DBOS runs again after a crash does not do it twice.
+    """
+    try:
+        call_id = _current_call.get()
+    except LookupError:
+        raise RuntimeError("idempotency_key() is only available in a tool running as a DBOS step") from None
+    return f"{DBOS.workflow_id}/{call_id}"
+
+
+def registered_agent(name: str) -> DBOSAgent:
+    """The `DBOSAgent` named `name` in this process (LookupError, naming the known ones, if none)."""
+    agent = _AGENTS.get(name)
+    if agent is None:
+        raise LookupError(f"no DBOSAgent named {name!r} in this process (defined: {sorted(_AGENTS)})")
+    return agent
+
+
+class _ToolFailed(Exception):
+    """A tool's failure as recorded by its step: the model sees its text as the error result."""
+
+
+class DBOSAgent:
+    """An agent whose runs are durable DBOS workflows; its model and tool calls are steps.
+
+    Define it at import time, before `DBOS.launch()`, in a module every process of the
+    application imports: DBOS finds the workflow (`agentloop.<name>`) by name when it recovers a
+    run. The model and the tools run in the process that runs the workflow.
+
+    Args:
+        name: Names the workflow and its steps (`<name>.model`, `<name>.tool.<tool>`); letters,
+            digits, `_` and `-`, unique in the process.
+        model: The model every call uses.
+        tools: The tools; each call runs as its own step.
+        system_prompt: The system prompt.
+        stream_fn: The provider stream the model step consumes (default: the built-in
+            providers, chosen by `model.api`).
+        api_key: The key the model step uses; get_api_key: `(provider) -> key`, called in the
+            step. Keys never enter DBOS's database.
+        approval: Names of tools whose calls wait for `approve(workflow_id, tool_call_id, ...)`
+            before they run (a denied call gets an error result, and the tool does not run).
+            Such a tool must be a barrier (`execution_mode="sequential"`): it runs alone.
+        max_turns, tool_execution, max_parallel_tool_calls, tool_abort_grace, reasoning,
+        temperature, max_tokens, session_id: As on `AgentLoopConfig`.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        model: Model,
+        tools: Sequence[AgentTool] = (),
+        system_prompt: str = "",
+        stream_fn: StreamFn | None = None,
+        api_key: str | None = None,
+        get_api_key: Callable[[str], MaybeAwaitable[str | None]] | None = None,
+        approval: Sequence[str] = (),
+        max_turns: int | None = None,
+        tool_execution: ToolExecution = "parallel",
+        max_parallel_tool_calls: int | None = None,
+        tool_abort_grace: float = 2.0,
+        reasoning: ThinkingLevel | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        session_id: str | None = None,
+    ) -> None:
+        if not isinstance(name, str) or not name or not set(name) <= _NAME_CHARS:
+            raise ValueError(f"DBOSAgent name must be letters, digits, '_' or '-', got {name!r}")
+        if name in _AGENTS:
+            raise ValueError(f"a DBOSAgent named {name!r} is already defined in this process")
+        if not isinstance(model, Model):
+            raise TypeError(f"DBOSAgent model must be an agentloop.Model, got {type(model).__name__}")
+        tools = tuple(tools)
+        for i, tool in enumerate(tools):
+            if not isinstance(tool, AgentTool):
+                raise TypeError(f"DBOSAgent tools[{i}] must be an AgentTool, got {type(tool).__name__}")
+        names = [tool.name for tool in tools]
+        if len(set(names)) != len(names):
+            raise ValueError(f"DBOSAgent tools must have distinct names, got {names}")
+        if isinstance(approval, str):
+            raise TypeError(f"approval must be a sequence of tool names, got the str {approval!r}")
+        approved_tools = frozenset(approval)
+        unknown = sorted(approved_tools - set(names))
+        if unknown:
+            raise ValueError(f"approval names {unknown}, which are not among the tools {names}")
+        for tool in tools:
+            if tool.name in approved_tools and tool.execution_mode != "sequential":
+                # While a call waits for its approval nothing else may run: the order of the
+                # workflow's operations must not depend on when the answer comes.
+                raise ValueError(
+                    f"a tool that waits for approval must run alone in its batch: "
+                    f"define {tool.name!r} with execution_mode='sequential'"
+                )
+        if stream_fn is not None and not callable(stream_fn):
+            raise TypeError(f"stream_fn must be callable or None, got {stream_fn!r}")
+        if get_api_key is not None and not callable(get_api_key):
+            raise TypeError(f"get_api_key must be callable or None, got {get_api_key!r}")
+        self.name = name
+        self.model = model
+        self.tools = tools
+        self.system_prompt = system_prompt
+        self.stream_fn = stream_fn
+        self._api_key = api_key
+        self.get_api_key = get_api_key
+        self.approval = approved_tools
+        self.max_turns = max_turns
+        self.tool_execution: ToolExecution = tool_execution
+        self.max_parallel_tool_calls = max_parallel_tool_calls
+        self.tool_abort_grace = tool_abort_grace
+        self.reasoning: ThinkingLevel | None = reasoning
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.session_id = session_id
+        # Checked here, once: a bad option fails where the agent is defined, not in a workflow.
+        self._loop_config(AbortSignal(), _DurableRun(self))
+
+        async def workflow(request: dict[str, Any]) -> list[Any]:
+            return await _DurableRun(self).run(request)
+
+        workflow.__qualname__ = workflow.__name__ = f"agentloop_{name}"
+        self.workflow: Callable[[dict[str, Any]], Coroutine[Any, Any, list[Any]]] = DBOS.workflow(
+            name=self.workflow_name
+        )(workflow)
+        """The DBOS workflow: `{"prompts": [...], "messages": [...]}` (JSON forms) -> the new messages' JSON forms."""
+        _AGENTS[name] = self
+
+    @property
+    def workflow_name(self) -> str:
+        return f"agentloop.{self.name}"
+
+    def __repr__(self) -> str:
+        return f"DBOSAgent(name={self.name!r}, model={self.model.id!r}, tools={[t.name for t in self.tools]})"
+
+    def _loop_config(self, signal: AbortSignal, run: _DurableRun) -> AgentLoopConfig:
+        return AgentLoopConfig(
+            model=self.model,
+            get_steering_messages=run.take_steering,
+            get_follow_up_messages=run.take_follow_ups,
+            tool_execution=self.tool_execution,
+            max_parallel_tool_calls=self.max_parallel_tool_calls,
+            tool_abort_grace=self.tool_abort_grace,
+            max_turns=self.max_turns,
+            reasoning=self.reasoning,
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+            session_id=self.session_id,
+            wrap_tool_call=run.call_tool,
+            propagate=_ENGINE_ERRORS,
+            clock=run.clock,
+        )
+
+    async def _api_key_for(self, provider: str) -> str | None:
+        key = None
+        if self.get_api_key is not None:
+            key = await call(self.get_api_key, provider)
+        return key or self._api_key
+
+
+class _DurableRun:
+    """One execution of an agent's workflow (a first run or a replay after a crash)."""
+
+    def __init__(self, agent: DBOSAgent) -> None:
+        self.agent = agent
+        self.workflow_id = DBOS.workflow_id or ""
+        self.signal = AbortSignal()
+        self.pending: list[dict[str, Any]] = []  # envelopes not written yet
+        self.writing = anyio.Lock()  # writes in the order their events were taken
+        self.seen: dict[str, int] = {}  # occurrences of each identity's base
+        self.seq = 0
+        self.turn = 0
+        self.now = 0  # the clock: the latest time a recorded step returned
+        self.steering: list[AgentMessage] = []
+        self.follow_ups: list[AgentMessage] = []
+        self.received = False  # control messages were taken since the last step was called
+
+    async def run(self, request: dict[str, Any]) -> list[Any]:
+        agent = self.agent
+        prompts: list[AgentMessage] = [from_json(m) for m in request.get("prompts", ())]
+        messages: list[AgentMessage] = [from_json(m) for m in request.get("messages", ())]
+        self.now = max((getattr(m, "timestamp", 0) or 0 for m in (*messages, *prompts)), default=0)
+        config = agent._loop_config(self.signal, self)
+        context = AgentContext(system_prompt=agent.system_prompt, messages=tuple(messages), tools=agent.tools)
+        if prompts:
+            new = await run_agent_loop(prompts, context, config, self.emit, self.signal, self.stream)
+        else:
+            new = await run_agent_loop_continue(context, config, self.emit, self.signal, self.stream)
+        await DBOS.run_step_async({"name": f"{agent.name}.publish"}, self.publish, True)
+        return [to_json(m) for m in new]
+
+    # --- events ----------------------------------------------------------------------------------
+
+    def emit(self, event: AgentEvent) -> None:
+        """The loop's sink: stamp the event and keep it for the next step to write.
+
+        A tool's progress updates are left out: they happen inside its step, which a replay
+        does not run again, so a caller could not get each of them exactly once.
+        """
+        kind = type(event)
+        if kind is ToolExecutionUpdate:
+            return
+        if kind is TurnStart:
+            self.turn += 1
+        base = f"{event.type}/{_call_id(event)}"
+        count = self.seen.get(base, 0)
+        self.seen[base] = count + 1
+        envelope = EventEnvelope(event=event, run_id=self.workflow_id, seq=self.seq, turn=self.turn, timestamp=self.now)
+        self.seq += 1
+        self.pending.append({"id": f"{base}/{count}", "envelope": envelope_to_json(envelope)})
+
+    async def publish(self, close: bool = False) -> None:
+        """In a step: write the events kept so far to the stream (and close it at the end).
+
+        DBOS's stream writes are synchronous: they run in a worker thread, which carries the
+        step's context (so they are the step's writes, not operations of the workflow).
+        """
+        async with self.writing:
+            batch, self.pending = self.pending, []
+            if batch:
+                await anyio.to_thread.run_sync(DBOS.write_stream, EVENTS_STREAM, batch)
+            if close:
+                await anyio.to_thread.run_sync(DBOS.close_stream, EVENTS_STREAM)
+
+    def clock(self) -> int:
+        return self.now
+
+    def _saw(self, timestamp: int) -> None:
+        self.now = max(self.now, timestamp)
+
+    # --- steering, follow-up, abort --------------------------------------------------------------
+
+    async def _receive(self) -> None:
+        """Take every control message sent so far (recorded: a replay takes the same ones).
+
+        The loop asks for steering twice between two steps (after a batch, before the next
+        call): once is enough, and saves a recorded `recv` a turn.
+        """
+        if self.received:
+            return
+        self.received = True
+        while True:
+            data = await DBOS.recv_async(CONTROL_TOPIC, timeout_seconds=0)
+            if data is None:
+                return
+            kind = data.get("kind") if isinstance(data, dict) else None
+            if kind == "abort":
+                self.signal.abort()
+            elif kind == "steer":
+                self.steering.append(from_json(data["message"]))
+            elif kind == "follow_up":
+                self.follow_ups.append(from_json(data["message"]))
+
+    async def take_steering(self) -> list[AgentMessage]:
+        await self._receive()
+        taken, self.steering = self.steering, []
+        return taken
+
+    async def take_follow_ups(self) -> list[AgentMessage]:
+        await self._receive()
+        taken, self.follow_ups = self.follow_ups, []
+        return taken
+
+    # --- the model call --------------------------------------------------------------------------
+
+    async def stream(
+        self, model: Model, context: Context, options: StreamOptions
+    ) -> AsyncIterator[AssistantMessageEvent]:
+        """The loop's stream function: the model step, then `start` and `done` for its message."""
+        if options.signal.aborted:  # the contract: an aborted signal ends the stream at once
+            yield ErrorEvent("aborted", _ending(model, "aborted", "Request was aborted", self.now))
+            return
+        data = await DBOS.run_step_async(
+            {"name": f"{self.agent.name}.model"}, self._call_model, model, context, options
+        )
+        final: AssistantMessage = from_json(data)
+        self._saw(final.timestamp)
+        yield StartEvent(
+            AssistantMessage(
+                api=final.api,
+                provider=final.provider,
+                model=final.model,
+                response_id=final.response_id,
+                timestamp=final.timestamp,
+            )
+        )
+        reason = final.stop_reason
+        if reason == "stop" or reason == "length" or reason == "toolUse":
+            yield DoneEvent(reason, final)
+        else:
+            yield ErrorEvent("aborted" if reason == "aborted" else "error", final)
+
+    async def _call_model(self, model: Model, context: Context, options: StreamOptions) -> dict[str, Any]:
+        """The model step: write the events so far, consume the provider's stream, return the final message."""
+        await self.publish()
+        agent = self.agent
+        stream_fn = agent.stream_fn
+        if stream_fn is None:
+            from ._default_stream import default_stream_fn
+
+            stream_fn = default_stream_fn
+        options = StreamOptions(
+            signal=options.signal,
+            api_key=await agent._api_key_for(model.provider),
+            reasoning=options.reasoning,
+            session_id=options.session_id,
+            temperature=options.temperature,
+            max_tokens=options.max_tokens,
+        )
+        try:
+            final = await _final_message(stream_fn(model, context, options))
+        except _ENGINE_ERRORS:
+            raise
+        except Exception as exc:  # a stream function that broke its contract: the model call failed
+            text = f"The model call failed: {type(exc).__name__}: {exception_text(exc)}"
+            final = _ending(model, "error", text, now_ms())
+        return to_json(final)
+
+    # --- tool calls --------------------------------------------------------------------------------
+
+    async def call_tool(self, invocation: Any, proceed: Callable[[], Awaitable[object]]) -> object:
+        """`wrap_tool_call`: the call as its step (called at once: a step's place is where it is called).
+
+        A tool named in `approval` first waits for its approval message (a recorded `recv`).
+        """
+        call_id: str = invocation.tool_call.id
+        name: str = invocation.tool.name
+        self.received = False
+        if name in self.agent.approval:
+            await DBOS.run_step_async({"name": f"{self.agent.name}.publish"}, self.publish)
+            answer = await DBOS.recv_async(f"agentloop.approval/{call_id}", timeout_seconds=_APPROVAL_WAIT)
+            if not (isinstance(answer, dict) and answer.get("approved") is True):
+                reason = answer.get("reason") if isinstance(answer, dict) else None
+                raise _ToolFailed(reason or f"The call of {name} was not approved")
+        out = await DBOS.run_step_async({"name": f"{self.agent.name}.tool.{name}"}, self._run_tool, call_id, proceed)
+        self._saw(out["time"])
+        if "error" in out:
+            raise _ToolFailed(out["error"])
+        if "text" in out:
+            return out["text"]
+        return from_json(out["result"])
+
+    async def _run_tool(self, call_id: str, proceed: Callable[[], Awaitable[object]]) -> dict[str, Any]:
+        """The tool step: write the events so far, run the tool, return its outcome's JSON form."""
+        await self.publish()
+        token = _current_call.set(call_id)
+        try:
+            value = await proceed()
+        except _ENGINE_ERRORS:
+            raise
+        except Exception as exc:
+            return {"error": exception_text(exc), "time": now_ms()}
+        finally:
+            _current_call.reset(token)
+        if isinstance(value, str):
+            return {"text": value, "time": now_ms()}
+        if isinstance(value, AgentToolResult):
+            return {"result": to_json(value), "time": now_ms()}
+        kind = type(value).__name__
+        return {"error": f"the tool returned {kind}, expected an AgentToolResult or a str", "time": now_ms()}
+
+
+_APPROVAL_WAIT = 7 * 24 * 3600.0
+"""How long a call waits for its approval (seconds); then it is denied."""
+
+
+def _call_id(event: AgentEvent) -> str:
+    """The tool call an event belongs to ('' for the run's and turns' own events)."""
+    call_id = getattr(event, "tool_call_id", None)
+    if call_id is None:
+        message = getattr(event, "message", None)
+        call_id = getattr(message, "tool_call_id", None)
+    return call_id or ""
+
+
+def _ending(model: Model, reason: Literal["error", "aborted"], text: str, timestamp: int) -> AssistantMessage:
+    return AssistantMessage(
+        api=model.api,
+        provider=model.provider,
+        model=model.id,
+        stop_reason=reason,
+        error_message=text,
+        timestamp=timestamp,
+    )
+
+
+async def _final_message(source: Any) -> AssistantMessage:
+    """Consume what a stream function returned; the message of its terminal event."""
+    if inspect.isawaitable(source):
+        source = await source
+    if hasattr(source, "__aenter__"):
+        async with source as events:
+            return await _last_message(events)
+    return await _last_message(source)
+
+
+async def _last_message(events: AsyncIterator[Any]) -> AssistantMessage:
+    try:
+        async for event in events:
+            kind = getattr(event, "type", None)
+            if kind == "done":
+                return event.message  # type: ignore[no-any-return]
+            if kind == "error":
+                return event.error  # type: ignore[no-any-return]
+    finally:
+        aclose = getattr(events, "aclose", None)
+        if aclose is not None:
+            await aclose()
+    raise RuntimeError("the model stream ended without a done or error event")

@@ -1,0 +1,217 @@
+"""Durable runs on DBOS against the in-process loop: time per turn, checkpoint size per turn, throughput.
+
+    .venv/bin/python benchmarks/dbos.py [--database sqlite|postgres|URL] [--turns 20] [--runs 3]
+                                        [--concurrent 100 --worker-processes 2]
+
+`sqlite` (the default) is a file in a temporary directory; `postgres` starts a cluster of its
+own on loopback (the machine's `initdb` and `pg_ctl`). DBOS runs in this process for the per-turn
+figures. Each turn is one scripted model call (a step) and one tool call (a step); the last turn
+has no tool. Reported: milliseconds per turn (durable, and the same run in process), without and
+with a caller streaming the events; what DBOS keeps per turn (step outputs and stream values, as
+JSON bytes); and, with `--concurrent N`, N durable runs of 5 turns enqueued at once by a
+`DBOSClient` and served by `--worker-processes` worker processes, and N runs started at once in
+this one process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+# This file's name is the library's: run as a script, its directory must not shadow `dbos`.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.insert(0, str(_HERE.parent))  # the repository: `agentloop` and `tests.dbos.postgres`
+
+from dbos import DBOS, DBOSClient  # noqa: E402
+
+import agentloop as al  # noqa: E402
+from agentloop.dbos import EVENTS_STREAM, QUEUE, DBOSAgent, result, start_agent, stream_events  # noqa: E402
+from agentloop.testing import Response, ScriptedModel, ScriptedToolCall  # noqa: E402
+
+
+@al.tool
+async def lookup(key: str) -> str:
+    """Look a key up."""
+    return f"{key}=42"
+
+
+def make_agent(turns: int) -> DBOSAgent:
+    responses: list[Response | str] = [
+        *(
+            Response(content=[f"step {i}", ScriptedToolCall(f"t{i}", "lookup", {"key": str(i)})])
+            for i in range(turns - 1)
+        ),
+        "done",
+    ]
+
+    def stream(model: al.Model, context: al.Context, options: al.StreamOptions) -> Any:
+        n = sum(1 for m in context.messages if m.role == "assistant")
+        return ScriptedModel([responses[n]])(model, context, options)
+
+    return DBOSAgent(f"bench{turns}", model=al.Model(id="scripted", api="scripted"), tools=[lookup], stream_fn=stream)
+
+
+def config(url: str) -> Any:
+    return {
+        "name": "agentloop-bench",
+        "system_database_url": url,
+        "log_level": "WARNING",
+        "notification_listener_polling_interval_sec": 0.05,
+    }
+
+
+async def in_process(agent: DBOSAgent) -> float:
+    loop_config = al.AgentLoopConfig(model=agent.model)
+    context = al.AgentContext(tools=agent.tools)
+    start = time.perf_counter()
+    prompt = [al.UserMessage(content="go")]
+    await al.run_agent_loop(prompt, context, loop_config, lambda e: None, stream_fn=agent.stream_fn)
+    return time.perf_counter() - start
+
+
+async def durable(agent: DBOSAgent, streaming: bool) -> tuple[float, int, int]:
+    """Seconds, JSON bytes DBOS keeps for the run (step outputs, stream values), and steps."""
+    start = time.perf_counter()
+    workflow_id = await start_agent(agent, [al.UserMessage(content="go")], id=uuid.uuid4().hex)
+    if streaming:
+        async for _ in stream_events(workflow_id):
+            pass
+    await result(workflow_id)
+    elapsed = time.perf_counter() - start
+    steps = await DBOS.list_workflow_steps_async(workflow_id)
+    size = sum(len(json.dumps(step["output"], default=str)) for step in steps)
+    size += sum([len(json.dumps(value)) async for value in DBOS.read_stream_async(workflow_id, EVENTS_STREAM)])
+    return elapsed, size, len(steps)
+
+
+async def measure(turns: int, runs: int) -> None:
+    agent = AGENTS[turns]
+    local = [await in_process(agent) for _ in range(runs)]
+    await durable(agent, False)  # warm-up
+    quiet = [await durable(agent, False) for _ in range(runs)]
+    streamed = [await durable(agent, True) for _ in range(runs)]
+    print(f"turns per run: {turns} (one model step and one tool step each; the last turn has no tool)")
+    print(f"in process:          {statistics.median(local) / turns * 1000:8.2f} ms/turn")
+    for label, rows in (("durable, no caller", quiet), ("durable, streaming", streamed)):
+        ms = statistics.median(r[0] for r in rows) / turns * 1000
+        size = statistics.median(r[1] for r in rows)
+        steps = statistics.median(r[2] for r in rows)
+        print(
+            f"{label}: {ms:8.2f} ms/turn, kept {size / turns / 1024:6.1f} KiB/turn "
+            f"({steps / turns:.1f} operations/turn, {size / 1024:.0f} KiB in all)"
+        )
+
+
+async def one_process(concurrent: int) -> None:
+    agent = AGENTS[5]
+    start = time.perf_counter()
+    ids = await asyncio.gather(
+        *(start_agent(agent, [al.UserMessage(content="go")], id=uuid.uuid4().hex) for _ in range(concurrent))
+    )
+    results = await asyncio.gather(*(result(i) for i in ids))
+    elapsed = time.perf_counter() - start
+    assert all(r[-1].stop_reason == "stop" for r in results)  # type: ignore[union-attr]
+    print(
+        f"{concurrent} concurrent runs of 5 turns, in this process: {elapsed:.1f} s, "
+        f"{concurrent * 5 / elapsed:.0f} turns/s"
+    )
+
+
+async def throughput(url: str, concurrent: int, processes: int) -> None:
+    client = DBOSClient(system_database_url=url)
+    try:
+        start = time.perf_counter()
+        prompt = [al.UserMessage(content="go")]
+        ids = await asyncio.gather(
+            *(start_agent("bench5", prompt, id=uuid.uuid4().hex, client=client) for _ in range(concurrent))
+        )
+        results = await asyncio.gather(*(result(i, client=client) for i in ids))
+        elapsed = time.perf_counter() - start
+    finally:
+        client.destroy()
+    assert all(r[-1].stop_reason == "stop" for r in results)  # type: ignore[union-attr]
+    print(
+        f"{concurrent} concurrent runs of 5 turns, enqueued, {processes} worker processes: {elapsed:.1f} s, "
+        f"{concurrent * 5 / elapsed:.0f} turns/s"
+    )
+
+
+def serve(url: str) -> None:
+    """A worker process of the throughput measurement."""
+    DBOS(config=config(url))
+    DBOS.launch()
+    DBOS.register_queue(QUEUE, polling_interval_sec=0.05)
+    print("ready", flush=True)
+    threading.Event().wait()
+
+
+AGENTS = {turns: make_agent(turns) for turns in (5, 20, 60)}
+
+
+@contextlib.contextmanager
+def database(choice: str) -> Iterator[str]:
+    if choice == "sqlite":
+        with tempfile.TemporaryDirectory() as directory:
+            yield f"sqlite:///{directory}/bench.sqlite"
+    elif choice == "postgres":
+        from tests.dbos.postgres import postgres_cluster
+
+        with postgres_cluster() as url:
+            yield url
+    else:
+        yield choice
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["worker"]:
+        serve(sys.argv[2])
+        return
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--database", default="sqlite", help="sqlite, postgres, or a database URL")
+    parser.add_argument("--turns", type=int, default=20, choices=sorted(AGENTS))
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--concurrent", type=int, default=0)
+    parser.add_argument("--worker-processes", type=int, default=2)
+    args = parser.parse_args()
+    with database(args.database) as url:
+        print(f"database: {url.split(':')[0]}")
+        DBOS(config=config(url))
+        DBOS.launch()
+        try:
+            asyncio.run(measure(args.turns, args.runs))
+            if args.concurrent:
+                asyncio.run(one_process(args.concurrent))
+        finally:
+            DBOS.destroy()
+        if not args.concurrent:
+            return
+        workers: list[subprocess.Popen[str]] = []
+        try:
+            for _ in range(args.worker_processes):
+                process = subprocess.Popen([sys.executable, __file__, "worker", url], stdout=subprocess.PIPE, text=True)
+                workers.append(process)
+                assert process.stdout is not None and process.stdout.readline().strip() == "ready"
+            asyncio.run(throughput(url, args.concurrent, args.worker_processes))
+        finally:
+            for process in workers:
+                process.terminate()
+                process.wait(30)
+                assert process.stdout is not None
+                process.stdout.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,229 @@
+"""agentloop's loop as a DBOS workflow, in this process on SQLite: the same events as in one
+process, tools as steps (parallel, a barrier, a failing one) in a deterministic order, steering,
+follow-up, abort and approval as DBOS messages, DBOS's own errors propagating, and trio refused.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+from dbos import DBOS
+from dbos._error import DBOSException
+
+import agentloop as al
+from agentloop.dbos import (
+    DBOSAgent,
+    abort,
+    approve,
+    follow_up,
+    idempotency_key,
+    result,
+    start_agent,
+    steer,
+    stream_events,
+)
+
+from . import agents
+from .support import PROMPT, check_envelopes, comparable, normalized, text
+
+pytestmark = pytest.mark.usefixtures("launched_dbos")
+
+
+@pytest.fixture
+def log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.setenv("AGENTLOOP_TEST_LOG", str(tmp_path))
+    yield tmp_path
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+async def in_process(agent: DBOSAgent) -> tuple[list[al.AgentEvent], list[al.AgentMessage]]:
+    events: list[al.AgentEvent] = []
+    config = al.AgentLoopConfig(model=agent.model, tool_execution=agent.tool_execution, max_turns=agent.max_turns)
+    context = al.AgentContext(system_prompt=agent.system_prompt, tools=agent.tools)
+    new = await al.run_agent_loop([PROMPT], context, config, events.append, stream_fn=agent.stream_fn)
+    return events, new
+
+
+async def durable(agent: DBOSAgent) -> tuple[str, list[al.EventEnvelope], list[al.AgentMessage]]:
+    workflow_id = await start_agent(agent, [PROMPT], id=f"{agent.name}-{uuid.uuid4().hex}")
+    with anyio.fail_after(20):
+        envelopes = [e async for e in stream_events(workflow_id)]
+        messages = await result(workflow_id)
+    check_envelopes(envelopes)
+    return workflow_id, envelopes, messages
+
+
+async def steps(workflow_id: str) -> list[str]:
+    return [step["function_name"] for step in await DBOS.list_workflow_steps_async(workflow_id)]
+
+
+async def test_a_run_gives_the_events_and_messages_of_a_run_in_one_process() -> None:
+    events, messages = await in_process(agents.one_tool)
+    workflow_id, envelopes, durable_messages = await durable(agents.one_tool)
+    assert comparable([e.event for e in envelopes]) == comparable(events)
+    assert normalized([al.to_json(m) for m in durable_messages]) == normalized([al.to_json(m) for m in messages])
+    assert {e.run_id for e in envelopes} == {workflow_id}
+    assert [s for s in await steps(workflow_id) if not s.startswith("DBOS.")] == [
+        "one_tool.model",
+        "one_tool.tool.lookup",
+        "one_tool.model",
+        "one_tool.publish",
+    ]
+
+
+async def test_parallel_calls_and_a_barrier_are_steps_in_source_order(log: Path) -> None:
+    events, messages = await in_process(agents.parallel)
+    workflow_id, envelopes, durable_messages = await durable(agents.parallel)
+    assert normalized([al.to_json(m) for m in durable_messages]) == normalized([al.to_json(m) for m in messages])
+    assert sorted(map(str, comparable([e.event for e in envelopes]))) == sorted(map(str, comparable(events)))
+    results = {m.tool_call_id: m for m in durable_messages if isinstance(m, al.ToolResultMessage)}
+    assert list(results) == ["p1", "p2", "p3", "p4"]
+    assert results["p4"].is_error and "no such key: d" in text(results["p4"])
+    assert text(results["p2"]) == "noted b"
+    assert [s for s in await steps(workflow_id) if ".tool." in s] == [
+        "parallel.tool.lookup",
+        "parallel.tool.barrier",  # begins after p1 is finalized...
+        "parallel.tool.lookup",  # ...and p3, p4 after it
+        "parallel.tool.broken",
+    ]
+
+
+async def test_a_reconnecting_caller_gets_the_rest_of_the_events_once() -> None:
+    workflow_id, envelopes, _ = await durable(agents.one_tool)
+    rest = [e async for e in stream_events(workflow_id, after_seq=4)]
+    assert [e.seq for e in rest] == list(range(5, len(envelopes)))
+    assert [al.to_json(e.event) for e in rest] == [al.to_json(e.event) for e in envelopes[5:]]
+    with pytest.raises(ValueError, match="after_seq must be the seq of an event already seen"):
+        await stream_events(workflow_id, after_seq=-2).__anext__()
+
+
+async def wait_for_tool(log: Path) -> None:
+    with anyio.fail_after(10):
+        while not lines(log / "tool_starts"):  # noqa: ASYNC110 (written by the workflow's tool)
+            await anyio.sleep(0.02)
+
+
+async def test_steering_during_a_tool_reaches_the_next_turn(log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLOW_TOOL_SECONDS", "0.5")
+    workflow_id = await start_agent(agents.slow, [PROMPT], id=f"steer-{uuid.uuid4().hex}")
+    await wait_for_tool(log)
+    await steer(workflow_id, al.UserMessage(content="and y?", timestamp=2))
+    with anyio.fail_after(20):
+        messages = await result(workflow_id)
+    assert [m.role for m in messages] == ["user", "assistant", "toolResult", "user", "assistant"]
+    assert text(messages[3]) == "and y?"
+
+
+async def test_a_follow_up_runs_when_the_agent_would_stop(log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLOW_TOOL_SECONDS", "0.5")
+    workflow_id = await start_agent(agents.follow_up, [PROMPT], id=f"follow-{uuid.uuid4().hex}")
+    await wait_for_tool(log)
+    await follow_up(workflow_id, al.UserMessage(content="now y", timestamp=2))
+    with anyio.fail_after(20):
+        envelopes = [e async for e in stream_events(workflow_id)]
+        messages = await result(workflow_id)
+    check_envelopes(envelopes)
+    assert [m.role for m in messages] == ["user", "assistant", "toolResult", "assistant", "user", "assistant"]
+    assert text(messages[-1]) == "y is 43"
+
+
+async def test_an_abort_ends_the_run_aborted_at_the_next_step(log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLOW_TOOL_SECONDS", "0.5")
+    workflow_id = await start_agent(agents.slow, [PROMPT], id=f"abort-{uuid.uuid4().hex}")
+    await wait_for_tool(log)
+    await abort(workflow_id)
+    with anyio.fail_after(20):
+        envelopes = [e async for e in stream_events(workflow_id)]
+        messages = await result(workflow_id)
+    check_envelopes(envelopes)
+    last = messages[-1]
+    assert isinstance(last, al.AssistantMessage) and last.stop_reason == "aborted"
+    assert text(messages[2]) == "x=42"  # the running tool finished
+    assert lines(log / "model_calls") == ["0"]  # no model call after the abort
+    assert envelopes[-1].type == "agent_end"
+
+
+async def test_a_call_waits_for_its_approval(log: Path) -> None:
+    workflow_id = await start_agent(agents.payment, [PROMPT], id=f"pay-{uuid.uuid4().hex}")
+    with anyio.fail_after(20):
+        async for envelope in stream_events(workflow_id):  # the call is visible while it waits
+            if envelope.type == "tool_execution_start":
+                break
+        assert lines(log / "tool_starts") == []
+        await approve(workflow_id, "m1")
+        messages = await result(workflow_id)
+    assert text(messages[2]) == "paid 5"
+    assert lines(log / "tool_starts") == [f"pay 5 {workflow_id}/m1"]
+
+
+async def test_a_denied_call_gets_an_error_result_and_its_tool_does_not_run(log: Path) -> None:
+    workflow_id = await start_agent(agents.payment, [PROMPT], id=f"deny-{uuid.uuid4().hex}")
+    await approve(workflow_id, "m1", False, reason="over budget")
+    with anyio.fail_after(20):
+        messages = await result(workflow_id)
+    result_message = messages[2]
+    assert isinstance(result_message, al.ToolResultMessage) and result_message.is_error
+    assert text(result_message) == "over budget"
+    assert lines(log / "tool_starts") == []
+
+
+async def test_dbos_errors_end_the_run_and_never_become_tool_results() -> None:
+    workflow_id = await start_agent(agents.engine, [PROMPT], id=f"engine-{uuid.uuid4().hex}")
+    seen: list[al.EventEnvelope] = []
+    with anyio.fail_after(20), pytest.raises(DBOSException, match="the engine failed on x"):
+        async for envelope in stream_events(workflow_id):
+            seen.append(envelope)
+    assert not any(e.type == "tool_execution_end" for e in seen)
+    with pytest.raises(DBOSException, match="the engine failed on x"):
+        await result(workflow_id)
+
+
+async def test_a_model_call_that_raises_ends_the_run_with_an_error_message(log: Path) -> None:
+    _, envelopes, messages = await durable(agents.failing)
+    last = messages[-1]
+    assert isinstance(last, al.AssistantMessage) and last.stop_reason == "error"
+    assert last.error_message == "The model call failed: RuntimeError: provider exploded"
+    assert envelopes[-1].type == "agent_end"
+    assert lines(log / "model_calls") == ["failing"]
+
+
+def test_an_agent_is_checked_where_it_is_defined() -> None:
+    with pytest.raises(ValueError, match="letters, digits"):
+        DBOSAgent("no spaces", model=agents.MODEL)
+    with pytest.raises(ValueError, match="already defined"):
+        DBOSAgent("one_tool", model=agents.MODEL)
+    with pytest.raises(ValueError, match="must run alone in its batch"):
+        DBOSAgent("approving", model=agents.MODEL, tools=[agents.lookup], approval=["lookup"])
+    with pytest.raises(ValueError, match="not among the tools"):
+        DBOSAgent("approving", model=agents.MODEL, tools=[agents.lookup], approval=["pay"])
+    with pytest.raises(ValueError, match="max_parallel_tool_calls"):
+        DBOSAgent("limited", model=agents.MODEL, max_parallel_tool_calls=0)
+    with pytest.raises(RuntimeError, match="only available in a tool running as a DBOS step"):
+        idempotency_key()
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_on_trio_every_function_fails_at_once(anyio_backend: str) -> None:
+    calls: list[Callable[[], Awaitable[object]]] = [
+        lambda: start_agent("one_tool", [PROMPT], id=""),
+        lambda: stream_events("w", after_seq=-2).__anext__(),
+        lambda: result(""),
+        lambda: steer("w", "not a message"),  # type: ignore[arg-type]
+        lambda: follow_up("w", "not a message"),  # type: ignore[arg-type]
+        lambda: abort("w", client="not a client"),  # type: ignore[arg-type]
+        lambda: approve("w", "c1", "yes"),  # type: ignore[arg-type]
+    ]
+    for make in calls:
+        if anyio_backend == "trio":
+            with pytest.raises(RuntimeError, match="DBOS runs async workflows on asyncio only, not on trio"):
+                await make()
+        else:  # past the backend check: the arguments' own error
+            with pytest.raises((ValueError, TypeError)):
+                await make()

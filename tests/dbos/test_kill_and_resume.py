@@ -1,0 +1,170 @@
+"""A DBOS worker process SIGKILLed in the middle of a tool call; a second worker resumes the run.
+
+On SQLite and on PostgreSQL: the model is not called again for the turn that had finished, the
+tool is retried (with the same idempotency key), the caller (a `DBOSClient` in this process)
+streaming the events sees each one once, in order, and the final transcript equals an
+uninterrupted run's.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+from dbos import DBOSClient
+
+import agentloop as al
+from agentloop.dbos import result, start_agent, stream_events
+
+from .support import PROMPT, check_envelopes, comparable, normalized
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def spawn_worker(url: str, log: Path, tool_seconds: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "AGENTLOOP_TEST_LOG": str(log), "SLOW_TOOL_SECONDS": tool_seconds}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.dbos.worker_process", url],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert process.stdout is not None
+    assert process.stdout.readline().strip() == "ready"
+    return process
+
+
+async def read_all(workflow_id: str, client: DBOSClient, into: list[al.EventEnvelope]) -> None:
+    async for envelope in stream_events(workflow_id, client=client, poll_interval=0.05):
+        into.append(envelope)
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+@pytest.fixture
+def workers() -> Iterator[list[subprocess.Popen[str]]]:
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for process in started:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        assert process.stdout is not None
+        process.stdout.close()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/dbos.sqlite"
+    url: str = request.getfixturevalue("postgres_url")
+    return url.rsplit("/", 1)[0] + f"/kill_{uuid.uuid4().hex[:8]}"  # a database of its own
+
+
+async def test_a_worker_killed_mid_tool_is_replaced_and_the_run_resumes(
+    database_url: str, tmp_path: Path, workers: list[subprocess.Popen[str]]
+) -> None:
+    log = tmp_path / "log"
+    log.mkdir()
+    workers.append(spawn_worker(database_url, log, tool_seconds="600"))
+    client = DBOSClient(system_database_url=database_url)
+    try:
+        workflow_id = await start_agent("slow", [PROMPT], id=f"kill-{uuid.uuid4().hex}", client=client)
+        envelopes: list[al.EventEnvelope] = []
+
+        with anyio.fail_after(45):
+            async with anyio.create_task_group() as group:
+                group.start_soon(read_all, workflow_id, client, envelopes)
+                while not lines(log / "tool_starts"):  # noqa: ASYNC110 (written by the worker process)
+                    await anyio.sleep(0.05)
+                while not any(e.type == "tool_execution_start" for e in envelopes):  # noqa: ASYNC110
+                    await anyio.sleep(0.05)
+                killed_at = time.monotonic()
+                os.kill(workers[0].pid, signal.SIGKILL)
+                workers[0].wait()
+                seen_before_kill = len(envelopes)
+                workers.append(spawn_worker(database_url, log, tool_seconds="0"))
+                messages = await result(workflow_id, client=client)
+            resumed_in = time.monotonic() - killed_at
+
+        model_calls = lines(log / "model_calls")
+        tool_starts = lines(log / "tool_starts")
+        print(
+            f"\n[{database_url.split(':')[0]}] events seen before the kill: {seen_before_kill}, "
+            f"after: {len(envelopes) - seen_before_kill}"
+        )
+        print(f"model calls (by assistant messages in context): {model_calls}")
+        print(f"tool starts: {tool_starts}")
+        print(f"kill to result: {resumed_in:.1f} s")
+        assert model_calls == ["0", "1"]  # the first call was not repeated by the second worker
+        assert len(tool_starts) == 2  # the interrupted call was retried...
+        assert tool_starts[0] == tool_starts[1] == f"slow_lookup x {workflow_id}/s1"  # ...with the same key
+        check_envelopes(envelopes)  # every event once, in order (seq 0..n-1), a well-formed run
+        assert 0 < seen_before_kill < len(envelopes)
+
+        # An uninterrupted run of the same conversation, on the surviving worker.
+        clean_id = await start_agent("slow", [PROMPT], id=f"clean-{uuid.uuid4().hex}", client=client)
+        with anyio.fail_after(30):
+            clean_envelopes = [e async for e in stream_events(clean_id, client=client, poll_interval=0.05)]
+            clean = await result(clean_id, client=client)
+        assert normalized([al.to_json(m) for m in messages]) == normalized([al.to_json(m) for m in clean])
+        assert comparable([e.event for e in envelopes]) == comparable([e.event for e in clean_envelopes])
+    finally:
+        client.destroy()
+
+
+async def test_a_worker_killed_in_a_parallel_batch_resumes_with_the_steps_in_the_same_order(
+    database_url: str, tmp_path: Path, workers: list[subprocess.Popen[str]]
+) -> None:
+    """Two calls of the batch finished (recorded), one was running: the replay meets the recorded
+    steps in the order it calls them again, and only the interrupted one runs again."""
+    log = tmp_path / "log"
+    log.mkdir()
+    workers.append(spawn_worker(database_url, log, tool_seconds="600"))
+    client = DBOSClient(system_database_url=database_url)
+    try:
+        workflow_id = await start_agent("slow_parallel", [PROMPT], id=f"batch-{uuid.uuid4().hex}", client=client)
+        envelopes: list[al.EventEnvelope] = []
+        with anyio.fail_after(45):
+            async with anyio.create_task_group() as group:
+                group.start_soon(read_all, workflow_id, client, envelopes)
+                while len(lines(log / "tool_starts")) < 3:  # noqa: ASYNC110 (written by the worker process)
+                    await anyio.sleep(0.05)
+                await anyio.sleep(0.5)  # the quick calls' steps are recorded
+                os.kill(workers[0].pid, signal.SIGKILL)
+                workers[0].wait()
+                workers.append(spawn_worker(database_url, log, tool_seconds="0"))
+                messages = await result(workflow_id, client=client)
+
+        tool_starts = lines(log / "tool_starts")
+        print(f"\n[{database_url.split(':')[0]}] tool starts: {tool_starts}")
+        assert lines(log / "model_calls") == ["0", "1"]
+        assert sorted(tool_starts) == sorted(["lookup a", "lookup c", *[f"slow_lookup b {workflow_id}/q2"] * 2])
+        check_envelopes(envelopes)
+
+        clean_id = await start_agent("slow_parallel", [PROMPT], id=f"clean-{uuid.uuid4().hex}", client=client)
+        with anyio.fail_after(30):
+            clean_envelopes = [e async for e in stream_events(clean_id, client=client, poll_interval=0.05)]
+            clean = await result(clean_id, client=client)
+        assert normalized([al.to_json(m) for m in messages]) == normalized([al.to_json(m) for m in clean])
+        assert sorted(map(str, comparable([e.event for e in envelopes]))) == sorted(
+            map(str, comparable([e.event for e in clean_envelopes]))
+        )
+    finally:
+        client.destroy()
