@@ -204,6 +204,22 @@ async def w4_agents(agents: int) -> int:
     return done // 6
 
 
+async def w4_loops(agents: int) -> int:
+    """W4l: `agents` `agent_loop` runs at once, 5 tool turns each, each read by `async with ... async for`."""
+    stream_fn = scripted_model(turns=5)
+    done = 0
+
+    async def one() -> None:
+        nonlocal done
+        seen = await _consume(stream_fn, (OK_CHECKPOINT,), TurnEnd)
+        done += seen
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(agents):
+            tg.start_soon(one)
+    return done // 6
+
+
 @functools.cache
 def transcript(length: int) -> tuple[object, ...]:
     """A pre-filled conversation of `length` messages (questions and answers), built once."""
@@ -235,5 +251,6 @@ WORKLOADS = {
     "w2_bare": w2_bare,
     "w3_parallel": w3_parallel,
     "w4_agents": w4_agents,
+    "w4_loops": w4_loops,
     "w6_transcript": w6_transcript,
 }

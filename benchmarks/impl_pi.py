@@ -202,6 +202,19 @@ async def w4_agents(agents: int) -> int:
     return done // 6
 
 
+async def w4_loops(agents: int) -> int:
+    stream_fn = scripted_model(turns=5)
+    done = 0
+
+    async def one() -> None:
+        nonlocal done
+        seen = await _consume(stream_fn, (OK_CHECKPOINT,), TurnEndEvent)
+        done += seen
+
+    await asyncio.gather(*(one() for _ in range(agents)))
+    return done // 6
+
+
 @functools.cache
 def transcript(length: int) -> tuple[Any, ...]:
     out: list[Any] = []
@@ -226,5 +239,6 @@ WORKLOADS = {
     "w2_turns": w2_turns,
     "w3_parallel": w3_parallel,
     "w4_agents": w4_agents,
+    "w4_loops": w4_loops,
     "w6_transcript": w6_transcript,
 }

@@ -766,3 +766,46 @@ async def test_an_aborted_stream_keeps_its_own_terminal_message(anyio_backend: o
     assert final.stop_reason == "aborted"
     assert final.error_message == "Request aborted by user"
     assert final.text == "a"
+
+
+async def test_an_abort_in_a_parallel_batch_cuts_only_what_still_runs(anyio_backend: object) -> None:
+    # c0 aborts and returns, c1 ignores the signal (cut after the grace period), c2 stops on the signal
+    # and returns its own result, c3 waits for a slot (never begins: "Operation aborted"). The
+    # batch is bounded by the grace period, and every call gets exactly one result.
+    signal = al.AbortSignal()
+    began: list[str] = []
+
+    async def execute(tool_call_id: str, params: Any, sig: al.AbortSignal, on_update: Any) -> str:
+        began.append(tool_call_id)
+        if tool_call_id == "c0":
+            await anyio.sleep(0.01)
+            signal.abort()  # the other calls are running or waiting for a slot
+            return "quick"
+        if tool_call_id == "c1":
+            await anyio.sleep(60)  # ignores the signal
+        await sig.wait()
+        return "stopped"
+
+    tool = al.AgentTool(name="t", description="t", parameters={"type": "object"}, execute=execute)
+    model = ScriptedModel([Response(content=[ScriptedToolCall(f"c{i}", "t", {}) for i in range(4)]), "ok"])
+    events: list[al.AgentEvent] = []
+    context = al.AgentContext(system_prompt="", messages=[], tools=[tool])
+    config = al.AgentLoopConfig(model=MODEL, tool_abort_grace=0.05, max_parallel_tool_calls=3)
+    with anyio.fail_after(5):
+        start = anyio.current_time()
+        await al.run_agent_loop([user("go")], context, config, events.append, signal, model)
+        elapsed = anyio.current_time() - start
+    check_events(events)
+    assert began == ["c0", "c1", "c2"]
+    assert elapsed < 2
+    ends = {
+        e.tool_call_id: (text(e.result.content[0]), e.is_error) for e in events if isinstance(e, al.ToolExecutionEnd)
+    }
+    assert ends == {
+        "c0": ("quick", False),
+        "c1": ("Operation aborted", True),
+        "c2": ("stopped", False),
+        "c3": ("Operation aborted", True),
+    }
+    results = [e.message for e in events if isinstance(e, al.MessageEnd)]
+    assert [m.tool_call_id for m in results if isinstance(m, al.ToolResultMessage)] == ["c0", "c1", "c2", "c3"]
