@@ -62,9 +62,14 @@ async def in_process_with(agent: TemporalAgent, decisions: dict[str, str | None]
     return events
 
 
-async def test_approved_calls_run_and_a_denied_one_is_blocked_as_in_process(client: Client, queue: str) -> None:
+@pytest.mark.parametrize("cached", [True, False], ids=["cached", "replayed"])
+async def test_approved_calls_run_and_a_denied_one_is_blocked_as_in_process(
+    client: Client, queue: str, cached: bool
+) -> None:
+    """`replayed`: a worker without a workflow cache rebuilds the wait from the history at every step."""
+    options: dict[str, Any] = {} if cached else {"max_cached_workflows": 0}
     with anyio.fail_after(30):
-        async with worker(client, task_queue=queue, agents=agents.ALL):
+        async with worker(client, task_queue=queue, agents=agents.ALL, **options):
             handle = await start_agent(client, "guarded", [PROMPT], id=f"ok-{uuid.uuid4().hex}", task_queue=queue)
             first = await next_pending(handle)
             assert await pending_approvals(handle) == [first]  # one at a time, in the calls' order

@@ -26,6 +26,7 @@ from temporalio.client import Client
 from agentloop.temporal import TemporalAgent, start_agent, stream_events, worker
 
 from ..conformance.run import MODEL, Scenario, build_message, event_line
+from .test_temporal_run import ends_as_sets
 
 PUBLIC = Path(__file__).resolve().parents[1] / "conformance" / "public"
 NOT_STREAMED = frozenset({"message_update", "tool_execution_update"})
@@ -71,20 +72,6 @@ def golden(name: str) -> tuple[list[dict[str, Any]], int | None]:
     lines = [json.loads(line) for line in (PUBLIC / "golden" / f"{name}.jsonl").read_text().splitlines() if line]
     returned = next((line["messages"] for line in lines if line["type"] == "return"), None)
     return [line for line in lines if line["type"] in AGENT_EVENTS], returned
-
-
-def ends_as_sets(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The trace with each run of consecutive `tool_execution_end` lines in tool call id order."""
-    out: list[dict[str, Any]] = []
-    ends: list[dict[str, Any]] = []
-    for line in [*lines, {"type": "(end)"}]:
-        if line["type"] == "tool_execution_end":
-            ends.append(line)
-            continue
-        out += sorted(ends, key=lambda end: end["toolCallId"])
-        ends = []
-        out.append(line)
-    return out[:-1]
 
 
 async def test_the_loop_scenarios_give_the_golden_events_through_the_engine(client: Client) -> None:

@@ -47,8 +47,24 @@ def normalized(value: Any) -> Any:
 def comparable(events: Sequence[al.AgentEvent]) -> list[Any]:
     """The conformance runner's trace of a run (timestamps dropped, a streaming assistant message
     as its content so far), without `message_update`: the model activity consumes the token
-    deltas, and the workflow's stream yields `start` and `done` only."""
-    return [event_line(event) for event in events if event.type != "message_update"]
+    deltas, and the workflow's stream yields `start` and `done` only. The calls of a parallel
+    batch end in the order their activities finish (in one process a tie goes by source order),
+    so consecutive `tool_execution_end` lines are put in tool call id order."""
+    return ends_as_sets([event_line(event) for event in events if event.type != "message_update"])
+
+
+def ends_as_sets(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The trace with each run of consecutive `tool_execution_end` lines in tool call id order."""
+    out: list[dict[str, Any]] = []
+    ends: list[dict[str, Any]] = []
+    for line in lines:
+        if line["type"] == "tool_execution_end":
+            ends.append(line)
+            continue
+        out += sorted(ends, key=lambda end: end["toolCallId"])
+        ends = []
+        out.append(line)
+    return out + sorted(ends, key=lambda end: end["toolCallId"])
 
 
 async def in_process(agent: TemporalAgent) -> tuple[list[al.AgentEvent], list[al.AgentMessage]]:
