@@ -24,7 +24,7 @@ from ._updates import settle
 
 __all__ = ("FAIR_SHARE", "RunState")
 
-FAIR_SHARE = 32
+FAIR_SHARE = 48
 """A run gives the scheduler a turn at least every this many steps (a model event read, a tool call
 made): a fast model (a cache, a local server) or tools that never wait cannot starve the other
 runs of the process."""
