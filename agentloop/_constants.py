@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import get_args
 
-from ._types import AgentMessage, StopReason, ThinkingLevel
+from ._types import AgentMessage, Message, StopReason, ThinkingLevel
 
 __all__ = (
     "ABORTED_TEXT",
@@ -16,6 +16,7 @@ __all__ = (
     "CLEANUP_TIMEOUT",
     "DONE_REASONS",
     "ERROR_REASONS",
+    "LLM_MESSAGE_TYPES",
     "LLM_ROLES",
     "REASONING_LEVELS",
     "STOP_REASONS",
@@ -40,6 +41,9 @@ ERROR_REASONS = ("error", "aborted")
 
 AGENT_MESSAGE_TYPES: tuple[type[AgentMessage], ...] = get_args(AgentMessage)
 """The classes of a transcript's messages (for `isinstance`)."""
+
+LLM_MESSAGE_TYPES: tuple[type[Message], ...] = get_args(Message)
+"""The classes of the messages a model understands (for `isinstance`)."""
 
 LLM_ROLES = ("user", "assistant", "toolResult")
 """The roles a model understands; any other role is a `CustomMessage`'s."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 from dbos import DBOS
@@ -35,7 +35,7 @@ from ._abort import AbortSignal
 from ._codec import from_json, to_json
 from ._config import AgentContext, AgentLoopConfig, MaybeAwaitable, StreamFn, StreamOptions, ToolExecution, call
 from ._constants import ABORTED_TEXT, TOOL_ABORTED_TEXT
-from ._durable import approval_names, check_definition, final_message, replayed
+from ._durable import approval_names, check_definition, ending, final_message, replayed
 from ._envelope import EventEnvelope, envelope_to_json
 from ._events import (
     AgentEvent,
@@ -337,7 +337,7 @@ class _DurableRun:
     ) -> AsyncIterator[AssistantMessageEvent]:
         """The loop's stream function: the model step, then `start` and `done` for its message."""
         if options.signal.aborted:  # the contract: an aborted signal ends the stream at once
-            yield ErrorEvent("aborted", _ending(model, "aborted", ABORTED_TEXT, self.now))
+            yield ErrorEvent("aborted", ending(model, "aborted", ABORTED_TEXT, self.now))
             return
         data = await DBOS.run_step_async(
             {"name": f"{self.agent.name}.model"}, self._call_model, model, context, options
@@ -370,7 +370,7 @@ class _DurableRun:
             raise
         except Exception as exc:  # get_api_key or a stream function that broke its contract: the call failed
             text = f"The model call failed: {type(exc).__name__}: {exception_text(exc)}"
-            final = _ending(model, "error", text, now_ms())
+            final = ending(model, "error", text, now_ms())
         return to_json(final)
 
     # --- tool calls --------------------------------------------------------------------------------
@@ -450,14 +450,3 @@ def _call_id(event: AgentEvent) -> str:
         message = getattr(event, "message", None)
         call_id = getattr(message, "tool_call_id", None)
     return call_id or ""
-
-
-def _ending(model: Model, reason: Literal["error", "aborted"], text: str, timestamp: int) -> AssistantMessage:
-    return AssistantMessage(
-        api=model.api,
-        provider=model.provider,
-        model=model.id,
-        stop_reason=reason,
-        error_message=text,
-        timestamp=timestamp,
-    )

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal
 
 from ._events import AssistantMessageEvent, DoneEvent, ErrorEvent, StartEvent
 from ._stream_source import opened_stream
 from ._tools import AgentTool
 from ._types import AssistantMessage, Model
 
-__all__ = ("IncompleteStream", "approval_names", "check_definition", "final_message", "replayed")
+__all__ = ("IncompleteStream", "approval_names", "check_definition", "ending", "final_message", "replayed")
 
 
 class IncompleteStream(RuntimeError):
@@ -35,6 +35,18 @@ async def final_message(source: Any) -> AssistantMessage:
             if isinstance(event, ErrorEvent):
                 return event.error
     raise IncompleteStream("the model stream ended without a done or error event")
+
+
+def ending(model: Model, reason: Literal["error", "aborted"], text: str, timestamp: int) -> AssistantMessage:
+    """The message a model call ends with when it never answered (failed, or aborted before it ran)."""
+    return AssistantMessage(
+        api=model.api,
+        provider=model.provider,
+        model=model.id,
+        stop_reason=reason,
+        error_message=text,
+        timestamp=timestamp,
+    )
 
 
 async def replayed(final: AssistantMessage) -> AsyncIterator[AssistantMessageEvent]:

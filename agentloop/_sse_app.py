@@ -66,10 +66,11 @@ from ._asgi import SSE_HEADERS, BodyTooLarge, Receive, Scope, Send, header, read
 from ._codec import encode_json, from_json, to_json
 from ._compact import CompactEncoder
 from ._config import MaybeAwaitable
+from ._constants import AGENT_MESSAGE_TYPES
 from ._envelope import EventEnvelope, dumps_envelope, enveloping
 from ._json_fallback import encode_lenient
 from ._sessions import Session, SessionLockedError, SessionNotFoundError, SessionStore, check_session_id
-from ._types import AgentMessage, AssistantMessage, CustomMessage, ToolResultMessage, UserMessage
+from ._types import AgentMessage, UserMessage
 from ._util import single_exception
 
 if sys.version_info < (3, 11):  # pragma: no cover
@@ -78,7 +79,6 @@ if sys.version_info < (3, 11):  # pragma: no cover
 __all__ = ("AgentSSEApp",)
 
 _ROUTE = re.compile(r"^/sessions(?:/([^/]+)(?:/([a-z_-]+))?)?/?$")
-_MESSAGE_TYPES = (UserMessage, AssistantMessage, ToolResultMessage, CustomMessage)
 _JSON = b"application/json"
 
 
@@ -664,7 +664,7 @@ def _messages_of(body: dict[str, Any]) -> list[AgentMessage]:
             raise _HTTPError(400, f"{key} {i}: {exc}") from None
         except RecursionError:
             raise _HTTPError(400, f"{key} {i}: the message nests too deeply") from None
-        if not isinstance(message, _MESSAGE_TYPES):
+        if not isinstance(message, AGENT_MESSAGE_TYPES):
             raise _HTTPError(400, f"{key} {i}: not a message (it needs a 'role')")
         messages.append(message)
     return messages

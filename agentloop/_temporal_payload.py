@@ -21,6 +21,7 @@ from temporalio.converter import (
 )
 
 from ._codec import encode_json, from_json, to_json
+from ._constants import AGENT_MESSAGE_TYPES
 from ._events import (
     AgentEnd,
     AgentStart,
@@ -96,7 +97,7 @@ class AgentRun:
             if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
                 raise TypeError(f"AgentRun.{name} must be a sequence of messages, got {type(value).__name__}")
             for i, message in enumerate(value):
-                if not isinstance(message, (UserMessage, AssistantMessage, ToolResultMessage, CustomMessage)):
+                if not isinstance(message, AGENT_MESSAGE_TYPES):
                     raise TypeError(f"AgentRun.{name}[{i}] must be an agentloop message, got {type(message).__name__}")
 
 

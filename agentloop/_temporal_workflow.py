@@ -25,7 +25,7 @@ import asyncio  # noqa: TID251  (Temporal workflows run on asyncio only)
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TemporalError
@@ -41,7 +41,7 @@ from ._config import (
     default_convert_to_llm,
 )
 from ._constants import ABORTED_TEXT
-from ._durable import replayed
+from ._durable import ending, replayed
 from ._envelope import EventEnvelope, envelope_to_json
 from ._events import (
     AgentEnd,
@@ -447,7 +447,7 @@ def _model_stream(
 
     async def stream(model: Model, context: Context, options: StreamOptions) -> AsyncIterator[AssistantMessageEvent]:
         if options.signal.aborted:  # the contract: an aborted signal ends the stream at once
-            yield ErrorEvent("aborted", _ending(model, "aborted", ABORTED_TEXT))
+            yield ErrorEvent("aborted", ending(model, "aborted", ABORTED_TEXT, _now_ms()))
             return
         try:
             try:
@@ -460,20 +460,9 @@ def _model_stream(
         except ActivityError as exc:
             if isinstance(exc.cause, CancelledError):
                 raise
-            yield ErrorEvent("error", _ending(model, "error", f"The model call failed: {_failure_text(exc)}"))
+            yield ErrorEvent("error", ending(model, "error", f"The model call failed: {_failure_text(exc)}", _now_ms()))
             return
         async for event in replayed(final):
             yield event
 
     return stream
-
-
-def _ending(model: Model, reason: Literal["error", "aborted"], text: str) -> AssistantMessage:
-    return AssistantMessage(
-        api=model.api,
-        provider=model.provider,
-        model=model.id,
-        stop_reason=reason,
-        error_message=text,
-        timestamp=_now_ms(),
-    )

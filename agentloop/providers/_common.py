@@ -13,9 +13,10 @@ from typing import Any, Literal
 
 from .._codec import decode_json
 from .._config import StreamOptions
+from .._constants import LLM_MESSAGE_TYPES
 from .._events import AssistantMessageEvent, DoneEvent, ErrorEvent
 from .._partial import AssistantMessageBuilder
-from .._types import AssistantMessage, Context, Cost, ImageContent, Model, ToolResultMessage, Usage, UserMessage
+from .._types import AssistantMessage, Context, Cost, ImageContent, Model, Usage
 
 __all__ = (
     "AssistantMessageEventStream",
@@ -94,7 +95,7 @@ def check_llm_messages(context: Context) -> None:
     """ProviderError when the context holds a message no model understands (a custom message that
     `convert_to_llm` left in), naming it, instead of failing somewhere in the conversion."""
     for i, message in enumerate(context.messages):
-        if not isinstance(message, (UserMessage, AssistantMessage, ToolResultMessage)):
+        if not isinstance(message, LLM_MESSAGE_TYPES):
             role = getattr(message, "role", None)
             raise ProviderError(
                 f"context.messages[{i}] is a {type(message).__name__} (role {role!r}), which no model understands: "

@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from .._codec import _usage, _usage_from, decode_json, encode_json, from_json, to_json
 from .._config import StreamOptions
-from .._constants import DONE_REASONS, ERROR_REASONS, REASONING_LEVELS
+from .._constants import DONE_REASONS, ERROR_REASONS, LLM_MESSAGE_TYPES, REASONING_LEVELS
 from .._events import (
     AssistantMessageEvent,
     DoneEvent,
@@ -49,16 +49,13 @@ from .._model_json import model_from_json, model_to_json
 from .._model_json import str_map as _str_map
 from .._partial import AssistantMessageBuilder
 from .._types import (
-    AssistantMessage,
     Context,
     Message,
     Model,
     TextContent,
     ThinkingContent,
     ToolCall,
-    ToolResultMessage,
     Usage,
-    UserMessage,
 )
 
 __all__ = (
@@ -232,7 +229,7 @@ def _decode_context(data: Any) -> Context:
             message = from_json(raw)
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from None
-        if not isinstance(message, (UserMessage, AssistantMessage, ToolResultMessage)):
+        if not isinstance(message, LLM_MESSAGE_TYPES):
             role = raw.get("role") if isinstance(raw, dict) else None
             raise ValueError(f"{where}: expected a user, assistant or toolResult message, got role {role!r}")
         messages.append(message)
