@@ -27,6 +27,7 @@ from agentloop.dbos import (
     steer,
     stream_events,
 )
+from tests import durable_scripts as scripts
 
 from . import agents
 from .support import PROMPT, check_envelopes, comparable, normalized, text
@@ -269,15 +270,15 @@ async def test_an_unknown_workflow_is_an_error_at_once() -> None:
 
 def test_an_agent_is_checked_where_it_is_defined() -> None:
     with pytest.raises(ValueError, match="letters, digits"):
-        DBOSAgent("no spaces", model=agents.MODEL)
+        DBOSAgent("no spaces", model=scripts.MODEL)
     with pytest.raises(ValueError, match="already defined"):
-        DBOSAgent("one_tool", model=agents.MODEL)
+        DBOSAgent("one_tool", model=scripts.MODEL)
     with pytest.raises(ValueError, match="must run alone in its batch"):
-        DBOSAgent("approving", model=agents.MODEL, tools=[agents.lookup], needs_approval=["lookup"])
+        DBOSAgent("approving", model=scripts.MODEL, tools=[scripts.lookup], needs_approval=["lookup"])
     with pytest.raises(ValueError, match="not among the tools"):
-        DBOSAgent("approving", model=agents.MODEL, tools=[agents.lookup], needs_approval=["pay"])
+        DBOSAgent("approving", model=scripts.MODEL, tools=[scripts.lookup], needs_approval=["pay"])
     with pytest.raises(ValueError, match="max_parallel_tool_calls"):
-        DBOSAgent("limited", model=agents.MODEL, max_parallel_tool_calls=0)
+        DBOSAgent("limited", model=scripts.MODEL, max_parallel_tool_calls=0)
     with pytest.raises(RuntimeError, match="only available in a tool running as a DBOS step"):
         idempotency_key()
 

@@ -1,15 +1,13 @@
 """The scripted agents of the Temporal tests, importable by the tests and by worker processes.
 
-Each agent's model answers a call with the n-th scripted response, n being the number of
-assistant messages in the context (so a fresh worker process answers as the first one would).
-When `AGENTLOOP_TEST_LOG` names a directory, model calls and tool starts are appended to files
-there (`model_calls`, `tool_starts`): the counts survive a killed worker.
+What the two engines' tests share (the model, the common tools and scripts, the log of model
+calls and tool starts that survives a killed worker) is `tests.durable_scripts`.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -24,84 +22,25 @@ from agentloop.temporal import (
     TemporalAgent,
     idempotency_key,
 )
-from agentloop.testing import Response, ScriptedModel, ScriptedToolCall
-
-MODEL = al.Model(id="scripted", api="scripted", provider="scripted")
-
-
-def _log(name: str, line: str) -> None:
-    directory = os.environ.get("AGENTLOOP_TEST_LOG")
-    if directory:
-        with open(Path(directory) / name, "a") as f:
-            f.write(line + "\n")
-
-
-def scripted(responses: Sequence[Response | str]):  # type: ignore[no-untyped-def]
-    def stream(
-        model: al.Model, context: al.Context, options: al.StreamOptions
-    ) -> AsyncIterator[al.AssistantMessageEvent]:
-        n = sum(1 for m in context.messages if m.role == "assistant")
-        _log("model_calls", str(n))
-        return ScriptedModel([responses[n]] if n < len(responses) else [])(model, context, options)
-
-    return stream
-
-
-@al.tool
-async def lookup(key: str) -> str:
-    """Look a key up."""
-    _log("tool_starts", f"lookup {key}")
-    return f"{key}=42"
+from agentloop.testing import Response, ScriptedToolCall
+from tests.durable_scripts import FOLLOW_UP, MODEL, ONE_TOOL, PARALLEL, SLOW, barrier, broken, log, lookup, scripted
 
 
 @al.tool
 async def slow_lookup(key: str) -> str:
     """Look a key up slowly: for SLOW_TOOL_SECONDS (the kill test kills the worker meanwhile)."""
-    _log("tool_starts", f"slow_lookup {key} {idempotency_key()}")
+    log("tool_starts", f"slow_lookup {key} {idempotency_key()}")
     await anyio.sleep(float(os.environ.get("SLOW_TOOL_SECONDS", "0")))
     return f"{key}=42"
-
-
-@al.tool(execution_mode="sequential")
-async def barrier(note: str) -> str:
-    """A tool that runs alone in a batch."""
-    _log("tool_starts", f"barrier {note}")
-    return f"noted {note}"
 
 
 @al.tool
 async def delete(path: str) -> str:
     """Delete a file: a call waits for a person's approval."""
-    _log("tool_starts", f"delete {path}")
+    log("tool_starts", f"delete {path}")
     return f"deleted {path}"
 
 
-@al.tool
-async def broken(key: str) -> str:
-    """A tool that fails."""
-    raise KeyError(f"no such key: {key}")
-
-
-ONE_TOOL: list[Response | str] = [
-    Response(content=[ScriptedToolCall("c1", "lookup", {"key": "x"})]),
-    "x is 42",
-]
-PARALLEL: list[Response | str] = [
-    Response(
-        content=[
-            ScriptedToolCall("p1", "lookup", {"key": "a"}),
-            ScriptedToolCall("p2", "barrier", {"note": "b"}),
-            ScriptedToolCall("p3", "lookup", {"key": "c"}),
-            ScriptedToolCall("p4", "broken", {"key": "d"}),
-        ]
-    ),
-    "all done",
-]
-SLOW: list[Response | str] = [
-    Response(content=[ScriptedToolCall("s1", "slow_lookup", {"key": "x"})]),
-    "x is 42",
-]
-FOLLOW_UP: list[Response | str] = [*SLOW, "y is 43"]
 MANY_TURNS: list[Response | str] = [
     *(Response(content=[ScriptedToolCall(f"t{i}", "lookup", {"key": str(i)})]) for i in range(5)),
     "five lookups done",
@@ -198,7 +137,7 @@ def failing_model(
     model: al.Model, context: al.Context, options: al.StreamOptions
 ) -> AsyncIterator[al.AssistantMessageEvent]:
     """A stream function that breaks its contract (raises): the model activity fails, every attempt."""
-    _log("model_calls", "failing")
+    log("model_calls", "failing")
     raise RuntimeError("provider exploded")
 
 

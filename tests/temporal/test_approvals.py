@@ -26,6 +26,7 @@ from agentloop.temporal import (
     stream_events,
     worker,
 )
+from tests import durable_scripts as scripts
 
 from ..support import as_assistant, text
 from . import agents
@@ -148,12 +149,12 @@ async def test_a_run_that_asks_no_approvals_refuses_a_decision(client: Client, q
 
 def test_needs_approval_is_checked_where_the_agent_is_made() -> None:
     with pytest.raises(ValueError, match=r"needs_approval names \['nope'\], which are not among the tools"):
-        TemporalAgent("a", model=agents.MODEL, tools=[agents.lookup], needs_approval=["nope"])
+        TemporalAgent("a", model=scripts.MODEL, tools=[scripts.lookup], needs_approval=["nope"])
     with pytest.raises(TypeError, match="needs_approval must be a collection of tool names or a callable"):
-        TemporalAgent("a", model=agents.MODEL, tools=[agents.lookup], needs_approval="lookup")
+        TemporalAgent("a", model=scripts.MODEL, tools=[scripts.lookup], needs_approval="lookup")
     with pytest.raises(TypeError, match="approval_timeout must be a positive timedelta or None, got 5"):
-        TemporalAgent("a", model=agents.MODEL, approval_timeout=5)  # type: ignore[arg-type]
-    asks = TemporalAgent("a", model=agents.MODEL, tools=[agents.lookup], needs_approval=lambda call: "yes")  # type: ignore[arg-type,return-value]
+        TemporalAgent("a", model=scripts.MODEL, approval_timeout=5)  # type: ignore[arg-type]
+    asks = TemporalAgent("a", model=scripts.MODEL, tools=[scripts.lookup], needs_approval=lambda call: "yes")  # type: ignore[arg-type,return-value]
     with pytest.raises(TypeError, match="needs_approval must return a bool, got str"):
         asks.call_needs_approval(al.ToolCall("c", "lookup", {}))
 

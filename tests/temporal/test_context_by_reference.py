@@ -24,6 +24,7 @@ from agentloop.temporal import (
     TemporalAgent,
     worker,
 )
+from tests import durable_scripts as scripts
 
 from . import agents
 from .test_temporal_run import check_envelopes, comparable, durable_run, in_process, normalized
@@ -129,7 +130,7 @@ async def test_the_stores_keep_what_they_are_given_under_its_digest(tmp_path: Pa
 
 def test_context_store_is_checked_where_the_agent_is_made() -> None:
     with pytest.raises(TypeError, match=r"context_store must have async put\(key, data\) and get\(key\) methods"):
-        TemporalAgent("a", model=agents.MODEL, context_store={})  # type: ignore[arg-type]
+        TemporalAgent("a", model=scripts.MODEL, context_store={})  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="FileContextStore needs a directory path, got int"):
         FileContextStore(3)  # type: ignore[arg-type]
 
@@ -147,7 +148,7 @@ def echo_agent(store: ContextStore | None) -> TemporalAgent:
     def stream(model: al.Model, context: al.Context, options: al.StreamOptions) -> Any:
         return al.testing.ScriptedModel([f"{len(context.messages)} messages"])(model, context, options)
 
-    return TemporalAgent("echo", model=agents.MODEL, tools=[agents.lookup], stream_fn=stream, context_store=store)
+    return TemporalAgent("echo", model=scripts.MODEL, tools=[scripts.lookup], stream_fn=stream, context_store=store)
 
 
 async def test_a_long_chain_is_flattened_so_a_cold_worker_reads_a_few_blobs() -> None:

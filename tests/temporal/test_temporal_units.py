@@ -9,23 +9,22 @@ from temporalio.api.common.v1 import Payload
 
 import agentloop as al
 from agentloop.temporal import ActivityOptions, AgentLoopPayloadConverter, AgentRun, TemporalAgent, idempotency_key
-
-from . import agents
+from tests import durable_scripts as scripts
 
 
 def test_temporal_agent_checks_its_arguments() -> None:
     with pytest.raises(ValueError, match="TemporalAgent name must be letters, digits"):
-        TemporalAgent("no spaces", model=agents.MODEL)
+        TemporalAgent("no spaces", model=scripts.MODEL)
     with pytest.raises(TypeError, match=r"model must be an agentloop\.Model, got str"):
         TemporalAgent("a", model="gpt")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"tools\[0\] must be an AgentTool, got builtin_function_or_method"):
-        TemporalAgent("a", model=agents.MODEL, tools=[print])  # type: ignore[list-item]
+        TemporalAgent("a", model=scripts.MODEL, tools=[print])  # type: ignore[list-item]
     with pytest.raises(ValueError, match="tools must have distinct names"):
-        TemporalAgent("a", model=agents.MODEL, tools=[agents.lookup, agents.lookup])
+        TemporalAgent("a", model=scripts.MODEL, tools=[scripts.lookup, scripts.lookup])
     with pytest.raises(ValueError, match="tool_activities names 'nope', which is not one of the tools"):
-        TemporalAgent("a", model=agents.MODEL, tools=[agents.lookup], tool_activities={"nope": ActivityOptions()})
+        TemporalAgent("a", model=scripts.MODEL, tools=[scripts.lookup], tool_activities={"nope": ActivityOptions()})
     with pytest.raises(ValueError, match="turns_per_history must be a positive int, got 0"):
-        TemporalAgent("a", model=agents.MODEL, turns_per_history=0)
+        TemporalAgent("a", model=scripts.MODEL, turns_per_history=0)
     with pytest.raises(TypeError, match="start_to_close_timeout must be a positive timedelta, got 5"):
         ActivityOptions(start_to_close_timeout=5)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="heartbeat_timeout must be a positive timedelta"):
