@@ -116,7 +116,7 @@ class AbortCut:
     an event: a listener that aborts must not cancel its own delivery); `cut()` applies it after.
     """
 
-    __slots__ = ("_grace", "_key", "_scope", "_signal", "held")
+    __slots__ = ("_grace", "_key", "_scope", "_signal", "cancelled_caught", "held")
 
     def __init__(self, signal: AbortSignal, grace: float = 0.0, *, deadline: float = math.inf) -> None:
         self._signal = signal
@@ -124,11 +124,8 @@ class AbortCut:
         self._scope = anyio.CancelScope(deadline=deadline)
         self._key = -1
         self.held = False
-
-    @property
-    def cancelled_caught(self) -> bool:
-        """Whether the abort cut the block."""
-        return self._scope.cancelled_caught
+        self.cancelled_caught = False
+        """Whether the abort cut the block (set when the block ends)."""
 
     def __enter__(self) -> AbortCut:
         self._scope.__enter__()
@@ -143,7 +140,10 @@ class AbortCut:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> bool:
         self._signal._callbacks.pop(self._key, None)
-        return bool(self._scope.__exit__(exc_type, exc, tb))
+        scope = self._scope
+        swallowed = scope.__exit__(exc_type, exc, tb)
+        self.cancelled_caught = scope.cancelled_caught
+        return bool(swallowed)
 
     def _on_abort(self) -> None:
         if not self.held:

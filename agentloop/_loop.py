@@ -1,7 +1,7 @@
 """The one implementation of the agent loop: `_Run.events`, an async generator of events.
 
 It is pi-agent-core's `runLoop` with the behaviour of agentloop's profile (barriers, bounded
-abort, `should_stop_after_turn`, `max_turns`). Three ways of consuming it:
+abort, `should_stop_after_turn`, `max_turns`). Two ways of consuming it:
 
 * `drive` (for `run_agent_loop`, `async with agent_loop(...)` and the `Agent`): every event goes
   to a live sink as it happens; the generator delivers a model stream's and a tool batch's events
@@ -10,7 +10,9 @@ abort, `should_stop_after_turn`, `max_turns`). Three ways of consuming it:
   event; a tool batch's, collected while the batch runs, once the batch has ended.
 
 No cancel scope or task group is ever open across a `yield`: abort cuts (`AbortCut`) and a
-batch's task group open and close within one step. What a run works on (the transcript, the
+batch's task group open and close within one step. A model stream is read by `respond` (a live
+sink: one cut around the whole stream) or `respond_bare` (a cut around each read); both turn its
+events into agent events with `agent_event`. What a run works on (the transcript, the
 config in force, the signal, the sink) is a `RunState` (`_run`), which the tool batches
 (`_execution`) share.
 """
@@ -20,7 +22,7 @@ from __future__ import annotations
 import inspect
 import sys
 from collections.abc import AsyncGenerator, Callable, Coroutine, Sequence
-from contextlib import aclosing, nullcontext
+from contextlib import aclosing
 from dataclasses import replace
 from types import AsyncGeneratorType
 from typing import Any, cast
@@ -54,7 +56,7 @@ from ._events import (
 )
 from ._execution import execute_tool_calls, fail_truncated_tool_calls
 from ._run import RunState
-from ._stream_source import not_a_stream
+from ._stream_source import opened_stream
 from ._tools import AgentTool
 from ._types import (
     AgentMessage,
@@ -325,8 +327,9 @@ class _Run(RunState):
                         terminate = False
                     else:
                         tool_results, terminate = await execute_tool_calls(self, message, tool_calls)
-                    for event in self.take_collected():
-                        yield event
+                    if self.collected is not None:
+                        for event in self.take_collected():
+                            yield event
                     has_more_tool_calls = not terminate
                     self.messages.extend(tool_results)
                     self.new_messages.extend(tool_results)
@@ -426,14 +429,31 @@ class _Run(RunState):
         deliver = self.deliver  # no coroutine per delta for a plain sink
         signal = self.signal
         with AbortCut(signal) as cut:
-            async with aclosing(self.read_stream(llm_context, options, state, cut_reads=False)) as stream:
-                async for event in stream:
+            source = self.open_stream(llm_context, options)
+            read = source.__anext__
+            try:
+                while True:
+                    self.countdown -= 1
+                    if self.countdown <= 0:  # a stream that never waits lets the other tasks run now and then
+                        await self.fair_share()
+                    try:
+                        event = self.agent_event(await read(), state)
+                    except StopAsyncIteration:
+                        break
+                    if event is None:
+                        if state.ended:
+                            break
+                        continue
                     cut.held = True
                     if (pending := deliver(event)) is not None:
                         await settle(pending)
                     cut.held = False
                     if signal._aborted:
-                        cut.cut()  # aborted during the delivery: the next read is cut
+                        cut.cut()  # aborted during the delivery: a read that has to wait is cut
+            except BaseException:
+                await _close(source, shielded=True)  # noqa: ASYNC102 - shielded, with a timeout, inside _close
+                raise
+            await _finish(source, state)
         final = self.response(state)
         if state.last is None and (pending := deliver(MessageStart(final))) is not None:
             await settle(pending)
@@ -442,12 +462,35 @@ class _Run(RunState):
         return final
 
     async def respond_bare(self) -> AsyncGenerator[AgentEvent, None]:
-        """One model call in a bare run: its events yielded as they come (`response()` is the message)."""
+        """One model call in a bare run: its events yielded as they come, each read in an abort cut of
+        its own (no cut spans a `yield`); `response()` is the message."""
         llm_context, options = await self.request()
         state = _Streaming()
-        async with aclosing(self.read_stream(llm_context, options, state, cut_reads=True)) as stream:
-            async for event in stream:
-                yield event  # noqa: ASYNC119 - the context is aclosing: it closes an inner generator, no scope
+        signal = self.signal
+        source = self.open_stream(llm_context, options)
+        read = source.__anext__
+        try:
+            while True:
+                self.countdown -= 1
+                if self.countdown <= 0:
+                    await self.fair_share()
+                with AbortCut(signal) as cut:
+                    try:
+                        raw = await read()
+                    except StopAsyncIteration:
+                        break
+                if cut.cancelled_caught:
+                    break
+                event = self.agent_event(raw, state)
+                if event is None:
+                    if state.ended:
+                        break
+                    continue
+                yield event
+        except BaseException:
+            await _close(source, shielded=True)  # noqa: ASYNC102 - shielded, with a timeout, inside _close
+            raise
+        await _finish(source, state)
         final = self.response(state)
         if state.last is None:
             yield MessageStart(final)
@@ -469,101 +512,43 @@ class _Run(RunState):
         self.new_messages.append(final)
         return final
 
-    def read_stream(
-        self, llm_context: Context, options: StreamOptions, state: _Streaming, *, cut_reads: bool
-    ) -> AsyncGenerator[AgentEvent, None]:
-        """Call the stream function; its events, as agent events (see `read_events`)."""
+    def open_stream(self, llm_context: Context, options: StreamOptions) -> Any:
+        """Call the stream function: its events, as an async iterator (`_opened` for the rarer shapes)."""
         source: Any = self.stream_fn(self.model, llm_context, options)
         if type(source) is AsyncGeneratorType:  # the usual shape needs no probing
-            return self.read_events(source, state, cut_reads)
-        return self.read_other(source, state, cut_reads)
+            return source
+        return _opened(source)
 
-    async def read_other(self, source: Any, state: _Streaming, cut_reads: bool) -> AsyncGenerator[AgentEvent, None]:
-        """`read_events` for what a stream function returned when it is not an async generator.
-
-        An async context manager it returns stays entered while its events are read: in a bare
-        run, across the run's yields, so one that holds a cancel scope or a task group is for the
-        `async with` form only.
-        """
-        if inspect.isawaitable(source):
-            with AbortCut(self.signal) if cut_reads else nullcontext() as cut:
-                source = await source
-            if cut is not None and cut.cancelled_caught:
-                return
-        if hasattr(source, "__aenter__"):
-            async with source as events:
-                async for event in self.read_events(events, state, cut_reads):
-                    yield event  # noqa: ASYNC119 - a stream function's own context manager (see read_other)
-        else:
-            async for event in self.read_events(source, state, cut_reads):
-                yield event
-
-    async def read_events(self, events: Any, state: _Streaming, cut_reads: bool) -> AsyncGenerator[AgentEvent, None]:
-        """Yield a model stream's events as agent events, until its terminal event.
-
-        With `cut_reads`, an abort cuts each read of the stream in a cut of its own (no cut spans a
-        `yield`); without it, the caller's cut covers the whole stream. The source is always closed.
-        """
-        if not hasattr(events, "__anext__"):
-            raise not_a_stream(events)
-        signal = self.signal
-        read = events.__anext__
+    def agent_event(self, event: Any, state: _Streaming) -> AgentEvent | None:
+        """The agent event for one model stream event, or None: none to emit, and the stream has
+        `state.ended` when this event ends it (its terminal event, or an abort before it)."""
+        if self.signal._aborted:
+            # Aborted before this event was delivered: it is not, unless it is the stream's own
+            # aborted ending, which is kept (as in the reference).
+            if getattr(event, "type", None) == "error" and event.error.stop_reason == "aborted":
+                state.final = event.error
+            state.ended = True
+            return None
         try:
-            while True:
-                self.countdown -= 1
-                if self.countdown <= 0:  # a stream that never waits lets the other tasks run now and then
-                    await self.fair_share()
-                if not cut_reads:
-                    try:
-                        event = await read()
-                    except StopAsyncIteration:
-                        break
-                else:
-                    with AbortCut(signal) as cut:
-                        try:
-                            event = await read()
-                        except StopAsyncIteration:
-                            break
-                    if cut.cancelled_caught:
-                        break
-                if signal._aborted:
-                    # Aborted before this event was delivered: it is not, unless it is the
-                    # stream's own aborted ending, which is kept (as in the reference).
-                    if getattr(event, "type", None) == "error" and event.error.stop_reason == "aborted":
-                        state.final = event.error
-                    break
-                try:
-                    kind = event.type
-                except AttributeError:
-                    kind = None  # not an event: the TypeError below says so
-                if kind in _UPDATE_TYPES:
-                    if state.last is None:
-                        continue  # no `start` yet: the reference drops block events too
-                    state.last = event
-                    yield MessageUpdate(None, event)
-                elif kind == "start":
-                    state.last = event
-                    yield MessageStart._streaming(event)
-                elif kind == "done":
-                    state.final = event.message
-                    break
-                elif kind == "error":
-                    state.final = event.error
-                    break
-                else:
-                    raise TypeError(f"stream function yielded an unknown event: {event!r}")
-        except BaseException:
-            await _close(events, shielded=True)  # noqa: ASYNC102 - shielded, with a timeout, inside _close
-            raise
-        if state.final is not None and type(events) is AsyncGeneratorType:
-            # After its terminal event a source is let run to its end: a generator normally just
-            # ends, which costs less than throwing GeneratorExit into it.
-            try:
-                await events.__anext__()
-            except StopAsyncIteration:
-                return
-        # What is left is closed; after an abort, bounded like any cleanup.
-        await _close(events, shielded=state.final is None)
+            kind = event.type
+        except AttributeError:
+            kind = None  # not an event: the TypeError below says so
+        if kind in _UPDATE_TYPES:
+            if state.last is None:
+                return None  # no `start` yet: the reference drops block events too
+            state.last = event
+            return MessageUpdate(None, event)
+        if kind == "start":
+            state.last = event
+            return MessageStart._streaming(event)
+        if kind == "done":
+            state.final = event.message
+        elif kind == "error":
+            state.final = event.error
+        else:
+            raise TypeError(f"stream function yielded an unknown event: {event!r}")
+        state.ended = True
+        return None
 
     def ended(self, partial: AssistantMessage | None, reason: Any, text: str) -> AssistantMessage:
         if partial is None:
@@ -582,11 +567,35 @@ class _Run(RunState):
 class _Streaming:
     """What the loop saw of one model response, kept when it is cut."""
 
-    __slots__ = ("final", "last")
+    __slots__ = ("ended", "final", "last")
 
     def __init__(self) -> None:
         self.last: Any = None  # the latest event that carries the partial message
-        self.final: Any = None
+        self.final: Any = None  # the message of its terminal event
+        self.ended = False  # it ended: its terminal event, or an abort
+
+
+async def _opened(source: Any) -> AsyncGenerator[Any, None]:
+    """The events of what a stream function returned when it is not an async generator (awaited and
+    entered by `opened_stream`). In a bare run an async context manager it returns stays entered
+    across the run's yields, so one that holds a cancel scope or a task group is for the `async
+    with` form only."""
+    async with opened_stream(source) as events:
+        async for event in events:
+            yield event  # noqa: ASYNC119 - a stream function's own context manager (see above)
+
+
+async def _finish(events: Any, state: _Streaming) -> None:
+    """Let a source that ended with its terminal event run to its end, or close what is left of it."""
+    if state.final is not None and type(events) is AsyncGeneratorType:
+        # A generator normally just ends after its terminal event, which costs less than
+        # throwing GeneratorExit into it.
+        try:
+            await events.__anext__()
+        except StopAsyncIteration:
+            return
+    # What is left is closed; after an abort, bounded like any cleanup.
+    await _close(events, shielded=state.final is None)
 
 
 async def _close(events: Any, shielded: bool) -> None:
