@@ -315,6 +315,44 @@ async def test_abort_cuts_a_stream_function_that_ignores_the_signal(anyio_backen
     assert closed == ["closed"]
 
 
+@pytest.mark.parametrize("shape", ["awaitable", "context manager"])
+async def test_abort_while_a_stream_function_s_result_opens_ends_the_run(anyio_backend: object, shape: str) -> None:
+    # A stream function that returns an awaitable or an async context manager: in a bare run the
+    # first read awaits or enters it, in an abort cut like any read; the cut leaves it closed.
+    signal = al.AbortSignal()
+    log: list[str] = []
+
+    class Opening:
+        """An async context manager that takes forever to open (it ignores the signal)."""
+
+        async def __aenter__(self) -> AsyncIterator[Any]:
+            log.append("enter")
+            await anyio.sleep_forever()
+            raise AssertionError("unreachable")
+
+        async def __aexit__(self, *exc_info: object) -> None:
+            log.append("exit")
+
+    async def opening(model: al.Model, context: al.Context, options: al.StreamOptions) -> Any:
+        log.append("await")
+        await anyio.sleep_forever()
+
+    stream_fn = opening if shape == "awaitable" else (lambda model, context, options: Opening())
+    seen: list[al.AgentEvent] = []
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(abort_soon, signal)
+            loop = al.agent_loop(
+                [al.UserMessage(content="go")], al.AgentContext(), al.AgentLoopConfig(model=MODEL), signal, stream_fn
+            )
+            async for event in loop:
+                seen.append(event)
+    check_events(seen)
+    assert [e.type for e in seen[-4:]] == ["message_start", "message_end", "turn_end", "agent_end"]
+    assert last_assistant(seen).stop_reason == "aborted"
+    assert log == (["await"] if shape == "awaitable" else ["enter"])
+
+
 async def abort_soon(signal: al.AbortSignal) -> None:
     await anyio.sleep(0.02)
     signal.abort()
