@@ -429,7 +429,7 @@ class _Run(RunState):
         deliver = self.deliver  # no coroutine per delta for a plain sink
         signal = self.signal
         with AbortCut(signal) as cut:
-            source = self.open_stream(llm_context, options)
+            source, own_generator = self.open_stream(llm_context, options)
             read = source.__anext__
             try:
                 while True:
@@ -453,7 +453,7 @@ class _Run(RunState):
             except BaseException:
                 await _close(source, shielded=True)  # noqa: ASYNC102 - shielded, with a timeout, inside _close
                 raise
-            await _finish(source, state)
+            await _finish(source, state, own_generator)
         final = self.response(state)
         if state.last is None and (pending := deliver(MessageStart(final))) is not None:
             await settle(pending)
@@ -467,7 +467,7 @@ class _Run(RunState):
         llm_context, options = await self.request()
         state = _Streaming()
         signal = self.signal
-        source = self.open_stream(llm_context, options)
+        source, own_generator = self.open_stream(llm_context, options)
         read = source.__anext__
         try:
             while True:
@@ -490,7 +490,7 @@ class _Run(RunState):
         except BaseException:
             await _close(source, shielded=True)  # noqa: ASYNC102 - shielded, with a timeout, inside _close
             raise
-        await _finish(source, state)
+        await _finish(source, state, own_generator)
         final = self.response(state)
         if state.last is None:
             yield MessageStart(final)
@@ -512,12 +512,13 @@ class _Run(RunState):
         self.new_messages.append(final)
         return final
 
-    def open_stream(self, llm_context: Context, options: StreamOptions) -> Any:
-        """Call the stream function: its events, as an async iterator (`_opened` for the rarer shapes)."""
+    def open_stream(self, llm_context: Context, options: StreamOptions) -> tuple[Any, bool]:
+        """Call the stream function: its events as an async iterator (`_opened` for the rarer shapes),
+        and whether that is the function's own async generator (see `_finish`)."""
         source: Any = self.stream_fn(self.model, llm_context, options)
         if type(source) is AsyncGeneratorType:  # the usual shape needs no probing
-            return source
-        return _opened(source)
+            return source, True
+        return _opened(source), False
 
     def agent_event(self, event: Any, state: _Streaming) -> AgentEvent | None:
         """The agent event for one model stream event, or None: none to emit, and the stream has
@@ -585,11 +586,14 @@ async def _opened(source: Any) -> AsyncGenerator[Any, None]:
             yield event  # noqa: ASYNC119 - a stream function's own context manager (see above)
 
 
-async def _finish(events: Any, state: _Streaming) -> None:
-    """Let a source that ended with its terminal event run to its end, or close what is left of it."""
-    if state.final is not None and type(events) is AsyncGeneratorType:
-        # A generator normally just ends after its terminal event, which costs less than
-        # throwing GeneratorExit into it.
+async def _finish(events: Any, state: _Streaming, own_generator: bool) -> None:
+    """Let a stream function's own async generator that ended with its terminal event run to its
+    end, or close what is left of the source.
+
+    A generator normally just ends after its terminal event, which costs less than throwing
+    GeneratorExit into it; any other iterator may wait for more after it (a queue that nobody
+    fills), so it is closed there."""
+    if state.final is not None and own_generator:
         try:
             await events.__anext__()
         except StopAsyncIteration:

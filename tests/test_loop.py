@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import aclosing, asynccontextmanager
 from typing import Any, Literal
 
 import anyio
@@ -522,6 +522,65 @@ async def test_stream_sources_context_managers_coroutines_and_protocol_errors(an
 
     with pytest.raises(TypeError, match="must return an async iterator"):
         await run([user("go")], lambda m, c, o: 42)
+
+
+class _QueueStream:
+    """An async iterator that is not a generator: it gives its events, then waits for more forever
+    (as a queue-backed stream may), and records that it was closed."""
+
+    def __init__(self, events: list[Any], log: list[str]) -> None:
+        self._events = list(events)
+        self._log = log
+
+    def __aiter__(self) -> _QueueStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        if self._events:
+            return self._events.pop(0)
+        await anyio.sleep_forever()  # nothing more is ever pushed
+        raise AssertionError("unreachable")
+
+    async def aclose(self) -> None:
+        self._log.append("closed")
+
+
+@pytest.mark.parametrize("shape", ["iterator", "awaitable", "context manager"])
+@pytest.mark.parametrize("form", ["async with", "bare"])
+async def test_a_stream_that_waits_after_its_terminal_event_is_closed_not_read(
+    anyio_backend: object, shape: str, form: str
+) -> None:
+    # Only a stream function's own async generator is read past its terminal event (to let it end
+    # by itself); any other iterator is closed there, whatever shape wrapped it.
+    log: list[str] = []
+
+    def events() -> _QueueStream:
+        builder = al.AssistantMessageBuilder(api="faux")
+        script = [builder.start(), builder.text_start(), builder.text_delta("hi"), builder.text_end()]
+        return _QueueStream([*script, builder.done("stop")], log)
+
+    @asynccontextmanager
+    async def as_context() -> AsyncIterator[Any]:
+        yield events()
+
+    async def as_awaitable() -> Any:
+        return events()
+
+    def stream_fn(m: al.Model, c: al.Context, o: al.StreamOptions) -> Any:
+        return {"iterator": events, "awaitable": as_awaitable, "context manager": as_context}[shape]()
+
+    loop = al.agent_loop([user("go")], al.AgentContext(), al.AgentLoopConfig(model=MODEL), None, stream_fn)
+    seen: list[al.AgentEvent] = []
+    with anyio.fail_after(5):
+        if form == "bare":
+            async with aclosing(loop) as bare:
+                seen = [event async for event in bare]
+        else:
+            async with loop as stream:
+                seen = [event async for event in stream]
+    check_events(seen)
+    assert last_assistant(seen).text == "hi" and last_assistant(seen).stop_reason == "stop"
+    assert log == ["closed"]
 
 
 async def test_length_stop_fails_tool_calls_without_running_them(anyio_backend: object) -> None:
