@@ -371,7 +371,9 @@ class Tracing:
     async def _chat_events(
         self, span: Span, run: _RunSpans | None, source: Any, options: StreamOptions
     ) -> AsyncIterator[AssistantMessageEvent]:
-        """The model's events, unchanged; the span ends at the terminal one (or when cut)."""
+        """The model's events, unchanged, up to the terminal one, where the span ends (or where
+        the stream is cut). Nothing after it is read: the loop reads no further either, and a
+        stream that waits for more after its terminal event would never end."""
         ended = False
         try:
             async with opened_stream(source) as events:
@@ -381,9 +383,11 @@ class Tracing:
                         event = await read()
                     except StopAsyncIteration:
                         break
-                    if not ended and getattr(event, "type", None) in _TERMINAL:
+                    if getattr(event, "type", None) in _TERMINAL:
                         ended = True
                         self._chat_end(span, event, options.api_key)
+                        yield event
+                        return
                     yield event
         except BaseException as exc:
             if not ended:
