@@ -429,7 +429,7 @@ class _Run(RunState):
         deliver = self.deliver  # no coroutine per delta for a plain sink
         signal = self.signal
         with AbortCut(signal) as cut:
-            source, own_generator = self.open_stream(llm_context, options)
+            source = self.open_stream(llm_context, options)
             read = source.__anext__
             try:
                 while True:
@@ -453,7 +453,7 @@ class _Run(RunState):
             except BaseException:
                 await _close(source, shielded=True)  # noqa: ASYNC102 - shielded, with a timeout, inside _close
                 raise
-            await _finish(source, state, own_generator)
+            await _close(source, shielded=state.final is None)  # after an abort, bounded like any cleanup
         final = self.response(state)
         if state.last is None and (pending := deliver(MessageStart(final))) is not None:
             await settle(pending)
@@ -467,7 +467,7 @@ class _Run(RunState):
         llm_context, options = await self.request()
         state = _Streaming()
         signal = self.signal
-        source, own_generator = self.open_stream(llm_context, options)
+        source = self.open_stream(llm_context, options)
         read = source.__anext__
         try:
             while True:
@@ -490,7 +490,7 @@ class _Run(RunState):
         except BaseException:
             await _close(source, shielded=True)  # noqa: ASYNC102 - shielded, with a timeout, inside _close
             raise
-        await _finish(source, state, own_generator)
+        await _close(source, shielded=state.final is None)
         final = self.response(state)
         if state.last is None:
             yield MessageStart(final)
@@ -512,13 +512,15 @@ class _Run(RunState):
         self.new_messages.append(final)
         return final
 
-    def open_stream(self, llm_context: Context, options: StreamOptions) -> tuple[Any, bool]:
-        """Call the stream function: its events as an async iterator (`_opened` for the rarer shapes),
-        and whether that is the function's own async generator (see `_finish`)."""
+    def open_stream(self, llm_context: Context, options: StreamOptions) -> Any:
+        """Call the stream function: its events, as an async iterator (`_opened` for the rarer shapes).
+
+        The loop reads it up to its terminal event and closes it there, as the reference's `break`
+        out of `for await` does: a stream that would wait for more after it never holds the run."""
         source: Any = self.stream_fn(self.model, llm_context, options)
         if type(source) is AsyncGeneratorType:  # the usual shape needs no probing
-            return source, True
-        return _opened(source), False
+            return source
+        return _opened(source)
 
     def agent_event(self, event: Any, state: _Streaming) -> AgentEvent | None:
         """The agent event for one model stream event, or None: none to emit, and the stream has
@@ -584,22 +586,6 @@ async def _opened(source: Any) -> AsyncGenerator[Any, None]:
     async with opened_stream(source) as events:
         async for event in events:
             yield event  # noqa: ASYNC119 - a stream function's own context manager (see above)
-
-
-async def _finish(events: Any, state: _Streaming, own_generator: bool) -> None:
-    """Let a stream function's own async generator that ended with its terminal event run to its
-    end, or close what is left of the source.
-
-    A generator normally just ends after its terminal event, which costs less than throwing
-    GeneratorExit into it; any other iterator may wait for more after it (a queue that nobody
-    fills), so it is closed there."""
-    if state.final is not None and own_generator:
-        try:
-            await events.__anext__()
-        except StopAsyncIteration:
-            return
-    # What is left is closed; after an abort, bounded like any cleanup.
-    await _close(events, shielded=state.final is None)
 
 
 async def _close(events: Any, shielded: bool) -> None:

@@ -545,19 +545,28 @@ class _QueueStream:
         self._log.append("closed")
 
 
-@pytest.mark.parametrize("shape", ["iterator", "awaitable", "context manager"])
+@pytest.mark.parametrize("shape", ["generator", "iterator", "awaitable", "context manager"])
 @pytest.mark.parametrize("form", ["async with", "bare"])
 async def test_a_stream_that_waits_after_its_terminal_event_is_closed_not_read(
     anyio_backend: object, shape: str, form: str
 ) -> None:
-    # Only a stream function's own async generator is read past its terminal event (to let it end
-    # by itself); any other iterator is closed there, whatever shape wrapped it.
+    # The loop reads a model stream up to its terminal event and closes it there (as the
+    # reference's `break` out of `for await` does), whatever its shape: one that would wait for
+    # more after it (a queue nobody fills) never holds the run.
     log: list[str] = []
 
     def events() -> _QueueStream:
         builder = al.AssistantMessageBuilder(api="faux")
         script = [builder.start(), builder.text_start(), builder.text_delta("hi"), builder.text_end()]
         return _QueueStream([*script, builder.done("stop")], log)
+
+    async def generator() -> AsyncIterator[Any]:
+        queue = events()
+        try:
+            while True:
+                yield await queue.__anext__()
+        finally:
+            await queue.aclose()
 
     @asynccontextmanager
     async def as_context() -> AsyncIterator[Any]:
@@ -566,8 +575,10 @@ async def test_a_stream_that_waits_after_its_terminal_event_is_closed_not_read(
     async def as_awaitable() -> Any:
         return events()
 
+    shapes = {"generator": generator, "iterator": events, "awaitable": as_awaitable, "context manager": as_context}
+
     def stream_fn(m: al.Model, c: al.Context, o: al.StreamOptions) -> Any:
-        return {"iterator": events, "awaitable": as_awaitable, "context manager": as_context}[shape]()
+        return shapes[shape]()
 
     loop = al.agent_loop([user("go")], al.AgentContext(), al.AgentLoopConfig(model=MODEL), None, stream_fn)
     seen: list[al.AgentEvent] = []
