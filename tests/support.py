@@ -1,9 +1,12 @@
-"""Typed accessors for tests: what a run ended with, and the text of a content block."""
+"""Typed accessors for tests (what a run ended with, the text of a content block) and a model
+stream that waits after its terminal event."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+import anyio
 
 import agentloop as al
 
@@ -53,3 +56,26 @@ def as_tool_result(result: al.AgentToolResult | str) -> al.AgentToolResult:
     """What a tool's `execute` returned, which must be an `AgentToolResult`, not a bare string."""
     assert isinstance(result, al.AgentToolResult), f"the tool returned a {type(result).__name__}"
     return result
+
+
+class WaitsAfterDone:
+    """A model stream that is not a generator: a short answer ("hi"), then it waits for more
+    forever (a queue that nobody fills); `closed` records that it was closed."""
+
+    def __init__(self) -> None:
+        builder = al.AssistantMessageBuilder(api="faux")
+        script = [builder.start(), builder.text_start(), builder.text_delta("hi"), builder.text_end()]
+        self._events: list[Any] = [*script, builder.done("stop")]
+        self.closed = False
+
+    def __aiter__(self) -> WaitsAfterDone:
+        return self
+
+    async def __anext__(self) -> Any:
+        if self._events:
+            return self._events.pop(0)
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async def aclose(self) -> None:
+        self.closed = True

@@ -12,7 +12,7 @@ import pytest
 import agentloop as al
 from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedToolCall, check_events
 
-from .support import as_assistant, last_assistant, text
+from .support import WaitsAfterDone, as_assistant, last_assistant, text
 
 MODEL = al.Model(id="m", api="faux", provider="faux")
 
@@ -524,27 +524,6 @@ async def test_stream_sources_context_managers_coroutines_and_protocol_errors(an
         await run([user("go")], lambda m, c, o: 42)
 
 
-class _QueueStream:
-    """An async iterator that is not a generator: it gives its events, then waits for more forever
-    (as a queue-backed stream may), and records that it was closed."""
-
-    def __init__(self, events: list[Any], log: list[str]) -> None:
-        self._events = list(events)
-        self._log = log
-
-    def __aiter__(self) -> _QueueStream:
-        return self
-
-    async def __anext__(self) -> Any:
-        if self._events:
-            return self._events.pop(0)
-        await anyio.sleep_forever()  # nothing more is ever pushed
-        raise AssertionError("unreachable")
-
-    async def aclose(self) -> None:
-        self._log.append("closed")
-
-
 @pytest.mark.parametrize("shape", ["generator", "iterator", "awaitable", "context manager"])
 @pytest.mark.parametrize("form", ["async with", "bare"])
 async def test_a_stream_that_waits_after_its_terminal_event_is_closed_not_read(
@@ -553,15 +532,12 @@ async def test_a_stream_that_waits_after_its_terminal_event_is_closed_not_read(
     # The loop reads a model stream up to its terminal event and closes it there (as the
     # reference's `break` out of `for await` does), whatever its shape: one that would wait for
     # more after it (a queue nobody fills) never holds the run.
-    log: list[str] = []
+    queue = WaitsAfterDone()
 
-    def events() -> _QueueStream:
-        builder = al.AssistantMessageBuilder(api="faux")
-        script = [builder.start(), builder.text_start(), builder.text_delta("hi"), builder.text_end()]
-        return _QueueStream([*script, builder.done("stop")], log)
+    def events() -> WaitsAfterDone:
+        return queue
 
     async def generator() -> AsyncIterator[Any]:
-        queue = events()
         try:
             while True:
                 yield await queue.__anext__()
@@ -591,7 +567,7 @@ async def test_a_stream_that_waits_after_its_terminal_event_is_closed_not_read(
                 seen = [event async for event in stream]
     check_events(seen)
     assert last_assistant(seen).text == "hi" and last_assistant(seen).stop_reason == "stop"
-    assert log == ["closed"]
+    assert queue.closed
 
 
 async def test_length_stop_fails_tool_calls_without_running_them(anyio_backend: object) -> None:

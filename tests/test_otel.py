@@ -22,7 +22,7 @@ from opentelemetry.trace import StatusCode
 import agentloop as al
 from agentloop.otel import Tracing, instrument
 from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedToolCall, check_events
-from tests.support import last_assistant
+from tests.support import WaitsAfterDone, last_assistant
 
 MODEL = al.Model(id="m1", api="faux", provider="faux")
 KEY = "sk-secret-key-0123456789"
@@ -473,29 +473,6 @@ async def test_every_shape_a_stream_function_may_return_is_traced(
     assert tree(memory.get_finished_spans()) == ["invoke_agent", "  turn", "    chat m1"]
 
 
-class _WaitsAfterDone:
-    """A model stream that is not a generator: its events, then it waits for more forever (a queue
-    that nobody fills); it records that it was closed."""
-
-    def __init__(self, closed: list[str]) -> None:
-        builder = al.AssistantMessageBuilder(api="faux")
-        script = [builder.start(), builder.text_start(), builder.text_delta("hi"), builder.text_end()]
-        self._events: list[Any] = [*script, builder.done("stop")]
-        self._closed = closed
-
-    def __aiter__(self) -> _WaitsAfterDone:
-        return self
-
-    async def __anext__(self) -> Any:
-        if self._events:
-            return self._events.pop(0)
-        await anyio.sleep_forever()
-        raise AssertionError("unreachable")
-
-    async def aclose(self) -> None:
-        self._closed.append("closed")
-
-
 @pytest.mark.parametrize("form", FORMS)
 async def test_a_stream_that_waits_after_its_terminal_event_is_closed_there(
     anyio_backend: object, exporter: tuple[TracerProvider, InMemorySpanExporter], form: str
@@ -503,16 +480,16 @@ async def test_a_stream_that_waits_after_its_terminal_event_is_closed_there(
     # The traced stream ends at the terminal event: the loop lets a generator (the tracing one)
     # run to its end, and reading the model's stream past its terminal event would wait forever.
     provider, memory = exporter
-    closed: list[str] = []
+    stream = WaitsAfterDone()
 
     def waits(model: al.Model, context: al.Context, options: al.StreamOptions) -> Any:
-        return _WaitsAfterDone(closed)
+        return stream
 
     config, stream_fn = instrument(al.AgentLoopConfig(model=MODEL), waits, tracer_provider=provider)
     with anyio.fail_after(5):
         events = await consume(form, config, stream_fn, [])
     assert last_assistant(events).text == "hi"
-    assert closed == ["closed"]
+    assert stream.closed
     assert tree(memory.get_finished_spans()) == ["invoke_agent", "  turn", "    chat m1"]
 
 
