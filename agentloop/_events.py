@@ -5,7 +5,8 @@ Every event is an immutable slotted record whose `type` is the TypeScript event 
 
 Every event also has `extra`, the keys of its JSON form that agentloop does not model (pi 1.x's
 `durationMs` on `tool_execution_end`, ...): set only by `from_json`, None otherwise, compared by
-`==` and written back by `to_json` (see `_types`).
+`==` and written back by `to_json` (see `_types`). It is not a dataclass field, so
+`dataclasses.replace` makes an event without it.
 
 Most events are frozen slotted dataclasses (`_Record`). The ones made per streamed delta, the
 stream events that carry a `partial` and `MessageUpdate`, are small slotted classes that build
