@@ -12,9 +12,10 @@ abort, `should_stop_after_turn`, `max_turns`). Two ways of consuming it:
 No cancel scope or task group is ever open across a `yield`: abort cuts (`AbortCut`) and a
 batch's task group open and close within one step. A model stream is read by `respond` (a live
 sink: one cut around the whole stream) or `respond_bare` (a cut around each read); both turn its
-events into agent events with `agent_event`. What a run works on (the transcript, the
-config in force, the signal, the sink) is a `RunState` (`_run`), which the tool batches
-(`_execution`) share.
+events into agent events with `agent_event`, and both close it at its terminal event, as the
+reference's `break` out of `for await` does (a stream that would wait for more never holds the
+run). What a run works on (the transcript, the config in force, the signal, the sink) is a
+`RunState` (`_run`), which the tool batches (`_execution`) share.
 """
 
 from __future__ import annotations
@@ -327,9 +328,8 @@ class _Run(RunState):
                         terminate = False
                     else:
                         tool_results, terminate = await execute_tool_calls(self, message, tool_calls)
-                    if self.collected is not None:
-                        for event in self.take_collected():
-                            yield event
+                    for event in self.take_collected():
+                        yield event
                     has_more_tool_calls = not terminate
                     self.messages.extend(tool_results)
                     self.new_messages.extend(tool_results)
@@ -513,10 +513,7 @@ class _Run(RunState):
         return final
 
     def open_stream(self, llm_context: Context, options: StreamOptions) -> Any:
-        """Call the stream function: its events, as an async iterator (`_opened` for the rarer shapes).
-
-        The loop reads it up to its terminal event and closes it there, as the reference's `break`
-        out of `for await` does: a stream that would wait for more after it never holds the run."""
+        """Call the stream function: its events, as an async iterator (`_opened` for the rarer shapes)."""
         source: Any = self.stream_fn(self.model, llm_context, options)
         if type(source) is AsyncGeneratorType:  # the usual shape needs no probing
             return source

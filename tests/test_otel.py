@@ -477,8 +477,8 @@ async def test_every_shape_a_stream_function_may_return_is_traced(
 async def test_a_stream_that_waits_after_its_terminal_event_is_closed_there(
     anyio_backend: object, exporter: tuple[TracerProvider, InMemorySpanExporter], form: str
 ) -> None:
-    # The traced stream ends at the terminal event: the loop lets a generator (the tracing one)
-    # run to its end, and reading the model's stream past its terminal event would wait forever.
+    # The traced stream ends at the terminal event and the model's stream is closed there:
+    # reading it past its terminal event would wait forever.
     provider, memory = exporter
     stream = WaitsAfterDone()
 
