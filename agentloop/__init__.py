@@ -8,100 +8,91 @@ Runs on asyncio and on trio.
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
 
-from ._abort import AbortCut as AbortCut
-from ._abort import AbortSignal as AbortSignal
-from ._agent import DEFAULT_MODEL as DEFAULT_MODEL
-from ._agent import Agent as Agent
-from ._agent import AgentListener as AgentListener
-from ._agent import AgentState as AgentState
-from ._codec import dumps as dumps
-from ._codec import from_json as from_json
-from ._codec import loads as loads
-from ._codec import to_json as to_json
-from ._config import AfterToolCallContext as AfterToolCallContext
-from ._config import AfterToolCallResult as AfterToolCallResult
-from ._config import AgentContext as AgentContext
-from ._config import AgentLoopConfig as AgentLoopConfig
-from ._config import BeforeToolCallContext as BeforeToolCallContext
-from ._config import BeforeToolCallResult as BeforeToolCallResult
-from ._config import NextTurn as NextTurn
-from ._config import QueueMode as QueueMode
-from ._config import StreamFn as StreamFn
-from ._config import StreamOptions as StreamOptions
-from ._config import ToolExecution as ToolExecution
-from ._config import ToolInvocation as ToolInvocation
-from ._config import TurnContext as TurnContext
-from ._config import default_convert_to_llm as default_convert_to_llm
-from ._default_stream import register_api_provider as register_api_provider
-from ._errors import AgentBusyError as AgentBusyError
-from ._errors import AgentLoopError as AgentLoopError
-from ._errors import InvalidContextError as InvalidContextError
-from ._errors import ToolError as ToolError
-from ._errors import ToolTimeoutError as ToolTimeoutError
-from ._events import AgentEnd as AgentEnd
-from ._events import AgentEvent as AgentEvent
-from ._events import AgentStart as AgentStart
-from ._events import AssistantMessageEvent as AssistantMessageEvent
-from ._events import DoneEvent as DoneEvent
-from ._events import ErrorEvent as ErrorEvent
-from ._events import MessageEnd as MessageEnd
-from ._events import MessageStart as MessageStart
-from ._events import MessageUpdate as MessageUpdate
-from ._events import StartEvent as StartEvent
-from ._events import TextDeltaEvent as TextDeltaEvent
-from ._events import TextEndEvent as TextEndEvent
-from ._events import TextStartEvent as TextStartEvent
-from ._events import ThinkingDeltaEvent as ThinkingDeltaEvent
-from ._events import ThinkingEndEvent as ThinkingEndEvent
-from ._events import ThinkingStartEvent as ThinkingStartEvent
-from ._events import ToolCallDeltaEvent as ToolCallDeltaEvent
-from ._events import ToolCallEndEvent as ToolCallEndEvent
-from ._events import ToolCallStartEvent as ToolCallStartEvent
-from ._events import ToolExecutionEnd as ToolExecutionEnd
-from ._events import ToolExecutionStart as ToolExecutionStart
-from ._events import ToolExecutionUpdate as ToolExecutionUpdate
-from ._events import TurnEnd as TurnEnd
-from ._events import TurnStart as TurnStart
-from ._loop import run_agent_loop as run_agent_loop
-from ._loop import run_agent_loop_continue as run_agent_loop_continue
-from ._partial import AssistantMessageBuilder as AssistantMessageBuilder
-from ._stream import AgentEventStream as AgentEventStream
-from ._stream import AgentLoopStream as AgentLoopStream
-from ._stream import agent_loop as agent_loop
-from ._stream import agent_loop_continue as agent_loop_continue
-from ._tools import AgentTool as AgentTool
-from ._tools import tool as tool
-from ._tools import within_timeout as within_timeout
-from ._types import AgentMessage as AgentMessage
-from ._types import AgentToolResult as AgentToolResult
-from ._types import AssistantMessage as AssistantMessage
-from ._types import Context as Context
-from ._types import Cost as Cost
-from ._types import CustomMessage as CustomMessage
-from ._types import ImageContent as ImageContent
-from ._types import Message as Message
-from ._types import Model as Model
-from ._types import ModelCost as ModelCost
-from ._types import StopReason as StopReason
-from ._types import TextContent as TextContent
-from ._types import ThinkingContent as ThinkingContent
-from ._types import ThinkingLevel as ThinkingLevel
-from ._types import ToolCall as ToolCall
-from ._types import ToolResultMessage as ToolResultMessage
-from ._types import Usage as Usage
-from ._types import UserMessage as UserMessage
+from ._core._agent import DEFAULT_MODEL as DEFAULT_MODEL
+from ._core._agent import Agent as Agent
+from ._core._agent import AgentListener as AgentListener
+from ._core._agent import AgentState as AgentState
+from ._core._config import AfterToolCallContext as AfterToolCallContext
+from ._core._config import AfterToolCallResult as AfterToolCallResult
+from ._core._config import AgentContext as AgentContext
+from ._core._config import AgentLoopConfig as AgentLoopConfig
+from ._core._config import BeforeToolCallContext as BeforeToolCallContext
+from ._core._config import BeforeToolCallResult as BeforeToolCallResult
+from ._core._config import NextTurn as NextTurn
+from ._core._config import QueueMode as QueueMode
+from ._core._config import ToolExecution as ToolExecution
+from ._core._config import ToolInvocation as ToolInvocation
+from ._core._config import TurnContext as TurnContext
+from ._core._config import default_convert_to_llm as default_convert_to_llm
+from ._core._default_stream import register_api_provider as register_api_provider
+from ._core._loop import run_agent_loop as run_agent_loop
+from ._core._loop import run_agent_loop_continue as run_agent_loop_continue
+from ._core._stream import AgentEventStream as AgentEventStream
+from ._core._stream import AgentLoopStream as AgentLoopStream
+from ._core._stream import agent_loop as agent_loop
+from ._core._stream import agent_loop_continue as agent_loop_continue
+from ._tools._tool import AgentTool as AgentTool
+from ._tools._tool import tool as tool
+from ._tools._tool import within_timeout as within_timeout
+from ._types._abort import AbortCut as AbortCut
+from ._types._abort import AbortSignal as AbortSignal
+from ._types._builder import AssistantMessageBuilder as AssistantMessageBuilder
+from ._types._errors import AgentBusyError as AgentBusyError
+from ._types._errors import AgentLoopError as AgentLoopError
+from ._types._errors import InvalidContextError as InvalidContextError
+from ._types._errors import ToolError as ToolError
+from ._types._errors import ToolTimeoutError as ToolTimeoutError
+from ._types._events import AgentEnd as AgentEnd
+from ._types._events import AgentEvent as AgentEvent
+from ._types._events import AgentStart as AgentStart
+from ._types._events import AssistantMessageEvent as AssistantMessageEvent
+from ._types._events import DoneEvent as DoneEvent
+from ._types._events import ErrorEvent as ErrorEvent
+from ._types._events import MessageEnd as MessageEnd
+from ._types._events import MessageStart as MessageStart
+from ._types._events import MessageUpdate as MessageUpdate
+from ._types._events import StartEvent as StartEvent
+from ._types._events import TextDeltaEvent as TextDeltaEvent
+from ._types._events import TextEndEvent as TextEndEvent
+from ._types._events import TextStartEvent as TextStartEvent
+from ._types._events import ThinkingDeltaEvent as ThinkingDeltaEvent
+from ._types._events import ThinkingEndEvent as ThinkingEndEvent
+from ._types._events import ThinkingStartEvent as ThinkingStartEvent
+from ._types._events import ToolCallDeltaEvent as ToolCallDeltaEvent
+from ._types._events import ToolCallEndEvent as ToolCallEndEvent
+from ._types._events import ToolCallStartEvent as ToolCallStartEvent
+from ._types._events import ToolExecutionEnd as ToolExecutionEnd
+from ._types._events import ToolExecutionStart as ToolExecutionStart
+from ._types._events import ToolExecutionUpdate as ToolExecutionUpdate
+from ._types._events import TurnEnd as TurnEnd
+from ._types._events import TurnStart as TurnStart
+from ._types._messages import AgentMessage as AgentMessage
+from ._types._messages import AgentToolResult as AgentToolResult
+from ._types._messages import AssistantMessage as AssistantMessage
+from ._types._messages import Context as Context
+from ._types._messages import Cost as Cost
+from ._types._messages import CustomMessage as CustomMessage
+from ._types._messages import ImageContent as ImageContent
+from ._types._messages import Message as Message
+from ._types._messages import Model as Model
+from ._types._messages import ModelCost as ModelCost
+from ._types._messages import StopReason as StopReason
+from ._types._messages import TextContent as TextContent
+from ._types._messages import ThinkingContent as ThinkingContent
+from ._types._messages import ThinkingLevel as ThinkingLevel
+from ._types._messages import ToolCall as ToolCall
+from ._types._messages import ToolResultMessage as ToolResultMessage
+from ._types._messages import Usage as Usage
+from ._types._messages import UserMessage as UserMessage
+from ._types._stream_fn import StreamFn as StreamFn
+from ._types._stream_fn import StreamOptions as StreamOptions
+from ._wire._codec import dumps as dumps
+from ._wire._codec import from_json as from_json
+from ._wire._codec import loads as loads
+from ._wire._codec import to_json as to_json
 
 if _TYPE_CHECKING:
-    from ._compact import CompactDecoder as CompactDecoder
-    from ._compact import CompactEncoder as CompactEncoder
-    from ._envelope import Enveloper as Enveloper
-    from ._envelope import EnvelopeStream as EnvelopeStream
-    from ._envelope import EventEnvelope as EventEnvelope
-    from ._envelope import dumps_envelope as dumps_envelope
-    from ._envelope import envelope_from_json as envelope_from_json
-    from ._envelope import envelope_to_json as envelope_to_json
-    from ._envelope import enveloping as enveloping
-    from ._envelope import with_envelopes as with_envelopes
+    from ._serve._app import AgentSSEApp as AgentSSEApp
     from ._sessions import JSONLSessionStore as JSONLSessionStore
     from ._sessions import Session as Session
     from ._sessions import SessionCorruptError as SessionCorruptError
@@ -114,16 +105,25 @@ if _TYPE_CHECKING:
     from ._sessions import SessionStore as SessionStore
     from ._sessions import SQLiteSessionStore as SQLiteSessionStore
     from ._sessions import open_agent as open_agent
-    from ._sse_app import AgentSSEApp as AgentSSEApp
+    from ._wire._compact import CompactDecoder as CompactDecoder
+    from ._wire._compact import CompactEncoder as CompactEncoder
+    from ._wire._envelope import Enveloper as Enveloper
+    from ._wire._envelope import EnvelopeStream as EnvelopeStream
+    from ._wire._envelope import EventEnvelope as EventEnvelope
+    from ._wire._envelope import dumps_envelope as dumps_envelope
+    from ._wire._envelope import envelope_from_json as envelope_from_json
+    from ._wire._envelope import envelope_to_json as envelope_to_json
+    from ._wire._envelope import enveloping as enveloping
+    from ._wire._envelope import with_envelopes as with_envelopes
 
 # Sessions, envelopes and the SSE app load on first use: `import agentloop` stays small.
 _LAZY = {
-    "AgentSSEApp": "_sse_app",
-    "CompactDecoder": "_compact",
-    "CompactEncoder": "_compact",
-    "EnvelopeStream": "_envelope",
-    "Enveloper": "_envelope",
-    "EventEnvelope": "_envelope",
+    "AgentSSEApp": "_serve._app",
+    "CompactDecoder": "_wire._compact",
+    "CompactEncoder": "_wire._compact",
+    "EnvelopeStream": "_wire._envelope",
+    "Enveloper": "_wire._envelope",
+    "EventEnvelope": "_wire._envelope",
     "JSONLSessionStore": "_sessions",
     "SQLiteSessionStore": "_sessions",
     "Session": "_sessions",
@@ -135,12 +135,12 @@ _LAZY = {
     "SessionNotFoundError": "_sessions",
     "SessionSettings": "_sessions",
     "SessionStore": "_sessions",
-    "dumps_envelope": "_envelope",
-    "envelope_from_json": "_envelope",
-    "envelope_to_json": "_envelope",
-    "enveloping": "_envelope",
+    "dumps_envelope": "_wire._envelope",
+    "envelope_from_json": "_wire._envelope",
+    "envelope_to_json": "_wire._envelope",
+    "enveloping": "_wire._envelope",
     "open_agent": "_sessions",
-    "with_envelopes": "_envelope",
+    "with_envelopes": "_wire._envelope",
 }
 
 

@@ -13,10 +13,10 @@ from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import replace
 from typing import Any, Literal
 
-from ._events import AssistantMessageEvent, DoneEvent, ErrorEvent, StartEvent
-from ._stream_source import opened_stream
-from ._tools import AgentTool
-from ._types import AssistantMessage, Model
+from ._tools._tool import AgentTool
+from ._types._events import AssistantMessageEvent, DoneEvent, ErrorEvent, StartEvent
+from ._types._messages import AssistantMessage, Model
+from ._types._stream_fn import opened_stream
 
 __all__ = ("IncompleteStream", "approval_names", "check_definition", "ending", "final_message", "replayed")
 

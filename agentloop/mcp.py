@@ -45,8 +45,8 @@ if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
 
 from . import AbortSignal, AgentTool, AgentToolResult, ImageContent, NextTurn, TextContent, TurnContext
-from ._constants import TOOL_ABORTED_TEXT
-from ._tools import OnUpdate
+from ._tools._tool import OnUpdate
+from ._types._constants import TOOL_ABORTED_TEXT
 
 if TYPE_CHECKING:
     from typing_extensions import Self

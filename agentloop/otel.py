@@ -68,13 +68,13 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("agentloop.otel needs the OpenTelemetry API: pip install 'anyio-agentloop[otel]'") from exc
 
-from ._agent import Agent
-from ._config import AgentLoopConfig, MaybeAwaitable, StreamFn, StreamOptions, ToolInvocation, call
-from ._errors import ToolTimeoutError
-from ._events import AgentEvent, AssistantMessageEvent
-from ._loop import resolve_stream_fn
-from ._stream_source import opened_stream
-from ._types import AgentToolResult, AssistantMessage, Context, Model, Usage
+from ._core._agent import Agent
+from ._core._config import AgentLoopConfig, ToolInvocation, call
+from ._core._loop import resolve_stream_fn
+from ._types._errors import ToolTimeoutError
+from ._types._events import AgentEvent, AssistantMessageEvent
+from ._types._messages import AgentToolResult, AssistantMessage, Context, Model, Usage
+from ._types._stream_fn import MaybeAwaitable, StreamFn, StreamOptions, opened_stream
 
 __all__ = ("Tracing", "instrument")
 

@@ -15,10 +15,9 @@ from typing import Any, Literal, NoReturn
 
 import anyio
 
-from ._codec import decode_json
-from ._config import StreamOptions
-from ._constants import ABORTED_TEXT
-from ._events import (
+from ._types._builder import AssistantMessageBuilder
+from ._types._constants import ABORTED_TEXT
+from ._types._events import (
     AgentEnd,
     AgentEvent,
     AgentStart,
@@ -32,8 +31,9 @@ from ._events import (
     TurnEnd,
     TurnStart,
 )
-from ._partial import AssistantMessageBuilder
-from ._types import AssistantMessage, Context, Model, ToolCall, Usage
+from ._types._messages import AssistantMessage, Context, Model, ToolCall, Usage
+from ._types._stream_fn import StreamOptions
+from ._wire._codec import decode_json
 
 __all__ = (
     "EventOrderError",
@@ -190,7 +190,7 @@ async def _play(
 
 
 def _final_content(blocks: Sequence[ScriptedBlock], finals: Sequence[ToolCall | None]) -> list[Any]:
-    from ._types import TextContent, ThinkingContent
+    from ._types._messages import TextContent, ThinkingContent
 
     out: list[Any] = []
     for block, final in zip(blocks, finals, strict=True):

@@ -85,7 +85,7 @@ def make_app(kind: str, deltas: int, compact: bool = True) -> Any:
     if kind == "trivial":
         return _trivial_app(deltas)
     if kind == "proxy":
-        from agentloop.providers._proxy_server import proxy_app
+        from agentloop.providers._proxy._server import proxy_app
 
         return proxy_app(_delta_model(deltas), token=TOKEN, allowed_base_urls=["*"], keepalive=None)
     if kind == "sse":
@@ -113,9 +113,9 @@ def bench_model() -> Any:
 
 def serve(kind: str, port: int, deltas: int, compact: bool, name: str = "uvicorn", fair_share: int = 0) -> None:
     if fair_share:  # what another FAIR_SHARE of the core loop would give (a measurement, not a setting)
-        import agentloop._run
+        import agentloop._core._run
 
-        agentloop._run.FAIR_SHARE = fair_share
+        agentloop._core._run.FAIR_SHARE = fair_share
     app = make_app(kind, deltas, compact)
     if name == "hypercorn":
         import asyncio
@@ -253,8 +253,8 @@ async def _sse_logs(deltas: int, sessions: int, compact: bool) -> list[int]:
 
 async def _proxy_bytes(deltas: int) -> int:
     from agentloop import AbortSignal, Context, StreamOptions, UserMessage
-    from agentloop.providers._proxy_server import proxy_app
-    from agentloop.providers._proxy_wire import encode_request
+    from agentloop.providers._proxy._server import proxy_app
+    from agentloop.providers._proxy._wire import encode_request
 
     app = proxy_app(_delta_model(deltas), token=TOKEN, allowed_base_urls=["*"], keepalive=None)
     context = Context(messages=(UserMessage(content="hi", timestamp=1),))
@@ -322,7 +322,7 @@ async def _stream_client(kind: str, host: str, port: int, answers: int, body: by
 
 async def _server_load(kind: str, url: str, clients: int, answers: int) -> tuple[float, int]:
     from agentloop import AbortSignal, Context, StreamOptions, UserMessage
-    from agentloop.providers._proxy_wire import encode_request
+    from agentloop.providers._proxy._wire import encode_request
 
     host, port = url.removeprefix("http://").split(":")
     context = Context(messages=(UserMessage(content="hi", timestamp=1),))
@@ -372,7 +372,7 @@ def server_cpu(args: argparse.Namespace) -> dict[str, Any]:
 async def _asgi_answers(kind: str, answers: int, deltas: int, compact: bool) -> float:
     """CPU seconds of `answers` answers of `deltas` deltas, driven through the ASGI app directly."""
     from agentloop import AbortSignal, Context, StreamOptions, UserMessage
-    from agentloop.providers._proxy_wire import encode_request
+    from agentloop.providers._proxy._wire import encode_request
 
     app = make_app(kind, deltas, compact)
     if kind == "sse":
@@ -525,7 +525,7 @@ async def _answers_of_one_session(host: str, port: int, sid: str, answers: int, 
 async def _load_round(kind: str, url: str, sids: list[str], answers: int) -> tuple[_Round, float]:
     """Every client at once, each doing `answers` answers; what they saw and the wall time."""
     from agentloop import AbortSignal, Context, StreamOptions, UserMessage
-    from agentloop.providers._proxy_wire import encode_request
+    from agentloop.providers._proxy._wire import encode_request
 
     host, port = url.removeprefix("http://").split(":")
     context = Context(messages=(UserMessage(content="hi", timestamp=1),))
@@ -690,7 +690,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3, help="further rounds at the first client count (memory)")
     p.add_argument("--full", action="store_true", help="AgentSSEApp(compact=False)")
     p.add_argument("--json", help="also write the result here")
-    p.add_argument("--fair-share", type=int, default=0, help="run the server with agentloop._run.FAIR_SHARE = N")
+    p.add_argument("--fair-share", type=int, default=0, help="run the server with agentloop._core._run.FAIR_SHARE = N")
     args = parser.parse_args()
     commands = {
         "proxy-calls": proxy_calls,

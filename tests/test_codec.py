@@ -40,7 +40,7 @@ from agentloop import (
     loads,
     to_json,
 )
-from agentloop._codec import decode_json, encode_json, tool_result_from_json
+from agentloop._wire._codec import decode_json, encode_json, tool_result_from_json
 
 USAGE = Usage(input=10, output=20, cache_read=3, cache_write=4, total_tokens=37, cost=Cost(0.1, 0.2, 0.03, 0.04, 0.37))
 CALL = ToolCall("c1", "calc", {"n": [1, {"k": None}]}, thought_signature="ts", arguments_error="bad json")
@@ -849,7 +849,7 @@ def test_an_extra_key_the_record_models_is_a_clear_error(value: Any, needle: str
 
 
 def test_the_compact_wire_form_keeps_unknown_keys_at_each_level() -> None:
-    from agentloop._compact import CompactDecoder, CompactEncoder
+    from agentloop._wire._compact import CompactDecoder, CompactEncoder
 
     b = AssistantMessageBuilder(api="a", provider="p", model="m", timestamp=1)
     start, text_start, delta = b.start(), b.text_start(), b.text_delta("hi")

@@ -28,9 +28,9 @@ from agentloop import (
     ToolCall,
     Usage,
 )
-from agentloop._codec import encode_json
-from agentloop._snapshot import PartialSnapshot
-from agentloop._types import streamed_chunks
+from agentloop._types._messages import streamed_chunks
+from agentloop._types._snapshot import PartialSnapshot
+from agentloop._wire._codec import encode_json
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "examples" / "sse_chat.html"

@@ -48,7 +48,7 @@ def test_type_hints_of_every_export_resolve(name: str) -> None:
 def test_importing_agentloop_loads_no_http_stack_nor_validators_nor_the_command_line() -> None:
     code = (
         "import sys, agentloop\n"
-        "heavy = [m for m in ('httpx', 'httpx_sse', 'jsonschema', 'pydantic', 'json', 'agentloop._coerce',"
+        "heavy = [m for m in ('httpx', 'httpx_sse', 'jsonschema', 'pydantic', 'json', 'agentloop._tools._coerce',"
         " 'agentloop.cli', 'argparse')"
         " if m in sys.modules]\n"
         "print(','.join(heavy))"

@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 import agentloop as al
-from agentloop._stream_source import opened_stream
+from agentloop._types._stream_fn import opened_stream
 
 MODEL = al.Model(id="m", api="scripted", provider="test")
 

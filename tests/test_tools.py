@@ -10,7 +10,7 @@ import pydantic
 import pytest
 
 from agentloop import AbortSignal, AgentTool, AgentToolResult, TextContent, ToolCall, tool
-from agentloop._tools import validate_tool_arguments
+from agentloop._tools._tool import validate_tool_arguments
 
 
 async def _noop(tool_call_id: str, params: Any, signal: Any, on_update: Any) -> AgentToolResult:

@@ -22,7 +22,7 @@ from agentloop import (
     Usage,
     UserMessage,
 )
-from agentloop._record import checked_field, fast_init
+from agentloop._types._record import checked_field, fast_init
 
 
 @pytest.mark.parametrize(
@@ -532,7 +532,7 @@ def test_fast_init_keeps_the_dataclass_signature_and_checks_only_other_values() 
 
 
 def test_deltas_of_one_block_share_one_snapshot_and_keep_their_own_text() -> None:
-    from agentloop._partial import appends_only
+    from agentloop._types._builder import appends_only
 
     b = AssistantMessageBuilder(timestamp=1)
     b.text_start()

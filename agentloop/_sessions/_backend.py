@@ -9,10 +9,10 @@ import re
 import uuid
 from typing import Any
 
-from .._codec import decode_json, from_json, to_json
-from .._constants import AGENT_MESSAGE_TYPES
-from .._json_fallback import encode_lenient
-from .._types import AgentMessage
+from .._types._constants import AGENT_MESSAGE_TYPES
+from .._types._messages import AgentMessage
+from .._wire._codec import decode_json, from_json, to_json
+from .._wire._json_fallback import encode_lenient
 from ._model import JSONDict, Meta, SessionCorruptError
 
 __all__ = ("Backend", "Writer", "check_session_id", "decode_message", "encode_message", "new_session_id")

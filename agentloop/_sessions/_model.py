@@ -8,11 +8,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .._agent import Agent
-from .._constants import THINKING_LEVELS
-from .._errors import AgentLoopError
-from .._model_json import model_from_json, model_to_json
-from .._types import AgentMessage, Model, ThinkingLevel
+from .._core._agent import Agent
+from .._types._constants import THINKING_LEVELS
+from .._types._errors import AgentLoopError
+from .._types._messages import AgentMessage, Model, ThinkingLevel
+from .._wire._model_json import model_from_json, model_to_json
 
 if TYPE_CHECKING:
     from typing import TypeAlias

@@ -10,12 +10,12 @@ from types import TracebackType
 import anyio
 import anyio.to_thread
 
-from .._abort import AbortSignal
-from .._agent import Agent
-from .._errors import AgentBusyError
-from .._events import AgentEvent, AgentStart, MessageEnd
-from .._loop import check_messages
-from .._types import AgentMessage, AssistantMessage, TextContent, ToolResultMessage, now_ms
+from .._core._agent import Agent
+from .._core._loop import check_messages
+from .._types._abort import AbortSignal
+from .._types._errors import AgentBusyError
+from .._types._events import AgentEvent, AgentStart, MessageEnd
+from .._types._messages import AgentMessage, AssistantMessage, TextContent, ToolResultMessage, now_ms
 from ._backend import Writer, encode_message
 from ._model import JSONDict, Meta, SessionError, SessionInfo, SessionSettings, check_title
 

@@ -26,7 +26,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from .._codec import decode_json, encode_json
+from .._wire._codec import decode_json, encode_json
 from ._backend import Backend, Writer
 from ._model import (
     JSONDict,

@@ -16,9 +16,9 @@ from typing import Any, Literal
 import anyio
 import anyio.to_thread
 
-from .._agent import Agent
-from .._loop import check_messages
-from .._types import AgentMessage, now_ms
+from .._core._agent import Agent
+from .._core._loop import check_messages
+from .._types._messages import AgentMessage, now_ms
 from ._backend import Backend, check_session_id, decode_message, encode_message, new_session_id
 from ._model import Meta, SessionCorruptError, SessionData, SessionError, SessionInfo, SessionSettings, check_title
 from ._session import Session

@@ -37,11 +37,9 @@ import anyio.lowlevel
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 
-from .._abort import AbortSignal
-from .._agent import Agent
-from .._codec import dumps
-from .._config import StreamFn
-from .._events import (
+from .._core._agent import Agent
+from .._types._abort import AbortSignal
+from .._types._events import (
     AgentEvent,
     MessageEnd,
     MessageStart,
@@ -49,7 +47,9 @@ from .._events import (
     ToolExecutionEnd,
     ToolExecutionStart,
 )
-from .._types import AssistantMessage, Model, TextContent, UserMessage
+from .._types._messages import AssistantMessage, Model, TextContent, UserMessage
+from .._types._stream_fn import StreamFn
+from .._wire._codec import dumps
 from ._tools import builtin_tools
 
 __all__ = (

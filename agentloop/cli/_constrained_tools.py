@@ -22,11 +22,11 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from .._codec import decode_json
-from .._config import StreamOptions
-from .._events import AssistantMessageEvent, DoneEvent, ErrorEvent
-from .._partial import AssistantMessageBuilder
-from .._types import AssistantMessage, Context, Model, ToolCall, ToolResultMessage, Usage, UserMessage
+from .._types._builder import AssistantMessageBuilder
+from .._types._events import AssistantMessageEvent, DoneEvent, ErrorEvent
+from .._types._messages import AssistantMessage, Context, Model, ToolCall, ToolResultMessage, Usage, UserMessage
+from .._types._stream_fn import StreamOptions
+from .._wire._codec import decode_json
 
 __all__ = (
     "ANSWER",

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import anyio
 
-from .._constants import CLEANUP_TIMEOUT
+from .._types._constants import CLEANUP_TIMEOUT
 
 __all__ = (
     "MODEL_ALIAS",

@@ -26,9 +26,9 @@ from typing import Any
 
 import anyio
 
-from .._errors import ToolError
-from .._tools import AgentTool, tool
-from .._types import AgentToolResult, TextContent
+from .._tools._tool import AgentTool, tool
+from .._types._errors import ToolError
+from .._types._messages import AgentToolResult, TextContent
 
 __all__ = (
     "MAX_DIGITS",

@@ -38,9 +38,9 @@ from ._http import HTTPOptions as HTTPOptions
 from ._json_stream import parse_streaming_json as parse_streaming_json
 from ._openai_completions import stream_openai_completions as stream_openai_completions
 from ._openai_responses import stream_openai_responses as stream_openai_responses
-from ._proxy_client import ProxyStreamFn as ProxyStreamFn
-from ._proxy_client import stream_proxy as stream_proxy
-from ._proxy_server import proxy_app as proxy_app
+from ._proxy._client import ProxyStreamFn as ProxyStreamFn
+from ._proxy._client import stream_proxy as stream_proxy
+from ._proxy._server import proxy_app as proxy_app
 from ._registry import API_STREAMS as API_STREAMS
 from ._registry import get_model as get_model
 from ._registry import get_models as get_models

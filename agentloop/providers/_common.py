@@ -11,12 +11,12 @@ import re
 from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from .._codec import decode_json
-from .._config import StreamOptions
-from .._constants import LLM_MESSAGE_TYPES
-from .._events import AssistantMessageEvent, DoneEvent, ErrorEvent
-from .._partial import AssistantMessageBuilder
-from .._types import AssistantMessage, Context, Cost, ImageContent, Model, Usage
+from .._types._builder import AssistantMessageBuilder
+from .._types._constants import LLM_MESSAGE_TYPES
+from .._types._events import AssistantMessageEvent, DoneEvent, ErrorEvent
+from .._types._messages import AssistantMessage, Context, Cost, ImageContent, Model, Usage
+from .._types._stream_fn import StreamOptions
+from .._wire._codec import decode_json
 
 __all__ = (
     "AssistantMessageEventStream",

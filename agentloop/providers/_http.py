@@ -25,13 +25,13 @@ import anyio
 import httpx
 from httpx_sse import ServerSentEvent, SSEError
 
-from .._abort import AbortCut, AbortSignal
-from .._codec import decode_json
-from .._config import StreamOptions
-from .._constants import ABORTED_TEXT, CLEANUP_TIMEOUT
-from .._events import AssistantMessageEvent
-from .._partial import AssistantMessageBuilder
-from .._types import Context, Model, Usage
+from .._types._abort import AbortCut, AbortSignal
+from .._types._builder import AssistantMessageBuilder
+from .._types._constants import ABORTED_TEXT, CLEANUP_TIMEOUT
+from .._types._events import AssistantMessageEvent
+from .._types._messages import Context, Model, Usage
+from .._types._stream_fn import StreamOptions
+from .._wire._codec import decode_json
 from ._common import (
     MAX_ERROR_BODY,
     AssistantMessageEventStream,

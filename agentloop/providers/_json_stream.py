@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic_core import from_json
 
-from .._codec import decode_json
+from .._wire._codec import decode_json
 
 __all__ = ("ToolArguments", "parse_final_arguments", "parse_streaming_json", "repair_json")
 

@@ -28,10 +28,9 @@ import os
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from .._config import StreamOptions
-from .._events import AssistantMessageEvent
-from .._partial import AssistantMessageBuilder
-from .._types import (
+from .._types._builder import AssistantMessageBuilder
+from .._types._events import AssistantMessageEvent
+from .._types._messages import (
     AssistantMessage,
     Context,
     ImageContent,
@@ -41,6 +40,7 @@ from .._types import (
     ToolCall,
     ToolResultMessage,
 )
+from .._types._stream_fn import StreamOptions
 from ._common import (
     AssistantMessageEventStream,
     ProviderError,

@@ -17,11 +17,9 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from .._codec import encode_json
-from .._config import StreamOptions
-from .._events import AssistantMessageEvent
-from .._partial import AssistantMessageBuilder
-from .._types import (
+from .._types._builder import AssistantMessageBuilder
+from .._types._events import AssistantMessageEvent
+from .._types._messages import (
     AssistantMessage,
     Context,
     Cost,
@@ -32,6 +30,8 @@ from .._types import (
     ToolCall,
     Usage,
 )
+from .._types._stream_fn import StreamOptions
+from .._wire._codec import encode_json
 from ._common import (
     AssistantMessageEventStream,
     ProviderError,

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .._config import StreamOptions
-from .._events import AssistantMessageEvent
-from .._partial import AssistantMessageBuilder
-from .._types import Context, Model, ModelCost
+from .._types._builder import AssistantMessageBuilder
+from .._types._events import AssistantMessageEvent
+from .._types._messages import Context, Model, ModelCost
+from .._types._stream_fn import StreamOptions
 from ._anthropic import ANTHROPIC_BASE_URL, stream_anthropic
 from ._common import AssistantMessageEventStream, check_arguments
 from ._http import AsyncClient, HTTPOptions

@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from .._types import (
+from .._types._messages import (
     AssistantContent,
     AssistantMessage,
     Message,

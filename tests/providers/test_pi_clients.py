@@ -35,8 +35,8 @@ from agentloop import (
     from_json,
     to_json,
 )
-from agentloop.providers._proxy_client import stream_proxy
-from agentloop.providers._proxy_server import proxy_app
+from agentloop.providers._proxy._client import stream_proxy
+from agentloop.providers._proxy._server import proxy_app
 from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedThinking, ScriptedToolCall, check_events
 
 DRIVER = Path(__file__).with_name("pi_wire") / "pi_agent.mjs"

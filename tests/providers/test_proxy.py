@@ -46,9 +46,9 @@ from agentloop import (
     Usage,
     UserMessage,
 )
-from agentloop.providers._proxy_client import ABORTED_TEXT, CLOSED_EARLY_TEXT, stream_proxy
-from agentloop.providers._proxy_server import proxy_app
-from agentloop.providers._proxy_wire import ProxyTool
+from agentloop.providers._proxy._client import ABORTED_TEXT, CLOSED_EARLY_TEXT, stream_proxy
+from agentloop.providers._proxy._server import proxy_app
+from agentloop.providers._proxy._wire import ProxyTool
 from agentloop.testing import (
     Response,
     ScriptedModel,

@@ -14,8 +14,8 @@ import anyio
 import httpx
 import pytest
 
-from agentloop.providers._proxy_client import stream_proxy
-from agentloop.providers._proxy_server import proxy_app
+from agentloop.providers._proxy._client import stream_proxy
+from agentloop.providers._proxy._server import proxy_app
 from agentloop.testing import Response, ScriptedModel, ScriptedText
 
 from .test_proxy import TOKEN, collect, final, free_port, served

@@ -10,8 +10,8 @@ import anyio
 import anyio.lowlevel
 
 from agentloop import AssistantMessageBuilder, AssistantMessageEvent, Context, Model, StreamOptions
-from agentloop.providers._proxy_server import proxy_app
-from agentloop.providers._proxy_wire import encode_request
+from agentloop.providers._proxy._server import proxy_app
+from agentloop.providers._proxy._wire import encode_request
 
 from .test_proxy import CONTEXT, MODEL, TOKEN, opts
 

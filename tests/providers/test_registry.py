@@ -44,7 +44,7 @@ def test_builtin_catalogue() -> None:
 def test_the_default_stream_function_knows_the_built_in_apis_without_importing_them() -> None:
     """`import agentloop` must not load the providers, so the default stream function keeps the
     built-in API names apart from the registry's table: the two must name the same APIs."""
-    from agentloop import _default_stream
+    from agentloop._core import _default_stream
 
     assert frozenset(API_STREAMS) == _default_stream._BUILTIN_APIS
 

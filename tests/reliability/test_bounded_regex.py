@@ -1,6 +1,6 @@
 """Schema patterns are matched in bounded time, and match what `re.search` matches.
 
-`agentloop._regex.compile_bounded` runs a pattern as an automaton over the text once. Random
+`agentloop._tools._regex.compile_bounded` runs a pattern as an automaton over the text once. Random
 patterns from the syntax JSON-schema patterns use, against random texts, give the same answer
 as `re.search`; the classic catastrophic patterns finish at once on texts that stall `re`.
 """
@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from agentloop._regex import compile_bounded
+from agentloop._tools._regex import compile_bounded
 
 from ._profile import examples
 

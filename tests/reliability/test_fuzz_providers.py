@@ -431,7 +431,7 @@ def test_proxy_client_survives_random_and_mutated_lines(backend: str, case: Case
 @settings_for(examples(300, 5000))
 @given(events=st.lists(st.one_of(_wire_event, _wire.junk), max_size=12))
 def test_wire_decoder_raises_only_protocol_errors(events: list[Any]) -> None:
-    from agentloop.providers._proxy_wire import ProxyProtocolError, WireDecoder
+    from agentloop.providers._proxy._wire import ProxyProtocolError, WireDecoder
 
     decoder = WireDecoder(al.Model(id="m"))
     for event in events:
@@ -497,7 +497,7 @@ _request_body = st.one_of(
 @settings_for(examples(300, 5000))
 @given(body=_request_body)
 def test_proxy_request_decoder_raises_only_value_errors(body: bytes) -> None:
-    from agentloop.providers._proxy_wire import decode_request
+    from agentloop.providers._proxy._wire import decode_request
 
     try:
         model, context, options = decode_request(body)

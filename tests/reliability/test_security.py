@@ -367,7 +367,7 @@ async def test_the_proxy_refuses_non_ascii_authorization_bytes(anyio_backend: ob
 def test_the_proxy_compares_its_token_with_hmac_compare_digest() -> None:
     """The check is in the code: `_authorized` calls `hmac.compare_digest` with the token, and no
     `==` / `!=` / `in` anywhere in the module involves the token."""
-    from agentloop.providers import _proxy_server
+    from agentloop.providers._proxy import _server as _proxy_server
 
     tree = ast.parse(Path(_proxy_server.__file__).read_text())
     authorized = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "_authorized")

@@ -2,7 +2,7 @@
 
 Schemas may come from third parties (MCP servers, user configs) and arguments from the model:
 a remote `$ref` is never fetched (it is reported as unresolvable, with the reason), and
-`pattern` / `patternProperties` run in time linear in the argument (`agentloop._regex`).
+`pattern` / `patternProperties` run in time linear in the argument (`agentloop._tools._regex`).
 """
 
 from __future__ import annotations

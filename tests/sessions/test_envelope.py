@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 
 import agentloop as al
-from agentloop._envelope import (
+from agentloop._wire._envelope import (
     Enveloper,
     EventEnvelope,
     dumps_envelope,
@@ -21,7 +21,7 @@ from agentloop._envelope import (
     enveloping,
     with_envelopes,
 )
-from agentloop._schema import SCHEMA_PATH, event_schema, main, render
+from agentloop._wire._schema import SCHEMA_PATH, event_schema, main, render
 from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedThinking, ScriptedToolCall, check_events
 
 from .helpers import MODEL, TOOLS, step_script
@@ -174,7 +174,9 @@ def test_the_schema_file_is_generated_from_the_types() -> None:
     assert SCHEMA_PATH.read_text(encoding="utf-8") == render()
     assert main(["--check"]) == 0
     jsonschema.Draft202012Validator.check_schema(SCHEMA)
-    out = subprocess.run([sys.executable, "-m", "agentloop._schema", "-"], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "agentloop._wire._schema", "-"], capture_output=True, text=True, check=True
+    )
     assert json.loads(out.stdout) == event_schema()
 
 

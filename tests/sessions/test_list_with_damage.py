@@ -15,8 +15,8 @@ import anyio
 import pytest
 
 import agentloop as al
+from agentloop._serve._app import AgentSSEApp
 from agentloop._sessions import JSONLSessionStore, SessionCorruptError, SQLiteSessionStore
-from agentloop._sse_app import AgentSSEApp
 
 from .test_sse_app import client, factory
 

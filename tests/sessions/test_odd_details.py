@@ -14,8 +14,8 @@ import anyio
 import pytest
 
 import agentloop as al
+from agentloop._serve._app import AgentSSEApp
 from agentloop._sessions import open_agent
-from agentloop._sse_app import AgentSSEApp
 from agentloop.testing import Response, ScriptedModel, ScriptedToolCall
 
 from .helpers import MODEL, make_store

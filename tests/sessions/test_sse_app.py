@@ -19,8 +19,8 @@ import jsonschema
 import pytest
 
 import agentloop as al
+from agentloop._serve._app import AgentSSEApp
 from agentloop._sessions import JSONLSessionStore, SQLiteSessionStore
-from agentloop._sse_app import AgentSSEApp
 from agentloop.testing import Response, ScriptedModel, check_events
 
 from .helpers import MODEL, TOOLS, check_transcript, step_script

@@ -7,7 +7,7 @@ from __future__ import annotations
 import anyio
 
 import agentloop as al
-from agentloop._sse_app import AgentSSEApp
+from agentloop._serve._app import AgentSSEApp
 from agentloop.testing import Response, ScriptedModel, ScriptedText
 
 from .helpers import MODEL

@@ -15,8 +15,8 @@ from pathlib import Path
 import anyio
 
 import agentloop as al
+from agentloop._serve._app import AgentSSEApp
 from agentloop._sessions import JSONLSessionStore
-from agentloop._sse_app import AgentSSEApp
 from agentloop.testing import Response
 
 from .test_sse_app import EventStream, SSEMessage, client, factory

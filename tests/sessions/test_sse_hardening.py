@@ -7,7 +7,7 @@ import anyio
 import pytest
 
 import agentloop as al
-from agentloop._sse_app import AgentSSEApp
+from agentloop._serve._app import AgentSSEApp
 from agentloop.testing import Response
 
 from .test_sse_app import client, event_stream, factory

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentloop._sse_app import _Live
+from agentloop._serve._app import _Live
 
 from .test_sse_app import factory
 

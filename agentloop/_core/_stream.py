@@ -1,0 +1,311 @@
+"""`agent_loop` / `agent_loop_continue`: a run's events, with `async with` or a bare `async for`.
+
+With `async with`, the loop runs as a producer task in a task group the context manager owns
+(the shape of `trio.as_safe_channel`); the caller iterates a receive-only stream inside the
+block, and leaving the block cancels the producer before the block returns. A bare `async for`
+iterates the loop's own generator (`_loop.bare_run`) in the caller's task.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from types import AsyncGeneratorType, TracebackType
+from typing import NoReturn, TypeAlias
+
+import anyio
+import anyio.lowlevel
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream
+
+from .._types._abort import AbortSignal
+from .._types._events import AgentEnd, AgentEvent
+from .._types._messages import AgentMessage
+from .._types._stream_fn import StreamFn
+from ._config import AgentContext, AgentLoopConfig, Emit
+from ._loop import (
+    bare_run,
+    check_config,
+    check_context,
+    check_continue,
+    check_messages,
+    resolve_stream_fn,
+    start_run,
+)
+from ._updates import Flag
+from ._util import single_exception
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
+
+__all__ = ("DEFAULT_BUFFER", "AgentEventStream", "AgentLoopStream", "agent_loop", "agent_loop_continue")
+
+DEFAULT_BUFFER = 128
+"""How far the run may get ahead of the consumer: bounded (backpressure), and large enough that
+producer and consumer switch once per ~128 events, not per event (see benchmarks/RESULTS.md)."""
+_USAGE = (
+    "agent_loop() is not awaitable; iterate it:\n"
+    "    async with agent_loop(prompts, context, config) as events:\n"
+    "        async for event in events:\n"
+    "            ..."
+)
+_CLOSED = object()
+"""What a run closed before its use became: it can no longer be used."""
+_RunArguments: TypeAlias = tuple[
+    "list[AgentMessage] | None", AgentContext, AgentLoopConfig, "AbortSignal | None", StreamFn
+]
+
+
+class AgentEventStream:
+    """The receive side of a run's events: iterate it, or `await result()`.
+
+    It ends after `agent_end`. `aclose()` stops receiving early: the producer notices at its next
+    event and stops, while the `async with` block goes on.
+    """
+
+    __slots__ = ("_receive", "_start")
+
+    def __init__(self, receive: MemoryObjectReceiveStream[AgentEvent], start: anyio.Event) -> None:
+        self._receive = receive
+        self._start = start
+
+    def __aiter__(self) -> AgentEventStream:
+        return self
+
+    async def __anext__(self) -> AgentEvent:
+        try:
+            return self._receive.receive_nowait()
+        except anyio.WouldBlock:
+            pass
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+        if not self._start.is_set():
+            self._start.set()  # the run starts on the first pull: enter and leave costs nothing
+        try:
+            return await self._receive.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    async def result(self) -> list[AgentMessage]:
+        """Drain the stream and return the messages the run added (from `agent_end`)."""
+        messages: list[AgentMessage] = []
+        async for event in self:
+            if type(event) is AgentEnd:
+                messages = list(event.messages)
+        return messages
+
+    async def aclose(self) -> None:
+        """Stop receiving; the run is cancelled at its next event."""
+        self._receive.close()
+
+
+class AgentLoopStream:
+    """What `agent_loop()` returns: a run, used once, in one of two ways.
+
+    * `async with agent_loop(...) as events: async for event in events:` (the default): the run
+      goes on in a task the block owns; leaving the block cancels it before the block returns.
+    * `async for event in agent_loop(...):` (bare): the run is an async generator of its own
+      events; the same events in the same order, but a tool batch's events arrive when the batch
+      has ended. Leaving the loop early closes the run when the generator is closed: at once
+      inside `async with contextlib.aclosing(agent_loop(...)) as events:`, else when the
+      interpreter finalizes it.
+    """
+
+    __slots__ = ("_buffer", "_run", "_used")
+
+    def __init__(self, run: _RunArguments, buffer: int) -> None:
+        self._run = run
+        self._buffer = buffer
+        self._used: object = None  # the context manager or the generator it became, or _CLOSED
+
+    def _arguments(self) -> _RunArguments:
+        """The run's arguments, for its one use."""
+        if self._used is not None:
+            raise RuntimeError("an agent_loop() run can be used only once")
+        return self._run
+
+    async def __aenter__(self) -> AgentEventStream:
+        prompts, context, config, signal, stream_fn = self._arguments()
+        cm = self._used = _open(
+            lambda emit, tg: start_run(prompts, context, config, emit, signal, stream_fn, tg), self._buffer
+        )
+        return await cm.__aenter__()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        cm = self._used
+        assert isinstance(cm, AbstractAsyncContextManager), "__aexit__ without __aenter__"
+        return bool(await cm.__aexit__(exc_type, exc, tb))  # noqa: ASYNC102 - the stream's own exit, bounded there
+
+    def __aiter__(self) -> AsyncGenerator[AgentEvent, None]:
+        generator = self._used = bare_run(*self._arguments())
+        return generator
+
+    async def aclose(self) -> None:
+        """Close a bare run (what `contextlib.aclosing` calls): what it opened is closed on return."""
+        used = self._used
+        if used is None:
+            self._used = _CLOSED
+        elif isinstance(used, AsyncGeneratorType):
+            await used.aclose()
+
+    def __await__(self) -> NoReturn:
+        raise TypeError(_USAGE)
+
+
+@asynccontextmanager
+async def _open(
+    body: Callable[[Emit, TaskGroup], Awaitable[object]], buffer: int
+) -> AsyncGenerator[AgentEventStream, None]:
+    """The stream of `async with`: `body(emit, task_group)` runs in a task of the block's task group."""
+    send, receive = anyio.create_memory_object_stream[AgentEvent](buffer)
+    start = anyio.Event()
+    send_nowait = send.send_nowait
+    run_scope = anyio.CancelScope()
+    last_waiting: Flag | None = None  # set when the last event that had to wait is sent
+
+    def emit(event: AgentEvent) -> Awaitable[None] | None:
+        # A plain function: most events fit in the buffer and cost no coroutine at all. Events
+        # keep the order of the calls, whichever task makes them (progress updates are not
+        # awaited): once one has to wait, the next ones line up behind it.
+        nonlocal last_waiting
+        if last_waiting is None:
+            try:
+                send_nowait(event)
+            except anyio.WouldBlock:
+                pass
+            except anyio.BrokenResourceError:
+                return consumer_gone()
+            else:
+                return None
+        previous, last_waiting = last_waiting, Flag()
+        return send_in_turn(event, previous, last_waiting)
+
+    async def send_in_turn(event: AgentEvent, previous: Flag | None, sent: Flag) -> None:
+        nonlocal last_waiting
+        try:
+            if previous is not None:
+                await previous.wait()
+            await send.send(event)
+        except anyio.BrokenResourceError:
+            await consumer_gone()
+        finally:
+            sent.set()
+            if last_waiting is sent:
+                last_waiting = None
+
+    async def consumer_gone() -> None:
+        # Nobody listens any more: stop the whole run as a cancellation (several parallel tools
+        # may notice at once; an error from each would surface as a group).
+        run_scope.cancel()
+        await anyio.lowlevel.checkpoint()
+
+    finished = False  # the run returned: leaving the block has nothing to cancel
+
+    async def produce() -> None:
+        nonlocal finished
+        with run_scope:
+            # Parked until the first pull (spawning the task then instead lets trio run the run
+            # before the consumer waits, and a run failing at once would cancel it unread).
+            await start.wait()
+            await body(emit, tg)
+            finished = True
+        if finished:
+            send.close()  # every event is sent (the last one waited for those before): the iteration ends
+        # Otherwise the sending side closes after the whole group: a delivery still waiting when
+        # the run is cancelled must see a consumer that left, not a stream closed under it.
+
+    consumers: BaseException | None = None  # what the consumer's block raised
+    failure: BaseException | None = None
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(produce)
+            with receive:
+                try:
+                    yield AgentEventStream(receive, start)
+                except BaseException as exc:
+                    consumers = exc
+                    raise
+            if not finished:
+                tg.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        failure = single_exception(group, prefer=consumers)
+    finally:
+        send.close()
+    if failure is not None:
+        raise failure
+
+
+def _check_buffer(max_buffer_size: object) -> int:
+    if isinstance(max_buffer_size, bool) or not isinstance(max_buffer_size, int) or max_buffer_size < 0:
+        raise ValueError(f"max_buffer_size must be an int >= 0, got {max_buffer_size!r}")
+    return max_buffer_size
+
+
+def agent_loop(
+    prompts: Sequence[AgentMessage],
+    context: AgentContext,
+    config: AgentLoopConfig,
+    signal: AbortSignal | None = None,
+    stream_fn: StreamFn | None = None,
+    *,
+    max_buffer_size: int = DEFAULT_BUFFER,
+) -> AgentLoopStream:
+    """Run the agent from new prompts and stream its events.
+
+    Example:
+        async with agent_loop([UserMessage(content="Hi")], context, config) as events:
+            async for event in events:
+                print(event.type)
+
+        async for event in agent_loop([UserMessage(content="Hi")], context, config):
+            print(event.type)  # bare: a tool batch's events arrive when the batch has ended
+
+    The run starts when the first event is pulled and may run up to `max_buffer_size` events
+    ahead of the consumer (0 makes it a rendezvous: one event at a time). Bad arguments raise
+    here, before anything runs.
+
+    Cancellation and early exit: leaving the block (by `break`, an exception, or an outer
+    cancellation) cancels the run, the model stream and any running tool before the block
+    returns; the consumer's own exception comes out unwrapped, a callback's exception comes out of
+    the `async with`, and an outer timeout stays a plain cancellation. To stop a run but still get
+    its aborted message and `agent_end`, call `signal.abort()` and keep iterating. A bare
+    `async for` is cleaned up when its generator is closed: at once inside
+    `contextlib.aclosing(agent_loop(...))`, else when the event loop finalizes it.
+    """
+    prompts = check_messages(prompts, "prompts")
+    check_context(context)
+    check_config(config)
+    _check_signal(signal)
+    fn = resolve_stream_fn(stream_fn)
+    buffer = _check_buffer(max_buffer_size)
+    return AgentLoopStream((prompts, context, config, signal, fn), buffer)
+
+
+def agent_loop_continue(
+    context: AgentContext,
+    config: AgentLoopConfig,
+    signal: AbortSignal | None = None,
+    stream_fn: StreamFn | None = None,
+    *,
+    max_buffer_size: int = DEFAULT_BUFFER,
+) -> AgentLoopStream:
+    """Continue from `context` without new messages and stream the events (see `agent_loop`).
+
+    Raises `InvalidContextError` at once when the context is empty or ends with an assistant
+    message.
+    """
+    check_context(context)
+    check_continue(context)
+    check_config(config)
+    _check_signal(signal)
+    fn = resolve_stream_fn(stream_fn)
+    buffer = _check_buffer(max_buffer_size)
+    return AgentLoopStream((None, context, config, signal, fn), buffer)
+
+
+def _check_signal(signal: object) -> None:
+    if signal is not None and not isinstance(signal, AbortSignal):
+        raise TypeError(f"signal must be an agentloop.AbortSignal or None, got {type(signal).__name__}")

@@ -1,0 +1,1 @@
+"""`AgentSSEApp`: agents served over HTTP, one per session, their events as server-sent events."""

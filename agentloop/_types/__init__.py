@@ -1,0 +1,2 @@
+"""The vocabulary every layer shares: messages, events, the message builder, the stream-function
+contract, the abort signal, constants and errors. Imports nothing else of agentloop."""

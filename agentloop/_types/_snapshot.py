@@ -1,0 +1,89 @@
+"""`PartialSnapshot`: what a streaming event captured of its response, built into a message on read.
+
+`AssistantMessageBuilder` gives every event it makes a snapshot of the message so far. Building an
+`AssistantMessage` per delta would cost O(blocks) each time, and most consumers only read the
+delta, so an event keeps a `PartialSnapshot` instead and builds it on the first read of
+`event.partial` (see `_events._StreamEvent`). Capturing costs O(1) whatever the length of the
+answer: the snapshot shares the builder's lists, and the deltas of one block share one snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from ._messages import AssistantContent, AssistantMessage, StopReason, TextContent, ThinkingContent, ToolCall, Usage
+
+__all__ = ("Header", "PartialSnapshot", "message", "with_arguments")
+
+
+class Header(NamedTuple):
+    """The fields every snapshot of one response shares (replaced whole when one of them changes)."""
+
+    api: str
+    provider: str
+    model: str
+    usage: Usage
+    response_id: str | None
+    timestamp: int
+
+
+class PartialSnapshot(NamedTuple):
+    """The message so far, as events captured it; `build()` makes the `AssistantMessage`.
+
+    One snapshot serves every delta of an open text or thinking block: its `parts` is the block's
+    append-only chunk list, and a delta event keeps, beside it, how many chunks are its own (the
+    `part_count` given to `build`). Any other change to the message makes a new snapshot.
+    """
+
+    header: Header
+    head: list[AssistantContent]
+    """The builder's closed blocks. The list only grows (the builder copies it before it changes
+    an earlier block), so the first `head_count` are this snapshot's."""
+    head_count: int
+    last: AssistantContent | None
+    """The last block, as it was when the snapshot was taken (None: no block yet)."""
+    parts: list[str] | tuple[str, ...] | Mapping[str, Any] | None
+    """While `last` is open: the chunks of its text or thinking (the shared list, or a tuple of
+    the chunks when the snapshot is an event's own), or a tool call's partial arguments."""
+
+    def build(
+        self, part_count: int | None = None, stop_reason: StopReason = "pending", error_message: str | None = None
+    ) -> AssistantMessage:
+        """The `AssistantMessage` of this snapshot, with the first `part_count` chunks of the open
+        text (all of them by default), joined on first read."""
+        last, parts = self.last, self.parts
+        if last is not None and parts is not None:
+            if isinstance(parts, (list, tuple)):
+                count = len(parts) if part_count is None else part_count
+                if type(last) is TextContent:
+                    last = TextContent._streaming(parts, count, last.text_signature)
+                elif type(last) is ThinkingContent:
+                    last = ThinkingContent._streaming(parts, count, last.thinking_signature)
+            elif type(last) is ToolCall:
+                last = with_arguments(last, parts)
+        return message(
+            self.header, () if last is None else (*self.head[: self.head_count], last), stop_reason, error_message
+        )
+
+
+def message(
+    header: Header, content: tuple[AssistantContent, ...], stop_reason: StopReason, error_message: str | None
+) -> AssistantMessage:
+    """The `AssistantMessage` of `header` with `content`."""
+    return AssistantMessage(
+        content=content,
+        api=header.api,
+        provider=header.provider,
+        model=header.model,
+        usage=header.usage,
+        stop_reason=stop_reason,
+        error_message=error_message,
+        response_id=header.response_id,
+        timestamp=header.timestamp,
+    )
+
+
+def with_arguments(call: ToolCall, arguments: Mapping[str, Any]) -> ToolCall:
+    """The tool call with its partial arguments so far."""
+    return ToolCall(call.id, call.name, arguments, thought_signature=call.thought_signature)

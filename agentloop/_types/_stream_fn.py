@@ -1,0 +1,102 @@
+"""The stream-function contract: what a model call receives (`StreamOptions`) and returns.
+
+A stream function returns an async iterator of events, an async context manager yielding one, or
+an awaitable of either (`StreamSource`). `opened_stream` awaits and enters it, checks that it
+iterates, and closes the iterator when the block ends however it ends: in the task that read it,
+shielded from a cancellation and bounded by `CLEANUP_TIMEOUT`. It holds no cancel scope while the
+block runs, so an async generator may keep it open across its own `yield`s.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+
+from ._abort import AbortSignal
+from ._constants import CLEANUP_TIMEOUT
+from ._events import AssistantMessageEvent
+from ._messages import Context, Model, ThinkingLevel
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+__all__ = ("MaybeAwaitable", "StreamFn", "StreamOptions", "StreamSource", "not_a_stream", "opened_stream")
+
+T = TypeVar("T")
+MaybeAwaitable: TypeAlias = T | Awaitable[T]
+"""Callbacks may be plain or `async` functions."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StreamOptions:
+    """What a stream function receives besides the model and the context."""
+
+    signal: AbortSignal
+    """Abort the request when this aborts; a stream called with an aborted signal ends at once."""
+    api_key: str | None = None
+    reasoning: ThinkingLevel | None = None
+    """The thinking level; None means reasoning off."""
+    session_id: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    thinking_budgets: Mapping[str, int] | None = None
+    headers: Mapping[str, str] | None = None
+    metadata: Mapping[str, Any] | None = None
+    max_retry_delay: float | None = None
+    """Seconds; the longest server-requested retry delay a provider honours."""
+
+    def __repr__(self) -> str:
+        key = "None" if self.api_key is None else "'***'"
+        return f"StreamOptions(api_key={key}, reasoning={self.reasoning!r}, session_id={self.session_id!r})"
+
+
+StreamSource: TypeAlias = (
+    AsyncIterator[AssistantMessageEvent] | AbstractAsyncContextManager[AsyncIterator[AssistantMessageEvent]]
+)
+"""What a stream function returns (or an awaitable of it): an async iterator of events, or an
+async context manager that yields one (the loop enters it and always exits it)."""
+
+StreamFn: TypeAlias = Callable[[Model, Context, StreamOptions], MaybeAwaitable[StreamSource]]
+"""Streams one model response. It must report every failure as one terminal `error` event."""
+
+
+def not_a_stream(value: object) -> TypeError:
+    """The error for a stream function's result that is not an async iterator of events."""
+    return TypeError(
+        "a stream function must return an async iterator of AssistantMessageEvent or an async "
+        f"context manager yielding one, got {type(value).__name__}"
+    )
+
+
+@asynccontextmanager
+async def opened_stream(source: Any) -> AsyncIterator[AsyncIterator[AssistantMessageEvent]]:
+    """The events of what a stream function returned (see the module's docstring).
+
+    Raises TypeError (`not_a_stream`) when the result, awaited and entered, does not iterate.
+    """
+    if inspect.isawaitable(source):
+        source = await source
+    if hasattr(source, "__aenter__"):
+        async with source as events, _closing(events) as iterator:
+            yield iterator
+    else:
+        async with _closing(source) as iterator:
+            yield iterator
+
+
+@asynccontextmanager
+async def _closing(events: Any) -> AsyncIterator[AsyncIterator[AssistantMessageEvent]]:
+    if not hasattr(events, "__anext__"):
+        raise not_a_stream(events)
+    try:
+        yield events
+    finally:
+        aclose = getattr(events, "aclose", None)
+        if aclose is not None:
+            with anyio.move_on_after(CLEANUP_TIMEOUT, shield=True):
+                await aclose()

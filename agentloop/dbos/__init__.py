@@ -1,0 +1,260 @@
+"""Durable agents on DBOS (`pip install 'anyio-agentloop[dbos]'`): asyncio only.
+
+The loop runs in a DBOS workflow (`DBOSAgent`, workflow `agentloop.<name>`); each model call is
+a step that consumes the provider's stream and returns the final message; each tool call is a
+step, with `idempotency_key()` for side effects. DBOS keeps its checkpoints in SQLite (the
+default) or PostgreSQL; a process killed in the middle of a call is recovered by the next one
+that launches DBOS on the same database: finished steps are not repeated, the interrupted one
+runs again.
+
+    agent = DBOSAgent("support", model=model, tools=[lookup])     # at import time, before DBOS.launch()
+    DBOS(config={"name": "agents", "system_database_url": "sqlite:///agents.sqlite"})
+    DBOS.launch()
+    workflow_id = await start_agent(agent, [UserMessage(content="hi")], id="chat-1")
+    async for envelope in stream_events(workflow_id):
+        ...
+
+A caller in another process uses a `DBOSClient` (`client=`): `start_agent` then enqueues the run
+on the `agentloop` queue, which the workers register once launched (`DBOS.register_queue(QUEUE)`).
+
+DBOS's Python library runs async workflows on asyncio: on trio, every function here raises
+RuntimeError at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Sequence
+from dataclasses import replace
+from typing import Any
+
+try:
+    import dbos as _dbos
+except ImportError as _error:  # pragma: no cover
+    raise ImportError("agentloop.dbos needs the dbos package: pip install 'anyio-agentloop[dbos]'") from _error
+
+from dbos import DBOS, DBOSClient, SetWorkflowID, WorkflowHandleAsync
+
+from .._types._constants import AGENT_MESSAGE_TYPES
+from .._types._messages import AgentMessage
+from .._wire._codec import from_json, to_json
+from .._wire._envelope import EventEnvelope, envelope_from_json
+from ._agent import (
+    APPROVAL_TOPIC,
+    CONTROL_TOPIC,
+    EVENTS_STREAM,
+    DBOSAgent,
+    idempotency_key,
+    registered_agent,
+    workflow_name,
+)
+
+__all__ = (
+    "APPROVAL_TOPIC",
+    "CONTROL_TOPIC",
+    "DBOSAgent",
+    "EVENTS_STREAM",
+    "QUEUE",
+    "abort",
+    "approve",
+    "follow_up",
+    "idempotency_key",
+    "result",
+    "start_agent",
+    "steer",
+    "stream_events",
+)
+
+QUEUE = "agentloop"
+"""The DBOS queue `start_agent(..., client=...)` enqueues runs on; workers `DBOS.register_queue(QUEUE)`."""
+
+del _dbos
+
+
+def _require_asyncio(what: str) -> None:
+    import sniffio
+
+    try:
+        library = sniffio.current_async_library()
+    except sniffio.AsyncLibraryNotFoundError:
+        return
+    if library != "asyncio":
+        raise RuntimeError(f"{what} needs asyncio: DBOS runs async workflows on asyncio only, not on {library}")
+
+
+def _check_messages(messages: Sequence[AgentMessage], name: str) -> list[AgentMessage]:
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        raise TypeError(f"{name} must be a sequence of messages, got {type(messages).__name__}")
+    for i, message in enumerate(messages):
+        if not isinstance(message, AGENT_MESSAGE_TYPES):
+            raise TypeError(f"{name}[{i}] must be an agentloop message, got {type(message).__name__}")
+    return list(messages)
+
+
+def _check_call(workflow_id: str, client: DBOSClient | None, name: str = "workflow_id") -> None:
+    if not isinstance(workflow_id, str) or not workflow_id:
+        raise ValueError(f"{name} must be a non-empty str (the run's workflow id), got {workflow_id!r}")
+    if client is not None and not isinstance(client, DBOSClient):
+        raise TypeError(f"client must be a dbos.DBOSClient or None, got {type(client).__name__}")
+
+
+async def start_agent(
+    agent: DBOSAgent | str,
+    prompts: Sequence[AgentMessage],
+    *,
+    id: str,
+    messages: Sequence[AgentMessage] = (),
+    client: DBOSClient | None = None,
+    queue: str = QUEUE,
+) -> str:
+    """Start a durable run of `agent` from `prompts` after the transcript `messages`; return its workflow id.
+
+    `id` is the workflow id: starting the same id again attaches to the run already started.
+    Without `client` the run starts in this process (DBOS launched here, the agent defined
+    here); with a `DBOSClient` it is enqueued by name on `queue`, for a worker to run. `prompts`
+    empty continues from `messages` (whose last message must not be an assistant message).
+    """
+    _require_asyncio("agentloop.dbos.start_agent")
+    _check_call(id, client, "id")
+    name = agent.name if isinstance(agent, DBOSAgent) else agent
+    if not isinstance(name, str):
+        raise TypeError(f"agent must be a DBOSAgent or its name, got {type(agent).__name__}")
+    request = {
+        "prompts": [to_json(m) for m in _check_messages(prompts, "prompts")],
+        "messages": [to_json(m) for m in _check_messages(messages, "messages")],
+    }
+    if client is not None:
+        handle: WorkflowHandleAsync[list[Any]] = await client.enqueue_async(
+            {"queue_name": queue, "workflow_name": workflow_name(name), "workflow_id": id}, request
+        )
+        return handle.get_workflow_id()
+    found = agent if isinstance(agent, DBOSAgent) else registered_agent(name)
+    with SetWorkflowID(id):
+        started: WorkflowHandleAsync[list[Any]] = await DBOS.start_workflow_async(found.workflow, request)
+    return started.get_workflow_id()
+
+
+async def stream_events(
+    workflow_id: str, *, after_seq: int = -1, client: DBOSClient | None = None, poll_interval: float = 0.1
+) -> AsyncGenerator[EventEnvelope, None]:
+    """Every event of the run after `after_seq`, in its envelope, in order, each once; ends after `agent_end`.
+
+    A caller that reconnects passes the `seq` of the last envelope it handled. The events come
+    from the run's DBOS stream (`EVENTS_STREAM`), written as the run reaches each step: an
+    event reaches the caller when the step after it begins (the final ones when the run ends).
+    `poll_interval` (seconds) is how often a reader in another process looks for new values
+    (SQLite has no notifications; on PostgreSQL DBOS is notified). Raises the workflow's error
+    if it failed or was cancelled before its `agent_end`. A caller that stops early closes it:
+    `async with contextlib.aclosing(stream_events(...)) as events:`.
+    """
+    _require_asyncio("agentloop.dbos.stream_events")
+    _check_call(workflow_id, client)
+    if isinstance(after_seq, bool) or not isinstance(after_seq, int) or after_seq < -1:
+        raise ValueError(
+            f"after_seq must be the seq of an event already seen, or -1 (from the start), got {after_seq!r}"
+        )
+    reader = client if client is not None else DBOS
+    values = reader.read_stream_async(workflow_id, EVENTS_STREAM, polling_interval_sec=poll_interval)
+    seen: set[str] = set()
+    try:
+        async for value in values:
+            for item in value:
+                identity = item["id"]
+                if identity in seen:  # written again by a step that ran again after a crash
+                    continue
+                seen.add(identity)
+                seq = len(seen) - 1
+                if seq <= after_seq:
+                    continue
+                envelope = replace(envelope_from_json(item["envelope"]), seq=seq)
+                yield envelope
+                if envelope.event.type == "agent_end":
+                    return
+    finally:
+        await values.aclose()
+    await _result_json(workflow_id, client, poll_interval)  # a failed or cancelled run raises its error here
+    raise RuntimeError(f"the run of workflow {workflow_id!r} ended without an agent_end after seq {len(seen) - 1}")
+
+
+async def _result_json(workflow_id: str, client: DBOSClient | None, poll_interval: float) -> list[Any]:
+    handle: WorkflowHandleAsync[list[Any]]
+    if client is not None:
+        handle = await client.retrieve_workflow_async(workflow_id)
+    else:
+        handle = await DBOS.retrieve_workflow_async(workflow_id)
+    return await handle.get_result(polling_interval_sec=poll_interval)
+
+
+async def result(
+    workflow_id: str, *, client: DBOSClient | None = None, poll_interval: float = 0.1
+) -> list[AgentMessage]:
+    """The messages the run added (prompts included), once it has finished (waits for it).
+
+    Raises the workflow's error if it failed or was cancelled. `poll_interval`: seconds between
+    two looks at the workflow's status.
+    """
+    _require_asyncio("agentloop.dbos.result")
+    _check_call(workflow_id, client)
+    return [from_json(m) for m in await _result_json(workflow_id, client, poll_interval)]
+
+
+async def _send(workflow_id: str, data: dict[str, Any], topic: str, client: DBOSClient | None) -> None:
+    if client is not None:
+        await client.send_async(workflow_id, data, topic)
+    else:
+        await DBOS.send_async(workflow_id, data, topic)
+
+
+async def steer(workflow_id: str, message: AgentMessage, *, client: DBOSClient | None = None) -> None:
+    """Queue a message for the run's next turn (taken after the current turn's tool calls)."""
+    _require_asyncio("agentloop.dbos.steer")
+    _check_call(workflow_id, client)
+    _check_messages([message], "message")
+    await _send(workflow_id, {"kind": "steer", "message": to_json(message)}, CONTROL_TOPIC, client)
+
+
+async def follow_up(workflow_id: str, message: AgentMessage, *, client: DBOSClient | None = None) -> None:
+    """Queue a message for when the run would otherwise stop."""
+    _require_asyncio("agentloop.dbos.follow_up")
+    _check_call(workflow_id, client)
+    _check_messages([message], "message")
+    await _send(workflow_id, {"kind": "follow_up", "message": to_json(message)}, CONTROL_TOPIC, client)
+
+
+async def abort(workflow_id: str, *, client: DBOSClient | None = None) -> None:
+    """Abort the run at its next step boundary: it ends `aborted` (with `agent_end`).
+
+    A model or tool call already running finishes first (its step is not interrupted); a call
+    waiting for approval is denied ("Operation aborted"). To stop
+    a workflow at once, without the loop's ending, cancel it: `DBOS.cancel_workflow_async(id)`.
+    """
+    _require_asyncio("agentloop.dbos.abort")
+    _check_call(workflow_id, client)
+    await _send(workflow_id, {"kind": "abort"}, CONTROL_TOPIC, client)
+    await _send(workflow_id, {"kind": "abort"}, APPROVAL_TOPIC, client)  # a call waiting for approval
+
+
+async def approve(
+    workflow_id: str,
+    tool_call_id: str,
+    approved: bool = True,
+    reason: str | None = None,
+    *,
+    client: DBOSClient | None = None,
+) -> None:
+    """Answer a call of a tool that waits for approval (`DBOSAgent(needs_approval=[...])`).
+
+    A call that is not approved gets an error result with `reason` (default "Tool execution was
+    blocked", as a `before_tool_call` that blocks the call in one process); its tool does not
+    run. An answer may come before the call waits for it; a call without one for a week is denied.
+    """
+    _require_asyncio("agentloop.dbos.approve")
+    _check_call(workflow_id, client)
+    if not isinstance(tool_call_id, str) or not tool_call_id:
+        raise ValueError(f"tool_call_id must be a non-empty str, got {tool_call_id!r}")
+    if type(approved) is not bool:
+        raise TypeError(f"approved must be a bool, got {type(approved).__name__}")
+    if reason is not None and not isinstance(reason, str):
+        raise TypeError(f"reason must be a str or None, got {type(reason).__name__}")
+    await _send(
+        workflow_id, {"toolCallId": tool_call_id, "approved": approved, "reason": reason}, APPROVAL_TOPIC, client
+    )

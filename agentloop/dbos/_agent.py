@@ -1,0 +1,453 @@
+"""`DBOSAgent`: agentloop's loop as a DBOS workflow, its model and tool calls as DBOS steps.
+
+The loop runs in the workflow, unchanged (`run_agent_loop`), with the extension points set:
+
+- the stream function runs the `<agent>.model` step, which consumes the provider's stream and
+  returns the final message (recorded), then yields `start` and `done` for it;
+- `wrap_tool_call` runs each tool call as a `<agent>.tool.<name>` step (`proceed()` inside the
+  step: the tool runs in this process, within its timeout); a tool that needs approval first
+  waits for it (a recorded `recv`);
+- DBOS's own exceptions propagate (`propagate=`), and the clock is the latest time a recorded
+  step returned, so a replay stamps what the first run stamped.
+
+Replay needs DBOS's operations in the same order every time. The model step, the `recv` of
+steering, follow-up and abort messages, and the final `publish` step run in the loop's own task
+at points that do not depend on timing; the tool steps of a batch begin in source order (the
+core begins a batch's calls in source order, and a step takes its place in the workflow when it
+is called). Events are no DBOS operation of the workflow at all: the sink buffers them, and the
+next step writes them to the `agentloop.events` stream from inside the step (a step's writes
+are not replayed). A step interrupted by a crash runs again and writes again: every event has
+an identity (`tool_execution_end/<call id>/0`, `turn_start//2`, ...), and the reader keeps the
+first of each, so a caller sees every event once, whatever order a replay emitted them in.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from typing import Any
+
+import anyio
+from dbos import DBOS
+from dbos._error import DBOSBaseException, DBOSException
+
+from .._core._config import AgentContext, AgentLoopConfig, ToolExecution, call
+from .._core._loop import run_agent_loop, run_agent_loop_continue
+from .._core._util import exception_text
+from .._durable import approval_names, check_definition, ending, final_message, replayed
+from .._tools._tool import AgentTool
+from .._types._abort import AbortSignal
+from .._types._constants import ABORTED_TEXT, TOOL_ABORTED_TEXT
+from .._types._events import (
+    AgentEvent,
+    AssistantMessageEvent,
+    ErrorEvent,
+    ToolExecutionUpdate,
+    TurnStart,
+)
+from .._types._messages import (
+    AgentMessage,
+    AgentToolResult,
+    AssistantMessage,
+    Context,
+    Model,
+    ThinkingLevel,
+    now_ms,
+)
+from .._types._stream_fn import MaybeAwaitable, StreamFn, StreamOptions
+from .._wire._codec import from_json, to_json
+from .._wire._envelope import EventEnvelope, envelope_to_json
+
+__all__ = (
+    "APPROVAL_TOPIC",
+    "CONTROL_TOPIC",
+    "DBOSAgent",
+    "EVENTS_STREAM",
+    "idempotency_key",
+    "registered_agent",
+    "workflow_name",
+)
+
+EVENTS_STREAM = "agentloop.events"
+"""The DBOS stream a run's events are written to (each value a list of `{"id", "envelope"}`)."""
+CONTROL_TOPIC = "agentloop.control"
+"""The DBOS topic of steering, follow-up and abort messages (`{"kind": ..., "message": ...}`)."""
+APPROVAL_TOPIC = "agentloop.approval"
+"""The DBOS topic of approvals (`{"toolCallId", "approved", "reason"}`), and of aborts (`{"kind": "abort"}`)."""
+
+_ENGINE_ERRORS: tuple[type[BaseException], ...] = (DBOSException, DBOSBaseException)
+_AGENTS: dict[str, DBOSAgent] = {}
+_current_call: contextvars.ContextVar[str] = contextvars.ContextVar("agentloop_dbos_tool_call")
+
+
+def idempotency_key() -> str:
+    """In a tool running as a DBOS step: `<workflow id>/<tool call id>`, the same on every attempt.
+
+    A tool with side effects passes it to the system it changes (a payment's idempotency key, a
+    row's unique key), so that the attempt DBOS runs again after a crash does not do it twice.
+    """
+    try:
+        call_id = _current_call.get()
+    except LookupError:
+        raise RuntimeError("idempotency_key() is only available in a tool running as a DBOS step") from None
+    return f"{DBOS.workflow_id}/{call_id}"
+
+
+def workflow_name(agent_name: str) -> str:
+    """The name of the DBOS workflow of the agent named `agent_name`."""
+    return f"agentloop.{agent_name}"
+
+
+def registered_agent(name: str) -> DBOSAgent:
+    """The `DBOSAgent` named `name` in this process (LookupError, naming the known ones, if none)."""
+    agent = _AGENTS.get(name)
+    if agent is None:
+        raise LookupError(f"no DBOSAgent named {name!r} in this process (defined: {sorted(_AGENTS)})")
+    return agent
+
+
+class _ToolFailed(Exception):
+    """A tool's failure as recorded by its step: the model sees its text as the error result."""
+
+
+class DBOSAgent:
+    """An agent whose runs are durable DBOS workflows; its model and tool calls are steps.
+
+    Define it at import time, before `DBOS.launch()`, in a module every process of the
+    application imports: DBOS finds the workflow (`agentloop.<name>`) by name when it recovers a
+    run. The model and the tools run in the process that runs the workflow.
+
+    Args:
+        name: Names the workflow and its steps (`<name>.model`, `<name>.tool.<tool>`); letters,
+            digits, `_` and `-`, unique in the process.
+        model: The model every call uses.
+        tools: The tools; each call runs as its own step.
+        system_prompt: The system prompt.
+        stream_fn: The provider stream the model step consumes (default: the built-in
+            providers, chosen by `model.api`).
+        api_key: The key the model step uses; get_api_key: `(provider) -> key`, called in the
+            step. Keys never enter DBOS's database.
+        needs_approval: Names of tools whose calls wait for `approve(workflow_id, tool_call_id, ...)`
+            before they run (a denied call gets an error result, and the tool does not run).
+            Such a tool must be a barrier (`execution_mode="sequential"`): it runs alone.
+        max_turns, tool_execution, max_parallel_tool_calls, tool_abort_grace, reasoning,
+        temperature, max_tokens, session_id: As on `AgentLoopConfig`.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        model: Model,
+        tools: Sequence[AgentTool] = (),
+        system_prompt: str = "",
+        stream_fn: StreamFn | None = None,
+        api_key: str | None = None,
+        get_api_key: Callable[[str], MaybeAwaitable[str | None]] | None = None,
+        needs_approval: Sequence[str] = (),
+        max_turns: int | None = None,
+        tool_execution: ToolExecution = "parallel",
+        max_parallel_tool_calls: int | None = None,
+        tool_abort_grace: float = 2.0,
+        reasoning: ThinkingLevel | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        session_id: str | None = None,
+    ) -> None:
+        tools = check_definition("DBOSAgent", name, model, tools, stream_fn, get_api_key)
+        if name in _AGENTS:
+            raise ValueError(f"a DBOSAgent named {name!r} is already defined in this process")
+        approved_tools = approval_names(needs_approval, tools)
+        for tool in tools:
+            if tool.name in approved_tools and tool.execution_mode != "sequential":
+                # While a call waits for its approval nothing else may run: the order of the
+                # workflow's operations must not depend on when the answer comes.
+                raise ValueError(
+                    f"a tool that waits for approval must run alone in its batch: "
+                    f"define {tool.name!r} with execution_mode='sequential'"
+                )
+        self.name = name
+        self.model = model
+        self.tools = tools
+        self.system_prompt = system_prompt
+        self.stream_fn = stream_fn
+        self._api_key = api_key
+        self.get_api_key = get_api_key
+        self.needs_approval = approved_tools
+        self.max_turns = max_turns
+        self.tool_execution: ToolExecution = tool_execution
+        self.max_parallel_tool_calls = max_parallel_tool_calls
+        self.tool_abort_grace = tool_abort_grace
+        self.reasoning: ThinkingLevel | None = reasoning
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.session_id = session_id
+        # Checked here, once: a bad option fails where the agent is defined, not in a workflow.
+        self._loop_config(_DurableRun(self))
+
+        async def workflow(request: dict[str, Any]) -> list[Any]:
+            return await _DurableRun(self).run(request)
+
+        workflow.__qualname__ = workflow.__name__ = f"agentloop_{name}"
+        self.workflow: Callable[[dict[str, Any]], Coroutine[Any, Any, list[Any]]] = DBOS.workflow(
+            name=self.workflow_name
+        )(workflow)
+        """The DBOS workflow: `{"prompts": [...], "messages": [...]}` (JSON forms) -> the new messages' JSON forms."""
+        _AGENTS[name] = self
+
+    @property
+    def workflow_name(self) -> str:
+        return workflow_name(self.name)
+
+    def __repr__(self) -> str:
+        return f"DBOSAgent(name={self.name!r}, model={self.model.id!r}, tools={[t.name for t in self.tools]})"
+
+    def _loop_config(self, run: _DurableRun) -> AgentLoopConfig:
+        return AgentLoopConfig(
+            model=self.model,
+            get_steering_messages=run.take_steering,
+            get_follow_up_messages=run.take_follow_ups,
+            tool_execution=self.tool_execution,
+            max_parallel_tool_calls=self.max_parallel_tool_calls,
+            tool_abort_grace=self.tool_abort_grace,
+            max_turns=self.max_turns,
+            reasoning=self.reasoning,
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+            session_id=self.session_id,
+            wrap_tool_call=run.call_tool,
+            propagate=_ENGINE_ERRORS,
+            clock=run.clock,
+        )
+
+    async def _api_key_for(self, provider: str) -> str | None:
+        key = None
+        if self.get_api_key is not None:
+            key = await call(self.get_api_key, provider)
+        return key or self._api_key
+
+
+class _DurableRun:
+    """One execution of an agent's workflow (a first run or a replay after a crash)."""
+
+    def __init__(self, agent: DBOSAgent) -> None:
+        self.agent = agent
+        self.workflow_id = DBOS.workflow_id or ""
+        self.signal = AbortSignal()
+        self.pending: list[dict[str, Any]] = []  # envelopes not written yet
+        self.writing = anyio.Lock()  # writes in the order their events were taken
+        self.seen: dict[str, int] = {}  # occurrences of each identity's base
+        self.seq = 0
+        self.turn = 0
+        self.now = 0  # the clock: the latest time a recorded step returned
+        self.steering: list[AgentMessage] = []
+        self.follow_ups: list[AgentMessage] = []
+        self.received = False  # control messages were taken since the last step was called
+        self.answers: dict[str, dict[str, Any]] = {}  # approvals that came before their call waited
+
+    async def run(self, request: dict[str, Any]) -> list[Any]:
+        agent = self.agent
+        prompts: list[AgentMessage] = [from_json(m) for m in request.get("prompts", ())]
+        messages: list[AgentMessage] = [from_json(m) for m in request.get("messages", ())]
+        self.now = max((getattr(m, "timestamp", 0) or 0 for m in (*messages, *prompts)), default=0)
+        config = agent._loop_config(self)
+        context = AgentContext(system_prompt=agent.system_prompt, messages=tuple(messages), tools=agent.tools)
+        if prompts:
+            new = await run_agent_loop(prompts, context, config, self.emit, self.signal, self.stream)
+        else:
+            new = await run_agent_loop_continue(context, config, self.emit, self.signal, self.stream)
+        await DBOS.run_step_async({"name": f"{agent.name}.publish"}, self.publish, True)
+        return [to_json(m) for m in new]
+
+    # --- events ----------------------------------------------------------------------------------
+
+    def emit(self, event: AgentEvent) -> None:
+        """The loop's sink: stamp the event and keep it for the next step to write.
+
+        A tool's progress updates are left out: they happen inside its step, which a replay
+        does not run again, so a caller could not get each of them exactly once.
+        """
+        kind = type(event)
+        if kind is ToolExecutionUpdate:
+            return
+        if kind is TurnStart:
+            self.turn += 1
+        base = f"{event.type}/{_call_id(event)}"
+        count = self.seen.get(base, 0)
+        self.seen[base] = count + 1
+        envelope = EventEnvelope(event=event, run_id=self.workflow_id, seq=self.seq, turn=self.turn, timestamp=self.now)
+        self.seq += 1
+        self.pending.append({"id": f"{base}/{count}", "envelope": envelope_to_json(envelope)})
+
+    async def publish(self, close: bool = False) -> None:
+        """In a step: write the events kept so far to the stream (and close it at the end).
+
+        DBOS's stream writes are synchronous: they run in a worker thread, which carries the
+        step's context (so they are the step's writes, not operations of the workflow).
+        """
+        async with self.writing:
+            batch, self.pending = self.pending, []
+            if batch:
+                await anyio.to_thread.run_sync(DBOS.write_stream, EVENTS_STREAM, batch)
+            if close:
+                await anyio.to_thread.run_sync(DBOS.close_stream, EVENTS_STREAM)
+
+    def clock(self) -> int:
+        return self.now
+
+    def _saw(self, timestamp: int) -> None:
+        self.now = max(self.now, timestamp)
+
+    # --- steering, follow-up, abort --------------------------------------------------------------
+
+    async def _receive(self) -> None:
+        """Take every control message sent so far (recorded: a replay takes the same ones).
+
+        The loop asks for steering twice between two steps (after a batch, before the next
+        call): once is enough, and saves a recorded `recv` a turn.
+        """
+        if self.received:
+            return
+        self.received = True
+        while True:
+            data = await DBOS.recv_async(CONTROL_TOPIC, timeout_seconds=0)
+            if data is None:
+                return
+            kind = data.get("kind") if isinstance(data, dict) else None
+            if kind == "abort":
+                self.signal.abort()
+            elif kind == "steer":
+                self.steering.append(from_json(data["message"]))
+            elif kind == "follow_up":
+                self.follow_ups.append(from_json(data["message"]))
+
+    async def take_steering(self) -> list[AgentMessage]:
+        await self._receive()
+        taken, self.steering = self.steering, []
+        return taken
+
+    async def take_follow_ups(self) -> list[AgentMessage]:
+        await self._receive()
+        taken, self.follow_ups = self.follow_ups, []
+        return taken
+
+    # --- the model call --------------------------------------------------------------------------
+
+    async def stream(
+        self, model: Model, context: Context, options: StreamOptions
+    ) -> AsyncIterator[AssistantMessageEvent]:
+        """The loop's stream function: the model step, then `start` and `done` for its message."""
+        if options.signal.aborted:  # the contract: an aborted signal ends the stream at once
+            yield ErrorEvent("aborted", ending(model, "aborted", ABORTED_TEXT, self.now))
+            return
+        data = await DBOS.run_step_async(
+            {"name": f"{self.agent.name}.model"}, self._call_model, model, context, options
+        )
+        final: AssistantMessage = from_json(data)
+        self._saw(final.timestamp)
+        async for event in replayed(final):
+            yield event
+
+    async def _call_model(self, model: Model, context: Context, options: StreamOptions) -> dict[str, Any]:
+        """The model step: write the events so far, consume the provider's stream, return the final message."""
+        await self.publish()
+        agent = self.agent
+        stream_fn = agent.stream_fn
+        if stream_fn is None:
+            from .._core._default_stream import default_stream_fn
+
+            stream_fn = default_stream_fn
+        try:
+            options = StreamOptions(
+                signal=options.signal,
+                api_key=await agent._api_key_for(model.provider),
+                reasoning=options.reasoning,
+                session_id=options.session_id,
+                temperature=options.temperature,
+                max_tokens=options.max_tokens,
+            )
+            final = await final_message(stream_fn(model, context, options))
+        except _ENGINE_ERRORS:
+            raise
+        except Exception as exc:  # get_api_key or a stream function that broke its contract: the call failed
+            text = f"The model call failed: {type(exc).__name__}: {exception_text(exc)}"
+            final = ending(model, "error", text, now_ms())
+        return to_json(final)
+
+    # --- tool calls --------------------------------------------------------------------------------
+
+    async def call_tool(self, invocation: Any, proceed: Callable[[], Awaitable[object]]) -> object:
+        """`wrap_tool_call`: the call as its step (called at once: a step's place is where it is called).
+
+        A tool named in `needs_approval` first waits for its approval message (a recorded `recv`).
+        """
+        call_id: str = invocation.tool_call.id
+        name: str = invocation.tool.name
+        self.received = False
+        if name in self.agent.needs_approval:
+            await DBOS.run_step_async({"name": f"{self.agent.name}.publish"}, self.publish)  # the caller sees the call
+            answer = await self._approval(call_id)
+            if answer is None:
+                raise _ToolFailed(f"The call of {name} was not approved in time")
+            if answer.get("approved") is not True:
+                raise _ToolFailed(answer.get("reason") or _BLOCKED)
+        out = await DBOS.run_step_async(
+            {"name": f"{self.agent.name}.tool.{name}"}, self._run_tool, call_id, name, proceed
+        )
+        self._saw(out["time"])
+        if "error" in out:
+            raise _ToolFailed(out["error"])
+        if "text" in out:
+            return out["text"]
+        return from_json(out["result"])
+
+    async def _approval(self, call_id: str) -> dict[str, Any] | None:
+        """Wait for the answer to this call (recorded `recv`s; None: none came in time).
+
+        Answers to other calls are kept for when they wait. An abort sent meanwhile denies the
+        call and aborts the run. Only this call runs while it waits (the tool is a barrier), so
+        the order of the `recv`s does not depend on timing.
+        """
+        while call_id not in self.answers:
+            data = await DBOS.recv_async(APPROVAL_TOPIC, timeout_seconds=_APPROVAL_WAIT)
+            if data is None:
+                return None
+            if data.get("kind") == "abort":
+                self.signal.abort()
+                return {"approved": False, "reason": TOOL_ABORTED_TEXT}
+            self.answers[data["toolCallId"]] = data
+        return self.answers.pop(call_id)
+
+    async def _run_tool(self, call_id: str, name: str, proceed: Callable[[], Awaitable[object]]) -> dict[str, Any]:
+        """The tool step: write the events so far, run the tool (within its timeout), return its outcome."""
+        await self.publish()
+        token = _current_call.set(call_id)
+        try:
+            value = await proceed()  # within the tool's timeout: a timeout is this step's outcome
+        except _ENGINE_ERRORS:
+            raise
+        except Exception as exc:
+            return {"error": exception_text(exc), "time": now_ms()}
+        finally:
+            _current_call.reset(token)
+        if isinstance(value, str):
+            return {"text": value, "time": now_ms()}
+        if isinstance(value, AgentToolResult):
+            return {"result": to_json(value), "time": now_ms()}
+        kind = type(value).__name__
+        return {"error": f"the tool returned {kind}, expected an AgentToolResult or a str", "time": now_ms()}
+
+
+_BLOCKED = "Tool execution was blocked"
+"""The error result of a denied call without a reason (a blocking `before_tool_call`'s)."""
+_APPROVAL_WAIT = 7 * 24 * 3600.0
+"""How long a call waits for its approval (seconds); then it is denied."""
+
+
+def _call_id(event: AgentEvent) -> str:
+    """The tool call an event belongs to ('' for the run's and turns' own events)."""
+    call_id = getattr(event, "tool_call_id", None)
+    if call_id is None:
+        message = getattr(event, "message", None)
+        call_id = getattr(message, "tool_call_id", None)
+    return call_id or ""

@@ -1,0 +1,2 @@
+"""The proxy protocol of pi-agent-core: its wire form, the client stream function and the
+server (`proxy_app`)."""

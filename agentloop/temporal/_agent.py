@@ -1,0 +1,366 @@
+"""A durable agent's definition (`TemporalAgent`) and the activities that run its calls.
+
+The workflow runs the loop; a model call is the `<agent>.model` activity, which consumes the
+provider's stream and returns the final message; a tool call is the `<agent>.tool.<name>`
+activity. Activities run on the worker, where the keys, the network and the tools' side effects
+live: nothing of that enters the workflow's history but what the calls return.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import anyio
+from temporalio import activity
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError
+
+from .._core._config import ToolExecution, call
+from .._core._updates import DELIVERED, Delivery
+from .._durable import IncompleteStream, approval_names, check_definition, final_message
+from .._tools._tool import AgentTool, validate_tool_arguments, within_timeout
+from .._types._abort import AbortSignal
+from .._types._messages import AgentToolResult, Context, Model, TextContent, ThinkingLevel, ToolCall
+from .._types._stream_fn import MaybeAwaitable, StreamFn, StreamOptions
+from .._wire._codec import from_json, to_json
+from .._wire._model_json import model_from_json
+from ._context import CONTEXT_MISSING, ContextStore, StoredContexts, check_context_store
+
+__all__ = ("ActivityOptions", "TemporalAgent", "idempotency_key")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActivityOptions:
+    """How Temporal runs one kind of call: its timeouts and its retry policy.
+
+    Attributes:
+        start_to_close_timeout: The longest one attempt may take.
+        heartbeat_timeout: An attempt that has not heartbeaten for this long is retried (a
+            crashed worker is noticed this soon). The activity heartbeats every half of it
+            while the call runs. None: no heartbeats; a crash is noticed only at
+            `start_to_close_timeout`, and an abort cannot reach the running call (Temporal
+            delivers cancellation with heartbeats).
+        retry_policy: Temporal's retry policy for failed attempts (None: Temporal's default,
+            which retries without limit).
+        schedule_to_close_timeout: The longest all attempts together may take.
+    """
+
+    start_to_close_timeout: timedelta = timedelta(minutes=10)
+    heartbeat_timeout: timedelta | None = None
+    retry_policy: RetryPolicy | None = None
+    schedule_to_close_timeout: timedelta | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("start_to_close_timeout", "heartbeat_timeout", "schedule_to_close_timeout"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, timedelta) or value <= timedelta(0)):
+                raise TypeError(f"ActivityOptions.{name} must be a positive timedelta, got {value!r}")
+        if self.retry_policy is not None and not isinstance(self.retry_policy, RetryPolicy):
+            raise TypeError(f"ActivityOptions.retry_policy must be a temporalio RetryPolicy, got {self.retry_policy!r}")
+
+    def as_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments of `workflow.execute_activity`."""
+        return {
+            "start_to_close_timeout": self.start_to_close_timeout,
+            "heartbeat_timeout": self.heartbeat_timeout,
+            "retry_policy": self.retry_policy,
+            "schedule_to_close_timeout": self.schedule_to_close_timeout,
+        }
+
+
+# Heartbeats by default: a crashed worker is noticed in 30 s (not at the 10-minute timeout), and an
+# abort or a cancelled workflow reaches a running call (cancellation travels on heartbeats).
+_DEFAULT_MODEL_ACTIVITY = ActivityOptions(
+    heartbeat_timeout=timedelta(seconds=30), retry_policy=RetryPolicy(maximum_attempts=5)
+)
+_DEFAULT_TOOL_ACTIVITY = ActivityOptions(
+    heartbeat_timeout=timedelta(seconds=30), retry_policy=RetryPolicy(maximum_attempts=3)
+)
+
+_current_call: contextvars.ContextVar[str] = contextvars.ContextVar("agentloop_temporal_tool_call")
+
+
+def idempotency_key() -> str:
+    """In a tool running as an activity: `<workflow id>/<tool call id>`, the same on every attempt.
+
+    A tool with side effects passes it to the system it changes (a payment's idempotency key, a
+    row's unique key), so that the attempt Temporal retries after a crash does not do it twice.
+    """
+    try:
+        call_id = _current_call.get()
+    except LookupError:
+        raise RuntimeError("idempotency_key() is only available in a tool running as a Temporal activity") from None
+    return f"{activity.info().workflow_id}/{call_id}"
+
+
+class TemporalAgent:
+    """An agent whose runs are durable: the loop in a Temporal workflow, its calls in activities.
+
+    Define it once, at import time, in a module the worker imports; the workflow finds it by
+    `name`. The worker (`agentloop.temporal.worker` or `AgentLoopPlugin`) registers its
+    activities.
+
+    Args:
+        name: Names the agent's activities (`<name>.model`, `<name>.tool.<tool>`); letters,
+            digits, `_` and `-`.
+        model: The model every call uses.
+        tools: The tools; each call runs as its own activity.
+        system_prompt: The system prompt.
+        stream_fn: The provider stream the model activity consumes (default: the built-in
+            providers, chosen by `model.api`).
+        api_key: The key the model activity uses; get_api_key: `(provider) -> key`, called in
+            the activity. Keys never enter the workflow's history.
+        model_activity: Timeouts and retries of the model call (default: 10 minutes an
+            attempt, a heartbeat every 15 s with a 30 s timeout, 5 attempts).
+        tool_activities: Per tool name, its `ActivityOptions`; default_tool_activity: for the
+            others (default: 10 minutes an attempt, 30 s heartbeat timeout, 3 attempts).
+        turns_per_history: After this many turns a workflow continues as new, carrying the
+            transcript, so that its history stays bounded (see `AgentWorkflow`).
+        needs_approval: The tools whose calls wait for a person's decision (`approve`) before
+            they run: tool names, or `(tool_call) -> bool`, called in the workflow (it must
+            be deterministic: a function of the call alone).
+        approval_timeout: A call not decided within this time is blocked (None: it waits as
+            long as the run lasts).
+        context_store: Where the workers keep the runs' transcripts (a `ContextStore` every
+            worker of the agent reaches): a model activity then carries what is new since the
+            previous call and a key, not the whole transcript, and a history grows linearly
+            (see `agentloop.temporal.FileContextStore`). None: every call carries it all.
+        max_turns, tool_execution, max_parallel_tool_calls, tool_abort_grace, reasoning,
+            temperature, max_tokens, session_id: as on `AgentLoopConfig`.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        model: Model,
+        tools: Sequence[AgentTool] = (),
+        system_prompt: str = "",
+        stream_fn: StreamFn | None = None,
+        api_key: str | None = None,
+        get_api_key: Callable[[str], MaybeAwaitable[str | None]] | None = None,
+        model_activity: ActivityOptions = _DEFAULT_MODEL_ACTIVITY,
+        tool_activities: Mapping[str, ActivityOptions] | None = None,
+        default_tool_activity: ActivityOptions = _DEFAULT_TOOL_ACTIVITY,
+        turns_per_history: int = 25,
+        needs_approval: Collection[str] | Callable[[ToolCall], bool] = (),
+        approval_timeout: timedelta | None = None,
+        context_store: ContextStore | None = None,
+        max_turns: int | None = None,
+        tool_execution: ToolExecution = "parallel",
+        max_parallel_tool_calls: int | None = None,
+        tool_abort_grace: float = 2.0,
+        reasoning: ThinkingLevel | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        session_id: str | None = None,
+    ) -> None:
+        tools = check_definition("TemporalAgent", name, model, tools, stream_fn, get_api_key)
+        names = [tool.name for tool in tools]
+        tool_activities = dict(tool_activities or {})
+        for tool_name, options in tool_activities.items():
+            if tool_name not in names:
+                raise ValueError(f"tool_activities names {tool_name!r}, which is not one of the tools {names}")
+            if not isinstance(options, ActivityOptions):
+                raise TypeError(f"tool_activities[{tool_name!r}] must be an ActivityOptions, got {options!r}")
+        for label, options in (("model_activity", model_activity), ("default_tool_activity", default_tool_activity)):
+            if not isinstance(options, ActivityOptions):
+                raise TypeError(f"TemporalAgent {label} must be an ActivityOptions, got {options!r}")
+        if isinstance(turns_per_history, bool) or not isinstance(turns_per_history, int) or turns_per_history < 1:
+            raise ValueError(f"turns_per_history must be a positive int, got {turns_per_history!r}")
+        if isinstance(needs_approval, str):
+            raise TypeError(f"needs_approval must be a collection of tool names or a callable, got {needs_approval!r}")
+        if not callable(needs_approval):
+            needs_approval = approval_names(needs_approval, tools)
+        if approval_timeout is not None and (
+            not isinstance(approval_timeout, timedelta) or approval_timeout <= timedelta(0)
+        ):
+            raise TypeError(f"approval_timeout must be a positive timedelta or None, got {approval_timeout!r}")
+        if context_store is not None:
+            check_context_store(context_store)
+        self.name = name
+        self.model = model
+        self.tools = tools
+        self.system_prompt = system_prompt
+        self.stream_fn = stream_fn
+        self._api_key = api_key
+        self.get_api_key = get_api_key
+        self.model_activity = model_activity
+        self.tool_activities = tool_activities
+        self.default_tool_activity = default_tool_activity
+        self.turns_per_history = turns_per_history
+        self.needs_approval = needs_approval
+        self.approval_timeout = approval_timeout
+        self.contexts = None if context_store is None else StoredContexts(context_store)
+        """The worker's side of `context_store` (None without one)."""
+        self.max_turns = max_turns
+        self.tool_execution: ToolExecution = tool_execution
+        self.max_parallel_tool_calls = max_parallel_tool_calls
+        self.tool_abort_grace = tool_abort_grace
+        self.reasoning: ThinkingLevel | None = reasoning
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.session_id = session_id
+        self._tools_by_name = {tool.name: tool for tool in tools}
+        self.activities: tuple[Callable[..., Any], ...] = (
+            activity.defn(name=self.model_activity_name)(self._model_activity_fn()),
+            *(activity.defn(name=self.tool_activity_name(t.name))(self._tool_activity(t)) for t in tools),
+        )
+        """The activities a worker registers for this agent."""
+
+    def __repr__(self) -> str:
+        return f"TemporalAgent(name={self.name!r}, model={self.model.id!r}, tools={list(self._tools_by_name)})"
+
+    @property
+    def model_activity_name(self) -> str:
+        return f"{self.name}.model"
+
+    def tool_activity_name(self, tool_name: str) -> str:
+        return f"{self.name}.tool.{tool_name}"
+
+    @property
+    def asks_approval(self) -> bool:
+        """Whether some calls may wait for a person's decision."""
+        return callable(self.needs_approval) or bool(self.needs_approval)
+
+    def call_needs_approval(self, tool_call: ToolCall) -> bool:
+        if not callable(self.needs_approval):
+            return tool_call.name in self.needs_approval
+        answer = self.needs_approval(tool_call)
+        if type(answer) is not bool:
+            raise TypeError(f"needs_approval must return a bool, got {type(answer).__name__}")
+        return answer
+
+    def tool_activity_options(self, tool_name: str) -> ActivityOptions:
+        return self.tool_activities.get(tool_name, self.default_tool_activity)
+
+    # --- the activities (on the worker) ------------------------------------------------------
+
+    def _model_activity_fn(self) -> Callable[[dict[str, Any]], Any]:
+        async def call_model(request: dict[str, Any]) -> dict[str, Any]:
+            """Call the model: consume the provider's stream, return the final message's JSON form."""
+            return await self._call_model(request)
+
+        return call_model
+
+    async def _call_model(self, request: dict[str, Any]) -> dict[str, Any]:
+        model = model_from_json(request["model"])
+        data = request["context"]
+        unknown = [n for n in data["tools"] if n not in self._tools_by_name]
+        if unknown:
+            raise ApplicationError(f"agent {self.name!r} has no tools {unknown}", non_retryable=True)
+        # By reference (a "base" key, None at first): `messages` are those added since that context.
+        base: str | None = data.get("base")
+        messages: tuple[Any, ...] = tuple(from_json(m) for m in data["messages"])
+        depth = 0
+        if base is not None:
+            if self.contexts is None:  # the workflow sends the whole context again
+                raise ApplicationError(
+                    f"agent {self.name!r} has no context_store on this worker", type=CONTEXT_MISSING, non_retryable=True
+                )
+            base_messages, depth = await self.contexts.load(base)
+            messages = (*base_messages, *messages)
+        context = Context(
+            system_prompt=data["systemPrompt"],
+            messages=messages,
+            tools=tuple(self._tools_by_name[n] for n in data["tools"]),
+        )
+        options = request["options"]
+        api_key = None
+        if self.get_api_key is not None:
+            api_key = await call(self.get_api_key, model.provider)
+        stream_options = StreamOptions(
+            signal=AbortSignal(),
+            api_key=api_key or self._api_key,
+            reasoning=options.get("reasoning"),
+            session_id=options.get("sessionId"),
+            temperature=options.get("temperature"),
+            max_tokens=options.get("maxTokens"),
+        )
+        stream_fn = self.stream_fn
+        if stream_fn is None:
+            from .._core._default_stream import default_stream_fn
+
+            stream_fn = default_stream_fn
+        async with _heartbeating():
+            try:
+                final = await final_message(stream_fn(model, context, stream_options))
+            except IncompleteStream as exc:
+                raise ApplicationError(str(exc), non_retryable=True) from None
+        if "base" not in data or self.contexts is None:
+            return to_json(final)
+        answer = to_json(final)
+        key = await self.contexts.save(base, depth, [*data["messages"], answer], (*context.messages, final))
+        return {"message": answer, "contextKey": key}
+
+    def _tool_activity(self, tool: AgentTool) -> Callable[[dict[str, Any]], Any]:
+        async def run_tool(request: dict[str, Any]) -> dict[str, Any]:
+            """Run one tool call: `{"result": ...}`, or `{"error": text}` when the tool raised.
+
+            A tool that raises Temporal's `ApplicationError` asks for a retry (the activity fails
+            and Temporal's retry policy applies); any other exception is the call's error result,
+            as in a run in one process.
+            """
+            tool_call = from_json(request["toolCall"])
+            token = _current_call.set(tool_call.id)
+            try:
+                async with _heartbeating():
+                    try:
+                        args = validate_tool_arguments(tool, tool_call)
+                        result = await within_timeout(
+                            tool, tool.execute(tool_call.id, args, AbortSignal(), _ignore_update)
+                        )
+                    except ApplicationError:
+                        raise
+                    except Exception as exc:
+                        return {"error": str(exc) or type(exc).__name__}
+            finally:
+                _current_call.reset(token)
+            if isinstance(result, str):
+                result = AgentToolResult(content=(TextContent(result),))
+            if not isinstance(result, AgentToolResult):
+                kind = type(result).__name__
+                return {"error": f"tool {tool.name!r} returned {kind}, expected an AgentToolResult or a str"}
+            return {"result": to_json(result)}
+
+        return run_tool
+
+
+def _ignore_update(partial_result: AgentToolResult) -> Delivery:
+    """Progress updates of a tool in an activity are not streamed (they would fill the history).
+
+    Already delivered, as the loop's own `on_update` answers: a tool may await it or not (a
+    coroutine nobody awaited would warn).
+    """
+    return DELIVERED
+
+
+@asynccontextmanager
+async def _heartbeating() -> AsyncIterator[None]:
+    """Heartbeat every half `heartbeat_timeout` while the body runs (nothing without a timeout).
+
+    A heartbeat is how Temporal learns that the attempt is alive, and how a cancellation (an
+    abort, a cancelled workflow) reaches it.
+    """
+    timeout = activity.info().heartbeat_timeout
+    if not timeout:
+        yield
+        return
+    interval = timeout.total_seconds() / 2
+
+    async def beat() -> None:
+        while True:
+            activity.heartbeat()
+            await anyio.sleep(interval)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(beat)
+        try:
+            yield
+        finally:
+            group.cancel_scope.cancel()

@@ -1,0 +1,462 @@
+"""`AgentWorkflow`: agentloop's loop as a Temporal workflow.
+
+The loop runs in the workflow, unchanged (`run_agent_loop`), with the extension points set:
+the stream function runs the `<agent>.model` activity and yields `start` and `done` for the
+message it returns; `wrap_tool_call` runs each tool as its `<agent>.tool.<name>` activity;
+Temporal's own exceptions propagate; the clock is the workflow's.
+
+What a caller sees: every event, in an envelope whose `seq` counts from 0 for the whole run
+(across continue-as-new), through the `events(after_seq)` update, a long poll. Steering,
+follow-up and abort are signals.
+
+Bounded history: after `turns_per_history` turns (or when Temporal suggests it) the workflow
+stops the loop after the turn, and continues as new with the transcript, the queued messages
+and the event counters; the caller sees one run. With the agent's `context_store`, a model call
+carries the messages added since the previous call and the key of the context it ended with
+(`_SentContext`), not the whole transcript (see `_temporal_context`).
+
+Human approval: with the agent's `needs_approval`, `before_tool_call` waits for the `approve`
+update (see `_temporal_approval`); the `approvals` query lists the calls waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio  # noqa: TID251  (Temporal workflows run on asyncio only)
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TemporalError
+
+from .._core._config import AgentContext, AgentLoopConfig, ToolInvocation, TurnContext, default_convert_to_llm
+from .._core._loop import run_agent_loop, run_agent_loop_continue
+from .._durable import ending, replayed
+from .._types._abort import AbortSignal
+from .._types._constants import ABORTED_TEXT
+from .._types._events import (
+    AgentEnd,
+    AgentEvent,
+    AgentStart,
+    AssistantMessageEvent,
+    ErrorEvent,
+    TurnStart,
+)
+from .._types._messages import AgentMessage, AgentToolResult, AssistantMessage, Context, Message, Model
+from .._types._stream_fn import StreamOptions
+from .._wire._codec import from_json, to_json
+from .._wire._envelope import EventEnvelope, envelope_to_json
+from .._wire._model_json import model_to_json
+from ._agent import ActivityOptions, TemporalAgent
+from ._approval import PendingApprovals
+from ._context import CONTEXT_MISSING
+from ._payload import AgentRun
+
+__all__ = ("AgentWorkflow", "register_agent", "registered_agent")
+
+_AGENTS: dict[str, TemporalAgent] = {}
+_DRAIN_TIMEOUT = timedelta(seconds=10)
+"""How long a workflow about to continue as new waits for an attached caller to read its events."""
+
+
+def register_agent(agent: TemporalAgent) -> None:
+    """Make `agent` findable by name in this process's workflows (the worker does it)."""
+    if not isinstance(agent, TemporalAgent):
+        raise TypeError(f"expected a TemporalAgent, got {type(agent).__name__}")
+    known = _AGENTS.get(agent.name)
+    if known is not None and known is not agent:
+        raise ValueError(f"another TemporalAgent is already registered as {agent.name!r} in this process")
+    _AGENTS[agent.name] = agent
+
+
+def registered_agent(name: str) -> TemporalAgent:
+    agent = _AGENTS.get(name)
+    if agent is None:
+        raise LookupError(
+            f"no TemporalAgent named {name!r} on this worker (registered: {sorted(_AGENTS)}); "
+            "pass it to agentloop.temporal.worker(..., agents=[...])"
+        )
+    return agent
+
+
+class _AgentNotFound(Exception):
+    """The workflow names an agent this worker does not have: the workflow fails (not retried)."""
+
+
+class _ToolFailed(Exception):
+    """A tool activity's error, as the model sees it (a tool error result, not an engine error)."""
+
+
+def _now_ms() -> int:
+    return int(workflow.now().timestamp() * 1000)
+
+
+async def _activity(name: str, arg: Any, options: ActivityOptions, summary: str) -> Any:
+    """Run an activity; a cancellation (an abort's cut) returns at once and asks Temporal to cancel it.
+
+    Awaiting the activity's handle directly would not do: cancelling it resolves the handle only
+    in a later activation, and anyio re-delivers a scope's cancellation until the task has left
+    the scope, which in a workflow's event loop never yields. A plain future cancels at once.
+    """
+    handle = workflow.start_activity(name, arg, summary=summary, **options.as_kwargs())
+    finished = asyncio.get_running_loop().create_future()
+
+    def wake(_: object) -> None:
+        if not finished.done():
+            finished.set_result(None)
+
+    handle.add_done_callback(wake)
+    try:
+        await finished
+    except BaseException:
+        handle.cancel()
+        raise
+    return handle.result()
+
+
+def _failure_text(exc: BaseException) -> str:
+    """The innermost message of an activity failure (the tool's or the timeout's)."""
+    while isinstance(exc, ActivityError) and exc.cause is not None:
+        exc = exc.cause
+    return str(exc) or type(exc).__name__
+
+
+@workflow.defn(name="agentloop.AgentWorkflow")
+class AgentWorkflow:
+    """Runs one agent run durably; returns the messages the run added (prompts included)."""
+
+    def __init__(self) -> None:
+        self._log: list[dict[str, Any]] = []  # this history's envelopes, JSON
+        self._first_seq = 0
+        self._next_seq = 0
+        self._turn = 0
+        self._run_id = ""
+        self._steering: list[AgentMessage] = []
+        self._follow_ups: list[AgentMessage] = []
+        self._signal = AbortSignal()
+        self._finished = False
+        self._continuing = False
+        self._read_up_to = -1
+        self._turns_here = 0
+        self._history_full = False
+        self._held_end: AgentEnd | None = None
+        self._carried: list[AgentMessage] = []
+        self._terminating: dict[str, bool] = {}
+        self._terminated = False  # every call of the last turn asked to end the run
+        self._turns_left: int | None = None  # of `max_turns`, in this history
+        self._approvals: PendingApprovals | None = None
+        self._sent = _SentContext()
+
+    # --- the run -------------------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, run: AgentRun) -> list[AgentMessage]:
+        try:
+            agent = registered_agent(run.agent)
+        except LookupError as exc:
+            raise _AgentNotFound(str(exc)) from None
+        self._agent = agent
+        if agent.asks_approval:
+            self._approvals = PendingApprovals(agent.call_needs_approval, agent.approval_timeout, _now_ms)
+        state = run.state or {}
+        self._run_id = state.get("runId") or workflow.info().workflow_id
+        self._first_seq = self._next_seq = int(state.get("seq", 0))
+        self._turn = int(state.get("turn", 0))
+        self._carried = [from_json(m) for m in state.get("runMessages", ())]
+        self._steering = [from_json(m) for m in state.get("steering", ())] + self._steering
+        self._follow_ups = [from_json(m) for m in state.get("followUps", ())] + self._follow_ups
+        turns_before = int(state.get("turns", 0))
+        if state.get("aborted"):
+            self._signal.abort()
+        if state.get("contextKey") is not None:  # the context the store holds, from the last history
+            self._sent = _SentContext.carried(state["contextKey"], state["contextLength"], run.messages)
+        max_turns = None if agent.max_turns is None else max(agent.max_turns - turns_before, 1)
+        self._turns_left = max_turns  # None: no limit
+        config = AgentLoopConfig(
+            model=agent.model,
+            get_steering_messages=self._take_steering,
+            get_follow_up_messages=self._take_follow_ups,
+            tool_execution=agent.tool_execution,
+            max_parallel_tool_calls=agent.max_parallel_tool_calls,
+            tool_abort_grace=agent.tool_abort_grace,
+            should_stop_after_turn=self._should_stop,
+            max_turns=max_turns,
+            reasoning=agent.reasoning,
+            temperature=agent.temperature,
+            max_tokens=agent.max_tokens,
+            session_id=agent.session_id,
+            before_tool_call=None if self._approvals is None else self._approvals.before_tool_call,
+            wrap_tool_call=self._call_tool,
+            propagate=(TemporalError,),
+            clock=_now_ms,
+        )
+        context = AgentContext(system_prompt=agent.system_prompt, messages=tuple(run.messages), tools=agent.tools)
+        stream = _model_stream(agent, self._sent)
+        if not state and run.prompts:
+            new = await run_agent_loop(run.prompts, context, config, self._emit, self._signal, stream)
+        elif state and run.messages and run.messages[-1].role == "assistant":
+            prompts = self._take_steering() or self._take_follow_ups()
+            new = await run_agent_loop(prompts, context, config, self._emit, self._signal, stream)
+        else:
+            new = await run_agent_loop_continue(context, config, self._emit, self._signal, stream)
+        run_messages = [*self._carried, *new]
+        transcript = [*run.messages, *new]
+        if self._history_full and self._goes_on(transcript):
+            await self._continue_as_new(agent, transcript, run_messages, turns_before)
+        if self._held_end is not None:
+            self._record(self._held_end)
+        self._finished = True
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return run_messages
+
+    def _goes_on(self, transcript: Sequence[AgentMessage]) -> bool:
+        """Whether the loop, stopped at the history limit, would have gone on."""
+        if self._signal.aborted or self._turns_left == 0:
+            return False
+        last = transcript[-1]
+        if last.role == "assistant":
+            return bool(self._steering or self._follow_ups)
+        return not self._terminated
+
+    async def _continue_as_new(
+        self, agent: TemporalAgent, transcript: list[AgentMessage], run_messages: list[AgentMessage], turns_before: int
+    ) -> None:
+        self._continuing = True  # waiting polls answer now
+        if self._read_up_to >= 0:  # a caller is attached: let it read this history's events first
+            with contextlib.suppress(asyncio.TimeoutError):
+                await workflow.wait_condition(lambda: self._read_up_to >= self._next_seq - 1, timeout=_DRAIN_TIMEOUT)
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        state = {
+            "runId": self._run_id,
+            "seq": self._next_seq,
+            "turn": self._turn,
+            "turns": turns_before + self._turns_here,
+            "runMessages": [to_json(m) for m in run_messages],
+            "steering": [to_json(m) for m in self._steering],
+            "followUps": [to_json(m) for m in self._follow_ups],
+            "aborted": self._signal.aborted,
+            "contextKey": self._sent.key,
+            "contextLength": len(self._sent.messages),
+        }
+        workflow.continue_as_new(AgentRun(agent=agent.name, messages=transcript, state=state))
+
+    def _should_stop(self, turn: TurnContext) -> bool:
+        self._turns_here += 1
+        if self._turns_left is not None:
+            self._turns_left -= 1
+        if self._turns_here >= self._agent.turns_per_history or workflow.info().is_continue_as_new_suggested():
+            self._history_full = True
+            results = turn.tool_results
+            self._terminated = bool(results) and all(self._terminating.get(r.tool_call_id) for r in results)
+            return True
+        return False
+
+    def _take_steering(self) -> list[AgentMessage]:
+        taken, self._steering = self._steering, []
+        return taken
+
+    def _take_follow_ups(self) -> list[AgentMessage]:
+        taken, self._follow_ups = self._follow_ups, []
+        return taken
+
+    async def _call_tool(self, invocation: ToolInvocation, proceed: Callable[[], Awaitable[object]]) -> AgentToolResult:
+        """Run the tool as its activity (the tool call id is the activity's idempotency key)."""
+        agent = self._agent
+        name = invocation.tool.name
+        call_id = invocation.tool_call.id
+        try:
+            out = await _activity(
+                agent.tool_activity_name(name),
+                {"toolCall": to_json(invocation.tool_call)},
+                agent.tool_activity_options(name),
+                f"{name} ({call_id})",
+            )
+        except ActivityError as exc:
+            if isinstance(exc.cause, CancelledError):
+                raise
+            raise _ToolFailed(_failure_text(exc)) from None
+        if "error" in out:
+            raise _ToolFailed(out["error"])
+        result: AgentToolResult = from_json(out["result"])
+        self._terminating[call_id] = result.terminate is True
+        return result
+
+    # --- events --------------------------------------------------------------------------------
+
+    def _emit(self, event: AgentEvent) -> None:
+        kind = type(event)
+        if kind is AgentStart and self._next_seq > 0:
+            return  # a continued history: the caller saw this run's agent_start
+        if isinstance(event, AgentEnd):
+            end = AgentEnd((*self._carried, *event.messages))
+            if self._history_full:
+                self._held_end = end  # sent if the run does not go on in a new history
+                return
+            event = end
+        self._record(event)
+
+    def _record(self, event: AgentEvent) -> None:
+        if type(event) is TurnStart:
+            self._turn += 1
+        envelope = EventEnvelope(
+            event=event, run_id=self._run_id, seq=self._next_seq, turn=self._turn, timestamp=_now_ms()
+        )
+        self._log.append(envelope_to_json(envelope))
+        self._next_seq += 1
+
+    def _page(self, after_seq: int) -> dict[str, Any]:
+        start = max(after_seq + 1 - self._first_seq, 0)
+        return {
+            "envelopes": self._log[start:],
+            "firstSeq": self._first_seq,
+            "finished": self._finished,
+            "continuing": self._continuing,
+        }
+
+    @workflow.update(name="events")
+    async def events(self, after_seq: int) -> dict[str, Any]:
+        """The envelopes after `after_seq` (-1: from the start), waiting until there is one.
+
+        Answers at once when the run has finished or is moving to a new history (`continuing`:
+        ask again). `firstSeq` is the first envelope this history still has.
+        """
+        self._read_up_to = max(self._read_up_to, after_seq)
+        await workflow.wait_condition(lambda: self._next_seq - 1 > after_seq or self._finished or self._continuing)
+        return self._page(after_seq)
+
+    @events.validator
+    def _check_events(self, after_seq: int) -> None:
+        if isinstance(after_seq, bool) or not isinstance(after_seq, int) or after_seq < -1:
+            raise ValueError(f"events(after_seq) needs an int >= -1, got {after_seq!r}")
+
+    @workflow.query(name="events_now")
+    def events_now(self, after_seq: int) -> dict[str, Any]:
+        """The envelopes after `after_seq` without waiting (also on a finished workflow)."""
+        return self._page(after_seq)
+
+    # --- steering, follow-up, abort --------------------------------------------------------------
+
+    @workflow.signal(name="steer")
+    def steer(self, message: AgentMessage) -> None:
+        """Queue a message for the next turn (taken after the current turn's tool calls)."""
+        self._steering.append(message)
+
+    @workflow.signal(name="follow_up")
+    def follow_up(self, message: AgentMessage) -> None:
+        """Queue a message for when the agent would otherwise stop."""
+        self._follow_ups.append(message)
+
+    @workflow.signal(name="abort")
+    def abort(self) -> None:
+        """Abort the run: the model call or the tools in flight are cancelled, the run ends `aborted`."""
+        self._signal.abort()
+
+    # --- human approval --------------------------------------------------------------------------
+
+    @workflow.update(name="approve")
+    def approve(self, tool_call_id: str, approved: bool, reason: str | None = None) -> None:
+        """Decide a pending tool call: approved, it runs; denied, it is blocked with `reason`."""
+        self._pending_approvals().decide(tool_call_id, approved, reason)
+
+    @approve.validator
+    def _check_approve(self, tool_call_id: str, approved: bool, reason: str | None = None) -> None:
+        self._pending_approvals().check(tool_call_id, approved, reason)
+
+    @workflow.query(name="approvals")
+    def approvals(self) -> list[dict[str, Any]]:
+        """The tool calls waiting for a decision, oldest first (JSON `ApprovalRequest`s)."""
+        return [] if self._approvals is None else self._approvals.listed()
+
+    def _pending_approvals(self) -> PendingApprovals:
+        if self._approvals is None:
+            raise ValueError("approve: no approval is pending: this run's agent asks none (needs_approval is empty)")
+        return self._approvals
+
+    _agent: TemporalAgent
+
+
+class _SentContext:
+    """With a context store: the key of the context this run's last model call ended with (its
+    messages and the answer), and those messages, to send the next call only what follows them."""
+
+    def __init__(self, key: str | None = None, messages: tuple[Message, ...] = ()) -> None:
+        self.key = key
+        self.messages = messages
+
+    @classmethod
+    def carried(cls, key: str, length: int, transcript: Sequence[AgentMessage]) -> _SentContext:
+        """From a previous history: the context was the first `length` LLM messages of the transcript."""
+        messages = tuple(default_convert_to_llm(transcript))
+        return cls(key, messages[:length]) if len(messages) >= length else cls()
+
+    def split(self, messages: Sequence[Message]) -> tuple[str | None, Sequence[Message]]:
+        """The key to send and the messages after it; (None, all) if the context did not go on
+        from the last one (compacted, or an answer the loop changed)."""
+        known = self.messages
+        if self.key is None or len(messages) < len(known):
+            return None, messages
+        for old, new in zip(known, messages, strict=False):  # `messages` may be longer
+            if old is not new and old != new:
+                return None, messages
+        return self.key, messages[len(known) :]
+
+
+def _context_missing(exc: ActivityError) -> bool:
+    return isinstance(exc.cause, ApplicationError) and exc.cause.type == CONTEXT_MISSING
+
+
+def _model_stream(
+    agent: TemporalAgent, sent: _SentContext
+) -> Callable[[Model, Context, StreamOptions], AsyncIterator[AssistantMessageEvent]]:
+    """The workflow's stream function: the model activity, then `start` and `done` for its message."""
+
+    async def call(model: Model, context: Context, options: StreamOptions) -> AssistantMessage:
+        by_reference = agent.contexts is not None
+        base, messages = sent.split(context.messages) if by_reference else (None, context.messages)
+        request = {
+            "model": model_to_json(model),
+            "context": {
+                "systemPrompt": context.system_prompt,
+                "messages": [to_json(m) for m in messages],
+                "tools": [tool.name for tool in context.tools],
+                **({"base": base} if by_reference else {}),
+            },
+            "options": {
+                "reasoning": options.reasoning,
+                "sessionId": options.session_id,
+                "temperature": options.temperature,
+                "maxTokens": options.max_tokens,
+            },
+        }
+        data = await _activity(agent.model_activity_name, request, agent.model_activity, model.id)
+        # Either shape, whatever this worker's agent has: workers may gain or lose their store
+        # while a run goes on (a deploy), and a history recorded either way must replay.
+        if "contextKey" not in data:
+            sent.key, sent.messages = None, ()
+            return from_json(data)  # type: ignore[no-any-return]
+        final: AssistantMessage = from_json(data["message"])
+        sent.key, sent.messages = data["contextKey"], (*context.messages, final)
+        return final
+
+    async def stream(model: Model, context: Context, options: StreamOptions) -> AsyncIterator[AssistantMessageEvent]:
+        if options.signal.aborted:  # the contract: an aborted signal ends the stream at once
+            yield ErrorEvent("aborted", ending(model, "aborted", ABORTED_TEXT, _now_ms()))
+            return
+        try:
+            try:
+                final = await call(model, context, options)
+            except ActivityError as exc:
+                if not _context_missing(exc):
+                    raise
+                sent.key, sent.messages = None, ()  # the store lost it: send the whole context
+                final = await call(model, context, options)
+        except ActivityError as exc:
+            if isinstance(exc.cause, CancelledError):
+                raise
+            yield ErrorEvent("error", ending(model, "error", f"The model call failed: {_failure_text(exc)}", _now_ms()))
+            return
+        async for event in replayed(final):
+            yield event
+
+    return stream
