@@ -1,2 +1,4 @@
 """The proxy protocol of pi-agent-core: its wire form, the client stream function and the
 server (`proxy_app`)."""
+
+__all__ = ()
