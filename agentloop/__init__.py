@@ -11,13 +11,13 @@ from typing import Any as _Any
 from ._core._agent import DEFAULT_MODEL as DEFAULT_MODEL
 from ._core._agent import Agent as Agent
 from ._core._agent import AgentListener as AgentListener
-from ._core._agent import AgentState as AgentState
 from ._core._config import AfterToolCallContext as AfterToolCallContext
 from ._core._config import AfterToolCallResult as AfterToolCallResult
 from ._core._config import AgentContext as AgentContext
 from ._core._config import AgentLoopConfig as AgentLoopConfig
 from ._core._config import BeforeToolCallContext as BeforeToolCallContext
 from ._core._config import BeforeToolCallResult as BeforeToolCallResult
+from ._core._config import LoopOptions as LoopOptions
 from ._core._config import NextTurn as NextTurn
 from ._core._config import QueueMode as QueueMode
 from ._core._config import ToolExecution as ToolExecution
@@ -27,6 +27,7 @@ from ._core._config import default_convert_to_llm as default_convert_to_llm
 from ._core._default_stream import register_api_provider as register_api_provider
 from ._core._loop import run_agent_loop as run_agent_loop
 from ._core._loop import run_agent_loop_continue as run_agent_loop_continue
+from ._core._state import AgentState as AgentState
 from ._core._stream import AgentEventStream as AgentEventStream
 from ._core._stream import AgentLoopStream as AgentLoopStream
 from ._core._stream import agent_loop as agent_loop
@@ -86,10 +87,10 @@ from ._types._messages import Usage as Usage
 from ._types._messages import UserMessage as UserMessage
 from ._types._stream_fn import StreamFn as StreamFn
 from ._types._stream_fn import StreamOptions as StreamOptions
-from ._wire._codec import dumps as dumps
-from ._wire._codec import from_json as from_json
-from ._wire._codec import loads as loads
-from ._wire._codec import to_json as to_json
+from ._wire._decode import from_json as from_json
+from ._wire._decode import loads as loads
+from ._wire._encode import dumps as dumps
+from ._wire._encode import to_json as to_json
 
 if _TYPE_CHECKING:
     from ._serve._app import AgentSSEApp as AgentSSEApp
@@ -201,6 +202,7 @@ __all__ = (
     "ImageContent",
     "InvalidContextError",
     "JSONLSessionStore",
+    "LoopOptions",
     "Message",
     "MessageEnd",
     "MessageStart",

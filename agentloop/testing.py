@@ -33,7 +33,7 @@ from ._types._events import (
 )
 from ._types._messages import AssistantMessage, Context, Model, ToolCall, Usage
 from ._types._stream_fn import StreamOptions
-from ._wire._codec import decode_json
+from ._wire._json_text import decode_json
 
 __all__ = (
     "EventOrderError",

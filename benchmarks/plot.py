@@ -1,4 +1,4 @@
-"""Chart of a benchmark run: `python plot.py results.json results.png` (needs matplotlib).
+"""Chart of a benchmark run: `python plot.py RESULTS.json results.png` (needs matplotlib).
 
 Three panels: W1 deltas/s and W2 turns/s per implementation (log scale), and W6 growth (cost per
 delta and per turn, long over short, with the targets).

@@ -302,7 +302,7 @@ async def _stream_client(kind: str, host: str, port: int, answers: int, body: by
     buffer = bytearray()
     async with await anyio.connect_tcp(host, port) as stream:
         if kind == "sse":
-            head = f"GET /sessions/{sid}/events HTTP/1.1\r\nHost: bench\r\n\r\n".encode()
+            head = f"GET /sessions/{sid}/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode()
             await stream.send(head)
             async with httpx.AsyncClient(base_url=f"http://{host}:{port}") as http:
                 for _ in range(answers):
@@ -311,7 +311,7 @@ async def _stream_client(kind: str, host: str, port: int, answers: int, body: by
             return total
         path = "/api/stream" if kind == "proxy" else "/"
         request = (
-            f"POST {path} HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer {TOKEN}\r\n"
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
         ).encode() + body
         for _ in range(answers):
@@ -498,12 +498,12 @@ async def _answers_of_one_session(host: str, port: int, sid: str, answers: int, 
     sid, last = sid.split(" ")  # the events after the last one sent before (earlier rounds)
     prompt = b'{"text":"go"}'
     post = (
-        f"POST /sessions/{sid}/prompt HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+        f"POST /sessions/{sid}/prompt HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
         f"Content-Length: {len(prompt)}\r\n\r\n"
     ).encode() + prompt
     async with await anyio.connect_tcp(host, port) as events, await anyio.connect_tcp(host, port) as posts:
         stream, answers_to_posts = _Reader(events), _Reader(posts)
-        await events.send(f"GET /sessions/{sid}/events?lastEventId={last} HTTP/1.1\r\nHost: bench\r\n\r\n".encode())
+        await events.send(f"GET /sessions/{sid}/events?lastEventId={last} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
         await stream.until(b"retry: 1000\n\n")
         for _ in range(answers):
             before = stream.count
@@ -531,7 +531,7 @@ async def _load_round(kind: str, url: str, sids: list[str], answers: int) -> tup
     context = Context(messages=(UserMessage(content="hi", timestamp=1),))
     body = encode_request(bench_model(), context, StreamOptions(signal=AbortSignal()))
     request = (
-        f"POST {'/' if kind == 'trivial' else '/api/stream'} HTTP/1.1\r\nHost: bench\r\n"
+        f"POST {'/' if kind == 'trivial' else '/api/stream'} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
     ).encode() + body
     seen = _Round()

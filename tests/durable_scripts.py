@@ -77,3 +77,17 @@ SLOW: list[Response | str] = [
     "x is 42",
 ]
 FOLLOW_UP: list[Response | str] = [*SLOW, "y is 43"]
+
+
+class Opaque:
+    """A value JSON cannot carry (and a client without this module could not unpickle)."""
+
+
+@al.tool
+async def odd_details(key: str) -> al.AgentToolResult:
+    """A result whose details are not JSON values."""
+    log("tool_starts", f"odd_details {key}")
+    return al.AgentToolResult(content=(al.TextContent("ok"),), details={"value": Opaque()})
+
+
+ODD: list[Response | str] = [Response(content=[ScriptedToolCall("o1", "odd_details", {"key": "k"})]), "done"]

@@ -82,19 +82,19 @@ async def test_one_shot_streams_text_tools_and_a_summary(
         ]
     )
     use_model(monkeypatch, model)
-    code, out, _ = await cli(["run", "What do my notes say?", "--root", str(tmp_path)])
+    code, out, err = await cli(["run", "What do my notes say?", "--root", str(tmp_path)])
     assert code == _command.EXIT_OK
-    assert "(thinking) let me read" in out
-    assert '→ read_file({"path": "notes.txt"})' in out
-    assert "← the answer is 42" in out
-    assert "It says 42." in out
-    assert "2 turns" in out.splitlines()[-1]
+    assert out == "It says 42.\n"  # the answer alone on stdout
+    assert "(thinking) let me read" in err
+    assert '→ read_file({"path": "notes.txt"})' in err
+    assert "← the answer is 42" in err
+    assert "2 turns" in err.splitlines()[-1]
 
 
 async def test_thinking_can_be_hidden(anyio_backend: object, monkeypatch: pytest.MonkeyPatch) -> None:
     use_model(monkeypatch, ScriptedModel([Response(content=[ScriptedThinking("secret"), ScriptedText("shown")])]))
-    code, out, _ = await cli(["run", "hi", "--thinking", "hide"])
-    assert code == 0 and "secret" not in out and "shown" in out
+    code, out, err = await cli(["run", "hi", "--thinking", "hide"])
+    assert code == 0 and "secret" not in out + err and out == "shown\n"
 
 
 async def test_jsonl_writes_every_event_for_the_codec(anyio_backend: object, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -119,15 +119,15 @@ async def test_a_path_escaping_the_root_is_refused(
         monkeypatch,
         ScriptedModel([Response(content=[ScriptedToolCall("c1", "read_file", {"path": "../secret.txt"})]), "ok"]),
     )
-    code, out, _ = await cli(["run", "read it", "--root", str(tmp_path / "root")])
+    code, _, err = await cli(["run", "read it", "--root", str(tmp_path / "root")])
     assert code == 0
-    assert "✗ '../secret.txt' is outside the root folder" in out
+    assert "✗ '../secret.txt' is outside the root folder" in err
 
 
 async def test_model_error_exit_code(anyio_backend: object, monkeypatch: pytest.MonkeyPatch) -> None:
     use_model(monkeypatch, ScriptedModel([Response(stop_reason="error", error_message="quota exceeded")]))
-    code, out, _ = await cli(["run", "hi"])
-    assert code == _command.EXIT_MODEL_ERROR and "error: quota exceeded" in out
+    code, out, err = await cli(["run", "hi"])
+    assert code == _command.EXIT_MODEL_ERROR and "error: quota exceeded" in err and out == ""
 
 
 async def test_chat_prompts_then_steers_while_the_agent_works(
@@ -142,9 +142,9 @@ async def test_chat_prompts_then_steers_while_the_agent_works(
 
     model = Slow([Response(content=[ScriptedText(["one ", "two"])], delay=0.3), "after steering", "second prompt"])
     use_model(monkeypatch, model)
-    code, out, _ = await cli(["chat"], stdin=TypedInput("first\nsteer now\n", pause=0.15))
+    code, out, err = await cli(["chat"], stdin=TypedInput("first\nsteer now\n", pause=0.15))
     assert code == 0
-    assert "(steering the current run)" in out
+    assert "(steering the current run)" in err
     assert "one two" in out
     assert len(model.calls) == 2 and steered[-1] == "steer now"
 
@@ -162,36 +162,174 @@ async def test_ctrl_c_aborts_the_run_and_answers_every_tool(
     original = _tools.builtin_tools  # what _command imports
     monkeypatch.setattr(_command, "builtin_tools", lambda root: [*original(root), wait])
     use_model(monkeypatch, ScriptedModel([Response(content=[ScriptedToolCall("c1", "wait", {})]), "never"]))
-    code, out, _ = await cli(["run", "wait", "--max-turns", "2"])
+    code, _, err = await cli(["run", "wait", "--max-turns", "2"])
     assert code == _command.EXIT_ABORTED
-    assert "aborting (press Ctrl-C again to quit)" in out
-    assert "✗ Operation aborted" in out
+    assert "aborting (press Ctrl-C again to quit)" in err
+    assert "✗ Operation aborted" in err
 
 
-@pytest.mark.servers
-def test_the_embedded_local_model_calls_the_calculator_and_answers(tmp_path: Path) -> None:
-    """A real run of the README's first command: llama.cpp with SmolLM2 (the `local` extra and the
-    GGUF, as .ci/run installs them, or the command line's own cache)."""
+def _local_model_file() -> Path:
     caches = [Path(__file__).parents[1] / ".ci-cache" / "providers", _local_model.cache_dir()]
     gguf = next((path for cache in caches if cache.is_dir() for path in cache.rglob("*.gguf")), None)
     assert gguf is not None, "run `python tests/providers/servers.py start` first (it fetches the model)"
-    env = {**os.environ, "AGENTLOOP_MODEL_PATH": str(gguf)}
+    return gguf
+
+
+@pytest.mark.servers
+def test_the_embedded_local_model_calls_the_calculator_and_only_the_answer_is_on_stdout(tmp_path: Path) -> None:
+    """A real run of the README's first command: llama.cpp with SmolLM2 (the `local` extra and the
+    GGUF, as .ci/run installs them, or the command line's own cache)."""
+    env = {**os.environ, "AGENTLOOP_MODEL_PATH": str(_local_model_file())}
     env.pop("OPENAI_API_KEY", None)
     env.pop("ANTHROPIC_API_KEY", None)
     done = subprocess.run(
-        [sys.executable, "-m", "agentloop", "run", "Calculate 17 * 23", "--root", str(tmp_path)],
+        [sys.executable, "-m", "agentloop", "run", "What is 17 * 23?", "--root", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=240,
         env=env,
     )
     assert done.returncode == 0, done.stderr
-    assert "SmolLM2-135M-Instruct" in done.stdout
-    assert '→ calculator({"expression": "17 * 23"})' in done.stdout
-    assert "← 17 * 23 = 391" in done.stdout
-    answer = done.stdout.split("← 17 * 23 = 391", 1)[1].strip().splitlines()
-    assert "391" in answer[0], done.stdout
-    assert "2 turns" in answer[-1]
+    assert "SmolLM2-135M-Instruct" in done.stderr
+    assert f"right on {_command.LOCAL_MODEL_RATE} arithmetic prompts" in done.stderr
+    assert '→ calculator({"expression": "17 * 23"})' in done.stderr
+    assert "← 17 * 23 = 391" in done.stderr
+    assert "2 turns" in done.stderr.splitlines()[-1]
+    assert done.stdout.count("\n") == 1 and "391" in done.stdout, done.stdout  # the answer alone
+
+
+ARITHMETIC = [
+    ("What is 17 * 23?", 391), ("What is 2 ** 10?", 1024), ("What is 3.5 * 4?", 14), ("Compute 2**16", 65536),
+    ("What is 12 * 12?", 144), ("Calculate 45 + 67", 112), ("What is 1000 - 357?", 643), ("What is 144 / 12?", 12),
+    ("How much is 19 * 21?", 399), ("What is the square root of 81?", 9), ("What is 7 + 8 * 2?", 23),
+    ("Calculate (4 + 6) * 3", 30), ("What is 99 * 99?", 9801), ("What is 256 / 8?", 32),
+    ("What is 15% of 200?", 30), ("What is 123 + 456?", 579), ("What is 9 ** 3?", 729), ("What is 50 - 75?", -25),
+    ("What is 36 * 11?", 396), ("Calculate 1234 * 5", 6170), ("What is 17 mod 5?", 2), ("What is 2.5 + 2.5?", 5),
+    ("Divide 100 by 4", 25), ("What is 13 squared?", 169),
+]  # fmt: skip
+"""The prompts the embedded model's rate is measured on (`_command.LOCAL_MODEL_RATE`): an answer is
+right when the last number it writes is the value."""
+
+
+def _last_number_is(answer: str, value: float) -> bool:
+    import re
+
+    numbers = re.findall(r"-?\d+(?:\.\d+)?", answer.replace(",", ""))
+    return bool(numbers) and float(numbers[-1]) == value
+
+
+@pytest.mark.servers
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # a measure of the model, not of the backend
+async def test_the_embedded_model_answers_the_arithmetic_prompts_at_its_measured_rate(
+    anyio_backend: object, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The rate the banner, the help and the README quote, measured again (greedy decoding: the
+    same answers each time, give or take a prompt)."""
+    from agentloop import providers
+    from agentloop.cli._constrained_tools import constrained_tool_stream
+
+    monkeypatch.setenv("AGENTLOOP_MODEL_PATH", str(_local_model_file()))
+    right = 0
+    with anyio.fail_after(600):
+        async with _local_model.local_model_server(say=lambda line: None) as url:
+            for prompt, value in ARITHMETIC:
+                agent = al.Agent(
+                    model=providers.local_model(url),
+                    system_prompt=_command.SYSTEM_PROMPT,
+                    tools=_tools.builtin_tools(tmp_path),
+                    stream_fn=constrained_tool_stream,
+                    max_tokens=160,
+                )
+                await agent.prompt(prompt)
+                last = agent.state.messages[-1]
+                right += isinstance(last, al.AssistantMessage) and _last_number_is(last.text, value)
+    measured = int(_command.LOCAL_MODEL_RATE.split(" of ")[0])
+    assert _command.LOCAL_MODEL_RATE.endswith(f" of {len(ARITHMETIC)}")
+    assert len(ARITHMETIC) >= 20 and right >= measured - 2, f"{right} of {len(ARITHMETIC)} right"
+
+
+async def test_the_answer_alone_is_on_stdout_and_everything_else_on_stderr(
+    anyio_backend: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use_model(
+        monkeypatch,
+        ScriptedModel([Response(content=[ScriptedToolCall("c1", "calculator", {"expression": "17 * 23"})]), "391"]),
+    )
+    code, out, err = await cli(["run", "What is 17 * 23?"])
+    assert code == 0 and out == "391\n"
+    assert "→ calculator" in err and "← 17 * 23 = 391" in err and "2 turns" in err
+
+
+async def test_a_run_ended_by_max_turns_says_so(anyio_backend: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    use_model(
+        monkeypatch,
+        ScriptedModel([Response(content=[ScriptedToolCall("c1", "calculator", {"expression": "1 + 1"})]), "2"]),
+    )
+    code, out, err = await cli(["run", "What is 1 + 1?", "--max-turns", "1"])
+    assert code == 0 and out == ""
+    assert "(stopped after 1 turn by --max-turns 1, before the model answered the tool results)" in err
+
+
+async def test_a_run_that_answers_within_max_turns_has_no_note(
+    anyio_backend: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use_model(monkeypatch, ScriptedModel(["2"]))
+    code, _, err = await cli(["run", "What is 1 + 1?", "--max-turns", "1"])
+    assert code == 0 and "--max-turns" not in err
+
+
+async def test_the_summary_counts_cached_prompt_tokens(anyio_backend: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    usage = al.Usage(input=47, output=12, cache_read=42, total_tokens=101)
+    use_model(monkeypatch, ScriptedModel([Response(content=[ScriptedText("ok")], usage=usage)]))
+    code, _, err = await cli(["run", "hi"])
+    assert code == 0 and "1 turn, 89 tokens in (42 cached), 12 out" in err
+
+
+async def test_a_spinner_shows_while_a_stream_waits_before_its_start(
+    anyio_backend: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The embedded model's first request (the constrained choice) runs before its stream starts:
+    the spinner shows from the turn's start."""
+
+    class Terminal_(Terminal):
+        def isatty(self) -> bool:
+            return True
+
+    async def late(model: al.Model, context: al.Context, options: al.StreamOptions) -> Any:
+        await anyio.sleep(0.5)
+        return ScriptedModel(["late"])(model, context, options)
+
+    use_model(monkeypatch, late)
+    args = _command.parse_args(["run", "hi"], io.StringIO())
+    out, err = Terminal(), Terminal_()
+    with anyio.fail_after(10):
+        code = await _command.run_cli(args, io.StringIO(), out, err)
+    assert code == 0 and out.getvalue() == "late\n"
+    assert "waiting for the model" in err.getvalue()
+
+
+async def test_a_piped_chat_does_not_promise_steering(anyio_backend: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    use_model(monkeypatch, ScriptedModel(["ok"]))
+    code, _, err = await cli(["chat"], stdin="one\n")
+    assert code == 0 and "steer" not in err and "each line read is a prompt" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["run"], "the following arguments are required: prompt (see agentloop run --help)"),
+        (["run", "hi", "--bogus"], "unrecognized arguments: --bogus (see agentloop --help)"),
+        (["run", "hi", "--thinking", "loud"], "argument --thinking: invalid choice: 'loud'"),
+        ([], "the following arguments are required"),
+    ],
+)
+def test_argparse_usage_errors_are_one_line_and_exit_2(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _command.main(argv) == _command.EXIT_USAGE
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert captured.err.startswith("agentloop: ") and message in captured.err
 
 
 async def test_run_dash_reads_the_prompt_from_stdin(anyio_backend: object, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -205,11 +343,11 @@ async def test_run_dash_reads_the_prompt_from_stdin(anyio_backend: object, monke
 async def test_piped_lines_are_prompts_of_their_own(anyio_backend: object, monkeypatch: pytest.MonkeyPatch) -> None:
     model = ScriptedModel([Response(content=[ScriptedText("first answer")], delay=0.2), "second answer"])
     use_model(monkeypatch, model)
-    code, out, _ = await cli(["chat"], stdin="one\ntwo\n")
+    code, out, err = await cli(["chat"], stdin="one\ntwo\n")
     assert code == 0
-    assert "steering" not in out and "first answer" in out and "second answer" in out
+    assert "steer" not in out + err and out == "first answer\nsecond answer\n"
     assert [text(c.messages[-1].content[0]) for c in model.calls] == ["one", "two"]
-    assert _command.PROMPT_MARKER not in out  # not a terminal: no prompt marker
+    assert _command.PROMPT_MARKER not in out + err  # not a terminal: no prompt marker
 
 
 def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
@@ -255,7 +393,7 @@ def test_the_printer_strips_control_sequences_from_model_text_and_tool_results()
     result = al.AgentToolResult(content=(al.TextContent(hostile),))
     printer.listener(al.ToolExecutionStart("c1", "read\x1b[2Jfile", {"path": hostile}), al.AbortSignal())
     printer.listener(al.ToolExecutionEnd("c1", "read_file", result, False), al.AbortSignal())
-    shown = out.getvalue()
+    shown = out.getvalue() + err.getvalue()
     for control in ("\x1b]", "\x07", "\x1b[2J", "\r", "\x9b"):
         assert control not in shown
     assert "ok]52;c;aGk= [2Jgone31m" in shown  # the text is kept, without its controls

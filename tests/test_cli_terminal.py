@@ -196,7 +196,8 @@ def test_an_unreachable_base_url_is_named_and_exits_1() -> None:
         timeout=30,
     )
     assert done.returncode == 1
-    assert any(line.startswith("error: ") and url in line for line in done.stdout.splitlines()), done.stdout
+    assert any(line.startswith("error: ") and url in line for line in done.stderr.splitlines()), done.stderr
+    assert done.stdout == ""
 
 
 @pytest.mark.parametrize(

@@ -38,7 +38,37 @@ async def test_file_tools_read_and_list_inside_the_root(anyio_backend: object, r
         cut = text((await call(tools, "read_file", path="sub/b.txt", max_bytes=10)).content[0])
         assert cut.startswith("x" * 10) and cut.endswith("[... cut]")
         listing = text((await call(tools, "list_folder")).content[0])
-        assert listing.split("\n") == ["a.txt", "link.txt", "sub/", "up/"]
+        assert listing.split("\n") == ["a.txt", "link.txt@", "sub/", "up@"]  # links shown, never followed
+
+
+async def test_a_folder_holding_a_symlink_loop_lists_without_an_os_error(anyio_backend: object, root: Path) -> None:
+    os.symlink("loop_b", root / "loop_a")
+    os.symlink("loop_a", root / "loop_b")
+    os.symlink(root.parent / "secret.txt", root / "sub" / "out")
+    tools = builtin_tools(root)
+    with anyio.fail_after(5):
+        assert "loop_a@" in text((await call(tools, "list_folder")).content[0]).split("\n")
+        assert text((await call(tools, "list_folder", path="sub")).content[0]).split("\n") == ["b.txt", "out@"]
+        with pytest.raises(al.ToolError, match="symlink loop"):
+            await call(tools, "list_folder", path="loop_a")
+        with pytest.raises(al.ToolError, match="outside the root folder"):
+            await call(tools, "list_folder", path="up")
+
+
+@pytest.mark.parametrize(("expression", "shown"), [("12 * 12 = 160", "12 * 12 = 160 = 144"), ("2 ** 3", "2 ** 3 = 8")])
+async def test_a_calculator_call_written_as_an_equation_evaluates_its_left_side(
+    anyio_backend: object, root: Path, expression: str, shown: str
+) -> None:
+    result = await call(builtin_tools(root), "calculator", expression=expression)
+    assert text(result.content[0]) == shown
+
+
+@pytest.mark.parametrize("expression", ["1 == 1", "1 <= 2", "= 3", "1 = 2 = 3"])
+async def test_a_calculator_call_that_is_not_one_equation_is_refused(
+    anyio_backend: object, root: Path, expression: str
+) -> None:
+    with pytest.raises(al.ToolError):
+        await call(builtin_tools(root), "calculator", expression=expression)
 
 
 @pytest.mark.parametrize("path", ["../secret.txt", "/etc/passwd", "link.txt", "up/secret.txt", "sub/../../secret.txt"])
@@ -91,3 +121,12 @@ async def test_time_tool_answers_iso_8601(anyio_backend: object, root: Path) -> 
     result = await call(builtin_tools(root), "current_time")
     stamp = text(result.content[0])
     assert len(stamp) >= 19 and stamp[4] == "-" and "T" in stamp
+
+
+def test_local_model_names_its_url_parameter_when_it_is_not_a_string() -> None:
+    from agentloop.providers import local_model
+
+    with pytest.raises(TypeError, match=r"url must be a str \(the llama.cpp server root\), got NoneType"):
+        local_model(None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="url must be the server's base URL"):
+        local_model("")

@@ -28,9 +28,8 @@ from agentloop import (
     ToolCall,
     Usage,
 )
-from agentloop._types._messages import streamed_chunks
-from agentloop._types._snapshot import PartialSnapshot
-from agentloop._wire._codec import encode_json
+from agentloop._types._events import captured
+from agentloop._wire._json_text import encode_json
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "examples" / "sse_chat.html"
@@ -52,7 +51,7 @@ def stream(steps: list[Any], end: str) -> list[AgentEvent]:
     """The agent events of one streamed answer made by a builder, as the loop makes them."""
     b = AssistantMessageBuilder(api="a", provider="p", model="m", timestamp=7)
     start = b.start()
-    events: list[AgentEvent] = [MessageStart._streaming(start)]
+    events: list[AgentEvent] = [MessageStart(start.partial)]
     calls = 0
     updates: list[Any]
     for step in steps:
@@ -93,8 +92,7 @@ def plain(event: AgentEvent) -> AgentEvent:
     """The same event with a plain message as partial (a stream function without a builder)."""
     if isinstance(event, MessageUpdate):
         inner: Any = event.assistant_message_event
-        again = type(inner)(*(getattr(inner, f) for f in inner._fields), inner.partial)
-        return MessageUpdate(None, again)
+        return MessageUpdate(None, replace(inner, _partial=inner.partial))
     return event
 
 
@@ -134,7 +132,7 @@ def test_usage_and_blocks_changed_outside_a_delta_travel_with_the_update() -> No
     b.usage = Usage(input=3)
     b.response_id = "r1"
     delta = b.text_delta("x")
-    wire = over_the_wire([MessageStart._streaming(start), MessageUpdate(None, opened), MessageUpdate(None, delta)])
+    wire = over_the_wire([MessageStart(start.partial), MessageUpdate(None, opened), MessageUpdate(None, delta)])
     assert wire[1]["blocks"] == {"0": {"type": "text", "text": ""}}
     assert wire[2]["fields"]["usage"]["input"] == 3 and wire[2]["fields"]["responseId"] == "r1"
     assert "blocks" not in wire[2]  # the delta itself says what changed in the block
@@ -213,40 +211,23 @@ def test_replace_keeps_messages_comparable() -> None:
     assert replace(message, content=()).response_id == message.response_id
 
 
-@pytest.mark.parametrize("how", ["lazy", "built"])
-def test_encoding_never_joins_the_text_of_a_streaming_snapshot(how: str) -> None:
-    """A delta costs O(1) to encode, however long the answer: the encoder tells an appended delta
-    from the snapshots' shared chunk list, without joining (or caching) any text."""
-    events = stream([("text", ["abc "] * 50, None), ("thinking", ["x"] * 20, False)], "done")
-    if how == "built":
-        events = [built(e) for e in events]
-    over_the_wire(events)
-    updates: list[Any] = [e.assistant_message_event for e in events if isinstance(e, MessageUpdate)]
-    deltas = [u for u in updates if u.type.endswith("_delta")]
-    assert len(deltas) == 70
-    joined = 0
-    for delta in deltas:
-        captured = delta._partial
-        if not isinstance(captured, PartialSnapshot):
-            joined += streamed_chunks(captured.content[delta.content_index]) is None
-    assert joined <= 2  # at most the last snapshot of each block, compared once with its end
-
-
 def test_an_update_whose_message_is_not_its_partial_is_sent_whole() -> None:
     b = AssistantMessageBuilder(api="a", provider="p", model="m", timestamp=1)
     start, opened = b.start(), b.text_start()
     odd = MessageUpdate(replace(opened.partial, response_id="elsewhere"), opened)
     same = MessageUpdate(replace(opened.partial), opened)  # equal, not identical: still compact
-    wire = over_the_wire([MessageStart._streaming(start), odd])
+    wire = over_the_wire([MessageStart(start.partial), odd])
     assert wire[1] == json.loads(al.dumps(odd))
-    assert "message" not in over_the_wire([MessageStart._streaming(start), same])[1]
+    assert "message" not in over_the_wire([MessageStart(start.partial), same])[1]
     decoder = CompactDecoder()
-    assert [decoder.from_json(data) for data in wire] == [MessageStart._streaming(start), odd]
+    assert [decoder.from_json(data) for data in wire] == [MessageStart(start.partial), odd]
 
 
 def test_a_run_of_deltas_is_written_without_building_their_partials() -> None:
-    """After a block opens (an update the encoder writes by comparing the built partials), its
-    deltas take the O(1) path again: the capture of the last event is kept as it was seen."""
+    """A delta that only appends to the open block is written from what it and the event before
+    it captured, without building either partial. Built: each block's first delta (the first
+    snapshot the block's deltas share: written by comparing built partials) and its last (compared
+    with the block's end)."""
     events = stream([("text", ["abc "] * 50, None), ("thinking", ["x"] * 20, False)], "done")
     wire = over_the_wire(events)
     deltas: list[Any] = [
@@ -255,9 +236,7 @@ def test_a_run_of_deltas_is_written_without_building_their_partials() -> None:
         if isinstance(e, MessageUpdate) and e.assistant_message_event.type.endswith("_delta")
     ]
     assert len(deltas) == 70
-    built = [i for i, delta in enumerate(deltas) if isinstance(delta._partial, al.AssistantMessage)]
-    # Built: each block's first delta (its snapshot is new: written by comparing built partials)
-    # and its last (compared with the block's end); the deltas between take the O(1) path.
+    built = [i for i, delta in enumerate(deltas) if isinstance(captured(delta), al.AssistantMessage)]
     assert built == [0, 49, 50, 69]
     decoder = CompactDecoder()
     assert [decoder.from_json(data) for data in wire] == events
@@ -268,3 +247,53 @@ def test_the_decoder_refuses_json_that_is_not_an_agent_event() -> None:
     for value in (al.TextContent("x"), al.UserMessage(content="u", timestamp=1)):
         with pytest.raises(ValueError, match="not an agent event"):
             decoder.from_json(al.to_json(value))
+
+
+def _started_decoder() -> CompactDecoder:
+    decoder = CompactDecoder()
+    decoder.expand(al.to_json(stream([("text", ["a"], None)], "done")[1]))  # the text block's update
+    return decoder
+
+
+@pytest.mark.parametrize(
+    ("feed", "message"),
+    [
+        (
+            lambda d: d.expand({"type": "message_start", "message": {"role": "assistant", "content": 2}}),
+            "'content' of an assistant message must be an array of objects",
+        ),
+        (
+            lambda d: d.expand({"type": "message_start", "message": {"role": "assistant", "content": [2]}}),
+            "'content' of an assistant message must be an array of objects",
+        ),
+        (
+            lambda d: _started_decoder().expand(
+                {"type": "message_update", "assistantMessageEvent": {"type": "text_delta", "contentIndex": 0}}
+            ),
+            "a compact text_delta needs a string 'delta', got NoneType",
+        ),
+        (
+            lambda d: _started_decoder().expand(
+                {
+                    "type": "message_update",
+                    "assistantMessageEvent": {"type": "text_delta", "contentIndex": 0, "delta": ["x"]},
+                }
+            ),
+            "a compact text_delta needs a string 'delta', got list",
+        ),
+        (
+            lambda d: _started_decoder().expand(
+                {
+                    "type": "message_update",
+                    "assistantMessageEvent": {"type": "text_delta", "contentIndex": 0, "delta": "x"},
+                    "fields": {"content": 2},
+                }
+            ),
+            "cannot set 'content'",
+        ),
+    ],
+)
+def test_malformed_compact_events_are_a_clear_value_error(feed: Any, message: str) -> None:
+    """(issue 30: these let a TypeError or KeyError out of the decoder.)"""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        feed(CompactDecoder())

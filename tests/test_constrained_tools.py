@@ -13,7 +13,7 @@ import agentloop.providers as providers
 from agentloop.cli import _constrained_tools
 from agentloop.cli._tools import builtin_tools
 from agentloop.providers import AssistantMessageEventStream
-from agentloop.testing import Response, ScriptedModel, ScriptedText, check_events
+from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedThinking, check_events
 
 MODEL = providers.local_model("http://127.0.0.1:1")
 
@@ -68,10 +68,40 @@ async def test_a_chosen_tool_becomes_a_tool_call_and_its_result_reaches_the_answ
     assert extra["chat_template_kwargs"] == {"enable_thinking": False}
     assert choice_context.tools == () and "- calculator: Evaluate" in choice_context.system_prompt
     assert choice_options.temperature == 0.0 and answer_options.temperature == 0.0
-    # the template has no tool role: the result is in the system prompt, the call and result left out
+    # the template has no tool role: the result is written into the prompt, the call and result left out
     assert answer_context.tools == ()
-    assert answer_context.system_prompt.endswith("Tool results:\n- calculator: 17 * 23 = 391")
+    assert answer_context.system_prompt == _constrained_tools.ANSWER_SYSTEM_PROMPT
     assert [m.role for m in answer_context.messages] == ["user"]
+    shown = [block.text for block in answer_context.messages[0].content]  # type: ignore[union-attr]
+    assert shown == ["What is 17 * 23?", "The calculator tool says: 17 * 23 = 391\nAnswer with this result."]
+
+
+async def test_with_thinking_an_answer_that_only_reasoned_gets_its_text_from_a_second_request(
+    anyio_backend: object, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    server = use_server(
+        monkeypatch,
+        [
+            Response(content=['{"tool": "answer", "input": ""}'], usage=al.Usage(input=10, cache_read=4)),
+            Response(content=[ScriptedThinking("The answer is 391")], usage=al.Usage(input=20, output=5)),
+            Response(content=[ScriptedText("391")], usage=al.Usage(input=20, output=2, cache_read=16)),
+        ],
+    )
+    events: list[al.AgentEvent] = []
+    agent = al.Agent(
+        model=MODEL,
+        tools=builtin_tools(tmp_path),
+        stream_fn=_constrained_tools.constrained_tool_stream,
+        thinking_level="low",
+    )
+    agent.subscribe(lambda event, signal: events.append(event))
+    await agent.prompt("What is 17 * 23?")
+    check_events(events)
+    answer = agent.state.messages[-1]
+    assert isinstance(answer, al.AssistantMessage) and answer.stop_reason == "stop"
+    assert [block.type for block in answer.content] == ["thinking", "text"] and answer.text == "391"
+    assert (answer.usage.input, answer.usage.output, answer.usage.cache_read) == (50, 7, 20)
+    assert server.requests[1][2].reasoning == "low" and server.requests[2][2].reasoning is None
 
 
 @pytest.mark.parametrize("choice", ['{"tool": "answer", "input": ""}', '{"tool": "nope", "input": "x"}', "not json"])

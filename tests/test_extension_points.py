@@ -360,4 +360,4 @@ def test_the_agent_names_a_bad_option() -> None:
     with pytest.raises(ValueError, match=r"^max_parallel_tool_calls must be a positive int"):
         al.Agent(max_parallel_tool_calls=0)
     with pytest.raises(TypeError, match=r"^observe must be callable"):
-        al.Agent(observe=3)  # type: ignore[arg-type]
+        al.Agent(observe=3)

@@ -856,7 +856,7 @@ def test_otel_exports_what_it_defines() -> None:
     defined = {
         name
         for name, value in vars(agentloop.otel).items()
-        if not name.startswith("_") and getattr(value, "__module__", None) == "agentloop.otel"
+        if not name.startswith("_") and str(getattr(value, "__module__", "")).startswith("agentloop.otel")
     }
     assert set(agentloop.otel.__all__) == defined == {"Tracing", "instrument"}
 
@@ -887,3 +887,129 @@ def test_import_agentloop_does_not_import_opentelemetry() -> None:
     code = "import sys, agentloop; print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+# --- the response's model, GenAI metrics, tool definitions (issue 31) ---------------------------
+
+
+def answered_by(model_name: str, usage: al.Usage) -> Any:
+    """A stream function whose answer names the model that answered (pi's `responseModel`)."""
+
+    async def stream(model: al.Model, context: al.Context, options: al.StreamOptions) -> Any:
+        message = al.AssistantMessage(
+            content=(al.TextContent("hi"),),
+            api=model.api,
+            provider=model.provider,
+            model=model.id,
+            usage=usage,
+            extra={"responseModel": model_name},
+        )
+        yield al.StartEvent(al.AssistantMessage(api=model.api, provider=model.provider, model=model.id))
+        yield al.DoneEvent(reason="stop", message=message)
+
+    return stream
+
+
+async def run_once(config: al.AgentLoopConfig, stream_fn: Any, tools: list[al.AgentTool] = []) -> None:  # noqa: B006
+    context = al.AgentContext(system_prompt="be brief", tools=tools)
+    async with al.agent_loop([al.UserMessage(content="hi")], context, config, stream_fn=stream_fn) as events:
+        async for _ in events:
+            pass
+
+
+async def test_the_chat_span_names_the_model_that_answered(
+    exporter: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    provider, memory = exporter
+    config, stream_fn = instrument(
+        al.AgentLoopConfig(model=MODEL),
+        answered_by("m1-2026-01", al.Usage(input=5, output=2)),
+        tracer_provider=provider,
+    )
+    await run_once(config, stream_fn)
+    chat = next(span for span in memory.get_finished_spans() if span.name == "chat m1")
+    assert chat.attributes is not None
+    assert chat.attributes["gen_ai.request.model"] == "m1"
+    assert chat.attributes["gen_ai.response.model"] == "m1-2026-01"
+
+
+def histograms(reader: Any) -> dict[str, list[Any]]:
+    data = reader.get_metrics_data()
+    found: dict[str, list[Any]] = {}
+    for resource in data.resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                found.setdefault(metric.name, []).extend(metric.data.data_points)
+    return found
+
+
+async def test_genai_client_metrics_go_to_the_meter_provider(
+    exporter: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    reader = InMemoryMetricReader()
+    meters = MeterProvider(metric_readers=[reader])
+    provider, _ = exporter
+    model = ScriptedModel([Response(content=[ScriptedText("a")], usage=al.Usage(input=7, output=3))])
+    config, stream_fn = instrument(
+        al.AgentLoopConfig(model=MODEL), model, tracer_provider=provider, meter_provider=meters
+    )
+    await run_once(config, stream_fn)
+    failing = ScriptedModel([Response(stop_reason="error", error_message="boom")])
+    config, stream_fn = instrument(al.AgentLoopConfig(model=MODEL), failing, meter_provider=meters)
+    await run_once(config, stream_fn)
+    found = histograms(reader)
+    tokens = {point.attributes["gen_ai.token.type"]: point for point in found["gen_ai.client.token.usage"]}
+    assert tokens["input"].sum == 7 and tokens["output"].sum == 3
+    assert tokens["input"].attributes["gen_ai.request.model"] == "m1"
+    assert tokens["input"].attributes["gen_ai.provider.name"] == "faux"
+    assert tokens["input"].attributes["gen_ai.operation.name"] == "chat"
+    assert tokens["input"].explicit_bounds[:3] == (1, 4, 16)
+    durations = found["gen_ai.client.operation.duration"]
+    assert sorted(p.attributes.get("error.type", "") for p in durations) == ["", "model_error"]
+    assert all(p.count == 1 and p.sum >= 0 for p in durations)
+    meters.shutdown()
+
+
+async def test_metrics_count_runs_sampled_out_of_tracing() -> None:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+
+    reader = InMemoryMetricReader()
+    meters = MeterProvider(metric_readers=[reader])
+    tracer_provider = TracerProvider(sampler=ALWAYS_OFF)
+    config, stream_fn = instrument(
+        al.AgentLoopConfig(model=MODEL), ScriptedModel(["a"]), tracer_provider=tracer_provider, meter_provider=meters
+    )
+    await run_once(config, stream_fn)
+    assert len(histograms(reader)["gen_ai.client.operation.duration"]) == 1
+    meters.shutdown()
+
+
+async def test_tool_definitions_are_recorded_with_content(
+    exporter: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    import json
+
+    provider, memory = exporter
+    tool = spanning_tool(provider, "lookup")
+    for record in (False, True):
+        config, stream_fn = instrument(
+            al.AgentLoopConfig(model=MODEL), ScriptedModel(["a"]), tracer_provider=provider, record_content=record
+        )
+        await run_once(config, stream_fn, [tool])
+    chats = [span for span in memory.get_finished_spans() if span.name == "chat m1"]
+    assert chats[0].attributes is not None and "gen_ai.tool.definitions" not in chats[0].attributes
+    assert chats[1].attributes is not None
+    definitions = json.loads(str(chats[1].attributes["gen_ai.tool.definitions"]))
+    assert definitions == [
+        {"type": "function", "name": "lookup", "description": "Tool lookup", "parameters": tool.parameters}
+    ]
+
+
+def test_a_meter_provider_of_the_wrong_kind_is_refused() -> None:
+    with pytest.raises(TypeError, match="meter_provider must be an OpenTelemetry MeterProvider"):
+        Tracing(meter_provider=object())  # type: ignore[arg-type]

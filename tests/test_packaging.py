@@ -7,6 +7,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).parents[1]
 
 
@@ -32,3 +34,68 @@ def test_the_wheel_holds_every_file_of_the_package_and_the_agentloop_script(tmp_
     assert {"agentloop/cli/chatml-think.jinja", "agentloop/event-schema.json", "agentloop/py.typed"} <= files
     assert files - names == set()
     assert "agentloop = agentloop.cli:main" in scripts
+
+
+def test_the_metadata_is_complete_and_the_test_tools_are_no_extra() -> None:
+    tomllib = pytest.importorskip("tomllib", reason="tomllib is in the standard library from Python 3.11")
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    project = pyproject["project"]
+    assert project["license"] == "MIT" and (ROOT / "LICENSE").is_file()
+    assert project["readme"] == "README.md" and project["requires-python"] == ">=3.10"
+    assert {"Homepage", "Documentation", "Source", "Changelog"} <= set(project["urls"])
+    for version in ("3.10", "3.11", "3.12", "3.13"):
+        assert f"Programming Language :: Python :: {version}" in project["classifiers"]
+    assert "test" not in project["optional-dependencies"]
+    assert {"test", "lint", "docs", "release"} <= set(pyproject["dependency-groups"])
+    assert "version" not in project and project["dynamic"] == ["version"]  # one string: agentloop.__version__
+    assert pyproject["tool"]["hatch"]["version"]["path"] == "agentloop/__init__.py"
+
+
+@pytest.mark.servers
+@pytest.mark.timeout(900)  # a fresh venv installs every dependency
+def test_the_built_wheel_in_a_fresh_venv_runs_the_first_command_and_the_readme_program(tmp_path: Path) -> None:
+    """What a user gets: the wheel, installed with its [local] extra into an empty venv, answers
+    the README's first command (the answer alone on stdout) and runs the README's first program."""
+    import os
+    import re
+
+    from .test_cli import _local_model_file
+
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert built.returncode == 0, built.stderr
+    (wheel,) = tmp_path.glob("*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    installed = subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "-q", f"{wheel}[local]"], capture_output=True, text=True, timeout=600
+    )
+    assert installed.returncode == 0, installed.stderr
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
+    env["AGENTLOOP_MODEL_PATH"] = str(_local_model_file())
+    first = subprocess.run(
+        [str(venv / "bin" / "agentloop"), "run", "What is 17 * 23?"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.count("\n") == 1 and "391" in first.stdout, first.stdout
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    (program,) = re.findall(r"```python embedded\n(.*?)```", readme, re.S)
+    ran = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", program],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert "calls calculator" in ran.stdout and "391" in ran.stdout.splitlines()[-1], ran.stdout

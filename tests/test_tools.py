@@ -353,3 +353,35 @@ def test_pydantic_model_parameters_get_the_reference_coercions() -> None:
     args = tool.validate({"name": 7, "count": "3", "inner": {"label": 5}})
     assert args == Params(name="7", count=3, inner=Inner(label="5"))
     assert tool.validate({"name": "x", "inner": None}).inner is None
+
+
+async def test_tool_decorator_takes_timeout_and_max_concurrency(anyio_backend: object) -> None:
+    from agentloop import ToolTimeoutError, within_timeout
+
+    @tool(timeout=0.05, max_concurrency=2)
+    async def slow() -> str:
+        """Sleep long."""
+        import anyio
+
+        await anyio.sleep(10)
+        return "never"
+
+    assert (slow.timeout, slow.max_concurrency) == (0.05, 2)
+    with pytest.raises(ToolTimeoutError, match=r"timed out after 0\.05 s"):
+        await within_timeout(slow, slow.execute("c1", {}, AbortSignal(), _no_update))
+    with pytest.raises(ValueError, match="max_concurrency must be a positive int"):
+        tool(max_concurrency=0)(slow_function)
+
+
+async def slow_function() -> str:
+    return ""
+
+
+async def test_within_timeout_names_its_tool_parameter(anyio_backend: object) -> None:
+    from agentloop import within_timeout
+
+    async def nothing() -> None:
+        pass
+
+    with pytest.raises(TypeError, match="within_timeout's tool must be an AgentTool, got NoneType"):
+        await within_timeout(None, nothing())  # type: ignore[arg-type]

@@ -1,4 +1,4 @@
-"""Immutable values, lazily joined streaming text, and AssistantMessageBuilder snapshots."""
+"""Immutable values, their checks and copies, and AssistantMessageBuilder snapshots."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from agentloop import (
     AgentToolResult,
     AssistantMessage,
     AssistantMessageBuilder,
-    Context,
     Cost,
     CustomMessage,
     ImageContent,
@@ -22,7 +21,7 @@ from agentloop import (
     Usage,
     UserMessage,
 )
-from agentloop._types._record import checked_field, fast_init
+from agentloop._types._snapshot import PartialSnapshot
 
 
 @pytest.mark.parametrize(
@@ -60,27 +59,6 @@ def test_text_blocks_require_str() -> None:
         TextContent(5)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="ThinkingContent text must be a str"):
         ThinkingContent(None)  # type: ignore[arg-type]
-
-
-def test_streaming_text_sees_only_its_parts() -> None:
-    parts = ["He", "ll"]
-    first = TextContent._streaming(parts, 1)
-    both = TextContent._streaming(parts, 2, "sig")
-    parts.append("o")
-    everything = TextContent._streaming(parts, 3)
-    parts.append(" world")
-    assert (first.text, both.text, everything.text) == ("He", "Hell", "Hello")
-    parts.append("!")
-    assert (first.text, both.text, everything.text) == ("He", "Hell", "Hello")  # cached, still right
-    assert both.text_signature == "sig"
-    assert first == TextContent("He") and hash(first) == hash(TextContent("He"))
-    assert both != TextContent("Hell") and both == TextContent("Hell", text_signature="sig")
-    assert repr(both) == "TextContent(text='Hell', text_signature='sig')"
-    assert repr(TextContent("a")) == "TextContent(text='a')"
-    thinking = ThinkingContent._streaming(parts, 2, "s")
-    assert thinking == ThinkingContent("Hell", thinking_signature="s")
-    assert hash(thinking) == hash(ThinkingContent("Hell", thinking_signature="s"))
-    assert not thinking.redacted
 
 
 def test_text_equality_and_repr() -> None:
@@ -383,32 +361,7 @@ def test_every_value_survives_copy_deepcopy_and_pickle(value: Any) -> None:
         assert repr(again) == repr(value)
 
 
-@pytest.mark.parametrize("cls", [AssistantMessage, ToolCall, ToolResultMessage, AgentToolResult, Context])
-def test_hand_written_initializers_keep_the_dataclass_contract(cls: Any) -> None:
-    # These classes write `__init__` by hand for speed: its parameters must be the dataclass's own.
-    import inspect
-
-    parameters = inspect.signature(cls.__init__).parameters
-    declared = [f for f in dataclasses.fields(cls) if f.init]
-    assert list(parameters)[1:] == [f.name for f in declared]
-    for f in declared:
-        parameter = parameters[f.name]
-        assert (parameter.kind is inspect.Parameter.KEYWORD_ONLY) == f.kw_only, f.name
-        if f.default is not dataclasses.MISSING:
-            assert parameter.default == f.default, f.name
-        elif f.default_factory is dataclasses.MISSING:
-            assert parameter.default is inspect.Parameter.empty, f.name
-    fixed = {
-        AssistantMessage: ["role"],
-        ToolResultMessage: ["role"],
-        ToolCall: ["type"],
-        AgentToolResult: [],
-        Context: [],
-    }
-    assert [f.name for f in dataclasses.fields(cls) if not f.init] == fixed[cls]
-
-
-def test_hand_written_initializers_fill_defaults_and_replace() -> None:
+def test_records_are_plain_dataclasses_that_fill_defaults_and_replace() -> None:
     call = ToolCall("i", "n")
     assert call.arguments == {} and call.arguments is not ToolCall("i", "n").arguments  # a fresh dict each
     assert call.type == "toolCall" and dataclasses.replace(call, name="m") == ToolCall("i", "m")
@@ -418,9 +371,20 @@ def test_hand_written_initializers_fill_defaults_and_replace() -> None:
     result = ToolResultMessage(tool_call_id="i", tool_name="n", timestamp=7)
     assert (result.role, result.timestamp, result.is_error) == ("toolResult", 7, False)
     with pytest.raises(TypeError):
-        AssistantMessage(())  # type: ignore[call-arg]  # keyword-only, as the dataclass
+        AssistantMessage(())  # type: ignore[call-arg]  # keyword-only
     with pytest.raises(TypeError):
         ToolCall("i")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="UserMessage content"):
+        dataclasses.replace(UserMessage(content="x"), content=5)  # type: ignore[arg-type]  # replace checks as the constructor does
+    assert dataclasses.asdict(ToolCall("i", "n", {"a": 1})) == {
+        "id": "i",
+        "name": "n",
+        "arguments": {"a": 1},
+        "thought_signature": None,
+        "arguments_error": None,
+        "type": "toolCall",
+        "extra": None,
+    }
 
 
 # --- extra: the JSON keys agentloop does not model ----------------------------------------------
@@ -497,53 +461,56 @@ def test_other_missing_attributes_still_raise() -> None:
         AssistantMessage().nope  # type: ignore[attr-defined]  # noqa: B018
 
 
-# --- records: fast_init, the shared snapshot ----------------------------------------------------
-
-
-def test_fast_init_keeps_the_dataclass_signature_and_checks_only_other_values() -> None:
-    import inspect
-
-    seen: list[Any] = []
-
-    def check(owner: Any, value: Any) -> Any:
-        seen.append(value)
-        if value == "bad":
-            raise TypeError(f"{type(owner).__name__} a is bad")
-        return value * 2
-
-    @fast_init
-    @dataclasses.dataclass(frozen=True, slots=True)
-    class Point:
-        a: Any = checked_field(check, default=0, fast=int)  # noqa: RUF009  # a field specifier, as `field`
-        b: tuple[int, ...] = dataclasses.field(default_factory=tuple, kw_only=True)
-        c: str = dataclasses.field(default="c", init=False)
-
-    assert str(inspect.signature(Point)) == "(a=0, *, b=<factory>)"
-    assert Point() == Point(0) == Point(a=0, b=()) and Point(5).a == 5  # the default and an int: no check
-    assert seen == []
-    assert Point("x").a == "xx" and seen == ["x"]
-    with pytest.raises(TypeError, match="Point a is bad"):
-        Point("bad")
-    assert (Point(1, b=(2,)).b, Point().c) == ((2,), "c")
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        Point().a = 1  # type: ignore[misc]
-    with pytest.raises(TypeError, match="goes above @dataclass"):
-        fast_init(type("Plain", (), {}))
+# --- the records of a streaming response -------------------------------------------------------
 
 
 def test_deltas_of_one_block_share_one_snapshot_and_keep_their_own_text() -> None:
-    from agentloop._types._builder import appends_only
+    from agentloop._types._events import appends_only, captured
 
     b = AssistantMessageBuilder(timestamp=1)
     b.text_start()
     one, two = b.text_delta("a"), b.text_delta("b")
     b.usage = Usage(output=1)  # a change: the next delta has a snapshot of its own
     three = b.text_delta("c")
-    assert one._partial is two._partial and three._partial is not two._partial
-    assert appends_only(one._partial, one._chunks, two)
-    assert not appends_only(two._partial, two._chunks, three) and not appends_only(one._partial, one._chunks, one)
+    (first, first_chunks), (second, second_chunks) = captured(one), captured(two)  # type: ignore[misc]
+    assert isinstance(first, PartialSnapshot) and first is second and (first_chunks, second_chunks) == (1, 2)
+    assert captured(three)[0] is not second  # type: ignore[index]
+    assert appends_only(two, captured(one))
+    assert not appends_only(three, captured(two)) and not appends_only(one, captured(one))
+    assert not appends_only(two, None) and not appends_only(b.text_end(), captured(three))
     assert [e.partial.text for e in (one, two, three)] == ["a", "ab", "abc"]
     assert (two.partial.usage, three.partial.usage) == (Usage(), Usage(output=1))
+    assert captured(one) is one.partial  # built once, then kept
+
+
+def test_stream_events_are_dataclasses_shown_and_compared_by_their_partial() -> None:
+    import agentloop as al
+
+    b = AssistantMessageBuilder(timestamp=1)
+    b.text_start()
+    delta = b.text_delta("Hi")
+    built = AssistantMessage(content=(TextContent("Hi"),), stop_reason="pending", timestamp=1)
+    assert delta == al.TextDeltaEvent(1 - 1, "Hi", built) and delta != al.TextDeltaEvent(0, "Hi", AssistantMessage())
+    assert repr(delta) == f"TextDeltaEvent(content_index=0, delta='Hi', partial={built!r})"
+    match delta:
+        case al.TextDeltaEvent(index, text, partial):
+            assert (index, text, partial) == (0, "Hi", built)
+    again = dataclasses.replace(delta, delta="Ho", extra={"k": 1})
+    assert (again.delta, again.partial, again.extra) == ("Ho", built, {"k": 1})
+    assert [f.name for f in dataclasses.fields(al.TextDeltaEvent)] == ["content_index", "delta", "_partial", "extra"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        delta.delta = "x"  # type: ignore[misc]
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(delta)
+    update = al.MessageUpdate(None, delta)
+    assert update.message is delta.partial and update == al.MessageUpdate(built, delta)
+    assert repr(update) == f"MessageUpdate(message={built!r}, assistant_message_event={delta!r})"
+    match update:
+        case al.MessageUpdate(message, event):
+            assert (message, event) == (built, delta)
+    assert dataclasses.replace(al.ToolExecutionEnd("c", "t", AgentToolResult(), False, extra={"d": 1})).extra == {
+        "d": 1
+    }  # `extra` is a field: replace keeps it
 
 
 def test_a_message_update_of_a_terminal_event_shows_its_final_message() -> None:

@@ -8,52 +8,28 @@ as finalized only once every listener has processed its `tool_execution_end`.
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
+
+import anyio
 
 from .._tools._tool import AgentTool
 from .._types._abort import AbortSignal
-from .._types._constants import THINKING_LEVELS
 from .._types._errors import AgentBusyError, InvalidContextError
-from .._types._events import (
-    AgentEnd,
-    AgentEvent,
-    MessageEnd,
-    MessageStart,
-    MessageUpdate,
-    ToolExecutionEnd,
-    ToolExecutionStart,
-    TurnEnd,
-)
+from .._types._events import AgentEnd, AgentEvent, MessageEnd, MessageStart, TurnEnd
 from .._types._messages import (
     AgentMessage,
     AssistantMessage,
     ImageContent,
-    Message,
     Model,
     TextContent,
     ThinkingLevel,
     UserMessage,
 )
 from .._types._stream_fn import MaybeAwaitable, StreamFn
-from ._config import (
-    AfterToolCallContext,
-    AfterToolCallResult,
-    AgentContext,
-    AgentLoopConfig,
-    BeforeToolCallContext,
-    BeforeToolCallResult,
-    NextTurn,
-    QueueMode,
-    ToolExecution,
-    ToolInvocation,
-    TurnContext,
-    check_options,
-    default_convert_to_llm,
-)
+from ._config import AgentContext, AgentLoopConfig, LoopOptions, QueueMode, notify
 from ._loop import check_messages, resolve_stream_fn, run_agent_loop, run_agent_loop_continue
-from ._updates import Flag
+from ._state import AgentState
 from ._util import exception_text
 
 if TYPE_CHECKING:
@@ -70,130 +46,6 @@ DEFAULT_MODEL = Model(id="unknown", name="unknown", api="unknown", provider="unk
 """The placeholder model of an Agent built without one (as in the reference)."""
 
 _QUEUE_MODES = ("all", "one-at-a-time")
-
-
-class AgentState:
-    """What an `Agent` knows. Assigning `tools` or `messages` stores a copy of the list.
-
-    `is_streaming`, `streaming_message`, `pending_tool_calls` and `error_message` are read-only:
-    the Agent's reducer maintains them from the run's events.
-    """
-
-    __slots__ = (
-        "_error_message",
-        "_is_streaming",
-        "_messages",
-        "_model",
-        "_pending_tool_calls",
-        "_streaming_message",
-        "_system_prompt",
-        "_thinking_level",
-        "_tools",
-    )
-
-    def __init__(
-        self,
-        *,
-        system_prompt: str,
-        model: Model,
-        thinking_level: ThinkingLevel,
-        tools: Sequence[AgentTool],
-        messages: Sequence[AgentMessage],
-    ) -> None:
-        self.system_prompt = system_prompt
-        self.model = model
-        self.thinking_level = thinking_level
-        self.tools = tools
-        self.messages = messages
-        self._is_streaming = False
-        self._streaming_message: AgentMessage | MessageUpdate | None = None
-        self._pending_tool_calls: frozenset[str] = frozenset()
-        self._error_message: str | None = None
-
-    @property
-    def system_prompt(self) -> str:
-        """The system prompt of the next run."""
-        return self._system_prompt
-
-    @system_prompt.setter
-    def system_prompt(self, system_prompt: str) -> None:
-        if not isinstance(system_prompt, str):
-            raise TypeError(f"system_prompt must be a str, got {type(system_prompt).__name__}")
-        self._system_prompt = system_prompt
-
-    @property
-    def model(self) -> Model:
-        """The model the next run uses."""
-        return self._model
-
-    @model.setter
-    def model(self, model: Model) -> None:
-        if not isinstance(model, Model):
-            raise TypeError(f"model must be an agentloop.Model, got {type(model).__name__}")
-        self._model = model
-
-    @property
-    def thinking_level(self) -> ThinkingLevel:
-        """The reasoning level the next run asks for (`off` disables it)."""
-        return self._thinking_level
-
-    @thinking_level.setter
-    def thinking_level(self, level: ThinkingLevel) -> None:
-        if level not in THINKING_LEVELS:
-            raise ValueError(f"thinking_level must be one of {THINKING_LEVELS}, got {level!r}")
-        self._thinking_level = level
-
-    @property
-    def tools(self) -> list[AgentTool]:
-        """The tools of the next run."""
-        return self._tools
-
-    @tools.setter
-    def tools(self, tools: Sequence[AgentTool]) -> None:
-        if isinstance(tools, (str, bytes)) or not isinstance(tools, Sequence):
-            raise TypeError(f"tools must be a sequence of AgentTool, got {type(tools).__name__}")
-        for i, tool in enumerate(tools):
-            if not isinstance(tool, AgentTool):
-                raise TypeError(f"tools[{i}] must be an AgentTool, got {type(tool).__name__}")
-        self._tools = list(tools)
-
-    @property
-    def messages(self) -> list[AgentMessage]:
-        """The transcript."""
-        return self._messages
-
-    @messages.setter
-    def messages(self, messages: Sequence[AgentMessage]) -> None:
-        self._messages = check_messages(messages, "messages")
-
-    @property
-    def is_streaming(self) -> bool:
-        """True from the start of a run until its `agent_end` listeners have finished."""
-        return self._is_streaming
-
-    @property
-    def streaming_message(self) -> AgentMessage | None:
-        """The message being streamed (between its `message_start` and `message_end`)."""
-        message = self._streaming_message
-        if type(message) is MessageUpdate:
-            return message.message
-        return message  # type: ignore[return-value]
-
-    @property
-    def pending_tool_calls(self) -> frozenset[str]:
-        """Ids of the tool calls started and not yet finalized."""
-        return self._pending_tool_calls
-
-    @property
-    def error_message(self) -> str | None:
-        """The error of the last failed turn or run; cleared when a run starts."""
-        return self._error_message
-
-    def __repr__(self) -> str:
-        return (
-            f"AgentState(model={self._model.id!r}, messages={len(self._messages)}, "
-            f"is_streaming={self._is_streaming}, error_message={self._error_message!r})"
-        )
 
 
 class _Queue:
@@ -214,46 +66,17 @@ class _Queue:
         return taken
 
 
-class _ActiveRun(Flag):
-    """A run in progress: its abort signal; set (so `wait()` returns) once the run has finished."""
+class _ActiveRun:
+    """A run in progress: its abort signal, and `finished` once the run has ended."""
 
-    __slots__ = ("signal",)
+    __slots__ = ("finished", "signal")
 
     def __init__(self) -> None:
-        super().__init__()
         self.signal = AbortSignal()
+        self.finished = anyio.Event()
 
 
-_LOOP_OPTIONS = (
-    "after_tool_call",
-    "api_key",
-    "before_tool_call",
-    "clock",
-    "convert_to_llm",
-    "get_api_key",
-    "headers",
-    "max_parallel_tool_calls",
-    "max_retry_delay",
-    "max_tokens",
-    "max_turns",
-    "metadata",
-    "observe",
-    "prepare_next_turn",
-    "propagate",
-    "session_id",
-    "should_stop_after_turn",
-    "temperature",
-    "thinking_budgets",
-    "tool_abort_grace",
-    "tool_execution",
-    "transform_context",
-    "wrap_tool_call",
-)
-"""The `AgentLoopConfig` options an Agent holds as attributes of its own and passes to every run
-(the same names and meanings: see `AgentLoopConfig`)."""
-
-
-class Agent:
+class Agent(LoopOptions):
     """A stateful agent: a transcript, tools, listeners, and steering / follow-up queues.
 
     Example:
@@ -261,23 +84,16 @@ class Agent:
         agent.subscribe(lambda event, signal: print(event.type))
         await agent.prompt("What is 2 + 3?")
 
-    Every callback may be a plain or an async function. A run failure (an exception from the
+    Its loop options (`LoopOptions`: hooks, limits, what the stream function gets) are keyword
+    arguments and attributes of its own, passed to every run. Every callback may be a plain or an
+    async function. A run failure (an exception from the
     stream function, a callback or a listener) does not escape `prompt()`: it becomes an error
     assistant message (`message_start`, `message_end`, `turn_end`, `agent_end`) and
     `state.error_message` (only a listener that fails again on those events makes `prompt()`
     raise, as in the reference). Cancelling the caller of `prompt()` cancels the run.
     """
 
-    __slots__ = (
-        "__weakref__",
-        "_active",
-        "_follow_up",
-        "_listeners",
-        "_state",
-        "_steering",
-        "stream_fn",
-        *_LOOP_OPTIONS,
-    )
+    __slots__ = ("__weakref__", "_active", "_follow_up", "_listeners", "_state", "_steering", "stream_fn")
 
     def __init__(
         self,
@@ -288,40 +104,12 @@ class Agent:
         tools: Sequence[AgentTool] = (),
         messages: Sequence[AgentMessage] = (),
         stream_fn: StreamFn | None = None,
-        convert_to_llm: Callable[[Sequence[AgentMessage]], MaybeAwaitable[Sequence[Message]]] = default_convert_to_llm,
-        transform_context: (
-            Callable[[Sequence[AgentMessage], AbortSignal], MaybeAwaitable[Sequence[AgentMessage]]] | None
-        ) = None,
-        get_api_key: Callable[[str], MaybeAwaitable[str | None]] | None = None,
-        before_tool_call: (
-            Callable[[BeforeToolCallContext, AbortSignal], MaybeAwaitable[BeforeToolCallResult | None]] | None
-        ) = None,
-        after_tool_call: (
-            Callable[[AfterToolCallContext, AbortSignal], MaybeAwaitable[AfterToolCallResult | None]] | None
-        ) = None,
-        should_stop_after_turn: Callable[[TurnContext], MaybeAwaitable[bool]] | None = None,
-        prepare_next_turn: Callable[[TurnContext], MaybeAwaitable[NextTurn | None]] | None = None,
         steering_mode: QueueMode = "one-at-a-time",
         follow_up_mode: QueueMode = "one-at-a-time",
-        tool_execution: ToolExecution = "parallel",
-        max_turns: int | None = None,
-        tool_abort_grace: float = 2.0,
-        session_id: str | None = None,
-        thinking_budgets: Mapping[str, int] | None = None,
-        max_retry_delay: float | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        headers: Mapping[str, str] | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        api_key: str | None = None,
-        max_parallel_tool_calls: int | None = None,
-        wrap_tool_call: (
-            Callable[[ToolInvocation, Callable[[], Awaitable[object]]], MaybeAwaitable[object]] | None
-        ) = None,
-        propagate: tuple[type[BaseException], ...] = (),
-        clock: Callable[[], int] | None = None,
-        observe: Callable[[AgentEvent], None] | None = None,
+        **options: Any,
     ) -> None:
+        """`options` are the loop's options (`LoopOptions`: the same names, defaults and checks)."""
+        LoopOptions.__init__(self, **options)  # bad options fail here, named as given
         self._state = AgentState(
             system_prompt=system_prompt,
             model=model if model is not None else DEFAULT_MODEL,
@@ -332,35 +120,10 @@ class Agent:
         if stream_fn is not None:
             resolve_stream_fn(stream_fn)
         self.stream_fn = stream_fn
-        self.convert_to_llm = convert_to_llm
-        self.transform_context = transform_context
-        self.get_api_key = get_api_key
-        self.before_tool_call = before_tool_call
-        self.after_tool_call = after_tool_call
-        self.should_stop_after_turn = should_stop_after_turn
-        self.prepare_next_turn = prepare_next_turn
-        self.tool_execution = tool_execution
-        self.max_turns = max_turns
-        self.tool_abort_grace = tool_abort_grace
-        self.session_id = session_id
-        self.thinking_budgets = thinking_budgets
-        self.max_retry_delay = max_retry_delay
-        self.max_tokens = max_tokens
-        self.temperature = temperature
-        self.headers = headers
-        self.metadata = metadata
-        self.api_key = api_key
-        self.max_parallel_tool_calls = max_parallel_tool_calls
-        self.wrap_tool_call = wrap_tool_call
-        self.propagate = propagate
-        self.clock = clock
-        self.observe = observe
         self._steering = _Queue(_check_mode(steering_mode, "steering_mode"))
         self._follow_up = _Queue(_check_mode(follow_up_mode, "follow_up_mode"))
         self._listeners: tuple[AgentListener, ...] = ()
         self._active: _ActiveRun | None = None
-        check_options(self, "")  # bad options fail here, named as given, not at the first prompt
-        self._config()
 
     # --- state and listeners -------------------------------------------------------------
     @property
@@ -448,17 +211,13 @@ class Agent:
     async def wait_for_idle(self) -> None:
         """Return when no run is active (after its `agent_end` listeners finished)."""
         if self._active is not None:
-            await self._active.wait()
+            await self._active.finished.wait()
 
     def reset(self) -> None:
         """Clear the transcript, the error and the queues. Raises while a run is active."""
         if self._active is not None:
             raise AgentBusyError("Agent is already processing. Wait for completion before resetting.")
-        self._state._messages = []
-        self._state._is_streaming = False
-        self._state._streaming_message = None
-        self._state._pending_tool_calls = frozenset()
-        self._state._error_message = None
+        self._state.reset()
         self.clear_all_queues()
 
     async def prompt(self, input: PromptInput, images: Sequence[ImageContent] | None = None) -> None:
@@ -512,7 +271,7 @@ class Agent:
             reasoning=None if state.thinking_level == "off" else state.thinking_level,
             get_steering_messages=steering,
             get_follow_up_messages=self._follow_up.drain,
-            **{name: getattr(self, name) for name in _LOOP_OPTIONS},
+            **self.loop_options(),
         )
 
     async def _run(self, messages: list[AgentMessage] | None, skip_initial_steering_poll: bool = False) -> None:
@@ -524,23 +283,19 @@ class Agent:
             system_prompt=state.system_prompt, messages=tuple(state.messages), tools=tuple(state.tools)
         )
         active = self._active = _ActiveRun()
-        state._is_streaming = True
-        state._streaming_message = None
-        state._error_message = None
+        state.run_started()
         try:
             try:
                 if messages is None:
-                    await run_agent_loop_continue(context, config, self._deliver, active.signal, self.stream_fn)
+                    await run_agent_loop_continue(context, config, self._emit, active.signal, self.stream_fn)
                 else:
-                    await run_agent_loop(messages, context, config, self._deliver, active.signal, self.stream_fn)
+                    await run_agent_loop(messages, context, config, self._emit, active.signal, self.stream_fn)
             except Exception as exc:
                 await self._fail(exc, active.signal.aborted)
         finally:
-            state._is_streaming = False
-            state._streaming_message = None
-            state._pending_tool_calls = frozenset()
+            state.run_ended()
             self._active = None
-            active.set()
+            active.finished.set()
 
     async def _fail(self, exc: Exception, aborted: bool) -> None:
         model = self._state.model
@@ -552,72 +307,19 @@ class Agent:
             stop_reason="aborted" if aborted else "error",
             error_message=exception_text(exc),
         )
-        await self._process(MessageStart(failure))
-        await self._process(MessageEnd(failure))
-        await self._process(TurnEnd(failure, ()))
-        await self._process(AgentEnd((failure,)))
+        await self._emit(MessageStart(failure))
+        await self._emit(MessageEnd(failure))
+        await self._emit(TurnEnd(failure, ()))
+        await self._emit(AgentEnd((failure,)))
 
-    async def _process(self, event: AgentEvent) -> None:
-        pending = self._deliver(event)
-        if pending is not None:
-            await pending
-
-    def _deliver(self, event: AgentEvent) -> Awaitable[None] | None:
-        """Reduce the event into the state, then call the listeners in order.
-
-        A plain function, the loop's sink: while listeners return None it costs no coroutine; from
-        the first listener that returns an awaitable, the rest are awaited in order.
-        """
-        state = self._state
-        # The loop emits exactly these classes: `type() is` is cheaper than `isinstance`.
-        if type(event) is MessageUpdate:
-            state._streaming_message = event  # its message is built only if someone reads it
-        elif type(event) is MessageStart:
-            state._streaming_message = event.message
-        elif type(event) is MessageEnd:
-            state._streaming_message = None
-            state._messages.append(event.message)
-        elif type(event) is ToolExecutionStart:
-            state._pending_tool_calls = state._pending_tool_calls | {event.tool_call_id}
-        elif type(event) is ToolExecutionEnd:
-            state._pending_tool_calls = state._pending_tool_calls - {event.tool_call_id}
-        elif type(event) is TurnEnd:
-            if event.message.error_message:
-                state._error_message = event.message.error_message
-        elif type(event) is AgentEnd:
-            state._streaming_message = None
+    async def _emit(self, event: AgentEvent) -> None:
+        """The runs' sink: reduce the event into the state, then await every listener in order."""
+        self._state.reduce(event)
         active = self._active
         if active is None:
             raise RuntimeError("Agent listener invoked outside active run")
-        signal = active.signal
-        listeners = self._listeners
-        for listener in listeners:
-            result: Any = listener(event, signal)
-            if result is not None:
-                if not inspect.isawaitable(result):
-                    raise TypeError(
-                        f"listener {listener!r} returned {type(result).__name__}: expected None or an awaitable"
-                    )
-                return self._finish_listeners(result, event, signal, listeners, listeners.index(listener) + 1)
-        return None
-
-    async def _finish_listeners(
-        self,
-        pending: Awaitable[None],
-        event: AgentEvent,
-        signal: AbortSignal,
-        listeners: tuple[AgentListener, ...],
-        start: int,
-    ) -> None:
-        await pending
-        for listener in listeners[start:]:
-            result: Any = listener(event, signal)
-            if result is not None:
-                if not inspect.isawaitable(result):
-                    raise TypeError(
-                        f"listener {listener!r} returned {type(result).__name__}: expected None or an awaitable"
-                    )
-                await result
+        for listener in self._listeners:
+            await notify(listener, f"listener {listener!r}", event, active.signal)
 
 
 def _check_mode(mode: object, name: str) -> QueueMode:

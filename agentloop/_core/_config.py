@@ -5,12 +5,12 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from .._tools._tool import AgentTool, ExecutionMode
 from .._types._abort import AbortSignal
-from .._types._constants import THINKING_LEVELS
+from .._types._constants import LLM_MESSAGE_TYPES, THINKING_LEVELS
 from .._types._events import AgentEvent
 from .._types._messages import (
     AgentMessage,
@@ -32,10 +32,12 @@ __all__ = (
     "AfterToolCallContext",
     "AfterToolCallResult",
     "AgentContext",
+    "LOOP_OPTIONS",
     "AgentLoopConfig",
     "BeforeToolCallContext",
     "BeforeToolCallResult",
     "Emit",
+    "LoopOptions",
     "NextTurn",
     "QueueMode",
     "ToolExecution",
@@ -44,6 +46,7 @@ __all__ = (
     "call",
     "check_options",
     "default_convert_to_llm",
+    "notify",
 )
 
 T = TypeVar("T")
@@ -66,12 +69,12 @@ class AgentContext:
     tools: Sequence[AgentTool] = ()
 
     def __post_init__(self) -> None:
-        # The items are checked where a run starts (`agent_loop`); here only the shape, cheaply.
+        # The items are checked where a run starts (`agent_loop`); here only the shape.
         if not isinstance(self.system_prompt, str):
             raise TypeError(f"context.system_prompt must be a str, got {type(self.system_prompt).__name__}")
-        if type(self.messages) is not tuple and not _is_sequence(self.messages):
+        if not _is_sequence(self.messages):
             raise TypeError(f"context.messages must be a sequence of messages, got {type(self.messages).__name__}")
-        if type(self.tools) is not tuple and not _is_sequence(self.tools):
+        if not _is_sequence(self.tools):
             raise TypeError(f"context.tools must be a sequence of AgentTool, got {type(self.tools).__name__}")
 
 
@@ -139,7 +142,7 @@ class AfterToolCallResult:
 
 
 def _check_bool(value: object, name: str, optional: bool = True) -> None:
-    if type(value) is not bool and not (optional and value is None):
+    if not isinstance(value, bool) and not (optional and value is None):
         raise TypeError(f"{name} must be a bool{' or None' if optional else ''}, got {type(value).__name__}")
 
 
@@ -167,10 +170,9 @@ class NextTurn:
 
 def default_convert_to_llm(messages: Sequence[AgentMessage]) -> list[Message]:
     """Keep the messages an LLM understands (user, assistant, toolResult); drop custom roles."""
-    return [m for m in messages if m.role in _LLM_ROLES]  # type: ignore[misc]
-
-
-_LLM_ROLES = frozenset({"user", "assistant", "toolResult"})
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        raise TypeError(f"messages must be a sequence of messages, got {type(messages).__name__}")
+    return [m for m in messages if isinstance(m, LLM_MESSAGE_TYPES)]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -188,12 +190,14 @@ class ToolInvocation:
     on_update: Callable[[AgentToolResult], object]
 
 
-@dataclass(kw_only=True)
-class AgentLoopConfig:
-    """How a run behaves. Every callback may be a plain or an `async` function.
+@dataclass(kw_only=True, slots=True)
+class LoopOptions:
+    """The options of a run, defined once: `AgentLoopConfig` adds the model and the queues to them,
+    and `Agent`, `TemporalAgent` and `DBOSAgent` take theirs from them (same names, defaults and
+    meanings). Every callback may be a plain or an `async` function. Bad values raise at
+    construction (`check_options`), naming the option.
 
     Attributes:
-        model: The model passed to the stream function.
         convert_to_llm: `(messages) -> messages` run before every LLM call, after
             `transform_context`; turns custom messages into LLM messages or drops them. The
             default keeps user, assistant and toolResult messages.
@@ -201,9 +205,7 @@ class AgentLoopConfig:
             compaction, injecting context).
         get_api_key: `(provider) -> key | None`, called before every LLM call (expiring tokens);
             a falsy answer falls back to `api_key`.
-        get_steering_messages: `() -> messages` polled before the first call and after each
-            turn; messages are injected before the next LLM call.
-        get_follow_up_messages: `() -> messages` polled when the agent would otherwise stop.
+        api_key: The key passed to the stream function (kept out of `repr`).
         tool_execution: `"parallel"` (default) or `"sequential"`.
         before_tool_call: `(ctx, signal) -> BeforeToolCallResult | None`; may block a call.
         after_tool_call: `(ctx, signal) -> AfterToolCallResult | None`; may override a result.
@@ -213,6 +215,8 @@ class AgentLoopConfig:
         max_turns: End the run after this many turns (None: unlimited).
         tool_abort_grace: Seconds a running tool may take to honour an abort before it is
             cancelled and answered with "Operation aborted".
+        session_id, temperature, max_tokens, thinking_budgets, headers, metadata,
+            max_retry_delay: Passed to the stream function in its `StreamOptions`.
         max_parallel_tool_calls: At most this many calls of a parallel batch execute at once
             (None: all); the others wait their turn, in source order.
         wrap_tool_call: `(invocation, proceed) -> result` around every tool execution (after
@@ -231,15 +235,12 @@ class AgentLoopConfig:
             bare `async for`, a tool batch's events are observed when the batch has ended.
     """
 
-    model: Model
     convert_to_llm: Callable[[Sequence[AgentMessage]], MaybeAwaitable[Sequence[Message]]] = default_convert_to_llm
     transform_context: (
         Callable[[Sequence[AgentMessage], AbortSignal], MaybeAwaitable[Sequence[AgentMessage]]] | None
     ) = None
     get_api_key: Callable[[str], MaybeAwaitable[str | None]] | None = None
     api_key: str | None = field(default=None, repr=False)
-    get_steering_messages: Callable[[], MaybeAwaitable[Sequence[AgentMessage]]] | None = None
-    get_follow_up_messages: Callable[[], MaybeAwaitable[Sequence[AgentMessage]]] | None = None
     tool_execution: ToolExecution = "parallel"
     before_tool_call: (
         Callable[[BeforeToolCallContext, AbortSignal], MaybeAwaitable[BeforeToolCallResult | None]] | None
@@ -251,7 +252,6 @@ class AgentLoopConfig:
     prepare_next_turn: Callable[[TurnContext], MaybeAwaitable[NextTurn | None]] | None = None
     max_turns: int | None = None
     tool_abort_grace: float = 2.0
-    reasoning: ThinkingLevel | None = None
     session_id: str | None = None
     temperature: float | None = None
     max_tokens: int | None = None
@@ -266,12 +266,45 @@ class AgentLoopConfig:
     observe: Callable[[AgentEvent], None] | None = None
 
     def __post_init__(self) -> None:
+        check_options(self, "")
+
+    def loop_options(self) -> dict[str, Any]:
+        """The options as keyword arguments (for another `LoopOptions`, `AgentLoopConfig` or `Agent`)."""
+        return {name: getattr(self, name) for name in LOOP_OPTIONS}
+
+
+@dataclass(kw_only=True, slots=True)
+class AgentLoopConfig(LoopOptions):
+    """How a run behaves: the model, the reasoning level and the queue callbacks, and the loop's
+    options (`LoopOptions`, whose attributes it has).
+
+    Attributes:
+        model: The model passed to the stream function.
+        reasoning: The thinking level passed to the stream function (None: reasoning off).
+        get_steering_messages: `() -> messages` polled before the first call and after each
+            turn; messages are injected before the next LLM call.
+        get_follow_up_messages: `() -> messages` polled when the agent would otherwise stop.
+    """
+
+    model: Model
+    reasoning: ThinkingLevel | None = None
+    get_steering_messages: Callable[[], MaybeAwaitable[Sequence[AgentMessage]]] | None = None
+    get_follow_up_messages: Callable[[], MaybeAwaitable[Sequence[AgentMessage]]] | None = None
+
+    def __post_init__(self) -> None:
         if not isinstance(self.model, Model):
             raise TypeError(f"config.model must be an agentloop.Model, got {type(self.model).__name__}")
         if self.reasoning is not None and self.reasoning not in THINKING_LEVELS:
             raise ValueError(f"config.reasoning must be one of {THINKING_LEVELS} or None, got {self.reasoning!r}")
+        for name in ("get_steering_messages", "get_follow_up_messages"):
+            value = getattr(self, name)
+            if value is not None and not callable(value):
+                raise TypeError(f"config.{name} must be callable or None, got {value!r}")
         check_options(self, "config.")
 
+
+LOOP_OPTIONS: tuple[str, ...] = tuple(f.name for f in fields(LoopOptions))
+"""The names of the loop's options, in their order of definition."""
 
 _CALLBACKS = (
     "wrap_tool_call",
@@ -279,8 +312,6 @@ _CALLBACKS = (
     "observe",
     "transform_context",
     "get_api_key",
-    "get_steering_messages",
-    "get_follow_up_messages",
     "before_tool_call",
     "after_tool_call",
     "should_stop_after_turn",
@@ -288,48 +319,48 @@ _CALLBACKS = (
 )
 
 
-def check_options(source: object, prefix: str) -> None:
-    """Check the run options `source` (an `AgentLoopConfig` or an `Agent`) has, naming the bad one.
+def check_options(options: LoopOptions, prefix: str) -> None:
+    """Check a run's options, naming the bad one: the one checker of `LoopOptions`.
 
-    Missing attributes count as None. Raises TypeError for a wrong type, ValueError for a value
-    out of range; the message is `{prefix}{name} must be ..., got ...`.
+    Raises TypeError for a wrong type, ValueError for a value out of range; the message is
+    `{prefix}{name} must be ..., got ...`.
     """
-    convert = getattr(source, "convert_to_llm", default_convert_to_llm)
+    convert = options.convert_to_llm
     if not callable(convert):
         raise TypeError(f"{prefix}convert_to_llm must be callable, got {convert!r}")
     for name in _CALLBACKS:
-        value = getattr(source, name, None)
+        value = getattr(options, name)
         if value is not None and not callable(value):
             raise TypeError(f"{prefix}{name} must be callable or None, got {value!r}")
     for name in ("api_key", "session_id"):
-        value = getattr(source, name, None)
+        value = getattr(options, name)
         if value is not None and not isinstance(value, str):
             raise TypeError(f"{prefix}{name} must be a str or None, got {type(value).__name__}")
-    execution = getattr(source, "tool_execution", "parallel")
+    execution = options.tool_execution
     if execution not in ("parallel", "sequential"):
         raise ValueError(f"{prefix}tool_execution must be 'parallel' or 'sequential', got {execution!r}")
-    turns = getattr(source, "max_turns", None)
+    turns = options.max_turns
     if turns is not None and (isinstance(turns, bool) or not isinstance(turns, int) or turns < 1):
         raise ValueError(f"{prefix}max_turns must be a positive int or None, got {turns!r}")
-    grace = getattr(source, "tool_abort_grace", 0.0)
+    grace = options.tool_abort_grace
     if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not grace >= 0 or math.isnan(grace):
         raise ValueError(f"{prefix}tool_abort_grace must be a number of seconds >= 0, got {grace!r}")
-    temperature = getattr(source, "temperature", None)
+    temperature = options.temperature
     if temperature is not None and not _is_finite_number(temperature):
         raise TypeError(f"{prefix}temperature must be a finite number or None, got {temperature!r}")
-    max_tokens = getattr(source, "max_tokens", None)
+    max_tokens = options.max_tokens
     if max_tokens is not None:
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
             raise TypeError(f"{prefix}max_tokens must be a positive int or None, got {max_tokens!r}")
         if max_tokens < 1:
             raise ValueError(f"{prefix}max_tokens must be a positive int or None, got {max_tokens!r}")
-    delay = getattr(source, "max_retry_delay", None)
+    delay = options.max_retry_delay
     if delay is not None:
         if not _is_finite_number(delay):
             raise TypeError(f"{prefix}max_retry_delay must be a finite number of seconds >= 0 or None, got {delay!r}")
         if delay < 0:
             raise ValueError(f"{prefix}max_retry_delay must be a finite number of seconds >= 0 or None, got {delay!r}")
-    budgets = getattr(source, "thinking_budgets", None)
+    budgets = options.thinking_budgets
     if budgets is not None:
         if not isinstance(budgets, Mapping):
             raise TypeError(
@@ -341,20 +372,20 @@ def check_options(source: object, prefix: str) -> None:
                 raise ValueError(f"{prefix}thinking_budgets keys must be in {THINKING_LEVELS}, got {level!r}")
             if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
                 raise ValueError(f"{prefix}thinking_budgets[{level!r}] must be an int >= 0, got {tokens!r}")
-    headers = getattr(source, "headers", None)
+    headers = options.headers
     if headers is not None:
         if not isinstance(headers, Mapping):
             raise TypeError(f"{prefix}headers must be a mapping of str to str or None, got {type(headers).__name__}")
         for key, value in headers.items():
             if not isinstance(key, str) or not isinstance(value, str):
                 raise TypeError(f"{prefix}headers must map str to str, got {key!r}: {value!r}")
-    metadata = getattr(source, "metadata", None)
+    metadata = options.metadata
     if metadata is not None and not isinstance(metadata, Mapping):
         raise TypeError(f"{prefix}metadata must be a mapping or None, got {type(metadata).__name__}")
-    limit = getattr(source, "max_parallel_tool_calls", None)
+    limit = options.max_parallel_tool_calls
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"{prefix}max_parallel_tool_calls must be a positive int or None, got {limit!r}")
-    propagate = getattr(source, "propagate", ())
+    propagate = options.propagate
     if not isinstance(propagate, tuple) or not all(
         isinstance(cls, type) and issubclass(cls, BaseException) for cls in propagate
     ):
@@ -365,14 +396,18 @@ def _is_finite_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-_PLAIN_RESULTS = frozenset({type(None), bool, int, float, str, list, tuple, dict})
-
-
 async def call(fn: Callable[..., MaybeAwaitable[T]], *args: Any) -> T:
-    """Call a plain or async callback and return its result."""
+    """Call a plain or async callback and return its result (awaited when it is awaitable)."""
     result = fn(*args)
-    if type(result) in _PLAIN_RESULTS:  # the common answers, without the awaitable check
-        return result  # type: ignore[return-value]
     if inspect.isawaitable(result):
         return await result
     return result
+
+
+async def notify(fn: Callable[..., MaybeAwaitable[None]], what: str, *args: Any) -> None:
+    """Call a plain or async sink or listener: it must return None or an awaitable, which is awaited."""
+    result = fn(*args)
+    if result is not None:
+        if not inspect.isawaitable(result):
+            raise TypeError(f"{what} must return None or an awaitable, got {type(result).__name__}")
+        await result

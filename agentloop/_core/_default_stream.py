@@ -1,23 +1,21 @@
 """The stream function used when none is given.
 
 It dispatches on `model.api`: first to stream functions registered with `register_api_provider`,
-then to the built-in providers (`agentloop.providers`, imported on first use so that
-`import agentloop` loads no HTTP stack). An unknown API ends the response with one `error` event
-(a stream function never raises), in the reference's words.
+then to the built-in providers (`agentloop.providers.stream_simple`, imported on first use so that
+`import agentloop` loads no HTTP stack), which end the response of an unknown API with one
+`error` event (a stream function never raises), in the reference's words.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
-from .._types._events import AssistantMessageEvent, ErrorEvent
-from .._types._messages import AssistantMessage, Context, Model
+from .._types._messages import Context, Model
 from .._types._stream_fn import StreamFn, StreamOptions, StreamSource
 
 __all__ = ("default_stream_fn", "register_api_provider")
 
 _PROVIDERS: dict[str, StreamFn] = {}
-_BUILTIN_APIS = frozenset({"openai-completions", "openai-responses", "anthropic-messages"})
 
 
 def register_api_provider(api: str, stream_fn: StreamFn) -> Callable[[], None]:
@@ -39,19 +37,10 @@ def register_api_provider(api: str, stream_fn: StreamFn) -> Callable[[], None]:
 
 
 def default_stream_fn(model: Model, context: Context, options: StreamOptions) -> StreamSource:
-    """Stream with the provider registered for `model.api`, or end with an error event."""
+    """Stream with the provider registered for `model.api`, else with the built-in one for it."""
     provider = _PROVIDERS.get(model.api)
     if provider is not None:
         return provider(model, context, options)  # type: ignore[return-value]
-    if model.api in _BUILTIN_APIS:
-        from ..providers import stream_simple
+    from ..providers import stream_simple
 
-        return stream_simple(model, context, options)
-    return _error(model, f"No API provider registered for api: {model.api}")
-
-
-async def _error(model: Model, text: str) -> AsyncIterator[AssistantMessageEvent]:
-    message = AssistantMessage(
-        api=model.api, provider=model.provider, model=model.id, stop_reason="error", error_message=text
-    )
-    yield ErrorEvent("error", message)
+    return stream_simple(model, context, options)

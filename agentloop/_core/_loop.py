@@ -4,10 +4,11 @@ It is pi-agent-core's `runLoop` with the behaviour of agentloop's profile (barri
 abort, `should_stop_after_turn`, `max_turns`). Two ways of consuming it:
 
 * `drive` (for `run_agent_loop`, `async with agent_loop(...)` and the `Agent`): every event goes
-  to a live sink as it happens; the generator delivers a model stream's and a tool batch's events
-  itself, inside the step that runs them, and `drive` delivers the ones it yields.
+  to the run's one sink (`RunState.emit`) as it happens; the generator emits a model stream's and
+  a tool batch's events itself, inside the step that runs them, and `drive` emits the ones it
+  yields.
 * `bare_run` (for a bare `async for event in agent_loop(...)`): the generator yields every
-  event; a tool batch's, collected while the batch runs, once the batch has ended.
+  event; a tool batch's, which its sink collects while the batch runs, once the batch has ended.
 
 No cancel scope or task group is ever open across a `yield`: abort cuts (`AbortCut`) and a
 batch's task group open and close within one step. A model stream is read by `respond` (a live
@@ -21,20 +22,14 @@ run). What a run works on (the transcript, the config in force, the signal, the 
 from __future__ import annotations
 
 import inspect
-import sys
-from collections.abc import AsyncGenerator, Callable, Coroutine, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import replace
-from types import AsyncGeneratorType
-from typing import Any, cast
-
-import anyio
-import anyio.lowlevel
-from anyio.abc import TaskGroup
+from typing import Any
 
 from .._tools._tool import AgentTool
 from .._types._abort import AbortCut, AbortSignal
-from .._types._constants import ABORTED_TEXT, AGENT_MESSAGE_TYPES, CLEANUP_TIMEOUT
+from .._types._constants import ABORTED_TEXT, AGENT_MESSAGE_TYPES
 from .._types._errors import InvalidContextError
 from .._types._events import (
     AgentEnd,
@@ -53,15 +48,10 @@ from .._types._messages import (
     Message,
     ToolResultMessage,
 )
-from .._types._stream_fn import StreamFn, StreamOptions, opened_stream
-from ._config import AgentContext, AgentLoopConfig, Emit, TurnContext, call, default_convert_to_llm
+from .._types._stream_fn import StreamFn, StreamOptions, close_events, opened_stream
+from ._config import AgentContext, AgentLoopConfig, Emit, NextTurn, TurnContext, call, default_convert_to_llm
 from ._execution import execute_tool_calls, fail_truncated_tool_calls
-from ._run import RunState
-from ._updates import settle
-from ._util import single_exception
-
-if sys.version_info < (3, 11):  # pragma: no cover
-    from exceptiongroup import BaseExceptionGroup
+from ._run import RunState, Sink, sink
 
 __all__ = (
     "bare_run",
@@ -123,7 +113,7 @@ def check_config(config: object) -> AgentLoopConfig:
 def _check_emit(emit: object) -> Emit:
     if not callable(emit):
         raise TypeError(f"emit must be callable, got {emit!r}")
-    return emit  # callable: what it returns is checked per event (`settle`)
+    return emit  # callable: what it returns is checked per event (`call`)
 
 
 def check_continue(context: AgentContext) -> None:
@@ -160,7 +150,10 @@ async def run_agent_loop(
     after everything the run opened is closed.
     """
     prompts = check_messages(prompts, "prompts")
-    run = _Run(check_context(context), check_config(config), _check_emit(emit), signal, resolve_stream_fn(stream_fn))
+    check_config(config)
+    run = _Run(
+        check_context(context), config, sink(_check_emit(emit), config.observe), signal, resolve_stream_fn(stream_fn)
+    )
     await drive(run, prompts)
     return run.new_messages
 
@@ -178,45 +171,30 @@ async def run_agent_loop_continue(
     """
     check_context(context)
     check_continue(context)
-    run = _Run(context, check_config(config), _check_emit(emit), signal, resolve_stream_fn(stream_fn))
+    check_config(config)
+    run = _Run(context, config, sink(_check_emit(emit), config.observe), signal, resolve_stream_fn(stream_fn))
     await drive(run, None)
     return run.new_messages
 
 
-async def drive(run: _Run, prompts: list[AgentMessage] | None, task_group: TaskGroup | None = None) -> None:
-    """Run to the end, handing every event to the run's sink, in order.
-
-    The events the loop yields are delivered here; the ones it delivers itself (a model stream's,
-    a tool batch's) already went to the same sink, as they happened. Progress updates whose
-    delivery must wait are delivered in `task_group`: the caller's (`async with agent_loop(...)`
-    has one already), or else a task group of the run's own.
-    """
-    if task_group is None:
-        try:
-            async with anyio.create_task_group() as task_group:
-                await drive(run, prompts, task_group)
-        except BaseExceptionGroup as group:
-            raise single_exception(group) from None
-        return
-    run.task_group = task_group
-    deliver = run.deliver
+async def drive(run: _Run, prompts: list[AgentMessage] | None) -> None:
+    """Run to the end, every event through the run's sink, in order: the events the loop yields
+    are emitted here, the ones it emits itself (a model stream's, a tool batch's) as they happen."""
     async with aclosing(run.events(prompts)) as events:
         async for event in events:
-            if (pending := deliver(event)) is not None:
-                await settle(pending)
+            await run.emit(event)
 
 
 def start_run(
     prompts: list[AgentMessage] | None,
     context: AgentContext,
     config: AgentLoopConfig,
-    emit: Emit,
+    emit: Sink,
     signal: AbortSignal | None,
     stream_fn: StreamFn,
-    task_group: TaskGroup,
-) -> Coroutine[Any, Any, None]:
-    """The run of `async with agent_loop(...)`: checked arguments, the stream's sink and task group."""
-    return drive(_Run(context, config, emit, signal, stream_fn), prompts, task_group)
+) -> _Run:
+    """The run of `async with agent_loop(...)`, whose sink is the stream's (arguments checked)."""
+    return _Run(context, config, sink(emit, config.observe), signal, stream_fn)
 
 
 def bare_run(
@@ -232,7 +210,12 @@ def bare_run(
     every event itself, and a tool batch's events, collected while the batch runs, are yielded
     once it has ended.
     """
-    run = _Run(context, config, None, signal, stream_fn)
+    collected: list[AgentEvent] = []
+
+    async def collect(event: AgentEvent) -> None:
+        collected.append(event)
+
+    run = _Run(context, config, collect, signal, stream_fn, collected)
     if config.observe is None:
         return run.events(prompts)
     return _observed(run.events(prompts), config.observe)
@@ -251,14 +234,31 @@ async def _observed(
 class _Run(RunState):
     """One run: its state (`RunState`) and the loop that drives it (`events`)."""
 
-    __slots__ = ()
+    __slots__ = ("collected",)
+
+    def __init__(
+        self,
+        context: AgentContext,
+        config: AgentLoopConfig,
+        emit: Sink,
+        signal: AbortSignal | None,
+        stream_fn: StreamFn,
+        collected: list[AgentEvent] | None = None,
+    ) -> None:
+        super().__init__(context, config, emit, signal, stream_fn)
+        self.collected = collected  # a bare run's: what its sink collected during a step
+
+    def take_collected(self) -> list[AgentEvent]:
+        """The events a bare run's step emitted, to yield now (none for a live sink)."""
+        if not self.collected:
+            return []
+        events = self.collected[:]
+        self.collected.clear()
+        return events
 
     async def poll(self, which: str) -> list[AgentMessage]:
         """Ask a queue callback (`get_steering_messages`, `get_follow_up_messages`) for messages."""
-        callback = getattr(self.config, which)
-        messages = callback()
-        if type(messages) is not list and inspect.isawaitable(messages):
-            messages = await messages
+        messages = await call(getattr(self.config, which))
         return check_messages(messages, which + "()") if messages else []
 
     async def events(self, prompts: list[AgentMessage] | None) -> AsyncGenerator[AgentEvent, None]:
@@ -303,7 +303,8 @@ class _Run(RunState):
                     async with aclosing(self.respond_bare()) as response:
                         async for event in response:
                             yield event  # noqa: ASYNC119 - the context is aclosing: it closes an inner generator, no scope
-                    message = cast(AssistantMessage, self.messages[-1])  # appended by `response()`
+                    message = self.messages[-1]  # appended by `response()`
+                    assert isinstance(message, AssistantMessage)
                 turns += 1
                 if message.stop_reason == "error" or message.stop_reason == "aborted":
                     yield TurnEnd(message, ())
@@ -364,8 +365,6 @@ class _Run(RunState):
         return prepared, stop
 
     def apply_next_turn(self, update: Any) -> list[AgentMessage]:
-        from ._config import NextTurn
-
         if not isinstance(update, NextTurn):
             raise TypeError(f"prepare_next_turn must return a NextTurn or None, got {type(update).__name__}")
         if update.context is not None:
@@ -393,42 +392,38 @@ class _Run(RunState):
         api_key = None
         if config.get_api_key is not None:
             api_key = await call(config.get_api_key, self.model.provider)
-        options = self._options
-        if options is None or options.api_key != (api_key or config.api_key) or options.reasoning != self.reasoning:
-            options = self._options = StreamOptions(
-                signal=signal,
-                api_key=api_key or config.api_key,
-                reasoning=self.reasoning,
-                session_id=config.session_id,
-                temperature=config.temperature,
-                max_tokens=config.max_tokens,
-                thinking_budgets=config.thinking_budgets,
-                headers=config.headers,
-                metadata=config.metadata,
-                max_retry_delay=config.max_retry_delay,
-            )
+        options = StreamOptions(
+            signal=signal,
+            api_key=api_key or config.api_key,
+            reasoning=self.reasoning,
+            session_id=config.session_id,
+            temperature=config.temperature,
+            max_tokens=config.max_tokens,
+            thinking_budgets=config.thinking_budgets,
+            headers=config.headers,
+            metadata=config.metadata,
+            max_retry_delay=config.max_retry_delay,
+        )
         return Context(system_prompt=self.system_prompt, messages=tuple(llm_messages), tools=self.tools), options
 
     async def respond(self) -> AssistantMessage:
-        """One model call with a live sink: its events delivered as they come, in one abort cut.
+        """One model call with a live sink: its events emitted as they come, in one abort cut.
 
         An abort ends the stream at once, but never cuts an event being delivered (a listener
         that aborts): the cut is held meanwhile, and applied after.
         """
         llm_context, options = await self.request()
         state = _Streaming()
-        deliver = self.deliver  # no coroutine per delta for a plain sink
         signal = self.signal
         with AbortCut(signal) as cut:
             source = self.open_stream(llm_context, options)
-            read = source.__anext__
             try:
                 while True:
                     self.countdown -= 1
-                    if self.countdown <= 0:  # a stream that never waits lets the other tasks run now and then
+                    if self.countdown <= 0:
                         await self.fair_share()
                     try:
-                        event = self.agent_event(await read(), state)
+                        event = self.agent_event(await source.__anext__(), state)
                     except StopAsyncIteration:
                         break
                     if event is None:
@@ -436,20 +431,18 @@ class _Run(RunState):
                             break
                         continue
                     cut.held = True
-                    if (pending := deliver(event)) is not None:
-                        await settle(pending)
+                    await self.emit(event)
                     cut.held = False
-                    if signal._aborted:
+                    if signal.aborted:
                         cut.cut()  # aborted during the delivery: a read that has to wait is cut
             except BaseException:
-                await _close(source, shielded=True)  # noqa: ASYNC102 - shielded, with a timeout, inside _close
+                await close_events(source)  # noqa: ASYNC102 - shielded, with a timeout, inside close_events
                 raise
-            await _close(source, shielded=state.final is None)  # after an abort, bounded like any cleanup
+            await close_events(source, shielded=state.final is None)  # after an abort, bounded like any cleanup
         final = self.response(state)
-        if state.last is None and (pending := deliver(MessageStart(final))) is not None:
-            await settle(pending)
-        if (pending := deliver(MessageEnd(final))) is not None:
-            await settle(pending)
+        if state.last is None:
+            await self.emit(MessageStart(final))
+        await self.emit(MessageEnd(final))
         return final
 
     async def respond_bare(self) -> AsyncGenerator[AgentEvent, None]:
@@ -459,7 +452,6 @@ class _Run(RunState):
         state = _Streaming()
         signal = self.signal
         source = self.open_stream(llm_context, options)
-        read = source.__anext__
         try:
             while True:
                 self.countdown -= 1
@@ -467,7 +459,7 @@ class _Run(RunState):
                     await self.fair_share()
                 with AbortCut(signal) as cut:
                     try:
-                        raw = await read()
+                        raw = await source.__anext__()
                     except StopAsyncIteration:
                         break
                 if cut.cancelled_caught:
@@ -479,9 +471,9 @@ class _Run(RunState):
                     continue
                 yield event
         except BaseException:
-            await _close(source, shielded=True)  # noqa: ASYNC102 - shielded, with a timeout, inside _close
+            await close_events(source)  # noqa: ASYNC102 - shielded, with a timeout, inside close_events
             raise
-        await _close(source, shielded=state.final is None)
+        await close_events(source, shielded=state.final is None)
         final = self.response(state)
         if state.last is None:
             yield MessageStart(final)
@@ -504,16 +496,17 @@ class _Run(RunState):
         return final
 
     def open_stream(self, llm_context: Context, options: StreamOptions) -> Any:
-        """Call the stream function: its events, as an async iterator (`_opened` for the rarer shapes)."""
+        """Call the stream function: its events, as an async iterator (an async generator as it is,
+        the other shapes through `_opened`)."""
         source: Any = self.stream_fn(self.model, llm_context, options)
-        if type(source) is AsyncGeneratorType:  # the usual shape needs no probing
+        if inspect.isasyncgen(source):
             return source
         return _opened(source)
 
     def agent_event(self, event: Any, state: _Streaming) -> AgentEvent | None:
         """The agent event for one model stream event, or None: none to emit, and the stream has
         `state.ended` when this event ends it (its terminal event, or an abort before it)."""
-        if self.signal._aborted:
+        if self.signal.aborted:
             # Aborted before this event was delivered: it is not, unless it is the stream's own
             # aborted ending, which is kept (as in the reference).
             if getattr(event, "type", None) == "error" and event.error.stop_reason == "aborted":
@@ -531,7 +524,7 @@ class _Run(RunState):
             return MessageUpdate(None, event)
         if kind == "start":
             state.last = event
-            return MessageStart._streaming(event)
+            return MessageStart(event.partial)
         if kind == "done":
             state.final = event.message
         elif kind == "error":
@@ -574,15 +567,3 @@ async def _opened(source: Any) -> AsyncGenerator[Any, None]:
     async with opened_stream(source) as events:
         async for event in events:
             yield event  # noqa: ASYNC119 - a stream function's own context manager (see above)
-
-
-async def _close(events: Any, shielded: bool) -> None:
-    """Close an event source (an async generator left open is finalized late, in another task)."""
-    aclose = getattr(events, "aclose", None)
-    if aclose is None:
-        return
-    if shielded:  # unwinding from a cancellation, an error or an abort: clean up anyway, bounded
-        with anyio.move_on_after(CLEANUP_TIMEOUT, shield=True):
-            await aclose()
-        return
-    await aclose()

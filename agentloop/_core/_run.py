@@ -1,34 +1,58 @@
-"""The state of one run, shared by the loop (`_loop`) and the tool batches (`_execution`).
+"""The state of one run, shared by the loop (`_loop`) and the tool batches (`_execution`), and its sink.
 
 A `RunState` holds what every step of a run reads and changes: the working transcript, the config
 in force (a turn may change the model, the thinking level and the context), the abort signal,
-the clock, and the sink every event goes to (`emit`).
+the clock, and the one sink every event goes to: `await run.emit(event)`. The user's sink (a
+plain or async `emit`, the `Agent`'s listeners, the stream of `async with agent_loop(...)`) and
+`config.observe` are adapted to it once, where the run starts (`sink`).
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
-import anyio
 import anyio.lowlevel
-from anyio.abc import TaskGroup
 
 from .._tools._tool import AgentTool
 from .._types._abort import AbortSignal
 from .._types._events import AgentEvent
 from .._types._messages import AgentMessage, Message, now_ms
-from .._types._stream_fn import StreamFn, StreamOptions
-from ._config import AgentContext, AgentLoopConfig, Emit, default_convert_to_llm
-from ._updates import settle
+from .._types._stream_fn import StreamFn
+from ._config import AgentContext, AgentLoopConfig, Emit, default_convert_to_llm, notify
 
-__all__ = ("FAIR_SHARE", "RunState")
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+__all__ = ("FAIR_SHARE", "RunState", "Sink", "check_signal", "sink")
+
+Sink: TypeAlias = Callable[[AgentEvent], Awaitable[None]]
+"""The one sink of a run: every event is awaited through it."""
 
 FAIR_SHARE = 48
 """A run gives the scheduler a turn at least every this many steps (a model event read, a tool call
 made): a fast model (a cache, a local server) or tools that never wait cannot starve the other
 runs of the process."""
+
+
+def check_signal(signal: object) -> None:
+    if signal is not None and not isinstance(signal, AbortSignal):
+        raise TypeError(f"signal must be an agentloop.AbortSignal or None, got {type(signal).__name__}")
+
+
+def sink(emit: Emit, observe: Callable[[AgentEvent], None] | None = None) -> Sink:
+    """The run's sink for a user's `emit` (plain or async), after `config.observe` when there is one."""
+
+    if observe is None and inspect.iscoroutinefunction(emit):
+        return emit
+
+    async def deliver(event: AgentEvent) -> None:
+        if observe is not None:
+            observe(event)
+        await notify(emit, "emit", event)
+
+    return deliver
 
 
 class RunState:
@@ -38,21 +62,17 @@ class RunState:
         "_llm_messages",
         "_llm_seen",
         "_llm_source",
-        "_options",
         "clock",
-        "collected",
         "config",
         "countdown",
-        "deliver",
+        "emit",
         "messages",
         "model",
         "new_messages",
-        "plain",
         "reasoning",
         "signal",
         "stream_fn",
         "system_prompt",
-        "task_group",
         "tools",
     )
 
@@ -60,13 +80,11 @@ class RunState:
         self,
         context: AgentContext,
         config: AgentLoopConfig,
-        emit: Emit | None,
+        emit: Sink,
         signal: AbortSignal | None,
         stream_fn: StreamFn,
     ) -> None:
-        """`emit` is the live sink; None makes a bare run's, which collects a step's events."""
-        if signal is not None and not isinstance(signal, AbortSignal):
-            raise TypeError(f"signal must be an agentloop.AbortSignal or None, got {type(signal).__name__}")
+        check_signal(signal)
         self.config = config
         self.model = config.model
         self.reasoning = config.reasoning
@@ -77,48 +95,21 @@ class RunState:
         self.signal = signal if signal is not None else AbortSignal()
         self.stream_fn = stream_fn
         self.clock = config.clock if config.clock is not None else now_ms
+        self.emit = emit
         self.countdown = FAIR_SHARE  # steps left before the run gives the scheduler a turn
-        # `deliver(event)` hands an event to the sink and returns what to `settle` (None: nothing
-        # to wait for): a plain sink costs no coroutine. A bare run's sink collects the events a
-        # step delivers, which it yields after the step (observed then); a live sink gets them
-        # as they happen (`collected` is None).
-        self.collected: list[AgentEvent] | None = None
-        self.deliver: Callable[[Any], Awaitable[None] | None]
-        if emit is None:
-            self.collected = []
-            self.deliver = self.collected.append
-        elif config.observe is None:
-            self.deliver = emit
-        else:
-            self.deliver = _observing(config.observe, emit)
-        self.plain = not inspect.iscoroutinefunction(emit)
-        self.task_group: TaskGroup | None = None  # for progress updates whose delivery must wait
         self._llm_source: list[AgentMessage] | None = None
         self._llm_seen = 0
         self._llm_messages: list[Message] = []
-        self._options: StreamOptions | None = None
-
-    async def emit(self, event: AgentEvent) -> None:
-        """Hand an event to the sink, and wait for it when the sink asks to (how the steps emit)."""
-        if (pending := self.deliver(event)) is not None:
-            await settle(pending)
 
     async def fair_share(self) -> None:
-        """Give the other tasks a turn (see `FAIR_SHARE`)."""
+        """Give the other tasks a turn (the run has taken `FAIR_SHARE` steps since the last one)."""
         self.countdown = FAIR_SHARE
         await anyio.lowlevel.checkpoint()
 
-    def take_collected(self) -> list[AgentEvent]:
-        """The events a step delivered to a bare run's sink (none for a live sink)."""
-        collected = self.collected
-        if not collected:
-            return []
-        events = collected[:]
-        collected.clear()
-        return events
-
     def default_llm_messages(self) -> list[Message]:
-        """The default conversion, kept up to date as the transcript grows: O(new messages) per call."""
+        """`default_convert_to_llm` of the transcript, converting only the messages added since the
+        last call (a long conversation: without it the conversion was ~16% of a tool turn at 400
+        turns, benchmarks/README.md)."""
         messages = self.messages
         if self._llm_source is not messages or self._llm_seen > len(messages):
             self._llm_source, self._llm_seen, self._llm_messages = messages, 0, []
@@ -129,12 +120,6 @@ class RunState:
     def agent_context(self) -> AgentContext:
         return AgentContext(system_prompt=self.system_prompt, messages=tuple(self.messages), tools=self.tools)
 
-
-def _observing(observe: Callable[[AgentEvent], None], emit: Emit) -> Callable[[Any], Awaitable[None] | None]:
-    """A sink that passes every event to `config.observe` first."""
-
-    def deliver(event: Any) -> Awaitable[None] | None:
-        observe(event)
-        return emit(event)
-
-    return deliver
+    def find_tool(self, name: str) -> AgentTool | None:
+        """The run's first tool called `name`, as the reference looks it up."""
+        return next((tool for tool in self.tools if tool.name == name), None)

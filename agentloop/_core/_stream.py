@@ -9,31 +9,31 @@ iterates the loop's own generator (`_loop.bare_run`) in the caller's task.
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import AsyncGeneratorType, TracebackType
 from typing import NoReturn, TypeAlias
 
 import anyio
 import anyio.lowlevel
-from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from .._types._abort import AbortSignal
 from .._types._events import AgentEnd, AgentEvent
 from .._types._messages import AgentMessage
 from .._types._stream_fn import StreamFn
-from ._config import AgentContext, AgentLoopConfig, Emit
+from ._config import AgentContext, AgentLoopConfig
 from ._loop import (
     bare_run,
     check_config,
     check_context,
     check_continue,
     check_messages,
+    drive,
     resolve_stream_fn,
     start_run,
 )
-from ._updates import Flag
+from ._run import check_signal
 from ._util import single_exception
 
 if sys.version_info < (3, 11):  # pragma: no cover
@@ -74,14 +74,16 @@ class AgentEventStream:
         return self
 
     async def __anext__(self) -> AgentEvent:
+        """The next event: a cancellation point; a scheduling point when it has to wait."""
+        if not self._start.is_set():
+            self._start.set()  # the run starts on the first pull
+        await anyio.lowlevel.checkpoint_if_cancelled()
         try:
             return self._receive.receive_nowait()
         except anyio.WouldBlock:
             pass
         except (anyio.EndOfStream, anyio.ClosedResourceError):
             raise StopAsyncIteration from None
-        if not self._start.is_set():
-            self._start.set()  # the run starts on the first pull: enter and leave costs nothing
         try:
             return await self._receive.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
@@ -91,7 +93,7 @@ class AgentEventStream:
         """Drain the stream and return the messages the run added (from `agent_end`)."""
         messages: list[AgentMessage] = []
         async for event in self:
-            if type(event) is AgentEnd:
+            if isinstance(event, AgentEnd):
                 messages = list(event.messages)
         return messages
 
@@ -126,10 +128,7 @@ class AgentLoopStream:
         return self._run
 
     async def __aenter__(self) -> AgentEventStream:
-        prompts, context, config, signal, stream_fn = self._arguments()
-        cm = self._used = _open(
-            lambda emit, tg: start_run(prompts, context, config, emit, signal, stream_fn, tg), self._buffer
-        )
+        cm = self._used = _open(self._arguments(), self._buffer)
         return await cm.__aenter__()
 
     async def __aexit__(
@@ -156,64 +155,50 @@ class AgentLoopStream:
 
 
 @asynccontextmanager
-async def _open(
-    body: Callable[[Emit, TaskGroup], Awaitable[object]], buffer: int
-) -> AsyncGenerator[AgentEventStream, None]:
-    """The stream of `async with`: `body(emit, task_group)` runs in a task of the block's task group."""
+async def _open(arguments: _RunArguments, buffer: int) -> AsyncGenerator[AgentEventStream, None]:
+    """The stream of `async with`: the run goes on in a task of the block's task group, its sink
+    a memory object stream the block's consumer reads."""
+    prompts, context, config, signal, stream_fn = arguments
     send, receive = anyio.create_memory_object_stream[AgentEvent](buffer)
+    waiting = anyio.Lock()  # held while an event waits for room: the later ones line up behind it
     start = anyio.Event()
-    send_nowait = send.send_nowait
     run_scope = anyio.CancelScope()
-    last_waiting: Flag | None = None  # set when the last event that had to wait is sent
 
-    def emit(event: AgentEvent) -> Awaitable[None] | None:
-        # A plain function: most events fit in the buffer and cost no coroutine at all. Events
-        # keep the order of the calls, whichever task makes them (progress updates are not
-        # awaited): once one has to wait, the next ones line up behind it.
-        nonlocal last_waiting
-        if last_waiting is None:
-            try:
-                send_nowait(event)
-            except anyio.WouldBlock:
-                pass
-            except anyio.BrokenResourceError:
-                return consumer_gone()
-            else:
-                return None
-        previous, last_waiting = last_waiting, Flag()
-        return send_in_turn(event, previous, last_waiting)
-
-    async def send_in_turn(event: AgentEvent, previous: Flag | None, sent: Flag) -> None:
-        nonlocal last_waiting
+    async def emit(event: AgentEvent) -> None:
+        # Events keep the order of the calls, whichever task makes them: an event that finds no
+        # room waits its turn in the lock's queue (first come, first served), and no later event
+        # goes past it.
         try:
-            if previous is not None:
-                await previous.wait()
-            await send.send(event)
+            if not waiting.locked():
+                try:
+                    send.send_nowait(event)
+                    return
+                except anyio.WouldBlock:
+                    pass
+            async with waiting:
+                await send.send(event)
         except anyio.BrokenResourceError:
-            await consumer_gone()
-        finally:
-            sent.set()
-            if last_waiting is sent:
-                last_waiting = None
+            # Nobody listens any more: stop the whole run as a cancellation (several parallel
+            # tools may notice at once; an error from each would surface as a group).
+            run_scope.cancel()
+            await anyio.lowlevel.checkpoint()
 
-    async def consumer_gone() -> None:
-        # Nobody listens any more: stop the whole run as a cancellation (several parallel tools
-        # may notice at once; an error from each would surface as a group).
-        run_scope.cancel()
-        await anyio.lowlevel.checkpoint()
-
-    finished = False  # the run returned: leaving the block has nothing to cancel
+    finished = False  # the run returned or failed: leaving the block has nothing to cancel
+    run_failure: Exception | None = None  # raised when the block is left, after the events sent before it
 
     async def produce() -> None:
-        nonlocal finished
+        nonlocal finished, run_failure
         with run_scope:
             # Parked until the first pull (spawning the task then instead lets trio run the run
             # before the consumer waits, and a run failing at once would cancel it unread).
             await start.wait()
-            await body(emit, tg)
+            try:
+                await drive(start_run(prompts, context, config, emit, signal, stream_fn), prompts)
+            except Exception as exc:
+                run_failure = exc
             finished = True
         if finished:
-            send.close()  # every event is sent (the last one waited for those before): the iteration ends
+            send.close()  # every event is sent: the iteration ends
         # Otherwise the sending side closes after the whole group: a delivery still waiting when
         # the run is cancelled must see a consumer that left, not a stream closed under it.
 
@@ -234,8 +219,12 @@ async def _open(
         failure = single_exception(group, prefer=consumers)
     finally:
         send.close()
+        if consumers is not None and run_failure is not None and consumers.__context__ is None:
+            consumers.__context__ = run_failure  # the run failed as it was cancelled: kept, not hidden
     if failure is not None:
         raise failure
+    if run_failure is not None:
+        raise run_failure
 
 
 def _check_buffer(max_buffer_size: object) -> int:
@@ -278,7 +267,7 @@ def agent_loop(
     prompts = check_messages(prompts, "prompts")
     check_context(context)
     check_config(config)
-    _check_signal(signal)
+    check_signal(signal)
     fn = resolve_stream_fn(stream_fn)
     buffer = _check_buffer(max_buffer_size)
     return AgentLoopStream((prompts, context, config, signal, fn), buffer)
@@ -300,12 +289,7 @@ def agent_loop_continue(
     check_context(context)
     check_continue(context)
     check_config(config)
-    _check_signal(signal)
+    check_signal(signal)
     fn = resolve_stream_fn(stream_fn)
     buffer = _check_buffer(max_buffer_size)
     return AgentLoopStream((None, context, config, signal, fn), buffer)
-
-
-def _check_signal(signal: object) -> None:
-    if signal is not None and not isinstance(signal, AbortSignal):
-        raise TypeError(f"signal must be an agentloop.AbortSignal or None, got {type(signal).__name__}")

@@ -1,169 +1,104 @@
-"""Progress updates, and `Flag`: a one-shot event that costs nothing until someone waits.
+"""A tool call's progress updates: reported at once, their deliveries begun in order by one task.
 
-As in the reference, `on_update(partial)` hands the `tool_execution_update` event over and
-returns at once: the tool is not held up by the listeners. Updates are delivered in the order
-reported (through a task of the run's task group when a delivery has to wait), and the call is
-finalized only after every update it reported has been delivered. Awaiting what `on_update`
-returns waits for that delivery (backpressure for a tool that wants it).
+As in the reference, `on_update(partial)` hands the `tool_execution_update` event over and returns
+at once: a slow listener holds up neither the tool nor the next update (in JavaScript each
+un-awaited `emit` runs up to its first wait, then the next one begins). The updates of one call go
+through a memory object stream to one task that begins their deliveries in the order reported,
+each in a task of its own (`TaskGroup.start` returns once the delivery has run up to its first
+wait). The call counts as finalized only after every update it reported has been delivered.
+Awaiting what `on_update` returns waits for that update's delivery (backpressure for a tool that
+wants it). An update reported after the call finished is ignored.
 """
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Awaitable, Callable, Coroutine, Generator
-from types import CoroutineType
+import math
+from collections.abc import Generator
 from typing import Any
 
 import anyio
-from anyio.abc import TaskGroup
+import anyio.lowlevel
+from anyio.abc import TaskGroup, TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-__all__ = ("DELIVERED", "Delivery", "Flag", "UpdatePump", "settle")
+from .._types._events import ToolExecutionUpdate
+from ._run import Sink
 
-
-class Flag:
-    """Set once; `wait()` returns when set. The underlying event exists only if someone waits."""
-
-    __slots__ = ("_event", "_set")
-
-    def __init__(self) -> None:
-        self._set = False
-        self._event: anyio.Event | None = None
-
-    def set(self) -> None:
-        self._set = True
-        if self._event is not None:
-            self._event.set()
-
-    def is_set(self) -> bool:
-        return self._set
-
-    async def wait(self) -> None:
-        """Return once the flag is set (at once, without a checkpoint, if it already is)."""
-        if self._set:
-            return
-        if self._event is None:
-            self._event = anyio.Event()
-        await self._event.wait()
+__all__ = ("DELIVERED", "Delivery", "ProgressUpdates")
 
 
 class Delivery:
-    """Awaitable: done when the update has been delivered (awaiting it is optional)."""
+    """What `on_update` returns: awaiting it (optional) waits until the update has been delivered."""
 
-    __slots__ = ("begun", "done")
+    __slots__ = ("_done",)
 
-    def __init__(self) -> None:
-        self.begun = Flag()
-        self.done = Flag()
+    def __init__(self, done: anyio.Event | None) -> None:
+        self._done = done  # set once delivered; None: nothing to deliver
 
     @property
     def delivered(self) -> bool:
         """Whether every listener has processed the update."""
-        return self.done.is_set()
+        return self._done is None or self._done.is_set()
 
     async def wait(self) -> None:
         """Return once the update is delivered."""
-        await self.done.wait()
+        if self._done is None:
+            await anyio.lowlevel.checkpoint()
+        else:
+            await self._done.wait()
 
     def __await__(self) -> Generator[Any, None, None]:
-        return self.done.wait().__await__()
+        return self.wait().__await__()
 
 
-async def settle(pending: Any) -> None:
-    """Wait for what a plain sink returned for an event (it must be None or an awaitable)."""
-    await _check_pending(pending)
+DELIVERED = Delivery(None)
+"""The answer to an update that is not delivered (reported after its call finished)."""
 
 
-def _check_pending(pending: object) -> Awaitable[None]:
-    """What a plain sink returned for an event, checked: it must be None or an awaitable."""
-    if type(pending) is not CoroutineType and not inspect.isawaitable(pending):
-        raise TypeError(f"emit must return None or an awaitable, got {type(pending).__name__}")
-    return pending
+class ProgressUpdates:
+    """One call's updates: `report` queues an event; a task of `task_group` begins their deliveries in order."""
 
+    __slots__ = ("_deliveries", "_emit", "_send", "_task_group", "finished")
 
-class UpdatePump:
-    """Delivers one tool call's updates as the reference does: each begins at once, in order.
-
-    A plain sink is called at once (the un-awaited `emit` of JavaScript runs up to its first
-    `await` before `onUpdate` returns); what it returns to await, and every delivery through an
-    async sink, is driven by a task of the run's task group, so a slow listener delays neither
-    the tool nor the next update. A delivery begins only after the previous one has begun,
-    whatever order the scheduler picks. `drained()` returns once every update is delivered.
-    """
-
-    __slots__ = ("_deliver", "_idle", "_in_flight", "_plain", "_previous", "_task_group")
-
-    def __init__(self, deliver: Callable[[Any], Any], plain: bool, task_group: TaskGroup | None) -> None:
-        self._deliver = deliver  # the run's sink: returns None or what to wait for
-        self._plain = plain  # a plain function (its synchronous part may run at once)
+    def __init__(self, emit: Sink, task_group: TaskGroup) -> None:
+        self._emit = emit
         self._task_group = task_group
-        self._previous: Delivery | None = None
-        self._in_flight = 0
-        self._idle = Flag()  # set when no delivery is in flight
+        self._send: MemoryObjectSendStream[tuple[ToolExecutionUpdate, Delivery]] | None = None
+        self._deliveries: list[Delivery] = []
+        self.finished = False
 
-    def push(self, event: Any) -> Delivery:
-        previous = self._previous
-        if self._plain and (previous is None or previous.begun.is_set()):
-            try:
-                pending = self._deliver(event)
-            except Exception as exc:  # a listener's failure fails the run, not the tool reporting
-                pending = _raise(exc)
-            if pending is None:
-                return DELIVERED
-            _check_pending(pending)
-            delivery = self._track()
-            delivery.begun.set()
-            self._spawn(self._finish, pending, delivery)
-        else:
-            delivery = self._track()
-            self._spawn(self._deliver_later, event, previous, delivery)
+    def report(self, event: ToolExecutionUpdate) -> Delivery:
+        """Queue an update for delivery (ignored once the call has finished)."""
+        if self.finished:
+            return DELIVERED
+        if self._send is None:  # the call's first update starts the task that delivers them
+            self._send, receive = anyio.create_memory_object_stream[tuple[ToolExecutionUpdate, Delivery]](math.inf)
+            self._task_group.start_soon(self._deliver, receive)
+        delivery = Delivery(anyio.Event())
+        self._deliveries.append(delivery)
+        self._send.send_nowait((event, delivery))
         return delivery
 
-    def _spawn(self, fn: Callable[..., Coroutine[Any, Any, None]], *args: Any) -> None:
-        if self._task_group is None:  # a bare run's sink never makes a delivery wait
-            raise RuntimeError("a progress update had to wait, but the run has no task group")
-        self._task_group.start_soon(fn, *args)
+    def close(self) -> None:
+        """The call has finished (or was cancelled): later updates are ignored."""
+        self.finished = True
+        if self._send is not None:
+            self._send.close()
 
-    def _track(self) -> Delivery:
-        delivery = self._previous = Delivery()
-        if not self._in_flight:
-            self._idle = Flag()
-        self._in_flight += 1
-        return delivery
+    async def delivered(self) -> None:
+        """Return once every update reported before `close()` is delivered."""
+        for delivery in self._deliveries:
+            await delivery.wait()
 
-    def _done(self, delivery: Delivery) -> None:
-        delivery.begun.set()
-        delivery.done.set()
-        self._in_flight -= 1
-        if not self._in_flight:
-            self._idle.set()
+    async def _deliver(self, receive: MemoryObjectReceiveStream[tuple[ToolExecutionUpdate, Delivery]]) -> None:
+        with receive:
+            async for event, delivery in receive:
+                await self._task_group.start(self._deliver_one, event, delivery)
 
-    async def drained(self) -> None:
-        """Return once every update pushed so far has been delivered."""
-        if self._in_flight:
-            await self._idle.wait()
-
-    async def _deliver_later(self, event: Any, previous: Delivery | None, delivery: Delivery) -> None:
-        try:
-            if previous is not None:
-                await previous.begun.wait()
-            delivery.begun.set()
-            pending = self._deliver(event)
-            if pending is not None:
-                await settle(pending)
-        finally:
-            self._done(delivery)
-
-    async def _finish(self, pending: Awaitable[None], delivery: Delivery) -> None:
-        try:
-            await pending
-        finally:
-            self._done(delivery)
-
-
-async def _raise(exc: Exception) -> None:  # noqa: ASYNC124 - an awaitable that raises
-    raise exc
-
-
-DELIVERED = Delivery()
-DELIVERED.begun.set()
-DELIVERED.done.set()
+    async def _deliver_one(
+        self, event: ToolExecutionUpdate, delivery: Delivery, *, task_status: TaskStatus[None]
+    ) -> None:
+        task_status.started()
+        await self._emit(event)
+        assert delivery._done is not None
+        delivery._done.set()

@@ -12,6 +12,7 @@ Routes (JSON bodies and answers; errors are `{"error": "..."}` with a 4xx status
     POST   /sessions/{id}/steer         queue a message for the next turn           202
     POST   /sessions/{id}/follow-up     queue a message for when the agent stops    202
     POST   /sessions/{id}/abort         abort the run                               200 {"aborted"}
+    POST   /sessions/{id}/ticket        a ticket for one event stream               200 {"ticket", "expiresIn"}
 
 Every event of a session is one SSE message: `id:` is `<epoch>-<n>`, the event's number `n` in
 the session's event log (1, 2, 3, ... across runs) after an epoch that is new each time the app
@@ -30,12 +31,26 @@ without an id connected, and when a connected client reads slower than the log t
 After a reset, reload the state from `GET /sessions/{id}`. A run failure the Agent did not turn
 into events comes as `event: error`.
 
-Access: with `token`, every request needs `Authorization: Bearer <token>` (the event stream may
-pass it as `?token=`, since a browser's EventSource cannot set headers); 401 otherwise. A request
-from a browser page of another origin (its `Origin` header names another host than the request's
+Access: with `token`, every request needs `Authorization: Bearer <token>`; 401 otherwise. A
+browser's EventSource cannot set headers, so a page first asks `POST /sessions/{id}/ticket` (with
+the header) for a ticket and opens `GET /sessions/{id}/events?ticket=<ticket>`: a ticket is good
+for one event stream of that session, within `ticket_seconds`, so what an access log records of
+the URL is worth nothing afterwards (`?token=` is still accepted, but lands in access logs). One
+token gives every session to whoever holds it; to decide per session, pass `authorize`: it is
+called as `authorize(scope, session_id)` (plain or async; `session_id` is None for `GET /sessions`
+and `POST /sessions`) after the token check, and a false answer is a 403. A request from a
+browser page of another origin (its `Origin` header names another host than the request's
 `Host`) is refused with 403 unless `allowed_origins` lists it, so a page elsewhere cannot create
-sessions or abort runs. With `allowed_hosts`, requests for other `Host` names get 400 (DNS
-rebinding).
+sessions or abort runs. Requests for a `Host` the app does not serve get 400 (DNS rebinding):
+with `allowed_hosts`, the names it lists; without it and without a token, loopback names only
+(`localhost`, `*.localhost`, `127.0.0.1`, `[::1]`, any port).
+
+Limits: at most `max_sessions` sessions are held in memory (a new one past that evicts the least
+recently used idle one when a store keeps it, and is a 503 otherwise), a session without a run,
+an event stream or a request for `idle_timeout` seconds is evicted (with a store it is resumed on
+its next use; without one it is gone), a session takes at most `max_clients` event streams (429
+past that), and an event stream is sent in writes of at most `send_bytes` (one event larger than
+that is sent whole), so a client that does not read holds back one write, not the replay log.
 
 Runs are tasks of the app's own task group, which lives as long as the ASGI lifespan (or
 `async with app.running():` when the server has no lifespan). Shutting down aborts the runs,
@@ -45,33 +60,35 @@ it and sessions of the store are resumed on first use. Runs on asyncio and trio.
 
 from __future__ import annotations
 
-import hmac
 import inspect
-import json
 import re
+import secrets
 import sys
 import uuid
-from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import anyio
 import anyio.abc
 
 from .._core._agent import Agent
 from .._core._util import single_exception
-from .._sessions import Session, SessionLockedError, SessionNotFoundError, SessionStore, check_session_id
-from .._types._abort import AbortSignal
-from .._types._constants import AGENT_MESSAGE_TYPES
-from .._types._messages import AgentMessage, UserMessage
+from .._sessions import SessionLockedError, SessionNotFoundError, SessionStore, check_session_id
 from .._types._stream_fn import MaybeAwaitable
-from .._wire._asgi import SSE_HEADERS, BodyTooLarge, Receive, Scope, Send, header, read_body, send_json
-from .._wire._codec import encode_json, from_json, to_json
-from .._wire._compact import CompactEncoder
-from .._wire._envelope import EventEnvelope, dumps_envelope, enveloping
-from .._wire._json_fallback import encode_lenient
+from .._wire._asgi import SSE_HEADERS, Receive, Scope, Send, header
+from .._wire._json_text import encode_json
+from ._live import LiveSession
+from ._requests import (
+    Disconnected,
+    HTTPError,
+    check_access,
+    last_event_id,
+    messages_of,
+    query_value,
+    read_json,
+    send_json_answer,
+)
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
@@ -80,119 +97,6 @@ __all__ = ("AgentSSEApp",)
 
 _ROUTE = re.compile(r"^/sessions(?:/([^/]+)(?:/([a-z_-]+))?)?/?$")
 _JSON = b"application/json"
-
-
-class _HTTPError(Exception):
-    def __init__(self, status: int, message: str, headers: list[tuple[bytes, bytes]] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.headers = headers or []
-
-
-class _Disconnected(Exception):
-    pass
-
-
-class _Live:
-    """A session the app serves: its agent, its event log, who waits on it."""
-
-    def __init__(
-        self,
-        session_id: str,
-        agent: Agent,
-        session: Session | None,
-        replay_limit: int,
-        replay_bytes: int,
-        compact: bool = True,
-    ) -> None:
-        self.id = session_id
-        self.agent = agent
-        self.session = session
-        self.epoch = uuid.uuid4().hex[:12]
-        self.log: deque[tuple[int, bytes]] = deque()
-        self.log_bytes = 0
-        self.replay_limit = replay_limit
-        self.replay_bytes = replay_bytes
-        self.next_id = 1
-        self._changed: anyio.Event | None = None  # made when an event stream waits for news
-        self.busy = False
-        self.deleted = False
-        self.encoder = CompactEncoder() if compact else None  # one per log: it follows the stream
-        self.listener = enveloping(self._on_envelope)
-        agent.subscribe(self.listener)
-
-    def _on_envelope(self, envelope: EventEnvelope, signal: AbortSignal) -> None:
-        self.publish(None, dumps_envelope(envelope, compact=self.encoder))
-
-    def publish(self, event: str | None, data: str) -> None:
-        number = self.next_id
-        self.next_id += 1
-        head = f"id: {self.event_id(number)}\n"
-        if event is not None:
-            head += f"event: {event}\n"
-        frame = f"{head}data: {data}\n\n".encode()
-        log = self.log
-        log.append((number, frame))
-        self.log_bytes += len(frame)
-        while len(log) > 1 and (len(log) > self.replay_limit or self.log_bytes > self.replay_bytes):
-            self.log_bytes -= len(log.popleft()[1])  # the newest event is always kept
-        self.notify()
-
-    def notify(self) -> None:
-        """Wake the event streams waiting for news of this session."""
-        changed, self._changed = self._changed, None
-        if changed is not None:
-            changed.set()
-
-    def changes(self) -> anyio.Event:
-        """An event set at the next `notify` (take it before reading the log, so no news is missed).
-
-        It is made only when a stream asks: the events of a fast run are published many to one
-        wake-up of the streams, and most of them find nobody waiting."""
-        if self._changed is None:
-            self._changed = anyio.Event()
-        return self._changed
-
-    def event_id(self, number: int) -> str:
-        """The SSE id of event `number` of this epoch."""
-        return f"{self.epoch}-{number}"
-
-    def number_of(self, event_id: str) -> int | None:
-        """The number of an id of this epoch; None for an id of another (or a bare number)."""
-        epoch, _, number = event_id.rpartition("-")
-        return int(number) if epoch == self.epoch else None
-
-    @property
-    def last_id(self) -> int:
-        return self.next_id - 1
-
-    @property
-    def last_event_id(self) -> str:
-        return self.event_id(self.last_id)
-
-    def reset(self, asked: str | None) -> bytes:
-        """The `event: reset` message that announces a gap after `asked` (None: from the start)."""
-        data = {"lastEventId": self.last_event_id, "oldestEventId": self.event_id(self.first_id), "asked": asked}
-        return f"event: reset\ndata: {encode_json(data)}\n\n".encode()
-
-    @property
-    def first_id(self) -> int:
-        return self.log[0][0] if self.log else self.next_id
-
-    def after(self, last: int) -> list[tuple[int, bytes]]:
-        start = max(0, last - self.first_id + 1)
-        return [self.log[i] for i in range(start, len(self.log))]
-
-    def state(self) -> dict[str, Any]:
-        state = self.agent.state
-        return {
-            "id": self.id,
-            "isStreaming": self.busy,
-            "lastEventId": self.last_event_id,
-            "errorMessage": state.error_message,
-            "messages": [to_json(m) for m in state.messages],
-        }
 
 
 class AgentSSEApp:
@@ -214,6 +118,13 @@ class AgentSSEApp:
         keepalive: Seconds of silence after which an event stream gets a comment line.
         max_body_size: The largest request body accepted (413 above).
         shutdown_timeout: Seconds runs get to finish their abort at shutdown.
+        authorize: `(scope, session_id) -> bool` (plain or async), called for every request after
+            the token check: False answers 403 (see the module docstring).
+        max_sessions: Sessions held in memory at most (default 100).
+        max_clients: Event streams of one session at most (default 16).
+        idle_timeout: Seconds without a run, an event stream or a request before eviction (1800).
+        send_bytes: The largest write of an event stream (default 64 KiB).
+        ticket_seconds: How long an event-stream ticket is good for (default 60).
         compact: Send events in the compact wire form (the default; see the module docstring);
             False sends every `message_update` with the whole message so far, as `to_json` does.
 
@@ -234,6 +145,12 @@ class AgentSSEApp:
         token: str | None = None,
         allowed_origins: Sequence[str] = (),
         allowed_hosts: Sequence[str] | None = None,
+        authorize: Callable[[Scope, str | None], MaybeAwaitable[bool]] | None = None,
+        max_sessions: int = 100,
+        max_clients: int = 16,
+        idle_timeout: float = 1800.0,
+        send_bytes: int = 64 << 10,
+        ticket_seconds: float = 60.0,
         compact: bool = True,
     ) -> None:
         if not callable(agent_factory):
@@ -245,12 +162,26 @@ class AgentSSEApp:
         for name, names in (("allowed_origins", allowed_origins), ("allowed_hosts", allowed_hosts or ())):
             if isinstance(names, str) or not all(isinstance(o, str) for o in names):
                 raise TypeError(f"{name} must be a list of strings, got {names!r}")
-        sizes = (("replay_limit", replay_limit), ("replay_bytes", replay_bytes), ("max_body_size", max_body_size))
+        if authorize is not None and not callable(authorize):
+            raise TypeError(f"authorize must be callable or None, got {authorize!r}")
+        sizes = (
+            ("replay_limit", replay_limit),
+            ("replay_bytes", replay_bytes),
+            ("max_body_size", max_body_size),
+            ("max_sessions", max_sessions),
+            ("max_clients", max_clients),
+            ("send_bytes", send_bytes),
+        )
         for name, value in sizes:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
-        if not isinstance(keepalive, (int, float)) or not keepalive > 0:
-            raise ValueError(f"keepalive must be a positive number of seconds, got {keepalive!r}")
+        for name, seconds in (
+            ("keepalive", keepalive),
+            ("idle_timeout", idle_timeout),
+            ("ticket_seconds", ticket_seconds),
+        ):
+            if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
+                raise ValueError(f"{name} must be a positive number of seconds, got {seconds!r}")
         self.agent_factory = agent_factory
         self.store = store
         self.replay_limit = replay_limit
@@ -262,7 +193,14 @@ class AgentSSEApp:
         self.max_body_size = max_body_size
         self.shutdown_timeout = shutdown_timeout
         self.compact = bool(compact)
-        self._sessions: dict[str, _Live] = {}
+        self.authorize = authorize
+        self.max_sessions = max_sessions
+        self.max_clients = max_clients
+        self.idle_timeout = float(idle_timeout)
+        self.send_bytes = send_bytes
+        self.ticket_seconds = float(ticket_seconds)
+        self._tickets: dict[str, tuple[str, float]] = {}  # ticket -> (session id, expiry)
+        self._sessions: dict[str, LiveSession] = {}
         self._task_group: anyio.abc.TaskGroup | None = None
         self._closing: anyio.Event | None = None
         self._stopping = False
@@ -280,6 +218,7 @@ class AgentSSEApp:
         try:
             async with anyio.create_task_group() as tg:
                 self._task_group = tg
+                tg.start_soon(self._evict_idle)
                 try:
                     yield self
                 finally:
@@ -296,7 +235,33 @@ class AgentSSEApp:
             lives, self._sessions = list(self._sessions.values()), {}
             with anyio.CancelScope(shield=True):
                 for live in lives:
-                    await _close_live(live)
+                    await live.close()
+
+    async def _evict_idle(self) -> None:
+        """Close the sessions idle for `idle_timeout` seconds, checking a few times per timeout."""
+        while True:
+            await anyio.sleep(min(self.idle_timeout / 4, 60.0))
+            now = anyio.current_time()
+            for live in list(self._sessions.values()):
+                if live.idle and now - live.last_used >= self.idle_timeout:
+                    await self._evict(live)
+            self._tickets = {t: (sid, at) for t, (sid, at) in self._tickets.items() if at > now}
+
+    async def _evict(self, live: LiveSession) -> None:
+        if self._sessions.get(live.id) is live:
+            del self._sessions[live.id]
+        with anyio.CancelScope(shield=True):
+            await live.close()
+
+    async def _make_room(self) -> None:
+        """Before a session is added: past `max_sessions`, evict the least recently used idle one
+        that a store keeps; 503 when there is none."""
+        if len(self._sessions) < self.max_sessions:
+            return
+        idle = [live for live in self._sessions.values() if live.idle]
+        if self.store is None or not idle:
+            raise HTTPError(503, f"the app holds {self.max_sessions} sessions already (see max_sessions)")
+        await self._evict(min(idle, key=lambda live: live.last_used))
 
     async def _shut_down(self) -> None:
         assert self._closing is not None
@@ -337,71 +302,71 @@ class AgentSSEApp:
             raise RuntimeError(f"AgentSSEApp serves HTTP, not {kind!r}")
         try:
             await self._route(scope, receive, send)
-        except _HTTPError as exc:
-            await _send_json(send, exc.status, {"error": exc.message}, exc.headers)
-        except _Disconnected:
+        except HTTPError as exc:
+            await send_json_answer(send, exc.status, {"error": exc.message}, exc.headers)
+        except Disconnected:
             pass
 
-    def _check_access(self, scope: Scope) -> None:
-        """401 without the token (when one is set), 403 for a page of an origin not allowed."""
-        headers = {bytes(name).lower(): bytes(value) for name, value in scope.get("headers") or []}
-        host = headers.get(b"host", b"").decode("latin-1").lower()
-        if self._allowed_hosts is not None and host not in self._allowed_hosts:
-            raise _HTTPError(400, f"this app does not serve the host {host!r} (see allowed_hosts)")
-        if self._token is not None:
-            scheme, _, credentials = headers.get(b"authorization", b"").strip().partition(b" ")
-            if not credentials and scope.get("path", "").endswith("/events"):
-                # latin-1 both ways: the token's bytes, whatever they are, come back unchanged.
-                query = parse_qs((scope.get("query_string") or b"").decode("latin-1"), encoding="latin-1")
-                credentials = query.get("token", [""])[-1].encode("latin-1")
-                scheme = b"bearer"
-            # Compared in constant time whatever was sent (also when nothing was).
-            if not hmac.compare_digest(credentials.strip(), self._token) or scheme.lower() != b"bearer":
-                raise _HTTPError(
-                    401, "Unauthorized: send Authorization: Bearer <token>", [(b"www-authenticate", b"Bearer")]
-                )
-        origin = headers.get(b"origin")
-        if origin is None or "*" in self._allowed_origins:
+    async def _authorized(self, scope: Scope, session_id: str | None) -> None:
+        """403 when the `authorize` hook says no."""
+        if self.authorize is None:
             return
-        text = origin.decode("latin-1").rstrip("/").lower()
-        if text in self._allowed_origins:
+        allowed = self.authorize(scope, session_id)
+        if inspect.isawaitable(allowed):
+            allowed = await allowed
+        if allowed is not True:
+            raise HTTPError(403, "this request is not authorized (see authorize)")
+
+    def _spend_ticket(self, scope: Scope, session_id: str) -> None:
+        """With a token and no Authorization header: the `?ticket=` of this session, spent; else 401."""
+        if self._token is None or header(scope, b"authorization") is not None:
             return
-        if host and urlsplit(text).netloc == host:
-            return  # the app's own page
-        raise _HTTPError(403, f"requests from the origin {text!r} are not allowed (see allowed_origins)")
+        ticket = query_value(scope, "ticket")
+        if ticket is None:
+            return  # `?token=`, checked with the headers
+        found = self._tickets.pop(ticket, None)
+        if found is None or found[0] != session_id or found[1] < anyio.current_time():
+            raise HTTPError(401, "the ticket is unknown, used, expired or of another session: ask for a new one")
+
+    async def _ticket(self, live: LiveSession, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        ticket = secrets.token_urlsafe(24)
+        self._tickets[ticket] = (live.id, anyio.current_time() + self.ticket_seconds)
+        return 200, {"ticket": ticket, "expiresIn": self.ticket_seconds}
 
     async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
-        self._check_access(scope)
+        check_access(scope, self._token, self._allowed_hosts, self._allowed_origins)
         match = _ROUTE.match(scope["path"])
         if match is None:
-            raise _HTTPError(404, f"no route for {scope['path']!r}: see the AgentSSEApp routes")
+            raise HTTPError(404, f"no route for {scope['path']!r}: see the AgentSSEApp routes")
         session_id, action = match.groups()
+        await self._authorized(scope, session_id)
         method = scope["method"]
         if session_id is None:
             if method == "POST":
                 await self._create(scope, receive, send)
             elif method == "GET":
-                await _send_json(send, 200, {"sessions": await self._list()})
+                await send_json_answer(send, 200, {"sessions": await self._list()})
             else:
-                raise _HTTPError(405, f"{method} is not allowed on /sessions", [(b"allow", b"GET, POST")])
+                raise HTTPError(405, f"{method} is not allowed on /sessions", [(b"allow", b"GET, POST")])
             return
         try:
             check_session_id(session_id)
         except ValueError as exc:
-            raise _HTTPError(404, str(exc)) from None
+            raise HTTPError(404, str(exc)) from None
         if action is None:
             if method == "GET":
-                await _send_json(send, 200, (await self._live(session_id)).state())
+                await send_json_answer(send, 200, (await self._live(session_id)).state())
             elif method == "DELETE":
                 await self._delete(session_id)
                 await send({"type": "http.response.start", "status": 204, "headers": []})
                 await send({"type": "http.response.body", "body": b""})
             else:
-                raise _HTTPError(405, f"{method} is not allowed on a session", [(b"allow", b"GET, DELETE")])
+                raise HTTPError(405, f"{method} is not allowed on a session", [(b"allow", b"GET, DELETE")])
             return
         if action == "events":
             if method != "GET":
-                raise _HTTPError(405, "the event stream is read with GET", [(b"allow", b"GET")])
+                raise HTTPError(405, "the event stream is read with GET", [(b"allow", b"GET")])
+            self._spend_ticket(scope, session_id)
             await self._events(await self._live(session_id), scope, receive, send)
             return
         handler = {
@@ -411,14 +376,15 @@ class AgentSSEApp:
             "follow-up": self._follow_up,
             "follow_up": self._follow_up,
             "abort": self._abort,
+            "ticket": self._ticket,
         }.get(action)
         if handler is None:
-            raise _HTTPError(404, f"no action {action!r}: prompt, continue, steer, follow-up, abort or events")
+            raise HTTPError(404, f"no action {action!r}: prompt, continue, steer, follow-up, abort, ticket or events")
         if method != "POST":
-            raise _HTTPError(405, f"{action} is a POST", [(b"allow", b"POST")])
-        body = await self._read_json(scope, receive)
+            raise HTTPError(405, f"{action} is a POST", [(b"allow", b"POST")])
+        body = await read_json(scope, receive, self.max_body_size)
         status, answer = await handler(await self._live(session_id), body)
-        await _send_json(send, status, answer)
+        await send_json_answer(send, status, answer)
 
     # --- sessions ----------------------------------------------------------------------------
     async def _make_agent(self, session_id: str) -> Agent:
@@ -431,16 +397,15 @@ class AgentSSEApp:
 
     def _check_running(self) -> None:
         if self._task_group is None or self._stopping:
-            raise _HTTPError(
-                503, "the app is not running: serve it with an ASGI server that runs the lifespan protocol"
-            )
+            raise HTTPError(503, "the app is not running: serve it with an ASGI server that runs the lifespan protocol")
 
     async def _create(self, scope: Scope, receive: Receive, send: Send) -> None:
         self._check_running()
-        body = await self._read_json(scope, receive)
+        body = await read_json(scope, receive, self.max_body_size)
         title = body.get("title")
         if title is not None and not isinstance(title, str):
-            raise _HTTPError(400, "'title' must be a string")
+            raise HTTPError(400, "'title' must be a string")
+        await self._make_room()
         session_id = uuid.uuid4().hex
         agent = await self._make_agent(session_id)
         session = None
@@ -448,10 +413,11 @@ class AgentSSEApp:
             await self.store.create(agent=agent, title=title, session_id=session_id)
             session = await self.store.open(session_id)
             await session.attach(agent)
-        live = self._sessions[session_id] = _Live(
+        live = self._sessions[session_id] = LiveSession(
             session_id, agent, session, self.replay_limit, self.replay_bytes, self.compact
         )
-        await _send_json(send, 201, {"id": session_id, "lastEventId": live.last_event_id})
+        live.last_used = anyio.current_time()
+        await send_json_answer(send, 201, {"id": session_id, "lastEventId": live.last_event_id})
 
     async def _list(self) -> list[dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
@@ -466,23 +432,31 @@ class AgentSSEApp:
             entry["isStreaming"] = found is not None and found.busy
         return list(out.values())
 
-    async def _live(self, session_id: str) -> _Live:
+    async def _live(self, session_id: str) -> LiveSession:
+        live = self._sessions.get(session_id)
+        if live is None:
+            live = await self._load(session_id)
+        live.last_used = anyio.current_time()
+        return live
+
+    async def _load(self, session_id: str) -> LiveSession:
         live = self._sessions.get(session_id)
         if live is not None:
             return live
         if self.store is None or self._load_lock is None:
-            raise _HTTPError(404, f"no session {session_id!r}")
+            raise HTTPError(404, f"no session {session_id!r}")
         self._check_running()
         async with self._load_lock:
             live = self._sessions.get(session_id)
             if live is not None:
                 return live
+            await self._make_room()
             try:
                 session = await self.store.open(session_id)
             except SessionNotFoundError:
-                raise _HTTPError(404, f"no session {session_id!r}") from None
+                raise HTTPError(404, f"no session {session_id!r}") from None
             except SessionLockedError as exc:
-                raise _HTTPError(409, str(exc)) from None
+                raise HTTPError(409, str(exc)) from None
             try:
                 agent = await self._make_agent(session_id)
                 await session.resume(agent, restore_settings=False)
@@ -490,7 +464,7 @@ class AgentSSEApp:
                 with anyio.CancelScope(shield=True):
                     await session.aclose()
                 raise
-            live = self._sessions[session_id] = _Live(
+            live = self._sessions[session_id] = LiveSession(
                 session_id, agent, session, self.replay_limit, self.replay_bytes, self.compact
             )
             return live
@@ -498,33 +472,33 @@ class AgentSSEApp:
     async def _delete(self, session_id: str) -> None:
         live = self._sessions.get(session_id)
         if live is None and self.store is None:
-            raise _HTTPError(404, f"no session {session_id!r}")
+            raise HTTPError(404, f"no session {session_id!r}")
         if live is not None:
             if live.busy:
-                raise _HTTPError(409, "a run is going: abort it and wait for agent_end before deleting")
+                raise HTTPError(409, "a run is going: abort it and wait for agent_end before deleting")
             del self._sessions[session_id]
             live.deleted = True
             live.notify()
-            await _close_live(live)
+            await live.close()
         if self.store is not None:
             try:
                 await self.store.delete(session_id)
             except SessionNotFoundError:
                 if live is None:
-                    raise _HTTPError(404, f"no session {session_id!r}") from None
+                    raise HTTPError(404, f"no session {session_id!r}") from None
             except SessionLockedError as exc:
-                raise _HTTPError(409, str(exc)) from None
+                raise HTTPError(409, str(exc)) from None
 
     # --- actions -----------------------------------------------------------------------------
-    def _start(self, live: _Live, run: Callable[[], Awaitable[None]]) -> None:
+    def _start(self, live: LiveSession, run: Callable[[], Awaitable[None]]) -> None:
         self._check_running()
         if live.busy:
-            raise _HTTPError(409, "the agent is running: steer, follow-up or abort it, or wait for agent_end")
+            raise HTTPError(409, "the agent is running: steer, follow-up or abort it, or wait for agent_end")
         assert self._task_group is not None
         live.busy = True
         self._task_group.start_soon(self._drive, live, run)
 
-    async def _drive(self, live: _Live, run: Callable[[], Awaitable[None]]) -> None:
+    async def _drive(self, live: LiveSession, run: Callable[[], Awaitable[None]]) -> None:
         try:
             await run()
         except Exception as exc:  # what the Agent could not turn into events (a storage failure, ...)
@@ -533,41 +507,53 @@ class AgentSSEApp:
             live.busy = False
             live.notify()
 
-    async def _prompt(self, live: _Live, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        messages = _messages_of(body)
+    async def _prompt(self, live: LiveSession, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        messages = messages_of(body)
         self._start(live, lambda: live.agent.prompt(messages))
         return 202, {"accepted": True, "lastEventId": live.last_event_id}
 
-    async def _continue(self, live: _Live, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    async def _continue(self, live: LiveSession, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         agent = live.agent
         transcript = agent.state.messages
         if not live.busy:
             if not transcript:
-                raise _HTTPError(409, "nothing to continue: the session has no messages; send a prompt")
+                raise HTTPError(409, "nothing to continue: the session has no messages; send a prompt")
             if transcript[-1].role == "assistant" and not agent.has_queued_messages():
-                raise _HTTPError(409, "cannot continue after the assistant's answer: send a prompt")
+                raise HTTPError(409, "cannot continue after the assistant's answer: send a prompt")
         self._start(live, agent.continue_)
         return 202, {"accepted": True, "lastEventId": live.last_event_id}
 
-    async def _steer(self, live: _Live, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        for message in _messages_of(body):
+    async def _steer(self, live: LiveSession, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        for message in messages_of(body):
             live.agent.steer(message)
         return 202, {"queued": True, "running": live.busy}
 
-    async def _follow_up(self, live: _Live, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        for message in _messages_of(body):
+    async def _follow_up(self, live: LiveSession, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        for message in messages_of(body):
             live.agent.follow_up(message)
         return 202, {"queued": True, "running": live.busy}
 
-    async def _abort(self, live: _Live, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    async def _abort(self, live: LiveSession, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         running = live.agent.signal is not None
         live.agent.abort()
         return 200, {"aborted": running}
 
     # --- the event stream --------------------------------------------------------------------
-    async def _events(self, live: _Live, scope: Scope, receive: Receive, send: Send) -> None:
-        asked = _last_event_id(scope)
+    async def _events(self, live: LiveSession, scope: Scope, receive: Receive, send: Send) -> None:
+        asked = last_event_id(scope)
         last = 0 if asked is None else live.number_of(asked)
+        if live.clients >= self.max_clients:
+            raise HTTPError(429, f"this session has {self.max_clients} event streams open already (see max_clients)")
+        live.clients += 1
+        try:
+            await self._stream(live, asked, last, receive, send)
+        finally:
+            live.clients -= 1
+            live.last_used = anyio.current_time()
+
+    async def _stream(
+        self, live: LiveSession, asked: str | None, last: int | None, receive: Receive, send: Send
+    ) -> None:
         closing = self._closing
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
         first = b"retry: 1000\n\n"
@@ -594,7 +580,7 @@ class AgentSSEApp:
                     last, asked = live.first_id - 1, None
                     await send({"type": "http.response.body", "body": gap, "more_body": True})
                     continue
-                frames = live.after(last)
+                frames = live.after(last, self.send_bytes)
                 if frames:
                     last = frames[-1][0]
                     asked = live.event_id(last)
@@ -611,83 +597,3 @@ class AgentSSEApp:
             tg.cancel_scope.cancel()
         if not disconnected:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-    # --- requests ----------------------------------------------------------------------------
-    async def _read_json(self, scope: Scope, receive: Receive) -> dict[str, Any]:
-        try:
-            body = await read_body(scope, receive, self.max_body_size)
-        except BodyTooLarge:
-            raise _HTTPError(413, f"the body is over {self.max_body_size} bytes") from None
-        if body is None:
-            raise _Disconnected
-        if not body.strip():
-            return {}
-        content_type = (header(scope, b"content-type") or b"").split(b";")[0].strip().lower()
-        if content_type != _JSON:
-            raise _HTTPError(415, "send the body as JSON (content-type: application/json)")
-        try:
-            data = json.loads(body)
-        except ValueError as exc:
-            raise _HTTPError(400, f"the body is not JSON: {exc}") from None
-        except RecursionError:
-            raise _HTTPError(400, "the body nests too deeply") from None
-        if not isinstance(data, dict):
-            raise _HTTPError(400, f"the body must be a JSON object, got {type(data).__name__}")
-        return data
-
-
-async def _close_live(live: _Live) -> None:
-    live.deleted = True
-    live.notify()
-    if live.session is not None:
-        await live.session.aclose()
-
-
-def _messages_of(body: dict[str, Any]) -> list[AgentMessage]:
-    given = [key for key in ("text", "message", "messages") if key in body]
-    if len(given) != 1:
-        raise _HTTPError(400, "send one of 'text' (a string), 'message' (a message) or 'messages' (a list)")
-    key = given[0]
-    value = body[key]
-    if key == "text":
-        if not isinstance(value, str):
-            raise _HTTPError(400, f"'text' must be a string, got {type(value).__name__}")
-        return [UserMessage(content=value)]
-    items = [value] if key == "message" else value
-    if not isinstance(items, list) or not items:
-        raise _HTTPError(400, "'messages' must be a non-empty list of messages")
-    messages = []
-    for i, item in enumerate(items):
-        try:
-            message = from_json(item)
-        except (ValueError, TypeError) as exc:
-            raise _HTTPError(400, f"{key} {i}: {exc}") from None
-        except RecursionError:
-            raise _HTTPError(400, f"{key} {i}: the message nests too deeply") from None
-        if not isinstance(message, AGENT_MESSAGE_TYPES):
-            raise _HTTPError(400, f"{key} {i}: not a message (it needs a 'role')")
-        messages.append(message)
-    return messages
-
-
-_EVENT_ID = re.compile(r"^(?:[0-9a-f]+-)?[0-9]+$")
-
-
-def _last_event_id(scope: Scope) -> str | None:
-    """The id the client saw last (`Last-Event-ID`, else `?lastEventId=`); 400 when not an id."""
-    sent = header(scope, b"last-event-id")
-    raw = None if sent is None else sent.decode("latin-1")
-    if raw is None:
-        query = parse_qs((scope.get("query_string") or b"").decode("latin-1"))
-        if "lastEventId" in query:
-            raw = query["lastEventId"][-1]
-    if raw is None or raw.strip() == "":
-        return None
-    raw = raw.strip()
-    if not _EVENT_ID.match(raw):
-        raise _HTTPError(400, f"Last-Event-ID must be an event id this app sent ('<epoch>-<number>'), got {raw!r}")
-    return raw
-
-
-async def _send_json(send: Send, status: int, data: Any, headers: list[tuple[bytes, bytes]] | None = None) -> None:
-    await send_json(send, status, encode_lenient(data).encode(), headers)  # messages may hold odd tool details

@@ -11,13 +11,15 @@ from typing import Any
 
 from .._types._constants import AGENT_MESSAGE_TYPES
 from .._types._messages import AgentMessage
-from .._wire._codec import decode_json, from_json, to_json
+from .._wire._decode import from_json
+from .._wire._encode import to_json
 from .._wire._json_fallback import encode_lenient
+from .._wire._json_text import decode_json
 from ._model import JSONDict, Meta, SessionCorruptError
 
 __all__ = ("Backend", "Writer", "check_session_id", "decode_message", "encode_message", "new_session_id")
 
-_ID_RE = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$")
+_ID_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
 
 
 class Backend(abc.ABC):
@@ -96,7 +98,7 @@ def decode_message(data: Any, where: str) -> AgentMessage:
 
 
 def check_session_id(session_id: object) -> str:
-    if not isinstance(session_id, str) or not _ID_RE.match(session_id):
+    if not isinstance(session_id, str) or not _ID_RE.fullmatch(session_id):
         raise ValueError(
             f"session id must be 1-128 letters, digits or '._-' (not starting with '.'), got {session_id!r}"
         )

@@ -9,9 +9,12 @@ then `fsync`ed:
     {"type":"replace","time":...,"messages":[...]}           the whole transcript replaced
 
 The header line is written with the file (a temporary file linked into place), so every session
-file starts with one. A crash can only tear the last line (it has no final newline, or does not
-parse); readers ignore it and the next writer truncates it away before appending. Any other bad
-line is corruption (`SessionCorruptError`). A write that fails (a full disk, a file-size limit, a
+file starts with one. An append of several messages is one write whose first line says how many
+lines it holds (`"batch": n`), so it is recognized whole on load. A crash can only tear the end
+of the file (a last line without its final newline or that does not parse, or an append cut
+short); readers drop that tail (the whole append it belongs to), logging a warning on the
+`agentloop.sessions` logger, and the next writer truncates it away before appending. Any other
+bad line is corruption (`SessionCorruptError`). A write that fails (a full disk, a file-size limit, a
 failed fsync) is cut back off the file before its `SessionError` is raised. A writer holds an
 exclusive `flock` on the file for as long as its `Session` is open; the kernel drops it when the
 process dies, so a crashed writer never leaves a stale lock behind.
@@ -20,13 +23,14 @@ process dies, so a crashed writer never leaves a stale lock behind.
 from __future__ import annotations
 
 import builtins
+import logging
 import os
 import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
-from .._wire._codec import decode_json, encode_json
+from .._wire._json_text import decode_json, encode_json
 from ._backend import Backend, Writer
 from ._model import (
     JSONDict,
@@ -45,15 +49,18 @@ __all__ = (
 
 VERSION = 1
 _SUFFIX = ".jsonl"
-_MESSAGE_PREFIX = b'{"type":"message"'
+_MESSAGE_PREFIX = b'{"type":"message","index"'  # a message line that does not start a batch
+_log = logging.getLogger("agentloop.sessions")
 
 
 def _dumps(record: JSONDict) -> bytes:
     return (encode_json(record) + "\n").encode("utf-8")
 
 
-def _message_line(index: int, time: int, text: str) -> bytes:
+def _message_line(index: int, time: int, text: str, batch: int = 1) -> bytes:
     # The message's JSON text is spliced in as is: it was encoded once, by the session.
+    if batch > 1:  # the first line of an append of `batch` lines
+        return f'{{"type":"message","batch":{batch},"index":{index},"time":{time},"message":{text}}}\n'.encode()
     return f'{{"type":"message","index":{index},"time":{time},"message":{text}}}\n'.encode()
 
 
@@ -92,9 +99,14 @@ def parse(data: bytes, where: str, *, messages: bool = True) -> _Parsed:
     out: list[Any] = []
     count = 0
     last = len(lines) - 1
+    offset = 0  # where the line starts in `data`
+    # An append under way: its lines still to come, and where it started (offset, count, len(out)).
+    batch: tuple[int, int, int, int] | None = None
     for number, line in enumerate(lines):
+        start, offset = offset, offset + len(line) + 1
         if meta is not None and not messages and number < last and line.startswith(_MESSAGE_PREFIX):
             count += 1
+            batch = _next_line(batch)
             continue
         try:
             record = decode_json(line, constants=True)
@@ -123,6 +135,10 @@ def parse(data: bytes, where: str, *, messages: bool = True) -> _Parsed:
                 index = record["index"]
                 if index != count:
                     raise SessionCorruptError(f"{where}: line {number + 1} holds message {index}, expected {count}")
+                size = record.get("batch", 1)
+                if not isinstance(size, int) or size < 1:
+                    raise ValueError("bad batch size")
+                batch = (size, start, count, len(out)) if size > 1 else batch
                 if messages:
                     out.append(record["message"])
                 count += 1
@@ -141,6 +157,7 @@ def parse(data: bytes, where: str, *, messages: bool = True) -> _Parsed:
             else:
                 raise ValueError(f"unknown record type {kind!r}")
             meta.updated = time
+            batch = _next_line(batch)
         except (ValueError, KeyError, TypeError) as exc:
             if number == last and not tail:
                 # A last line that does not parse: torn by a crash (or a disk that lost its tail).
@@ -149,8 +166,21 @@ def parse(data: bytes, where: str, *, messages: bool = True) -> _Parsed:
             raise SessionCorruptError(f"{where}: line {number + 1} is not a valid record ({exc})") from None
     if meta is None:
         raise SessionCorruptError(f"{where}: no session header")
+    if batch is not None:  # an append cut short: none of it was acknowledged
+        valid_length = batch[1]
+        count = batch[2]
+        del out[batch[3] :]
+    if valid_length < len(data):
+        _log.warning("%s: dropped a torn tail of %d bytes (a write cut short)", where, len(data) - valid_length)
     meta.message_count = count
     return _Parsed(meta, out, valid_length)
+
+
+def _next_line(batch: tuple[int, int, int, int] | None) -> tuple[int, int, int, int] | None:
+    """The append under way after one more of its lines was read (None once it is whole)."""
+    if batch is None or batch[0] == 1:
+        return None
+    return (batch[0] - 1, *batch[1:])
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -217,21 +247,24 @@ class JSONLBackend(Backend):
         lines += [_message_line(i, meta.created, text) for i, text in enumerate(messages)]
         path = self._path(meta.id)
         temp = self.directory / f".{meta.id}.{uuid.uuid4().hex}.tmp"
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             try:
-                _write_all(fd, b"".join(lines))
-                self._sync(fd)
+                try:
+                    _write_all(fd, b"".join(lines))
+                    self._sync(fd)
+                finally:
+                    os.close(fd)
+                try:
+                    os.link(temp, path)  # publish whole, never over an existing session
+                except FileExistsError:
+                    raise SessionError(f"a session with id {meta.id!r} already exists") from None
             finally:
-                os.close(fd)
-            try:
-                os.link(temp, path)  # publish whole, never over an existing session
-            except FileExistsError:
-                raise SessionError(f"a session with id {meta.id!r} already exists") from None
-        finally:
-            os.unlink(temp)
-        if self.fsync:
-            _fsync_dir(self.directory)
+                os.unlink(temp)
+            if self.fsync:
+                _fsync_dir(self.directory)
+        except OSError as exc:
+            raise SessionError(f"could not write the session file of {meta.id!r} ({exc}); nothing was kept") from exc
 
     def list(self) -> tuple[builtins.list[Meta], builtins.list[SessionCorruptError]]:
         metas = []
@@ -348,8 +381,11 @@ class _JSONLWriter(Writer):
             raise SessionError(f"could not write to the session file ({exc}); nothing of this write was kept") from exc
 
     def append(self, start: int, messages: list[str], time: int) -> None:
-        # One write for all of them: they are stored together or not at all.
-        self._write(b"".join(_message_line(start + i, time, text) for i, text in enumerate(messages)))
+        # One write for all of them, its first line saying how many: stored together or not at all.
+        size = len(messages)
+        self._write(
+            b"".join(_message_line(start + i, time, text, size if i == 0 else 1) for i, text in enumerate(messages))
+        )
 
     def replace(self, messages: list[str], time: int) -> None:
         body = ",".join(messages)

@@ -26,7 +26,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from .._wire._codec import decode_json, encode_json
+from .._wire._json_text import decode_json, encode_json
 from ._backend import Backend, Writer
 from ._model import (
     JSONDict,
@@ -102,8 +102,39 @@ def _alive(pid: int, start: str | None) -> bool:
     return start is None or now is None or now == start
 
 
+_HELD_TOKENS: set[str] = set()
+"""The tokens of the leases this process's writers hold (in any store): a lease of this process
+whose token is not here was left by a release that failed (a full disk), and is taken over."""
+_HELD_LOCK = threading.Lock()
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _open(path: Path, synchronous: str, timeout: float) -> sqlite3.Connection:
+    """A connection to the session database at `path`, its schema made or checked."""
+    conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={synchronous}")
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version not in (0, SCHEMA_VERSION):
+            raise SessionError(f"{path}: session database schema version {version}, expected {SCHEMA_VERSION}")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 class SQLiteBackend(Backend):
@@ -116,27 +147,10 @@ class SQLiteBackend(Backend):
         self._host = socket.gethostname()
         self._pid = os.getpid()
         self._pid_start = _process_start(self._pid)
-        conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
         try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(f"PRAGMA synchronous={synchronous}")
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, SCHEMA_VERSION):
-                raise SessionError(f"{path}: session database schema version {version}, expected {SCHEMA_VERSION}")
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
-                conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-        except BaseException:
-            conn.close()
-            raise
-        self._conn: sqlite3.Connection | None = conn
+            self._conn: sqlite3.Connection | None = _open(path, synchronous, timeout)
+        except sqlite3.Error as exc:  # not a database, a truncated one, a directory, no access...
+            raise SessionCorruptError(f"{path}: cannot be used as a session database ({exc})") from exc
 
     def _transaction(self, immediate: bool) -> _Transaction:
         conn = self._conn
@@ -201,14 +215,18 @@ class SQLiteBackend(Backend):
 
     def _check_lease(self, conn: sqlite3.Connection, session_id: str) -> None:
         row = conn.execute(
-            "SELECT host, pid, pid_start, acquired FROM leases WHERE session_id = ?", (session_id,)
+            "SELECT host, pid, pid_start, acquired, token FROM leases WHERE session_id = ?", (session_id,)
         ).fetchone()
         if row is None:
             return
-        host, pid, pid_start, renewed = row
+        host, pid, pid_start, renewed, token = row
         if host == self._host:
             if not _alive(pid, pid_start):
                 return
+            if pid == self._pid and pid_start == self._pid_start:
+                with _HELD_LOCK:
+                    if token not in _HELD_TOKENS:
+                        return  # left by a release of this process that failed
             where = "this process" if pid == self._pid else f"process {pid} on this host"
             raise SessionLockedError(
                 f"session {session_id!r} is open for writing by another Session ({where}); close that one first"
@@ -233,6 +251,8 @@ class SQLiteBackend(Backend):
                 (session_id, token, self._host, self._pid, self._pid_start, _now_ms()),
             )
             messages = self._messages(conn, meta)
+        with _HELD_LOCK:
+            _HELD_TOKENS.add(token)
         with self._lock:
             self._held[session_id] = token
             if self._heartbeat is None:
@@ -257,6 +277,8 @@ class SQLiteBackend(Backend):
                 continue
 
     def _released(self, session_id: str, token: str) -> None:
+        with _HELD_LOCK:
+            _HELD_TOKENS.discard(token)
         with self._lock:
             if self._held.get(session_id) == token:
                 del self._held[session_id]

@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeGuard
 
-from ._regex import BoundedPattern, compile_bounded
+from ._patterns import pattern_search
 
 __all__ = (
     "Passes",
@@ -41,7 +41,9 @@ _NO = _Missing()
 
 
 def _is_number(value: object) -> TypeGuard[int | float]:
-    return (type(value) is int or type(value) is float) and math.isfinite(value)
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
 
 
 def _num(value: float) -> int | float:
@@ -308,7 +310,7 @@ class _Coercer:
             if matched:
                 item = self.convert(properties[key], item)
             for pattern, schema in patterns:
-                if pattern.search(key):
+                if _searches(pattern, key):
                     matched = True
                     item = self.convert(schema, item)
             if not matched and isinstance(additional, dict):
@@ -368,7 +370,7 @@ class _Coercer:
         for key in value:
             matched = key in properties
             for pattern, item in _patterns(schema):
-                if pattern.search(key):
+                if _searches(pattern, key):
                     matched = True
                     out[key] = self.coerce_types(out[key], item)
             if not matched and isinstance(additional, dict):
@@ -376,18 +378,19 @@ class _Coercer:
         return out
 
 
-def _patterns(node: dict[str, Any]) -> list[tuple[BoundedPattern, Any]]:
-    """The node's `patternProperties`, matched in bounded time (keys come from the model)."""
+def _patterns(node: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The node's `patternProperties`."""
     patterns = node.get("patternProperties")
-    if not isinstance(patterns, dict):
-        return []
-    out = []
-    for pattern, schema in patterns.items():
-        try:
-            out.append((compile_bounded(pattern), schema))
-        except (TypeError, ValueError):  # the validation reports it
-            continue
-    return out
+    return list(patterns.items()) if isinstance(patterns, dict) else []
+
+
+def _searches(pattern: str, key: str) -> bool:
+    """Whether `pattern` matches `key`, in linear time (keys come from the model); a pattern the
+    engine refuses matches nothing here, and the validation reports it."""
+    try:
+        return pattern_search(pattern, key)
+    except ValueError:
+        return False
 
 
 def _item_schema(schema: dict[str, Any], index: int) -> Any:

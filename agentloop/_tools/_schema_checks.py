@@ -1,32 +1,96 @@
 """The JSON-schema keywords that would block the event loop, made safe for untrusted schemas.
 
-jsonschema fetches a `$ref` it cannot resolve locally over HTTP (blocking, without a timeout,
-on every validation) and matches `pattern` / `patternProperties` with Python's backtracking
-`re`, which a pattern like `^(a+)+$` stalls for seconds on a short argument. A tool's validator
-is made with `local_registry()` (no retrieval: such a `$ref` is unresolvable, and reported) and
-from `bounded_validator_class(cls)`, whose pattern keywords match with `compile_bounded`
-(linear in the argument's length). `unevaluatedProperties` beside `patternProperties` would
-still run `re` inside jsonschema, so that combination is reported instead of checked.
+A tool's schema may come from a third party (an MCP server, a user config) and its arguments
+from the model, and validation runs in the event loop's thread: nothing in it may take long.
+What jsonschema does unbounded, and what a tool's validator does instead:
+
+- a `$ref` it cannot resolve locally is fetched over HTTP (blocking, on every validation):
+  the validator is made with `local_registry()`, so such a `$ref` is unresolvable, and reported;
+- `pattern` / `patternProperties` run Python's backtracking `re` (`^(a+)+$` stalls for seconds
+  on a short string): they run on pydantic-core's linear-time engine (`_patterns`);
+  `unevaluatedProperties` beside `patternProperties` would still run `re` inside jsonschema, so
+  that combination is reported instead of checked;
+- `uniqueItems` compares items pairwise (5,000 objects: over a minute): items are compared by a
+  canonical hashable form, in time linear in the array;
+- `multipleOf` with a float divides as floats, and a huge integer overflows: such an integer is
+  checked exactly, with fractions;
+- nested `anyOf`s and `$ref`s can multiply work (a schema whose references fan out doubles it at
+  each level, and coercion tries every branch): a validation may take `MAX_SCHEMA_STEPS` keyword
+  checks and `MAX_SCHEMA_SECONDS`, whichever comes first, after which it stops with `TooCostly`,
+  reported to the model as a validation error.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from fractions import Fraction
 from typing import Any
 
 import jsonschema
 import referencing
 import referencing.exceptions
 from jsonschema import ValidationError
-from jsonschema._keywords import unevaluatedProperties
 
-from ._regex import compile_bounded
+from ._patterns import pattern_search
 
-__all__ = ("bounded_validator_class", "local_registry")
+__all__ = (
+    "MAX_SCHEMA_SECONDS",
+    "MAX_SCHEMA_STEPS",
+    "TooCostly",
+    "bounded_validator_class",
+    "local_registry",
+    "step_budget",
+)
 
-_unevaluated_properties: Any = unevaluatedProperties  # typed as returning None: it is a generator
+MAX_SCHEMA_STEPS = 100_000
+"""How many keyword checks (`type`, `properties`, one `anyOf` branch...) one tool call's
+validation and coercion may take together. A real call stays far below it: an array of 5,000
+objects of ten typed properties (about 60 KB of JSON) takes 60,000."""
+
+MAX_SCHEMA_SECONDS = 1.0
+"""How much CPU time (of the validating thread) one tool call's validation and coercion may take
+together: the bound for checks that each cost more than most, such as `$ref`s."""
+
 _extend: Any = jsonschema.validators.extend
+
+
+class TooCostly(Exception):
+    """A validation used up its `MAX_SCHEMA_STEPS` keyword checks."""
+
+
+class _Budget:
+    __slots__ = ("deadline", "left", "seconds", "steps")
+
+    def __init__(self, steps: int, seconds: float) -> None:
+        self.steps = steps
+        self.left = steps
+        self.seconds = seconds
+        self.deadline = time.thread_time() + seconds
+
+    def spend(self) -> None:
+        """Count one check; `TooCostly` once the steps or the time are used up."""
+        self.left -= 1
+        if self.left < 0:
+            raise TooCostly(f"the arguments take more than {self.steps} schema checks against this schema")
+        if time.thread_time() > self.deadline:
+            raise TooCostly(f"the arguments take more than {self.seconds:g} s of CPU to check against this schema")
+
+
+_BUDGET: ContextVar[_Budget | None] = ContextVar("agentloop_schema_budget", default=None)
+
+
+@contextmanager
+def step_budget(steps: int = MAX_SCHEMA_STEPS, seconds: float = MAX_SCHEMA_SECONDS) -> Iterator[None]:
+    """Count the keyword checks of the validators made by `bounded_validator_class` in this block."""
+    token = _BUDGET.set(_Budget(steps, seconds))
+    try:
+        yield
+    finally:
+        _BUDGET.reset(token)
 
 
 def _no_retrieval(uri: str) -> referencing.Resource[Any]:
@@ -43,15 +107,11 @@ def local_registry() -> referencing.Registry[Any]:
     return combined
 
 
-def _search(pattern: str, text: str) -> bool:
-    return compile_bounded(pattern).search(text)
-
-
 def _pattern(validator: Any, pattern: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
     if not validator.is_type(instance, "string"):
         return
     try:
-        matched = _search(pattern, instance)
+        matched = pattern_search(pattern, instance)
     except ValueError as exc:
         yield ValidationError(f"the schema's pattern cannot be checked: {exc}")
         return
@@ -65,7 +125,7 @@ def _pattern_properties(validator: Any, patterns: Any, instance: Any, schema: An
     for pattern, subschema in patterns.items():
         for key, value in instance.items():
             try:
-                matched = _search(pattern, key)
+                matched = pattern_search(pattern, key)
             except ValueError as exc:
                 yield ValidationError(f"the schema's patternProperties cannot be checked: {exc}")
                 return
@@ -83,7 +143,7 @@ def _additional_properties(validator: Any, allowed: Any, instance: Any, schema: 
         if key in properties:
             continue
         try:
-            if any(_search(pattern, key) for pattern in patterns):
+            if any(pattern_search(pattern, key) for pattern in patterns):
                 continue
         except ValueError:
             continue  # reported by patternProperties
@@ -102,6 +162,50 @@ def _additional_properties(validator: Any, allowed: Any, instance: Any, schema: 
             yield ValidationError(f"Additional properties are not allowed ({shown} {verb} unexpected)")
 
 
+def _canonical(value: Any) -> Any:
+    """A hashable form of a JSON value, equal for values JSON Schema calls equal (`1 == 1.0`,
+    `true != 1`, objects whatever their key order)."""
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, (int, float)):
+        return ("number", value)  # Python's hash agrees with == across int and float
+    if isinstance(value, str):
+        return ("string", value)
+    if isinstance(value, dict):
+        return ("object", frozenset((key, _canonical(item)) for key, item in value.items()))
+    if isinstance(value, (list, tuple)):
+        return ("array", tuple(_canonical(item) for item in value))
+    if value is None:
+        return ("null",)
+    return ("other", repr(value))
+
+
+def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    if not unique or not validator.is_type(instance, "array"):
+        return
+    seen: set[Any] = set()
+    for item in instance:
+        key = _canonical(item)
+        if key in seen:
+            yield ValidationError(f"{instance!r} has non-unique elements")
+            return
+        seen.add(key)
+
+
+def _multiple_of(original: Callable[..., Iterator[ValidationError]]) -> Callable[..., Iterator[ValidationError]]:
+    def multiple_of(validator: Any, divisor: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+        try:
+            errors = list(original(validator, divisor, instance, schema))
+        except OverflowError:  # an integer too large for a float, divided by a float: exactly,
+            # with the numbers as written in decimal (0.1 is a tenth, not the float nearest it)
+            if (Fraction(str(instance)) / Fraction(str(divisor))).denominator == 1:
+                return
+            errors = [ValidationError(f"{instance!r} is not a multiple of {divisor}")]
+        yield from errors
+
+    return multiple_of
+
+
 def _mentions(value: Any, keyword: str) -> bool:
     stack = [value]
     while stack:
@@ -115,24 +219,44 @@ def _mentions(value: Any, keyword: str) -> bool:
     return False
 
 
-def _unevaluated(validator: Any, unevaluated: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
-    if _mentions(validator.schema, "patternProperties"):
-        yield ValidationError(
-            "the schema uses unevaluatedProperties together with patternProperties, which cannot be "
-            "checked in bounded time; use additionalProperties"
-        )
-        return
-    yield from _unevaluated_properties(validator, unevaluated, instance, schema)
+def _unevaluated(original: Callable[..., Iterator[ValidationError]]) -> Callable[..., Iterator[ValidationError]]:
+    def unevaluated(validator: Any, unevaluated: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+        if _mentions(validator.schema, "patternProperties"):
+            yield ValidationError(
+                "the schema uses unevaluatedProperties together with patternProperties, which cannot be "
+                "checked in bounded time; use additionalProperties"
+            )
+            return
+        yield from original(validator, unevaluated, instance, schema)
+
+    return unevaluated
+
+
+def _counted(check: Callable[..., Iterator[ValidationError]]) -> Callable[..., Iterator[ValidationError]]:
+    """`check`, counting one step of the current `step_budget` (if any) each time it runs."""
+
+    def counted(validator: Any, value: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+        budget = _BUDGET.get()
+        if budget is not None:
+            budget.spend()
+        errors = check(validator, value, instance, schema)
+        if errors is not None:  # a few of jsonschema's keywords return None when nothing failed
+            yield from errors
+
+    return counted
 
 
 @functools.cache
 def bounded_validator_class(cls: Any) -> Any:
-    """`cls` with the pattern keywords matched by `compile_bounded`."""
-    keywords = {
-        "pattern": _pattern,
-        "patternProperties": _pattern_properties,
-        "additionalProperties": _additional_properties,
-    }
-    if "unevaluatedProperties" in cls.VALIDATORS:
-        keywords["unevaluatedProperties"] = _unevaluated
-    return _extend(cls, keywords)
+    """`cls` with the keywords above made bounded, every keyword counted by `step_budget`."""
+    keywords: dict[str, Callable[..., Iterator[ValidationError]]] = dict(cls.VALIDATORS)
+    keywords["pattern"] = _pattern
+    keywords["patternProperties"] = _pattern_properties
+    keywords["additionalProperties"] = _additional_properties
+    if "uniqueItems" in keywords:
+        keywords["uniqueItems"] = _unique_items
+    if "multipleOf" in keywords:
+        keywords["multipleOf"] = _multiple_of(keywords["multipleOf"])
+    if "unevaluatedProperties" in keywords:
+        keywords["unevaluatedProperties"] = _unevaluated(keywords["unevaluatedProperties"])
+    return _extend(cls, {name: _counted(check) for name, check in keywords.items()})

@@ -136,12 +136,17 @@ class AgentTool:
 
     def validate(self, arguments: Mapping[str, Any]) -> Any:
         """Coerce and validate raw arguments; raise `ValueError` naming every failing field."""
+        from ._schema_checks import TooCostly, step_budget
+
         try:
-            if self._model is not None:
-                return _validate_with_model(self, arguments)
-            return _validate_with_schema(self, arguments)
+            with step_budget():
+                if self._model is not None:
+                    return _validate_with_model(self, arguments)
+                return _validate_with_schema(self, arguments)
         except RecursionError:  # a schema whose $ref cycle consumes no data, or absurdly deep arguments
             raise _failure(self.name, ["  - root: the schema or the arguments nest too deeply"], arguments) from None
+        except TooCostly as exc:  # a schema whose checks multiply, or arguments too large for it
+            raise _failure(self.name, [f"  - root: {exc}"], arguments) from None
 
     def __repr__(self) -> str:
         return f"AgentTool(name={self.name!r})"
@@ -156,6 +161,10 @@ async def within_timeout(tool: AgentTool, execution: Awaitable[object]) -> objec
     What `proceed()` runs for a `wrap_tool_call`, and what a durable engine runs where the tool
     really executes, so that the outcome is recorded where the tool ran.
     """
+    if not isinstance(tool, AgentTool):
+        if inspect.iscoroutine(execution):
+            execution.close()  # never started: no "never awaited" warning
+        raise TypeError(f"within_timeout's tool must be an AgentTool, got {type(tool).__name__}")
     timeout = tool.timeout
     if timeout is None:
         return await execution
@@ -187,7 +196,8 @@ def _validator(tool: AgentTool) -> Any:
 
     Schemas may come from third parties and arguments from the model, so validating never
     reaches the network (`$ref`s resolve within the schema and the JSON-schema meta-schemas
-    only) and never runs a backtracking regular expression (`_schema_checks`).
+    only), never runs a backtracking regular expression, and stops after a bounded number of
+    checks (`_schema_checks`).
     """
     validator = tool._validator
     if validator is None:
@@ -218,12 +228,16 @@ def _json_copy(value: Any) -> Any:
 
 def _coerced(tool: AgentTool, arguments: Mapping[str, Any]) -> tuple[Any, bool]:
     """A copy of the arguments with the reference's coercions applied, and whether it was valid as sent."""
+    from ._schema_checks import TooCostly
+
     validator = _validator(tool)
     if not arguments:  # a call without arguments: whether {} is valid is known once per tool
         empty_ok = tool._empty_ok
         if empty_ok is None:
             try:
                 empty_ok = tool._empty_ok = bool(validator.is_valid({}))
+            except TooCostly:
+                raise
             except Exception:
                 empty_ok = tool._empty_ok = False
         if empty_ok:
@@ -232,6 +246,8 @@ def _coerced(tool: AgentTool, arguments: Mapping[str, Any]) -> tuple[Any, bool]:
     try:
         if validator.is_valid(args):
             return args, True  # nothing to coerce: a valid value converts to itself
+    except TooCostly:
+        raise
     except Exception:  # an unresolvable $ref: coerce what can be, the validation reports the rest
         pass
     nodes: dict[int, Any] = {}
@@ -244,6 +260,8 @@ def _coerced(tool: AgentTool, arguments: Mapping[str, Any]) -> tuple[Any, bool]:
             sub = nodes[id(node)] = validator.evolve(schema=node)
         try:
             return bool(sub.is_valid(value))
+        except TooCostly:
+            raise
         except Exception:
             return None
 
@@ -341,6 +359,8 @@ def tool(
     description: str | None = None,
     label: str | None = None,
     execution_mode: ExecutionMode | None = None,
+    timeout: float | None = None,
+    max_concurrency: int | None = None,
 ) -> Callable[[Callable[..., Any]], AgentTool]: ...
 
 
@@ -352,6 +372,8 @@ def tool(
     description: str | None = None,
     label: str | None = None,
     execution_mode: ExecutionMode | None = None,
+    timeout: float | None = None,
+    max_concurrency: int | None = None,
 ) -> AgentTool | Callable[[Callable[..., Any]], AgentTool]:
     """Build an `AgentTool` from a typed function: `async def`, or a plain `def` run in a worker thread.
 
@@ -368,6 +390,9 @@ def tool(
     once and the thread is left to finish on its own, its result dropped. A long-running sync
     tool should check `signal.aborted` now and then.
 
+    `name`, `description`, `label`, `execution_mode`, `timeout` and `max_concurrency` are those
+    of `AgentTool`.
+
     Example:
         @tool
         async def add(a: int, b: int) -> str:
@@ -378,7 +403,7 @@ def tool(
     def build(func: Callable[..., Any]) -> AgentTool:
         if not callable(func) or inspect.isclass(func):
             raise TypeError(f"@tool needs a function, got {func!r}")
-        return _tool_from_function(func, name, description, label, execution_mode)
+        return _tool_from_function(func, name, description, label, execution_mode, timeout, max_concurrency)
 
     return build(fn) if fn is not None else build
 
@@ -406,6 +431,8 @@ def _tool_from_function(
     description: str | None,
     label: str | None,
     execution_mode: ExecutionMode | None,
+    timeout: float | None = None,
+    max_concurrency: int | None = None,
 ) -> AgentTool:
     import pydantic
 
@@ -451,6 +478,8 @@ def _tool_from_function(
         execute=execute,
         label=label,
         execution_mode=execution_mode,
+        timeout=timeout,
+        max_concurrency=max_concurrency,
     )
 
 

@@ -8,6 +8,7 @@ from functools import partial
 from types import TracebackType
 
 import anyio
+import anyio.lowlevel
 
 __all__ = ("AbortCut", "AbortSignal")
 
@@ -59,8 +60,9 @@ class AbortSignal:
             raise failure
 
     async def wait(self) -> None:
-        """Return once the signal is aborted (for tools that wait on it)."""
+        """Return once the signal is aborted (for tools that wait on it); a checkpoint, as anyio's waits are."""
         if self._aborted:
+            await anyio.lowlevel.checkpoint()
             return
         if self._event is None:
             self._event = anyio.Event()

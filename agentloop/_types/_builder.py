@@ -25,7 +25,6 @@ from ._events import (
     ToolCallDeltaEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
-    _StreamEvent,
 )
 from ._messages import (
     _ZERO_USAGE,
@@ -40,32 +39,7 @@ from ._messages import (
 )
 from ._snapshot import Header, PartialSnapshot, message, with_arguments
 
-__all__ = ("AssistantMessageBuilder", "appends_only")
-
-
-def appends_only(before: object, chunks_before: int | None, after: _StreamEvent) -> bool:
-    """Whether `after`'s partial is an earlier delta event's with only `after.delta` appended to the
-    open text or thinking block, told in O(1): the delta events of one block share its snapshot,
-    and `after` has one chunk more, its delta (False when anything else changed, or cannot be told
-    so). `before` and `chunks_before` are the earlier event's `_partial` and `_chunks` as they were
-    when it was seen (reading its `partial` since replaces the snapshot by the message). The
-    compact wire form relies on it."""
-    if not isinstance(after, (TextDeltaEvent, ThinkingDeltaEvent)):
-        return False
-    snapshot, chunks = after._partial, after._chunks
-    return (
-        isinstance(snapshot, PartialSnapshot)
-        and before is snapshot
-        and chunks is not None
-        and chunks_before == chunks - 1
-        and isinstance(snapshot.parts, list)
-        and snapshot.parts[chunks - 1] is after.delta
-    )
-
-
-# The snapshots are made with `tuple.__new__`, as namedtuple's own `_make` does: the generated
-# `__new__` is a Python call, about 2% of a tool turn (which makes several snapshots).
-_new = tuple.__new__
+__all__ = ("AssistantMessageBuilder",)
 
 
 class AssistantMessageBuilder:
@@ -86,9 +60,7 @@ class AssistantMessageBuilder:
     __slots__ = ("_head", "_header", "_kind", "_last", "_parts", "_shared", "_tool_text")
 
     def __init__(self, *, api: str = "", provider: str = "", model: str = "", timestamp: int | None = None) -> None:
-        self._header = _new(
-            Header, (api, provider, model, _ZERO_USAGE, None, now_ms() if timestamp is None else timestamp)
-        )
+        self._header = Header(api, provider, model, _ZERO_USAGE, None, now_ms() if timestamp is None else timestamp)
         # The blocks: `_head` then `_last`. Events capture `_head` with its length, so it only
         # grows (a change to an earlier block copies it first): a new or changed last block costs
         # O(1), not a copy of every block.
@@ -133,14 +105,14 @@ class AssistantMessageBuilder:
     def _capture(self) -> PartialSnapshot:
         """A snapshot of the message for one event (the open block's chunks so far copied)."""
         parts, head = self._parts, self._head
-        return _new(
-            PartialSnapshot, (self._header, head, len(head), self._last, tuple(parts) if type(parts) is list else parts)
+        return PartialSnapshot(
+            self._header, head, len(head), self._last, tuple(parts) if isinstance(parts, list) else parts
         )
 
     def _delta_snapshot(self, parts: list[str]) -> PartialSnapshot:
         """The snapshot the deltas of the open block share, made at the first one."""
         head = self._head
-        shared = self._shared = _new(PartialSnapshot, (self._header, head, len(head), self._last, parts))
+        shared = self._shared = PartialSnapshot(self._header, head, len(head), self._last, parts)
         return shared
 
     def snapshot(self, stop_reason: StopReason = "pending", error_message: str | None = None) -> AssistantMessage:
@@ -162,7 +134,7 @@ class AssistantMessageBuilder:
         if not 0 <= index <= last:
             raise IndexError(f"no content block {index} (the message has {last + 1})")
         block = self._block(index)
-        if type(block) is not kind:
+        if not isinstance(block, kind):
             raise ValueError(f"content block {index} is a {type(block).__name__}, not a {kind.__name__}")
         return index
 
@@ -214,12 +186,12 @@ class AssistantMessageBuilder:
     def text_delta(self, delta: str, index: int | None = None) -> TextDeltaEvent:
         """Append text to a text block."""
         parts = self._parts
-        if type(parts) is list and self._kind == "text" and (index is None or index == len(self._head)):
+        if isinstance(parts, list) and self._kind == "text" and (index is None or index == len(self._head)):
             parts.append(delta)
             shared = self._shared
             if shared is None:
                 shared = self._delta_snapshot(parts)
-            return TextDeltaEvent._appended(shared, len(parts), delta)
+            return TextDeltaEvent(shared.head_count, delta, (shared, len(parts)))
         index = self._index(index, TextContent)  # not the open block: the rare, O(text) path
         old = self._block(index)
         assert isinstance(old, TextContent)
@@ -247,12 +219,12 @@ class AssistantMessageBuilder:
     def thinking_delta(self, delta: str, index: int | None = None) -> ThinkingDeltaEvent:
         """Append reasoning to a thinking block."""
         parts = self._parts
-        if type(parts) is list and self._kind == "thinking" and (index is None or index == len(self._head)):
+        if isinstance(parts, list) and self._kind == "thinking" and (index is None or index == len(self._head)):
             parts.append(delta)
             shared = self._shared
             if shared is None:
                 shared = self._delta_snapshot(parts)
-            return ThinkingDeltaEvent._appended(shared, len(parts), delta)
+            return ThinkingDeltaEvent(shared.head_count, delta, (shared, len(parts)))
         index = self._index(index, ThinkingContent)  # not the open block: the rare, O(text) path
         old = self._block(index)
         assert isinstance(old, ThinkingContent)
@@ -286,7 +258,7 @@ class AssistantMessageBuilder:
 
     def _call_index(self, index: int | None) -> int:
         """The index of the tool call a call event is about: by default the last block."""
-        if index is None and type(self._last) is ToolCall:
+        if index is None and isinstance(self._last, ToolCall):
             return len(self._head)  # the usual case (nothing is open: a block opened after a call is the last)
         return self._index(index, ToolCall)
 

@@ -2,7 +2,7 @@
 
 Everything here is an immutable value: messages travel through buffered event streams and outlive
 the state that produced them, so a message a consumer holds never changes under it. Field names are
-snake_case; the JSON codec (`_codec.py`) maps them to the TypeScript camelCase keys.
+snake_case; the JSON codec (`_wire._encode`, `_wire._decode`) maps them to the TypeScript camelCase keys.
 
 The records the codec reads from JSON objects (content blocks, messages, usage, cost, tool
 results, and the events in `_events.py`) also carry `extra`: the keys of their JSON form that
@@ -10,10 +10,10 @@ agentloop does not model (the fields pi-agent-core 1.x adds, or an application's
 there are none. `to_json` writes them back, so a value read from another generation round-trips
 whole. `extra` takes part in `==` (a value is equal to another only if both write the same JSON;
 it is left out of the hash, which stays that of the modelled fields) and not in `repr`. It is a
-keyword-only field of every record; the streaming events, made per delta, keep it without a slot
-(see `_events._Event`).
+keyword-only field of every record (an empty mapping is stored as None).
 
-The records are frozen slotted dataclasses whose `__init__` is `_record.fast_init`'s.
+The records are plain frozen slotted dataclasses; the ones that check or convert a field (a list
+of blocks kept as a tuple, a timestamp that must be an int) do it in `__post_init__`.
 """
 
 from __future__ import annotations
@@ -21,9 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
-
-from ._record import checked_field, fast_init
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -53,7 +51,6 @@ __all__ = (
     "UserMessage",
     "error_result",
     "now_ms",
-    "streamed_chunks",
     "tool_result_message",
 )
 
@@ -69,133 +66,71 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _checked_extra(owner: object, extra: object) -> Any:
-    """`extra` given to a constructor (not None): a mapping, kept; an empty one is None."""
-    if not isinstance(extra, Mapping):
-        raise TypeError(
-            f"{type(owner).__name__} extra must be a mapping of JSON keys to values (or None), "
-            f"got {type(extra).__name__}"
-        )
-    return extra or None
+def _check_extra(record: Any) -> None:
+    """`record.extra` must be a mapping (or None); an empty one is stored as None."""
+    extra = record.extra
+    if extra is not None:
+        if not isinstance(extra, Mapping):
+            raise TypeError(
+                f"{type(record).__name__} extra must be a mapping of JSON keys to values (or None), "
+                f"got {type(extra).__name__}"
+            )
+        if not extra:
+            object.__setattr__(record, "extra", None)
 
 
 def _extra_field() -> Any:
     """The dataclass field `extra`: keyword-only, None by default, compared but not hashed or shown."""
-    return checked_field(_checked_extra, default=None, kw_only=True, hash=False, repr=False)
+    return field(default=None, kw_only=True, hash=False, repr=False)
 
 
-def _checked_timestamp(owner: object, timestamp: object) -> Any:
+def _check_timestamp(record: Any) -> None:
+    timestamp = record.timestamp
     if isinstance(timestamp, bool) or not isinstance(timestamp, int):
         raise TypeError(
-            f"{type(owner).__name__} timestamp must be an int (milliseconds since the epoch), "
+            f"{type(record).__name__} timestamp must be an int (milliseconds since the epoch), "
             f"got {type(timestamp).__name__}"
         )
-    return timestamp
 
 
-def _timestamp_field() -> Any:
-    """The field `timestamp`: milliseconds since the epoch, now by default, an int (or a subclass)."""
-    return checked_field(_checked_timestamp, default_factory=now_ms, fast=int)
-
-
-def _checked_text(owner: object, text: object) -> Any:
+def _check_text(record: Any, text: object) -> None:
     if not isinstance(text, str):
-        raise TypeError(f"{type(owner).__name__} text must be a str, got {type(text).__name__}")
-    return text
+        raise TypeError(f"{type(record).__name__} text must be a str, got {type(text).__name__}")
 
 
-def _bool_check(name: str, *, optional: bool) -> Any:
-    """The check of a bool field `name` (that may be None when `optional`)."""
-    expected = "a bool or None" if optional else "a bool"
-
-    def check(owner: object, value: object) -> Any:
-        if not isinstance(value, bool):
-            raise TypeError(f"{type(owner).__name__} {name} must be {expected}, got {type(value).__name__}")
-        return value
-
-    return check
+def _check_bool(record: Any, name: str, *, optional: bool) -> None:
+    """The field `name` of `record` must be a bool (or None, when `optional`)."""
+    value = getattr(record, name)
+    if not isinstance(value, bool) and not (optional and value is None):
+        expected = "a bool or None" if optional else "a bool"
+        raise TypeError(f"{type(record).__name__} {name} must be {expected}, got {type(value).__name__}")
 
 
-_Text = TypeVar("_Text", bound="_LazyText")
-
-
-class _LazyText:
-    """Base of the text and thinking blocks: a streamed block's text may be joined on first read.
-
-    A streaming response grows one block by a delta at a time. Joining the whole text for every
-    snapshot would make a long answer quadratic, so a snapshot's block (`_streaming`) holds the
-    shared, append-only chunk list and how many chunks are its own, and leaves its text field
-    unset: the first read of it reaches `__getattr__`, which joins the chunks and stores the text.
-    """
-
-    __slots__ = ("_n", "_parts")
-    _text_field: ClassVar[str]
-    _signature_field: ClassVar[str]
-    _parts: Sequence[str] | None
-    _n: int
-
-    if not TYPE_CHECKING:  # (a type checker would accept any attribute of a class with `__getattr__`)
-
-        def __getattr__(self, name: str) -> Any:
-            # Reached only for an attribute not found: the unset text field of a streamed block.
-            if name != self._text_field:
-                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-            parts, n = self._parts, self._n
-            assert parts is not None
-            text = "".join(parts[:n]) if n != len(parts) else "".join(parts)
-            object.__setattr__(self, name, text)  # the block stays observably immutable
-            object.__setattr__(self, "_parts", None)
-            return text
-
-    @classmethod
-    def _streamed(cls: type[_Text], parts: Sequence[str], n: int, signature: str | None) -> _Text:
-        """A block whose text is the first `n` chunks of `parts` (joined on first read)."""
-        block = object.__new__(cls)
-        store = object.__setattr__
-        store(block, "_parts", parts)
-        store(block, "_n", n)
-        store(block, cls._signature_field, signature)
-        store(block, "extra", None)
-        return block
-
-
-def streamed_chunks(block: object) -> tuple[Sequence[str], int] | None:
-    """The chunk list and count of a streamed text or thinking block whose text is not joined yet."""
-    if not isinstance(block, _LazyText):
-        return None
-    parts = getattr(block, "_parts", None)  # (unset in a block made by its constructor)
-    return None if parts is None else (parts, block._n)
-
-
-@fast_init
 @dataclass(frozen=True, slots=True)
-class TextContent(_LazyText):
+class TextContent:
     """A block of text in a message."""
 
-    text: str = checked_field(_checked_text, default="", fast=str)
+    text: str = ""
     text_signature: str | None = field(default=None, kw_only=True)
     """Provider metadata attached to the block (for example an OpenAI Responses message id)."""
     extra: Mapping[str, Any] | None = _extra_field()
     """The block's JSON keys agentloop does not model (see the module docstring). Read-only."""
     type: ClassVar[Literal["text"]] = "text"
-    _text_field: ClassVar[str] = "text"
-    _signature_field: ClassVar[str] = "text_signature"
 
-    @classmethod
-    def _streaming(cls, parts: Sequence[str], n: int, text_signature: str | None = None) -> TextContent:
-        return cls._streamed(parts, n, text_signature)
+    def __post_init__(self) -> None:
+        _check_text(self, self.text)
+        _check_extra(self)
 
     def __repr__(self) -> str:
         extra = f", text_signature={self.text_signature!r}" if self.text_signature is not None else ""
         return f"TextContent(text={self.text!r}{extra})"
 
 
-@fast_init
 @dataclass(frozen=True, slots=True)
-class ThinkingContent(_LazyText):
+class ThinkingContent:
     """A block of model reasoning."""
 
-    thinking: str = checked_field(_checked_text, default="", fast=str)
+    thinking: str = ""
     thinking_signature: str | None = field(default=None, kw_only=True)
     """Opaque provider signature that lets the same provider verify the reasoning later."""
     redacted: bool = field(default=False, kw_only=True)
@@ -203,14 +138,10 @@ class ThinkingContent(_LazyText):
     extra: Mapping[str, Any] | None = _extra_field()
     """The block's JSON keys agentloop does not model (see the module docstring). Read-only."""
     type: ClassVar[Literal["thinking"]] = "thinking"
-    _text_field: ClassVar[str] = "thinking"
-    _signature_field: ClassVar[str] = "thinking_signature"
 
-    @classmethod
-    def _streaming(cls, parts: Sequence[str], n: int, thinking_signature: str | None = None) -> ThinkingContent:
-        block = cls._streamed(parts, n, thinking_signature)
-        object.__setattr__(block, "redacted", False)
-        return block
+    def __post_init__(self) -> None:
+        _check_text(self, self.thinking)
+        _check_extra(self)
 
     def __repr__(self) -> str:
         extra = ""
@@ -221,7 +152,6 @@ class ThinkingContent(_LazyText):
         return f"ThinkingContent(thinking={self.thinking!r}{extra})"
 
 
-@fast_init
 @dataclass(frozen=True, slots=True)
 class ImageContent:
     """An image, base64-encoded."""
@@ -234,8 +164,10 @@ class ImageContent:
     extra: Mapping[str, Any] | None = _extra_field()
     """The block's JSON keys agentloop does not model (see the module docstring). Read-only."""
 
+    def __post_init__(self) -> None:
+        _check_extra(self)
 
-@fast_init
+
 @dataclass(frozen=True, slots=True)
 class ToolCall:
     """A tool call requested by the model."""
@@ -252,14 +184,15 @@ class ToolCall:
     extra: Mapping[str, Any] | None = _extra_field()
     """The call's JSON keys agentloop does not model (pi 1.x's `namespace`, ...). Read-only."""
 
+    def __post_init__(self) -> None:
+        _check_extra(self)
+
 
 UserContent: TypeAlias = TextContent | ImageContent
-_USER_BLOCKS = (TextContent, ImageContent)
 AssistantContent: TypeAlias = TextContent | ThinkingContent | ToolCall
 ContentBlock: TypeAlias = TextContent | ThinkingContent | ImageContent | ToolCall
 
 
-@fast_init
 @dataclass(frozen=True, slots=True)
 class Cost:
     """Cost of a response in dollars."""
@@ -272,8 +205,10 @@ class Cost:
     extra: Mapping[str, Any] | None = _extra_field()
     """The cost's JSON keys agentloop does not model (pi 1.x's `totalFromProvider`, ...). Read-only."""
 
+    def __post_init__(self) -> None:
+        _check_extra(self)
 
-@fast_init
+
 @dataclass(frozen=True, slots=True)
 class Usage:
     """Token counts of a response and what they cost."""
@@ -290,60 +225,50 @@ class Usage:
     Read-only.
     """
 
-
-_ZERO_USAGE = Usage()
-
-
-def _blocks(content: object, what: str, hint: str = "") -> tuple[UserContent, ...]:
-    """`content` as a tuple of text and image blocks, or a TypeError naming the field.
-
-    Cheap on the hot path: one type check for the tuple and one per block (usually one or two).
-    """
-    if type(content) is not tuple:
-        if not isinstance(content, (list, tuple)):
-            raise TypeError(
-                f"{what} must be a list or tuple of TextContent/ImageContent, got {type(content).__name__}{hint}"
-            )
-        content = tuple(content)
-    for i, block in enumerate(content):
-        if type(block) is not TextContent and type(block) is not ImageContent and not isinstance(block, _USER_BLOCKS):
-            raise TypeError(f"{what}[{i}] must be a TextContent or ImageContent, got {type(block).__name__}{hint}")
-    return content
+    def __post_init__(self) -> None:
+        _check_extra(self)
 
 
-def _user_content(owner: object, content: object) -> Any:
-    if isinstance(content, str):
-        return content
+def _store_blocks(record: Any, what: str, hint: str = "") -> None:
+    """`record.content` as a tuple of text and image blocks, or a TypeError naming the field."""
+    content = record.content
     if not isinstance(content, (list, tuple)):
         raise TypeError(
-            "UserMessage content must be a str or a sequence of TextContent/ImageContent blocks, "
-            f"got {type(content).__name__}"
+            f"{what} must be a list or tuple of TextContent/ImageContent, got {type(content).__name__}{hint}"
         )
-    return _blocks(content, "UserMessage content")
+    for i, block in enumerate(content):
+        if not isinstance(block, (TextContent, ImageContent)):
+            raise TypeError(f"{what}[{i}] must be a TextContent or ImageContent, got {type(block).__name__}{hint}")
+    if not isinstance(content, tuple):
+        object.__setattr__(record, "content", tuple(content))
 
 
-def _result_content(owner: object, content: object) -> Any:
-    return _blocks(content, "ToolResultMessage content")
-
-
-def _tool_result_content(owner: object, content: object) -> Any:
-    return _blocks(content, "AgentToolResult content", " (for plain text use AgentToolResult.from_text(text))")
-
-
-@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UserMessage:
     """A message from the user: a string, or text and image blocks."""
 
-    content: str | tuple[UserContent, ...] = checked_field(_user_content, fast=str)
-    timestamp: int = _timestamp_field()
+    content: str | tuple[UserContent, ...]
+    timestamp: int = field(default_factory=now_ms)
     """Milliseconds since the epoch."""
     role: Literal["user"] = field(default="user", init=False)
     extra: Mapping[str, Any] | None = _extra_field()
     """The message's JSON keys agentloop does not model (see the module docstring). Read-only."""
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.content, str):
+            if not isinstance(self.content, (list, tuple)):
+                raise TypeError(
+                    "UserMessage content must be a str or a sequence of TextContent/ImageContent blocks, "
+                    f"got {type(self.content).__name__}"
+                )
+            _store_blocks(self, "UserMessage content")
+        _check_timestamp(self)
+        _check_extra(self)
 
-@fast_init
+
+_ZERO_USAGE = Usage()
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AssistantMessage:
     """A response from the model."""
@@ -366,32 +291,40 @@ class AssistantMessage:
     Read-only.
     """
 
+    def __post_init__(self) -> None:
+        _check_extra(self)
+
     @property
     def text(self) -> str:
         """The concatenated text blocks (thinking and tool calls left out)."""
-        return "".join(b.text for b in self.content if type(b) is TextContent)
+        return "".join(b.text for b in self.content if isinstance(b, TextContent))
 
     @property
     def tool_calls(self) -> tuple[ToolCall, ...]:
         """The tool calls of the message, in source order."""
-        return tuple([b for b in self.content if type(b) is ToolCall])
+        return tuple(b for b in self.content if isinstance(b, ToolCall))
 
 
-@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolResultMessage:
     """The result of one tool call, sent back to the model."""
 
     tool_call_id: str
     tool_name: str
-    content: tuple[UserContent, ...] = checked_field(_result_content, default=())
+    content: tuple[UserContent, ...] = ()
     details: Any = None
     """Structured data for the application (not sent to the model)."""
-    is_error: bool = checked_field(_bool_check("is_error", optional=False), default=False, fast=bool)
-    timestamp: int = _timestamp_field()
+    is_error: bool = False
+    timestamp: int = field(default_factory=now_ms)
     role: Literal["toolResult"] = field(default="toolResult", init=False)
     extra: Mapping[str, Any] | None = _extra_field()
     """The message's JSON keys agentloop does not model (pi 1.x's `durationMs`, `usage`, ...). Read-only."""
+
+    def __post_init__(self) -> None:
+        _store_blocks(self, "ToolResultMessage content")
+        _check_bool(self, "is_error", optional=False)
+        _check_timestamp(self)
+        _check_extra(self)
 
 
 def tool_result_message(
@@ -408,10 +341,6 @@ def tool_result_message(
     )
 
 
-_STANDARD_ROLES = frozenset({"user", "assistant", "toolResult"})
-
-
-@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CustomMessage:
     """An application-defined message with any other role (notifications, memos, UI markers).
@@ -423,14 +352,16 @@ class CustomMessage:
     role: str
     data: Mapping[str, Any] = field(default_factory=dict)
     """The message's own fields; in JSON they sit beside `role` and `timestamp`."""
-    timestamp: int = _timestamp_field()
+    timestamp: int = field(default_factory=now_ms)
 
     def __post_init__(self) -> None:
+        from ._constants import LLM_ROLES  # (`_constants` derives its tuples from this module's types)
+
         if not isinstance(self.role, str) or not self.role:
             raise ValueError(f"CustomMessage role must be a non-empty str, got {self.role!r}")
         if not isinstance(self.data, Mapping):
             raise TypeError(f"CustomMessage data must be a mapping, got {type(self.data).__name__}")
-        if self.role in _STANDARD_ROLES:
+        if self.role in LLM_ROLES:
             raise ValueError(
                 f"CustomMessage role {self.role!r} is a standard role; "
                 "use UserMessage, AssistantMessage or ToolResultMessage"
@@ -438,6 +369,7 @@ class CustomMessage:
         clash = {"role", "timestamp"} & set(self.data)
         if clash:
             raise ValueError(f"CustomMessage data cannot use the keys {sorted(clash)}: they are the message's own")
+        _check_timestamp(self)
 
 
 Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage
@@ -485,7 +417,6 @@ class ToolSpec:
     parameters: Mapping[str, Any]
 
 
-@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Context:
     """What one LLM call sees: the system prompt, the messages and the tools."""
@@ -496,7 +427,6 @@ class Context:
     """Tools (`AgentTool` or anything with `name`, `description` and `parameters`)."""
 
 
-@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AgentToolResult:
     """What a tool returns: content for the model, details for the application.
@@ -505,15 +435,21 @@ class AgentToolResult:
     `terminate=True` asks the loop to stop after this batch when every result of it agrees.
     """
 
-    content: tuple[UserContent, ...] = checked_field(_tool_result_content, default=())
+    content: tuple[UserContent, ...] = ()
     details: Any = None
-    is_error: bool | None = checked_field(_bool_check("is_error", optional=True), default=None, fast=bool)
-    terminate: bool | None = checked_field(_bool_check("terminate", optional=True), default=None, fast=bool)
+    is_error: bool | None = None
+    terminate: bool | None = None
     extra: Mapping[str, Any] | None = _extra_field()
     """The result's JSON keys agentloop does not model (pi 1.x's `structuredContent`, `usage`, ...).
 
     Read-only.
     """
+
+    def __post_init__(self) -> None:
+        _store_blocks(self, "AgentToolResult content", " (for plain text use AgentToolResult.from_text(text))")
+        _check_bool(self, "is_error", optional=True)
+        _check_bool(self, "terminate", optional=True)
+        _check_extra(self)
 
     @classmethod
     def from_text(cls, text: str, details: Any = None) -> AgentToolResult:

@@ -1,10 +1,9 @@
 """`PartialSnapshot`: what a streaming event captured of its response, built into a message on read.
 
-`AssistantMessageBuilder` gives every event it makes a snapshot of the message so far. Building an
-`AssistantMessage` per delta would cost O(blocks) each time, and most consumers only read the
-delta, so an event keeps a `PartialSnapshot` instead and builds it on the first read of
-`event.partial` (see `_events._StreamEvent`). Capturing costs O(1) whatever the length of the
-answer: the snapshot shares the builder's lists, and the deltas of one block share one snapshot.
+`AssistantMessageBuilder` gives every event it makes a snapshot of the message so far, and the
+event builds its `partial` from it on first read (`_events.PartialEvent.partial`): most consumers
+only read the delta, and a delta is captured in constant time whatever the length of the answer
+(the deltas of one block share one snapshot of the builder's lists, which only grow).
 """
 
 from __future__ import annotations
@@ -34,6 +33,10 @@ class PartialSnapshot(NamedTuple):
     One snapshot serves every delta of an open text or thinking block: its `parts` is the block's
     append-only chunk list, and a delta event keeps, beside it, how many chunks are its own (the
     `part_count` given to `build`). Any other change to the message makes a new snapshot.
+
+    Example: after `text_start()` and the deltas "Hel" and "lo", both delta events hold the
+    snapshot `(header, head=[], head_count=0, last=TextContent(""), parts=["Hel", "lo"])`, the
+    first with 1 chunk of its own (it builds "Hel"), the second with 2 ("Hello").
     """
 
     header: Header
@@ -44,27 +47,26 @@ class PartialSnapshot(NamedTuple):
     last: AssistantContent | None
     """The last block, as it was when the snapshot was taken (None: no block yet)."""
     parts: list[str] | tuple[str, ...] | Mapping[str, Any] | None
-    """While `last` is open: the chunks of its text or thinking (the shared list, or a tuple of
-    the chunks when the snapshot is an event's own), or a tool call's partial arguments."""
+    """While `last` is open: the chunks of its text or thinking (the builder's append-only list
+    shared by the deltas, or a tuple of the chunks when the snapshot is one event's own), or a tool
+    call's partial arguments."""
 
     def build(
         self, part_count: int | None = None, stop_reason: StopReason = "pending", error_message: str | None = None
     ) -> AssistantMessage:
         """The `AssistantMessage` of this snapshot, with the first `part_count` chunks of the open
-        text (all of them by default), joined on first read."""
+        text (all of them by default)."""
         last, parts = self.last, self.parts
-        if last is not None and parts is not None:
-            if isinstance(parts, (list, tuple)):
-                count = len(parts) if part_count is None else part_count
-                if type(last) is TextContent:
-                    last = TextContent._streaming(parts, count, last.text_signature)
-                elif type(last) is ThinkingContent:
-                    last = ThinkingContent._streaming(parts, count, last.thinking_signature)
-            elif type(last) is ToolCall:
-                last = with_arguments(last, parts)
-        return message(
-            self.header, () if last is None else (*self.head[: self.head_count], last), stop_reason, error_message
-        )
+        if isinstance(parts, (list, tuple)):
+            text = "".join(parts[:part_count])
+            if isinstance(last, TextContent):
+                last = TextContent(text, text_signature=last.text_signature)
+            elif isinstance(last, ThinkingContent):
+                last = ThinkingContent(text, thinking_signature=last.thinking_signature)
+        elif parts is not None and isinstance(last, ToolCall):
+            last = with_arguments(last, parts)
+        content = () if last is None else (*self.head[: self.head_count], last)
+        return message(self.header, content, stop_reason, error_message)
 
 
 def message(

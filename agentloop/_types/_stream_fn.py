@@ -25,7 +25,15 @@ from ._messages import Context, Model, ThinkingLevel
 if TYPE_CHECKING:
     from typing import TypeAlias
 
-__all__ = ("MaybeAwaitable", "StreamFn", "StreamOptions", "StreamSource", "not_a_stream", "opened_stream")
+__all__ = (
+    "MaybeAwaitable",
+    "StreamFn",
+    "StreamOptions",
+    "StreamSource",
+    "close_events",
+    "not_a_stream",
+    "opened_stream",
+)
 
 T = TypeVar("T")
 MaybeAwaitable: TypeAlias = T | Awaitable[T]
@@ -96,7 +104,18 @@ async def _closing(events: Any) -> AsyncIterator[AsyncIterator[AssistantMessageE
     try:
         yield events
     finally:
-        aclose = getattr(events, "aclose", None)
-        if aclose is not None:
-            with anyio.move_on_after(CLEANUP_TIMEOUT, shield=True):
-                await aclose()
+        await close_events(events)
+
+
+async def close_events(events: object, *, shielded: bool = True) -> None:
+    """Close an event iterator that has `aclose` (an async generator left open is finalized late,
+    in another task). `shielded` (unwinding from a cancellation, an error or an abort): shielded
+    from cancellation and bounded by `CLEANUP_TIMEOUT`, like any cleanup."""
+    aclose = getattr(events, "aclose", None)
+    if aclose is None:
+        return
+    if shielded:
+        with anyio.move_on_after(CLEANUP_TIMEOUT, shield=True):
+            await aclose()
+    else:
+        await aclose()

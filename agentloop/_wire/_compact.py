@@ -32,17 +32,21 @@ from dataclasses import fields, replace
 from operator import attrgetter
 from typing import Any
 
-from .._types._builder import appends_only
 from .._types._events import (
     AgentEvent,
     MessageEnd,
     MessageStart,
     MessageUpdate,
+    PartialEvent,
     TextDeltaEvent,
     ThinkingDeltaEvent,
+    appends_only,
+    captured,
+    own_message,
 )
-from .._types._messages import AssistantMessage, TextContent, ThinkingContent, streamed_chunks
-from ._codec import _assistant_event, _block, _message, from_json, to_json
+from .._types._messages import AssistantMessage, TextContent, ThinkingContent
+from ._decode import from_json
+from ._encode import assistant_event_json, block_json, message_json, to_json
 
 __all__ = ("CompactDecoder", "CompactEncoder")
 
@@ -61,12 +65,11 @@ class CompactEncoder:
             bus.publish(encode_json(encoder.to_json(event)))
     """
 
-    __slots__ = ("_chunks", "_last", "_message", "_snapshot")
+    __slots__ = ("_last", "_message", "_snapshot")
 
     def __init__(self) -> None:
-        self._last: Any = None  # the stream event of the last update (its partial is built lazily)
-        self._snapshot: Any = None  # its partial as it was when seen (a snapshot, unless built already)
-        self._chunks: int | None = None  # and how many chunks of its block were its own
+        self._last: PartialEvent | None = None  # the stream event of the last update
+        self._snapshot: object = None  # what it had captured of its message when it was seen
         self._message: AssistantMessage | None = None  # or the message so far, when no such event
 
     def to_json(self, event: AgentEvent) -> dict[str, Any]:
@@ -75,34 +78,34 @@ class CompactEncoder:
             return self._update(event)
         if isinstance(event, MessageStart):
             start = event.message
-            if isinstance(start, AssistantMessage):
-                self._last, self._snapshot, self._message = None, None, start
-            else:
-                self._last = self._snapshot = self._message = None
+            self._last = self._snapshot = None
+            self._message = start if isinstance(start, AssistantMessage) else None
         elif isinstance(event, MessageEnd):
             self._last = self._snapshot = self._message = None
         return to_json(event)
 
     def _update(self, update: MessageUpdate) -> dict[str, Any]:
-        stream_event: Any = update.assistant_message_event  # never a terminal event in an update
-        last, snapshot, chunks, message = self._last, self._snapshot, self._chunks, self._message
-        # The snapshot is kept as it is now: the general path below builds the event's partial,
-        # and the next update's O(1) test needs what the event captured.
-        self._last, self._snapshot, self._message = stream_event, stream_event._partial, None
-        self._chunks = getattr(stream_event, "_chunks", None)
+        stream_event = update.assistant_message_event
+        if not isinstance(stream_event, PartialEvent):  # a terminal event: not an update, sent whole
+            self._last = self._snapshot = self._message = None
+            return to_json(update)
+        last, snapshot, message = self._last, self._snapshot, self._message
+        # What the event captured is kept as it is now: the general path below builds its partial,
+        # and the next update's test needs the snapshot.
+        self._last, self._snapshot, self._message = stream_event, captured(stream_event), None
+        given = own_message(update)
         if update.extra:  # keys of the update itself that agentloop does not model: the full form has them
             return to_json(update)
-        if update._message is None and last is not None and appends_only(snapshot, chunks, stream_event):
-            return _compact(stream_event)  # the common case, O(1): one more chunk of the open block
+        if given is None and last is not None and appends_only(stream_event, snapshot):
+            return _compact(stream_event)  # the common case: one more chunk of the open block
         before = last.partial if last is not None else message
         after = stream_event.partial
-        given = update._message  # set when someone read `update.message`: then it is `after`, as a rule
         if before is None or (given is not None and given is not after and given != after):
             return to_json(update)
         return _diff(before, after, stream_event) or to_json(update)
 
 
-def _diff(before: AssistantMessage, after: AssistantMessage, stream_event: Any) -> dict[str, Any] | None:
+def _diff(before: AssistantMessage, after: AssistantMessage, stream_event: PartialEvent) -> dict[str, Any] | None:
     """The compact update that turns `before` into `after`, or None when there is none."""
     old, new = before.content, after.content
     if len(new) < len(old):
@@ -113,70 +116,42 @@ def _diff(before: AssistantMessage, after: AssistantMessage, stream_event: Any) 
     for index, block in enumerate(new):
         if index < len(old):
             previous = old[index]
-            if block is previous or (index == implied and _appended(previous, block, stream_event.delta)):
-                continue
             if block == previous:
                 continue
-        blocks[str(index)] = _block_json(block)
+            if (
+                index == implied
+                and isinstance(stream_event, (TextDeltaEvent, ThinkingDeltaEvent))
+                and _appended(previous, block, stream_event.delta)
+            ):
+                continue
+        blocks[str(index)] = block_json(block)
     if blocks:
         out["blocks"] = blocks
-    fields = _fields_changed(before, after)
-    if fields:
-        out["fields"] = fields
+    changed = _fields_changed(before, after)
+    if changed:
+        out["fields"] = changed
     return out
 
 
-def _compact(stream_event: Any) -> dict[str, Any]:
+def _compact(stream_event: PartialEvent) -> dict[str, Any]:
     """`{"type": "message_update", "assistantMessageEvent": <the event without partial>}`."""
-    return {"type": "message_update", "assistantMessageEvent": _assistant_event(stream_event, partial=False)}
+    return {"type": "message_update", "assistantMessageEvent": assistant_event_json(stream_event, partial=False)}
 
 
-def _implied_block(stream_event: Any) -> int | None:
+def _implied_block(stream_event: PartialEvent) -> int | None:
     """The block a text or thinking delta appends to (readers apply it unless `blocks` has it)."""
-    kind = type(stream_event)
-    return stream_event.content_index if kind is TextDeltaEvent or kind is ThinkingDeltaEvent else None
+    if isinstance(stream_event, (TextDeltaEvent, ThinkingDeltaEvent)):
+        return stream_event.content_index
+    return None
 
 
-def _appended(before: Any, after: Any, delta: str) -> bool:
+def _appended(before: object, after: object, delta: str) -> bool:
     """Whether `after` is `before` with `delta` appended to its text (or thinking), nothing else."""
-    kind = type(before)
-    if kind is not type(after):
-        return False
-    if kind is TextContent:
-        if after.text_signature != before.text_signature:
-            return False
-    elif kind is ThinkingContent:
-        if after.thinking_signature != before.thinking_signature or after.redacted != before.redacted:
-            return False
-    else:
-        return False
-    # Two snapshots of one streaming block share its chunk list (see `_types._LazyText`): then
-    # one more chunk, the delta itself, says it in O(1). Otherwise compare the texts.
-    chunks, chunks_before = streamed_chunks(after), streamed_chunks(before)
-    if chunks is not None and chunks_before is not None:
-        (parts, n), (parts_before, n_before) = chunks, chunks_before
-        if parts is parts_before and n == n_before + 1 and parts[n_before] is delta:
-            return True
-    return _peek(after) == _peek(before) + delta
-
-
-def _peek(block: Any) -> str:
-    """The text (or thinking) of a block, without caching it in a streaming snapshot: a cached
-    snapshot drops its chunk list, and the O(1) test of `_appended` needs the next one to have it."""
-    chunks = streamed_chunks(block)
-    if chunks is not None:
-        return "".join(chunks[0][: chunks[1]])
-    return block.text if type(block) is TextContent else block.thinking
-
-
-def _block_json(block: Any) -> dict[str, Any]:
-    """`_block` of a content block, leaving a streaming text or thinking snapshot uncached."""
-    kind = type(block)
-    if kind is TextContent and streamed_chunks(block) is not None:
-        block = TextContent(_peek(block), text_signature=block.text_signature)
-    elif kind is ThinkingContent and streamed_chunks(block) is not None:
-        block = ThinkingContent(_peek(block), thinking_signature=block.thinking_signature, redacted=block.redacted)
-    return _block(block)
+    if isinstance(before, TextContent) and isinstance(after, TextContent):
+        return replace(before, text=before.text + delta) == after
+    if isinstance(before, ThinkingContent) and isinstance(after, ThinkingContent):
+        return replace(before, thinking=before.thinking + delta) == after
+    return False
 
 
 _header = attrgetter(*(f.name for f in fields(AssistantMessage) if f.name != "content"))
@@ -186,8 +161,8 @@ def _fields_changed(before: AssistantMessage, after: AssistantMessage) -> dict[s
     """The top-level keys of the JSON form that differ (None for a key `after` does not have)."""
     if _header(before) == _header(after):
         return {}  # the usual case: a snapshot shares its header values with the one before
-    old = _message(replace(before, content=()))
-    new = _message(replace(after, content=()))
+    old = message_json(replace(before, content=()))
+    new = message_json(replace(after, content=()))
     changed = {key: value for key, value in new.items() if old.get(key, _ABSENT) != value}
     changed.update((key, None) for key in old if key not in new)
     return changed
@@ -246,12 +221,14 @@ class CompactDecoder:
         stream_event = data.get("assistantMessageEvent")
         if not isinstance(stream_event, Mapping) or not isinstance(stream_event.get("type"), str):
             raise ValueError("a compact message_update needs an 'assistantMessageEvent' object")
-        content: list[Any] = message["content"]
         blocks = data.get("blocks") or {}
-        fields = data.get("fields") or {}
-        if not isinstance(blocks, Mapping) or not isinstance(fields, Mapping):
+        changed = data.get("fields") or {}
+        if not isinstance(blocks, Mapping) or not isinstance(changed, Mapping):
             raise ValueError("'blocks' and 'fields' of a compact message_update must be objects")
-        for key, value in fields.items():
+        if "content" in changed:
+            raise ValueError("'fields' of a compact message_update cannot set 'content' (its 'blocks' do)")
+        content: list[dict[str, Any]] = message["content"]
+        for key, value in changed.items():
             if value is None:
                 message.pop(key, None)
             else:
@@ -264,22 +241,28 @@ class CompactDecoder:
                 content.append(dict(block))
             else:
                 content[index] = dict(block)
-        key = _DELTA_KEYS.get(stream_event["type"])
+        kind = stream_event["type"]
+        key = _DELTA_KEYS.get(kind)
         at = stream_event.get("contentIndex")
         if key is not None and str(at) not in blocks:
-            if not isinstance(at, int) or not 0 <= at < len(content) or key not in content[at]:
-                raise ValueError(f"a compact {stream_event['type']} for content block {at!r}, which has no {key}")
-            content[at][key] += stream_event["delta"]
-        snapshot = _copy(message)
+            delta = stream_event.get("delta")
+            if not isinstance(delta, str):
+                raise ValueError(f"a compact {kind} needs a string 'delta', got {type(delta).__name__}")
+            if not isinstance(at, int) or not 0 <= at < len(content) or not isinstance(content[at].get(key), str):
+                raise ValueError(f"a compact {kind} for content block {at!r}, which has no {key}")
+            content[at][key] += delta
         return {
             "type": "message_update",
-            "message": snapshot,
+            "message": _copy(message),
             "assistantMessageEvent": {**stream_event, "partial": _copy(message)},
         }
 
 
 def _copy(message: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of a message's JSON whose content list and blocks may be changed on their own."""
+    content = message.get("content", ())
+    if not isinstance(content, (list, tuple)) or not all(isinstance(block, Mapping) for block in content):
+        raise ValueError("the 'content' of an assistant message must be an array of objects")
     out = dict(message)
-    out["content"] = [dict(block) for block in message.get("content", ())]
+    out["content"] = [dict(block) for block in content]
     return out

@@ -22,8 +22,9 @@ from .._types._abort import AbortSignal
 from .._types._events import AgentEvent, AgentStart, TurnStart
 from .._types._messages import now_ms
 from .._types._stream_fn import MaybeAwaitable
-from ._codec import from_json, to_json
 from ._compact import CompactEncoder
+from ._decode import from_json
+from ._encode import to_json
 from ._json_fallback import encode_lenient
 
 __all__ = (

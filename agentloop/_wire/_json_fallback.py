@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ._codec import encode_json
+from ._json_text import encode_json
 
 __all__ = ("MAX_DEPTH", "encode_lenient")
 

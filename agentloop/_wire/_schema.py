@@ -6,8 +6,8 @@
 
 The schema's root is an `EventEnvelope` (what goes on a bus or an SSE stream); `$defs` holds
 every event, assistant stream event, message, content block and tool result, under its Python
-class name. Fields come from the classes (dataclass fields, or the public slots and properties of
-the slotted event classes), keys are their camelCase names as the codec writes them, and a field
+class name. Fields come from the classes' dataclass fields (a field stored as `_name` is written
+as its property `name`), keys are their camelCase names as the codec writes them, and a field
 typed `X | None` is optional (the codec leaves None out). The few fields the codec leaves out
 otherwise are listed in `_OPTIONAL`; custom messages (any other role, their own keys) are
 described by hand. A test validates the codec's output for real runs against this schema, with
@@ -113,24 +113,21 @@ def _type_schema(tp: Any) -> dict[str, Any]:
     raise TypeError(f"no JSON schema for the type {tp!r}")
 
 
-def _fields(cls: type) -> list[tuple[str, Any]]:
-    """The public fields of a value class and their types."""
+def _fields(cls: Any) -> list[tuple[str, Any]]:
+    """The fields of a record and their types, as its JSON form has them: a field stored as
+    `_name` (a stream event's `_partial`, an update's `_message`) is written as its property `name`."""
     hints = typing.get_type_hints(cls)
-    if dataclasses.is_dataclass(cls):
-        names = [f.name for f in dataclasses.fields(cls)]
-    else:
-        slots = [s for s in getattr(cls, "__slots__", ()) if not s.startswith("_")]
-        names = [*getattr(cls, "__match_args__", ()), *getattr(cls, "_fields", ()), *slots]
-    names = list(dict.fromkeys([*names, *(["type"] if "type" in hints else [])]))
     out = []
-    for name in names:
-        if name == "extra":  # not a key: the keys it holds sit beside the record's own
+    for f in dataclasses.fields(cls):
+        if f.name == "extra":  # not a key: the keys it holds sit beside the record's own
             continue
-        if name in hints:
-            tp = hints[name]
-            out.append((name, get_args(tp)[0] if get_origin(tp) is ClassVar else tp))
-        else:  # a property (the lazily built `text`, `partial`, `message`)
+        if f.name.startswith("_"):
+            name = f.name[1:]
             out.append((name, typing.get_type_hints(getattr(cls, name).fget)["return"]))
+        else:
+            out.append((f.name, hints[f.name]))
+    if "type" in hints and get_origin(hints["type"]) is ClassVar:
+        out.append(("type", get_args(hints["type"])[0]))
     return out
 
 

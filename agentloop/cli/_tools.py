@@ -266,7 +266,7 @@ def builtin_tools(root: Path) -> list[AgentTool]:
 
     @tool
     async def list_folder(path: str = ".") -> str:
-        """List a folder inside the root folder (folders end with '/').
+        """List a folder inside the root folder (folders end with '/', symbolic links with '@').
 
         Args:
             path: The folder's path, relative to the root folder.
@@ -283,7 +283,7 @@ def builtin_tools(root: Path) -> list[AgentTool]:
         Args:
             expression: The expression.
         """
-        return f"{expression} = {calculate(expression)}"
+        return f"{expression} = {calculate(_left_side(expression))}"
 
     @tool
     async def current_time() -> AgentToolResult:
@@ -294,6 +294,15 @@ def builtin_tools(root: Path) -> list[AgentTool]:
         )
 
     return [read_file, list_folder, calculator, current_time]
+
+
+def _left_side(expression: str) -> str:
+    """`expression`, or its left side when it is written as an equation (`12 * 12 = 160`): a small
+    model often writes the answer it guesses after the expression; the calculator checks it."""
+    left, equals, _ = expression.partition("=")
+    if equals and left.strip() and not left.endswith(("<", ">", "!", "=")) and "=" not in _:
+        return left
+    return expression
 
 
 def _holds(check: Any) -> bool:
@@ -326,10 +335,21 @@ def _list(root: Path, path: str) -> list[str]:
         if not _holds(target.is_dir):
             raise ToolError(f"{path!r} is not a folder")
         with os.scandir(target) as entries:
-            return sorted(entry.name + ("/" if entry.is_dir() else "") for entry in entries)
+            return sorted(_entry_name(entry) for entry in entries)
     fd = open_inside(root, path, folder=True)
     try:
         with os.scandir(fd) as entries:
-            return sorted(entry.name + ("/" if entry.is_dir() else "") for entry in entries)
+            return sorted(_entry_name(entry) for entry in entries)
+    except OSError as exc:
+        raise ToolError(f"{path!r} cannot be listed ({os.strerror(exc.errno or 0)})") from None
     finally:
         os.close(fd)
+
+
+def _entry_name(entry: os.DirEntry[str]) -> str:
+    """The entry's name, marked as `ls -F` does: a symbolic link is shown as one (`name@`), never
+    followed, so a loop cannot fail the listing and a link leading out of the root tells nothing
+    of what it points at."""
+    if entry.is_symlink():
+        return entry.name + "@"
+    return entry.name + ("/" if entry.is_dir(follow_symlinks=False) else "")

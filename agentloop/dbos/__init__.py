@@ -36,13 +36,15 @@ from dbos import DBOS, DBOSClient, SetWorkflowID, WorkflowHandleAsync
 
 from .._types._constants import AGENT_MESSAGE_TYPES
 from .._types._messages import AgentMessage
-from .._wire._codec import from_json, to_json
+from .._wire._decode import from_json
+from .._wire._encode import to_json
 from .._wire._envelope import EventEnvelope, envelope_from_json
 from ._agent import (
     APPROVAL_TOPIC,
     CONTROL_TOPIC,
     EVENTS_STREAM,
     DBOSAgent,
+    defined_agents,
     idempotency_key,
     registered_agent,
     workflow_name,
@@ -112,6 +114,10 @@ async def start_agent(
     Without `client` the run starts in this process (DBOS launched here, the agent defined
     here); with a `DBOSClient` it is enqueued by name on `queue`, for a worker to run. `prompts`
     empty continues from `messages` (whose last message must not be an assistant message).
+
+    Raises LookupError at once for a name no `DBOSAgent` of this process has, when this process
+    defines any (a client that imports the agents' module checks every name). A client that
+    defines none cannot tell: a run of an agent no worker has stays enqueued.
     """
     _require_asyncio("agentloop.dbos.start_agent")
     _check_call(id, client, "id")
@@ -123,6 +129,8 @@ async def start_agent(
         "messages": [to_json(m) for m in _check_messages(messages, "messages")],
     }
     if client is not None:
+        if defined_agents() and not isinstance(agent, DBOSAgent):
+            registered_agent(name)  # this process defines the agents: a name that is not one fails now
         handle: WorkflowHandleAsync[list[Any]] = await client.enqueue_async(
             {"queue_name": queue, "workflow_name": workflow_name(name), "workflow_id": id}, request
         )

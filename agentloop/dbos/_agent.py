@@ -55,14 +55,17 @@ from .._types._messages import (
     now_ms,
 )
 from .._types._stream_fn import MaybeAwaitable, StreamFn, StreamOptions
-from .._wire._codec import from_json, to_json
+from .._wire._decode import from_json
+from .._wire._encode import to_json
 from .._wire._envelope import EventEnvelope, envelope_to_json
+from .._wire._json_text import encode_json
 
 __all__ = (
     "APPROVAL_TOPIC",
     "CONTROL_TOPIC",
     "DBOSAgent",
     "EVENTS_STREAM",
+    "defined_agents",
     "idempotency_key",
     "registered_agent",
     "workflow_name",
@@ -96,6 +99,11 @@ def idempotency_key() -> str:
 def workflow_name(agent_name: str) -> str:
     """The name of the DBOS workflow of the agent named `agent_name`."""
     return f"agentloop.{agent_name}"
+
+
+def defined_agents() -> list[str]:
+    """The names of the `DBOSAgent`s defined in this process."""
+    return sorted(_AGENTS)
 
 
 def registered_agent(name: str) -> DBOSAgent:
@@ -433,7 +441,12 @@ class _DurableRun:
         if isinstance(value, str):
             return {"text": value, "time": now_ms()}
         if isinstance(value, AgentToolResult):
-            return {"result": to_json(value), "time": now_ms()}
+            data = to_json(value)
+            try:  # the step's output must be plain values: any reader can decode it, without the tool's code
+                encode_json(data)
+            except (TypeError, ValueError) as exc:
+                return {"error": f"the tool returned details that are not JSON values: {exc}", "time": now_ms()}
+            return {"result": data, "time": now_ms()}
         kind = type(value).__name__
         return {"error": f"the tool returned {kind}, expected an AgentToolResult or a str", "time": now_ms()}
 

@@ -14,7 +14,6 @@ false`, as that server's templates think by default), `extra_body`.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable
 from typing import Any, Literal
 
@@ -37,6 +36,7 @@ from ._common import (
     SSEParser,
     as_int,
     as_str,
+    base_url,
     check_llm_messages,
     compat,
     error_text,
@@ -58,6 +58,7 @@ __all__ = (
     "ANTHROPIC_BASE_URL",
     "ANTHROPIC_VERSION",
     "AnthropicParser",
+    "anthropic_base_url",
     "build_anthropic_request",
     "convert_messages",
     "map_stop_reason",
@@ -87,11 +88,10 @@ def stream_anthropic(
     return run_stream(model, context, options, build_anthropic_request, AnthropicParser, http=http, client=client)
 
 
-def _base_url(model: Model) -> str:
-    url = model.base_url or ANTHROPIC_BASE_URL
-    if url == ANTHROPIC_BASE_URL:
-        url = os.environ.get("ANTHROPIC_BASE_URL") or url
-    return url.rstrip("/")
+def anthropic_base_url(model: Model) -> str:
+    """Where an Anthropic request of `model` goes: its base URL, or Anthropic's
+    (`$ANTHROPIC_BASE_URL` when set, also in place of Anthropic's own)."""
+    return base_url(model, ANTHROPIC_BASE_URL, "ANTHROPIC_BASE_URL")
 
 
 def _adaptive(model: Model, url: str) -> bool:
@@ -106,7 +106,7 @@ def build_anthropic_request(model: Model, context: Context, options: StreamOptio
     """The `Request` for one response."""
     check_llm_messages(context)
     key = resolve_api_key(model, options)
-    url = _base_url(model)
+    url = anthropic_base_url(model)
     cache = bool(compat(model, "cache_control", True))
     max_tokens = options.max_tokens or min(model.max_tokens or 4096, 32000)
     body: dict[str, Any] = {"model": model.id, "messages": convert_messages(model, context, cache), "stream": True}
@@ -279,7 +279,7 @@ class AnthropicParser(SSEParser):
         self.usage = {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}
 
     def feed(self, event: str, data: str) -> Iterable[AssistantMessageEvent]:
-        payload = stream_object(data)
+        payload = stream_object(data, self.secret)
         kind = payload.get("type") or event
         out: list[AssistantMessageEvent] = []
         if kind == "content_block_delta":
@@ -312,7 +312,7 @@ class AnthropicParser(SSEParser):
         elif kind == "error":
             error = payload.get("error")
             retryable = isinstance(error, dict) and is_one_of(error.get("type"), _RETRYABLE)
-            raise ProviderError(error_text(payload) or "The server reported an error", retryable=retryable)
+            raise ProviderError(error_text(payload, self.secret) or "The server reported an error", retryable=retryable)
         return out  # ping and unknown events are ignored
 
     def _start(self, payload: dict[str, Any], out: list[AssistantMessageEvent]) -> None:

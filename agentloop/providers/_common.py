@@ -8,7 +8,7 @@ import json
 import math
 import os
 import re
-from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from .._types._builder import AssistantMessageBuilder
@@ -16,7 +16,7 @@ from .._types._constants import LLM_MESSAGE_TYPES
 from .._types._events import AssistantMessageEvent, DoneEvent, ErrorEvent
 from .._types._messages import AssistantMessage, Context, Cost, ImageContent, Model, Usage
 from .._types._stream_fn import StreamOptions
-from .._wire._codec import decode_json
+from .._wire._json_text import decode_json
 
 __all__ = (
     "AssistantMessageEventStream",
@@ -27,6 +27,7 @@ __all__ = (
     "SSEParser",
     "as_int",
     "as_str",
+    "base_url",
     "calculate_cost",
     "check_arguments",
     "check_llm_messages",
@@ -130,11 +131,41 @@ def resolve_api_key(model: Model, options: StreamOptions) -> str | None:
     return key
 
 
+def base_url(model: Model, default: str, env: str) -> str:
+    """The model's base URL; an empty one, or the official one (`default`), is replaced by
+    `$env` if set."""
+    url = model.base_url or default
+    if url == default:
+        url = os.environ.get(env) or default
+    return url.rstrip("/")
+
+
 def redact(text: str, secret: str | None) -> str:
-    """`text` with every occurrence of `secret` replaced by `***`."""
-    if secret and len(secret) >= 4 and secret in text:
-        return text.replace(secret, "***")
+    """`text` with every occurrence of `secret` replaced by `***`, also where JSON escapes spell
+    any of its characters (`\\u0073k-...`, `\\/`, with the backslashes doubled or not, as raw
+    bodies and `repr` show them): a text about to be decoded or cut is redacted first, so no
+    part of the key survives the decoding or the cut."""
+    if not secret or len(secret) < 4:
+        return text
+    if secret in text:
+        text = text.replace(secret, "***")
+    if "\\" in text:
+        text = _escaped(secret).sub("***", text)
     return text
+
+
+def _escaped(secret: str) -> re.Pattern[str]:
+    """`secret` with each character as itself or as a JSON escape (one or more backslashes)."""
+    parts = []
+    for char in secret:
+        spellings = [re.escape(char)]
+        code = ord(char)
+        if code <= 0xFFFF:
+            spellings.append(r"\\+u" + "".join(f"[{d.lower()}{d.upper()}]" for d in f"{code:04x}"))
+        if char in '"\\/':
+            spellings.append(r"\\+" + re.escape(char))
+        parts.append("(?:" + "|".join(spellings) + ")")
+    return re.compile("".join(parts))
 
 
 # --- text ----------------------------------------------------------------------------------
@@ -292,8 +323,12 @@ def as_int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
-def error_text(data: Any) -> str | None:
-    """The message of an error object as OpenAI, Anthropic, llama.cpp, OpenRouter... send it."""
+def error_text(data: Any, secret: str | None = None) -> str | None:
+    """The message of an error object as OpenAI, Anthropic, llama.cpp, OpenRouter... send it.
+
+    OpenRouter's `metadata.raw` (the upstream's own answer, which may echo the request) is shown
+    cut at 300 characters, after `secret` is redacted from it.
+    """
     if isinstance(data, dict):
         error = data.get("error", data)
         if isinstance(error, str):
@@ -307,7 +342,7 @@ def error_text(data: Any) -> str | None:
             if isinstance(message, str) and message:
                 extra = ""
                 if isinstance(metadata, dict) and isinstance(metadata.get("raw"), str):
-                    extra = f" ({metadata['raw'][:300]})"
+                    extra = f" ({redact(metadata['raw'], secret)[:300]})"
                 return f"{message} ({kind}){extra}" if isinstance(kind, str) and kind else message + extra
             if isinstance(kind, str) and kind:
                 return kind
@@ -342,6 +377,8 @@ class SSEParser:
         """True once the end marker arrived; the driver stops reading."""
         self.has_content = False
         """True once a content block started: from then on the request is never retried."""
+        self.secret: str | None = None
+        """The request's API key (the driver sets it): error texts redact it before any cut."""
 
     def feed(self, event: str, data: str) -> Iterable[AssistantMessageEvent]:
         raise NotImplementedError
@@ -351,14 +388,15 @@ class SSEParser:
         raise NotImplementedError
 
 
-def stream_object(data: str) -> dict[str, Any]:
-    """The JSON object one server-sent event carries; ProviderError, quoting its start, if it is not one."""
+def stream_object(data: str, secret: str | None = None) -> dict[str, Any]:
+    """The JSON object one server-sent event carries; ProviderError, quoting its start (`secret`
+    redacted before the cut), if it is not one."""
     try:
         value = decode_json(data, constants=True)
     except ValueError:
-        raise ProviderError(f"Malformed stream data (not JSON): {data[:200]!r}") from None
+        raise ProviderError(f"Malformed stream data (not JSON): {redact(data, secret)[:200]!r}") from None
     if not isinstance(value, dict):
-        raise ProviderError(f"Malformed stream data (not an object): {data[:200]!r}")
+        raise ProviderError(f"Malformed stream data (not an object): {redact(data, secret)[:200]!r}")
     return value
 
 
@@ -382,6 +420,8 @@ class AssistantMessageEventStream:
     __slots__ = ("_events", "_message")
 
     def __init__(self, events: AsyncGenerator[AssistantMessageEvent, None]) -> None:
+        if not isinstance(events, AsyncIterator) or not callable(getattr(events, "aclose", None)):
+            raise TypeError(f"events must be an async generator of AssistantMessageEvent, got {type(events).__name__}")
         self._events = events
         self._message: AssistantMessage | None = None
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import email.utils
 import functools
 import logging
+import math
 import random
 import ssl
 import time
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import httpx
-from httpx_sse import ServerSentEvent, SSEError
+from httpx_sse import SSEError
 
 from .._types._abort import AbortCut, AbortSignal
 from .._types._builder import AssistantMessageBuilder
@@ -31,7 +32,7 @@ from .._types._constants import ABORTED_TEXT, CLEANUP_TIMEOUT
 from .._types._events import AssistantMessageEvent
 from .._types._messages import Context, Model, Usage
 from .._types._stream_fn import StreamOptions
-from .._wire._codec import decode_json
+from .._wire._json_text import decode_json
 from ._common import (
     MAX_ERROR_BODY,
     AssistantMessageEventStream,
@@ -42,7 +43,7 @@ from ._common import (
     json_text,
     redact,
 )
-from ._sse import aiter_sse
+from ._sse import aiter_sse, body_chunks, unwind
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -72,7 +73,23 @@ class HTTPOptions:
         max_backoff: The longest computed backoff, in seconds.
         connect_timeout: Seconds to establish a connection.
         idle_timeout: The longest wait for the next bytes of a response (an idle stream fails).
+        event_timeout: The longest wait for the response's next event (a block start, a delta, a
+            block end, the end): keep-alive comments (`: ping`) and events that carry nothing
+            (Anthropic's `ping`) do not count, so a server that only sends those still fails
+            after this long (None: no limit). It is longer than `idle_timeout` because a
+            server that keeps the connection alive may be waiting for a model that reasons for
+            minutes without showing it.
         total_timeout: The longest a whole response may take, retries included (None: no limit).
+        max_event_size: The most bytes of one server-sent event, its lines included (so also
+            of one line); a server that sends more fails the response.
+        max_body_size: The most bytes of one response body (after content decoding); a body
+            that grows past it fails the response. Error bodies and bodies that are not an
+            event stream are read only up to their first 64 KiB.
+
+    The size limits are far above what a provider sends (the largest events, a Responses
+    `response.completed` that repeats every generated image, stay within a few MiB; a whole
+    answer of 128k tokens is some tens of MiB): they bound what a broken or hostile server can
+    make this process hold.
     """
 
     max_retries: int = 2
@@ -80,14 +97,20 @@ class HTTPOptions:
     max_backoff: float = 8.0
     connect_timeout: float = 10.0
     idle_timeout: float = 600.0
+    event_timeout: float | None = 1800.0
     total_timeout: float | None = None
+    max_event_size: int = 64 * 1024 * 1024
+    max_body_size: int = 256 * 1024 * 1024
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int) or self.max_retries < 0:
-            raise ValueError(f"max_retries must be an int >= 0, got {self.max_retries!r}")
-        for name in ("backoff", "max_backoff", "connect_timeout", "idle_timeout", "total_timeout"):
+        for name in ("max_retries", "max_event_size", "max_body_size"):
             value = getattr(self, name)
-            if value is None and name == "total_timeout":
+            least = 0 if name == "max_retries" else 1
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
+        for name in ("backoff", "max_backoff", "connect_timeout", "idle_timeout", "event_timeout", "total_timeout"):
+            value = getattr(self, name)
+            if value is None and name in ("event_timeout", "total_timeout"):
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
                 raise ValueError(f"{name} must be a number of seconds >= 0, got {value!r}")
@@ -126,20 +149,25 @@ class _Interrupted(Exception):
     """An abort of the signal or the total timeout interrupted a wait."""
 
 
+class _Stalled(Exception):
+    """The event timeout passed without a new event of the message."""
+
+
 class _Guard:
-    """Runs each wait on the outside world in an abort cut bounded by the total deadline; a cut
-    never spans a `yield` of the generator."""
+    """Runs each wait on the outside world in an abort cut bounded by the total deadline (and by
+    `until`, the event deadline, when given); a cut never spans a `yield` of the generator."""
 
     def __init__(self, signal: AbortSignal, deadline: float) -> None:
         self.signal = signal
         self.deadline = deadline
 
-    async def run(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+    async def run(self, fn: Callable[..., Awaitable[T]], *args: Any, until: float = math.inf) -> T:
+        if not self.signal.aborted and anyio.current_time() < min(self.deadline, until):
+            with AbortCut(self.signal, deadline=min(self.deadline, until)):
+                return await fn(*args)
         if self.signal.aborted or anyio.current_time() >= self.deadline:
             raise _Interrupted
-        with AbortCut(self.signal, deadline=self.deadline):
-            return await fn(*args)
-        raise _Interrupted
+        raise _Stalled
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,11 +326,12 @@ async def _attempt(
     except (httpx.HTTPError, httpx.InvalidURL, ValueError, TypeError) as exc:  # a bad URL or body
         yield builder.error("error", redact(f"Could not send the request to {request.url}: {_describe(exc)}", secret))
         return
-    chain: AsyncGenerator[ServerSentEvent, None] | None = None
+    chain: AsyncGenerator[Any, None] | None = None
     try:
         status = response.status_code
         if not 200 <= status < 300:
-            body = await guard.run(response.aread)
+            chain = body_chunks(response)
+            body = await _read_start(chain, guard)
             text = f"HTTP {status}: {_error_message(body, response.reason_phrase, secret)}"
             should = response.headers.get("x-should-retry")
             if should == "true" or (should != "false" and (status in _RETRY_STATUSES or status >= 500)):
@@ -312,7 +341,8 @@ async def _attempt(
             return
         content_type = response.headers.get("content-type", "")
         if "text/event-stream" not in content_type:
-            body = await guard.run(response.aread)
+            chain = body_chunks(response)
+            body = await _read_start(chain, guard)
             text = (
                 f"Expected an event stream (text/event-stream) from {request.url}, got "
                 f"{content_type.partition(';')[0] or 'no content type'!r}: {_error_message(body, 'empty body', secret)}"
@@ -323,18 +353,24 @@ async def _attempt(
             state.started = True
             yield builder.start()
         parser = parser_factory(model, builder)
-        chain = aiter_sse(response)
+        parser.secret = secret
+        chain = aiter_sse(response, max_event_size=http.max_event_size, max_body_size=http.max_body_size)
+        wait = http.event_timeout if http.event_timeout is not None else math.inf
+        stall = anyio.current_time() + wait  # when the message must have moved on
         while not parser.finished:
             try:
-                sse = await guard.run(chain.__anext__)
+                sse = await guard.run(chain.__anext__, until=stall)
             except StopAsyncIteration:
                 break
-            except (httpx.HTTPError, SSEError) as exc:
-                text = _transport_error(exc)
+            except (httpx.HTTPError, SSEError, _Stalled) as exc:
+                text = _transport_error(exc) if not isinstance(exc, _Stalled) else _stalled(wait)
                 if not parser.has_content:
                     yield _Retry(text)
                     return
                 yield builder.error("error", redact(text, secret))
+                return
+            except ProviderError as exc:  # a size limit: no retry would read less
+                yield builder.error("error", redact(str(exc), secret))
                 return
             if not sse.data:
                 # A bare `data:` line makes an event with empty data: it carries nothing, and none of
@@ -343,7 +379,7 @@ async def _attempt(
             try:
                 events = parser.feed(sse.event, sse.data)
             except ProviderError as exc:
-                text = _redact_cut(str(exc), secret)  # parsers show data cut short
+                text = redact(str(exc), secret)  # parsers redact the key before they cut
                 if exc.retryable and not parser.has_content:
                     yield _Retry(text)
                     return
@@ -353,6 +389,7 @@ async def _attempt(
                 yield builder.error("error", redact(f"Unexpected data from the provider: {_describe(exc)}", secret))
                 return
             for event in events:
+                stall = anyio.current_time() + wait
                 yield event
         if not parser.finished and not parser.complete_at_eof:
             yield builder.error(
@@ -371,22 +408,30 @@ async def _attempt(
         await _release(response, chain)
 
 
-async def _release(response: httpx.Response, chain: AsyncGenerator[Any, None] | None) -> None:
-    """Finish the body's reading generators, then close the response.
+async def _read_start(chain: AsyncGenerator[bytes, None], guard: _Guard) -> bytes:
+    """The first `MAX_ERROR_BODY` bytes of a body (all of a shorter one): an error body, or one
+    that is not an event stream, is shown cut short, so no more of it is read."""
+    body = bytearray()
+    while len(body) < MAX_ERROR_BODY:
+        try:
+            body += await guard.run(chain.__anext__)
+        except StopAsyncIteration:
+            break
+    return bytes(body[:MAX_ERROR_BODY])
 
-    httpx reads a body through a chain of async generators; one left suspended is finalized by
-    the garbage collector, which trio reports as a ResourceWarning. Resuming the outermost one in
-    a cancelled scope makes every layer end at its next wait, so none is left behind.
-    """
+
+def _stalled(wait: float) -> str:
+    return (
+        f"The server sent no event for {wait:g} s (event_timeout; keep-alive comments and pings "
+        "do not count): the response is stuck"
+    )
+
+
+async def _release(response: httpx.Response, chain: AsyncGenerator[Any, None] | None) -> None:
+    """Finish the body's reading generators (see `unwind`), then close the response."""
     try:
         if chain is not None:
-            with anyio.CancelScope() as scope:
-                scope.cancel()
-                try:
-                    while True:
-                        await chain.__anext__()
-                except Exception:  # StopAsyncIteration, or a read error
-                    pass
+            await unwind(chain)
     finally:
         await _close(response)
 
@@ -417,7 +462,7 @@ def _error_message(body: bytes, fallback: str, secret: str | None) -> str:
 
     The key is redacted before anything is cut, so no part of it survives a cut.
     """
-    text = redact(body[:MAX_ERROR_BODY].decode("utf-8", "replace"), secret).strip()
+    text = redact(body.decode("utf-8", "replace"), secret).strip()
     if not text:
         return fallback or "no details"
     candidates = [text]
@@ -427,35 +472,10 @@ def _error_message(body: bytes, fallback: str, secret: str | None) -> str:
             data = decode_json(candidate, constants=True)
         except ValueError:
             continue
-        message = error_text(data)
+        message = error_text(data, secret)
         if message:
             return message
     return text if len(text) <= 500 else text[:500] + "..."
-
-
-_KEY_START = 8
-"""How many leading characters of a key mark what is left of it at the end of a cut text."""
-
-
-def _redact_cut(text: str, secret: str | None) -> str:
-    """`text` with the key redacted, and also the start of a key that a cut left in it.
-
-    Parsers show malformed data cut short (its first characters); a key straddling that cut is
-    no longer whole, so `redact` alone would let all but its last characters through. Any run
-    of the key's own first characters, `_KEY_START` or more, is masked too.
-    """
-    text = redact(text, secret)
-    if not secret or len(secret) <= _KEY_START:
-        return text
-    head = secret[:_KEY_START]
-    start = text.find(head)
-    while start != -1:
-        end = start + _KEY_START
-        while end < len(text) and end - start < len(secret) and text[end] == secret[end - start]:
-            end += 1
-        text = text[:start] + "***" + text[end:]
-        start = text.find(head, start + 3)
-    return text
 
 
 def _retry_after(headers: httpx.Headers) -> float | None:

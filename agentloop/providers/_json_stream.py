@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic_core import from_json
 
-from .._wire._codec import decode_json
+from .._wire._json_text import decode_json
 
 __all__ = ("ToolArguments", "parse_final_arguments", "parse_streaming_json", "repair_json")
 
@@ -123,6 +123,8 @@ def _complete_pending_scalar(text: str) -> str:
 
 def parse_streaming_json(text: str) -> dict[str, Any]:
     """The best-effort object that a possibly incomplete JSON text stands for (`{}` if none)."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str (JSON text, possibly incomplete), got {type(text).__name__}")
     if not text or text.isspace():
         return {}
     try:

@@ -24,7 +24,6 @@ base URL when absent:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from typing import Any, Literal
 
@@ -47,6 +46,7 @@ from ._common import (
     SSEParser,
     as_int,
     as_str,
+    base_url,
     check_llm_messages,
     compat,
     data_url,
@@ -69,10 +69,10 @@ from ._transform import normalize_completions_id, normalize_mistral_id, transfor
 __all__ = (
     "CompletionsParser",
     "OPENAI_BASE_URL",
-    "base_url",
     "build_completions_request",
     "convert_messages",
     "map_finish_reason",
+    "openai_base_url",
     "stream_openai_completions",
 )
 
@@ -109,12 +109,10 @@ def stream_openai_completions(
     return run_stream(model, context, options, build_completions_request, CompletionsParser, http=http, client=client)
 
 
-def base_url(model: Model, default: str, env: str) -> str:
-    """The model's base URL; an empty one, or the official one, is replaced by `$env` if set."""
-    url = model.base_url or default
-    if url == default:
-        url = os.environ.get(env) or default
-    return url.rstrip("/")
+def openai_base_url(model: Model) -> str:
+    """Where an OpenAI request (Chat Completions or Responses) of `model` goes: its base URL, or
+    OpenAI's (`$OPENAI_BASE_URL` when set, also in place of OpenAI's own)."""
+    return base_url(model, OPENAI_BASE_URL, "OPENAI_BASE_URL")
 
 
 def _flags(model: Model, url: str) -> dict[str, Any]:
@@ -142,7 +140,7 @@ def build_completions_request(model: Model, context: Context, options: StreamOpt
     """The `Request` for one response (the key is resolved here, lazily)."""
     check_llm_messages(context)
     key = resolve_api_key(model, options)
-    url = base_url(model, OPENAI_BASE_URL, "OPENAI_BASE_URL")
+    url = openai_base_url(model)
     flags = _flags(model, url)
     body: dict[str, Any] = {
         "model": model.id,
@@ -339,10 +337,12 @@ class CompletionsParser(SSEParser):
         if data.strip() == "[DONE]":
             self.finished = True
             return ()
-        chunk = stream_object(data)
+        chunk = stream_object(data, self.secret)
         error = chunk.get("error")
         if error is not None and not chunk.get("choices"):
-            raise ProviderError(error_text(chunk) or "The server reported an error", retryable=_retryable(error))
+            raise ProviderError(
+                error_text(chunk, self.secret) or "The server reported an error", retryable=_retryable(error)
+            )
         out: list[AssistantMessageEvent] = []
         builder = self.builder
         if builder.response_id is None and isinstance(chunk.get("id"), str):

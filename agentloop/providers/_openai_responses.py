@@ -31,7 +31,7 @@ from .._types._messages import (
     Usage,
 )
 from .._types._stream_fn import StreamOptions
-from .._wire._codec import encode_json
+from .._wire._json_text import encode_json
 from ._common import (
     AssistantMessageEventStream,
     ProviderError,
@@ -55,7 +55,7 @@ from ._common import (
 )
 from ._http import AsyncClient, HTTPOptions, Request, run_stream
 from ._json_stream import ToolArguments
-from ._openai_completions import OPENAI_BASE_URL, base_url
+from ._openai_completions import openai_base_url
 from ._transform import normalize_responses_id, short_hash, transform_messages
 
 __all__ = (
@@ -89,7 +89,7 @@ def build_responses_request(model: Model, context: Context, options: StreamOptio
     """The `Request` for one response."""
     check_llm_messages(context)
     key = resolve_api_key(model, options)
-    url = base_url(model, OPENAI_BASE_URL, "OPENAI_BASE_URL")
+    url = openai_base_url(model)
     official = "api.openai.com" in url
     body: dict[str, Any] = {"model": model.id, "input": convert_input(model, context), "stream": True}
     if compat(model, "supports_store", True):
@@ -255,7 +255,7 @@ class ResponsesParser(SSEParser):
         self.saw_tools = False
 
     def feed(self, event: str, data: str) -> Iterable[AssistantMessageEvent]:
-        payload = stream_object(data)
+        payload = stream_object(data, self.secret)
         kind = payload.get("type") or event
         out: list[AssistantMessageEvent] = []
         builder = self.builder
@@ -307,14 +307,14 @@ class ResponsesParser(SSEParser):
         elif kind == "response.failed":
             response = payload.get("response")
             error = response.get("error") if isinstance(response, dict) else None
-            message = error_text({"error": error}) if error else None
+            message = error_text({"error": error}, self.secret) if error else None
             if isinstance(response, dict) and isinstance(response.get("usage"), dict):
                 self._usage(response)
             raise ProviderError(message or "The response failed", retryable=_retryable(error))
         elif kind == "error":
             error = payload.get("error", payload)
             raise ProviderError(
-                error_text({"error": error}) or "The server reported an error", retryable=_retryable(error)
+                error_text({"error": error}, self.secret) or "The server reported an error", retryable=_retryable(error)
             )
         return out
 

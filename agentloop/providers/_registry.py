@@ -151,6 +151,10 @@ def openai_compatible_model(
     (`http://127.0.0.1:11434/v1` for Ollama). The provider name has no key in the environment,
     so no key is sent unless one is given; the cost is zero.
     """
+    if not isinstance(model_id, str):
+        raise TypeError(f"model_id must be a str, got {type(model_id).__name__}")
+    if not isinstance(base_url, str):
+        raise TypeError(f"base_url must be a str (the API root, usually ending in /v1), got {type(base_url).__name__}")
     return Model(
         id=model_id,
         name=name or model_id,
@@ -171,6 +175,10 @@ def local_model(url: str, model_id: str = "smollm2-135m") -> Model:
     Thinking follows the thinking level through llama.cpp's `chat_template_kwargs` and
     `thinking_budget_tokens` (the server's template must support it).
     """
+    if not isinstance(url, str):
+        raise TypeError(f"url must be a str (the llama.cpp server root), got {type(url).__name__}")
+    if not url:
+        raise ValueError("local_model: url must be the server's base URL, got ''")
     return openai_compatible_model(
         model_id,
         url.rstrip("/") + "/v1",

@@ -18,12 +18,20 @@ reason)` (`pending_approvals(handle)` lists the calls waiting); with a `context_
 (`FileContextStore`, `MemoryContextStore`, or your own `ContextStore`) model calls carry what is
 new and a key instead of the whole transcript, and a history grows linearly with its turns.
 
+Size limits: Temporal refuses a payload over 2 MiB. Events reach a caller in pages of at most
+192 KiB (an event larger than that in parts), so reading never meets the limit. With a
+`context_store`, every payload of 256 KiB or more (a large tool result, a long transcript, the
+run's result) is kept in the store and its history holds the key: a client that reads such a
+result connects with `stored_data_converter(store)`. Without one, a tool result over
+`PAYLOAD_LIMIT` bytes of JSON is the call's error result, and a context, result or transcript
+over it fails the run (`PayloadTooLarge`, seen by `result()` and `stream_events`).
+
 Temporal's Python SDK runs on asyncio: on trio, every function here raises RuntimeError at once.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -36,6 +44,8 @@ except ImportError as _error:  # pragma: no cover
 
 # Imported here, outside any workflow sandbox: the sandbox must find anyio's asyncio backend
 # already loaded (it is passed through, as pydantic-ai's plugin does).
+import json
+
 import anyio
 import anyio._backends._asyncio
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
@@ -50,8 +60,8 @@ from .._types._messages import AgentMessage
 from .._wire._envelope import EventEnvelope, envelope_from_json
 from ._agent import ActivityOptions, TemporalAgent, idempotency_key
 from ._approval import ApprovalRequest
-from ._context import ContextStore, FileContextStore, MemoryContextStore
-from ._payload import AgentLoopPayloadConverter, AgentRun, data_converter
+from ._context import STORED_THRESHOLD, ContextStore, FileContextStore, MemoryContextStore, payload_storage
+from ._payload import PAYLOAD_LIMIT, AgentLoopPayloadConverter, AgentRun, PayloadTooLarge, data_converter
 from ._workflow import AgentWorkflow, _AgentNotFound, register_agent
 
 __all__ = (
@@ -65,8 +75,11 @@ __all__ = (
     "EventsLostError",
     "FileContextStore",
     "MemoryContextStore",
+    "PAYLOAD_LIMIT",
+    "PayloadTooLarge",
     "TemporalAgent",
     "data_converter",
+    "stored_data_converter",
     "approve",
     "idempotency_key",
     "pending_approvals",
@@ -123,12 +136,31 @@ def _sandbox(runner: WorkflowRunner | None) -> WorkflowRunner:
     return replace(runner, restrictions=runner.restrictions.with_passthrough_modules(*PASSTHROUGH_MODULES))
 
 
-def _converter(converter: DataConverter | None) -> DataConverter:
-    if converter is None:
-        return data_converter
-    if issubclass(converter.payload_converter_class, AgentLoopPayloadConverter):
+def stored_data_converter(store: ContextStore, *, threshold: int = STORED_THRESHOLD) -> DataConverter:
+    """`data_converter`, keeping every payload of `threshold` bytes or more in `store` (Temporal's
+    external storage): for a client that reads the results of agents with this `context_store`."""
+    return replace(data_converter, external_storage=payload_storage(store, threshold))
+
+
+def _converter_for(agents: Sequence[TemporalAgent]) -> Callable[[DataConverter | None], DataConverter]:
+    """The worker's converter: agentloop's payloads, and external storage in the agents' store
+    unless the converter has external storage already."""
+    stores = list({id(a.contexts.store): a.contexts.store for a in agents if a.contexts is not None}.values())
+    if len(stores) > 1:
+        raise ValueError(
+            "the agents of one worker must share one context_store (it also keeps their large payloads), "
+            f"got {len(stores)} stores"
+        )
+
+    def converter_for(converter: DataConverter | None) -> DataConverter:
+        converter = converter or data_converter
+        if not issubclass(converter.payload_converter_class, AgentLoopPayloadConverter):
+            converter = replace(converter, payload_converter_class=AgentLoopPayloadConverter)
+        if stores and converter.external_storage is None:
+            converter = replace(converter, external_storage=payload_storage(stores[0]))
         return converter
-    return replace(converter, payload_converter_class=AgentLoopPayloadConverter)
+
+    return converter_for
 
 
 def _with_agent_workflow(workflows: Sequence[type] | None) -> Sequence[type]:
@@ -140,6 +172,10 @@ class AgentLoopPlugin(SimplePlugin):
     """A worker (and Replayer) plugin: `AgentWorkflow`, the agents' activities, the sandbox's
     pass-through modules, and the payload converter for agentloop's values.
 
+    A worker takes its client's data converter: with agents that have a `context_store`, give
+    `Worker` a client connected with this plugin (or `stored_data_converter(store)`), or use
+    `agentloop.temporal.worker`, which does it.
+
     Its agents are registered by name in this process when the plugin is made.
     """
 
@@ -147,9 +183,11 @@ class AgentLoopPlugin(SimplePlugin):
         agents = list(agents)
         for agent in agents:
             register_agent(agent)
+        self.converter = _converter_for(agents)
+        """The converter for these agents' payloads, from a client's (external storage in their store)."""
         super().__init__(
             "agentloop.AgentLoopPlugin",
-            data_converter=_converter,
+            data_converter=self.converter,
             workflows=_with_agent_workflow,
             activities=[a for agent in agents for a in agent.activities],
             workflow_runner=_sandbox,
@@ -173,7 +211,13 @@ def worker(client: Client, *, task_queue: str, agents: Sequence[TemporalAgent], 
             "the client must use agentloop's payload converter: "
             "Client.connect(..., data_converter=agentloop.temporal.data_converter)"
         )
-    plugins = [*options.pop("plugins", ()), AgentLoopPlugin(agents)]
+    plugin = AgentLoopPlugin(agents)
+    converter = plugin.converter(client.data_converter)
+    if converter is not client.data_converter:  # a worker takes its client's converter
+        config = client.config()
+        config["data_converter"] = converter
+        client = Client(**config)
+    plugins = [*options.pop("plugins", ()), plugin]
     return Worker(client, task_queue=task_queue, plugins=plugins, **options)
 
 
@@ -212,18 +256,27 @@ async def stream_events(handle: WorkflowHandle[Any, Any], after_seq: int = -1) -
             f"after_seq must be the seq of an event already seen, or -1 (from the start), got {after_seq!r}"
         )
     seq = after_seq
+    parts: list[str] = []  # of an event too large for one page
     while True:
         try:
-            page = await handle.execute_update("events", seq, result_type=dict)
+            page = await handle.execute_update("events", args=[seq, len(parts)], result_type=dict)
         except (WorkflowUpdateFailedError, RPCError):
-            page = await handle.query("events_now", seq, result_type=dict)  # the workflow has finished
+            # the workflow has finished
+            page = await handle.query("events_now", args=[seq, len(parts)], result_type=dict)
             page["finished"] = True
         envelopes = page["envelopes"]
-        if envelopes and envelopes[0]["seq"] != seq + 1:
+        first = page.get("seq", envelopes[0]["seq"] if envelopes else seq + 1)
+        if first != seq + 1:
             raise EventsLostError(
-                f"events {seq + 1} to {envelopes[0]['seq'] - 1} of workflow {handle.id!r} are no longer kept "
+                f"events {seq + 1} to {first - 1} of workflow {handle.id!r} are no longer kept "
                 "(they were in an earlier history and nobody read them)"
             )
+        if "part" in page:
+            parts.append(page["part"])
+            if len(parts) < page["parts"]:
+                continue
+            envelopes = [json.loads("".join(parts))]
+            parts = []
         for data in envelopes:
             envelope = envelope_from_json(data)
             seq = envelope.seq

@@ -27,9 +27,11 @@ from .._tools._tool import AgentTool, validate_tool_arguments, within_timeout
 from .._types._abort import AbortSignal
 from .._types._messages import AgentToolResult, Context, Model, TextContent, ThinkingLevel, ToolCall
 from .._types._stream_fn import MaybeAwaitable, StreamFn, StreamOptions
-from .._wire._codec import from_json, to_json
+from .._wire._decode import from_json
+from .._wire._encode import to_json
 from .._wire._model_json import model_from_json
 from ._context import CONTEXT_MISSING, ContextStore, StoredContexts, check_context_store
+from ._payload import PAYLOAD_LIMIT, PayloadTooLarge, check_fits, json_size
 
 __all__ = ("ActivityOptions", "TemporalAgent", "idempotency_key")
 
@@ -293,7 +295,10 @@ class TemporalAgent:
             except IncompleteStream as exc:
                 raise ApplicationError(str(exc), non_retryable=True) from None
         if "base" not in data or self.contexts is None:
-            return to_json(final)
+            answer = to_json(final)
+            if self.contexts is None:
+                check_fits("the model's answer", answer)
+            return answer
         answer = to_json(final)
         key = await self.contexts.save(base, depth, [*data["messages"], answer], (*context.messages, final))
         return {"message": answer, "contextKey": key}
@@ -326,7 +331,16 @@ class TemporalAgent:
             if not isinstance(result, AgentToolResult):
                 kind = type(result).__name__
                 return {"error": f"tool {tool.name!r} returned {kind}, expected an AgentToolResult or a str"}
-            return {"result": to_json(result)}
+            # A result that cannot travel is the call's error result now: failing the activity
+            # would run the tool again, and no attempt would do better.
+            data = to_json(result)
+            try:
+                size = json_size(data)
+            except (TypeError, ValueError) as exc:
+                return {"error": f"tool {tool.name!r} returned details that are not JSON values: {exc}"}
+            if size > PAYLOAD_LIMIT and self.contexts is None:
+                return {"error": str(PayloadTooLarge(f"the result of tool {tool.name!r}", size))}
+            return {"result": data}
 
         return run_tool
 

@@ -28,10 +28,20 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import anyio
+from temporalio.api.common.v1 import Payload
+from temporalio.converter import (
+    ExternalStorage,
+    StorageDriver,
+    StorageDriverClaim,
+    StorageDriverRetrieveContext,
+    StorageDriverStoreContext,
+)
 from temporalio.exceptions import ApplicationError
 
 from .._types._messages import Message
-from .._wire._codec import encode_json, from_json, to_json
+from .._wire._decode import from_json
+from .._wire._encode import to_json
+from .._wire._json_text import encode_json
 
 __all__ = (
     "CONTEXT_MISSING",
@@ -39,11 +49,17 @@ __all__ = (
     "FileContextStore",
     "MemoryContextStore",
     "StoredContexts",
+    "STORED_THRESHOLD",
     "check_context_store",
+    "payload_storage",
 )
 
 CONTEXT_MISSING = "AgentLoopContextMissing"
 """The type of the (non-retryable) error a model activity raises for a context the store lacks."""
+
+STORED_THRESHOLD = 256 * 1024
+"""With a store, a payload of this many bytes or more is kept in it and its history holds the key
+(Temporal's own default for external storage)."""
 
 _MAX_DEPTH = 16
 """A chain longer than this is written flattened (one blob with every message)."""
@@ -191,3 +207,45 @@ class StoredContexts:
         self._cache.move_to_end(key)
         while len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
+
+
+class _StoreDriver(StorageDriver):
+    """Temporal's external payload storage over a `ContextStore`: a large payload is kept under
+    the SHA-256 of its bytes (so another write of it is harmless, and a read is checked), and the
+    history holds the key."""
+
+    def __init__(self, store: ContextStore) -> None:
+        self._store = store
+
+    def name(self) -> str:
+        return "agentloop.context_store"
+
+    async def store(self, context: StorageDriverStoreContext, payloads: Sequence[Payload]) -> list[StorageDriverClaim]:
+        claims = []
+        for payload in payloads:
+            data = payload.SerializeToString(deterministic=True)
+            key = hashlib.sha256(data).hexdigest()
+            await self._store.put(key, data)
+            claims.append(StorageDriverClaim(claim_data={"key": key}))
+        return claims
+
+    async def retrieve(
+        self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]
+    ) -> list[Payload]:
+        payloads = []
+        for claim in claims:
+            key = claim.claim_data["key"]
+            data = await self._store.get(key)
+            if data is None or hashlib.sha256(data).hexdigest() != key:
+                state = "missing" if data is None else "corrupt"
+                raise ValueError(f"payload {key} is not in the context store ({state}): keep it as long as its run")
+            payloads.append(Payload.FromString(data))
+        return payloads
+
+
+def payload_storage(store: ContextStore, threshold: int = STORED_THRESHOLD) -> ExternalStorage:
+    """Temporal's `ExternalStorage` that keeps payloads of `threshold` bytes or more in `store`."""
+    check_context_store(store)
+    if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:
+        raise ValueError(f"threshold must be a positive number of bytes, got {threshold!r}")
+    return ExternalStorage(drivers=[_StoreDriver(store)], payload_size_threshold=threshold)

@@ -19,6 +19,7 @@ from temporalio.converter import (
     DefaultPayloadConverter,
     EncodingPayloadConverter,
 )
+from temporalio.exceptions import ApplicationError
 
 from .._types._constants import AGENT_MESSAGE_TYPES
 from .._types._events import (
@@ -45,9 +46,30 @@ from .._types._messages import (
     ToolResultMessage,
     UserMessage,
 )
-from .._wire._codec import encode_json, from_json, to_json
+from .._wire._decode import from_json
+from .._wire._encode import to_json
+from .._wire._json_text import encode_json
 
-__all__ = ("AgentLoopPayloadConverter", "AgentRun", "data_converter")
+__all__ = (
+    "PAYLOAD_LIMIT",
+    "TOO_LARGE",
+    "AgentLoopPayloadConverter",
+    "AgentRun",
+    "PayloadTooLarge",
+    "check_fits",
+    "data_converter",
+    "json_size",
+)
+
+PAYLOAD_LIMIT = 2 * 1024 * 1024 - 64 * 1024
+"""The most JSON bytes a run puts in one Temporal payload without a store: a tool's result, a
+model call's context, a run's result or the transcript carried into a new history. Temporal
+refuses a payload over 2 MiB (its default blob size limit); the 64 KiB left over are for what
+wraps the value. With a `context_store` a payload of 256 KiB or more is kept in the store (by
+reference) and there is no such limit."""
+
+TOO_LARGE = "AgentLoopPayloadTooLarge"
+"""The type of the (non-retryable) error that fails a run whose payload cannot fit."""
 
 _ENCODING = b"json/agentloop"
 _CODEC_TYPES = frozenset(
@@ -99,6 +121,35 @@ class AgentRun:
             for i, message in enumerate(value):
                 if not isinstance(message, AGENT_MESSAGE_TYPES):
                     raise TypeError(f"AgentRun.{name}[{i}] must be an agentloop message, got {type(message).__name__}")
+
+
+def json_size(data: Any) -> int:
+    """The size in bytes of the JSON text of `data` (plain JSON values)."""
+    text = encode_json(data)
+    return len(text) if text.isascii() else len(text.encode())
+
+
+class PayloadTooLarge(ApplicationError):
+    """A value too large for one Temporal payload, with no store to keep it by reference.
+
+    Raised in the workflow, it fails the run (not retried): `result()` and `stream_events`
+    raise Temporal's `WorkflowFailureError` with it as the cause.
+    """
+
+    def __init__(self, what: str, size: int) -> None:
+        super().__init__(
+            f"{what} is {size} bytes of JSON, over the {PAYLOAD_LIMIT} bytes a Temporal payload carries: "
+            "give the TemporalAgent a context_store to keep large values by reference",
+            type=TOO_LARGE,
+            non_retryable=True,
+        )
+
+
+def check_fits(what: str, data: Any) -> None:
+    """Raise `PayloadTooLarge` if the JSON of `data` is over `PAYLOAD_LIMIT`."""
+    size = json_size(data)
+    if size > PAYLOAD_LIMIT:
+        raise PayloadTooLarge(what, size)
 
 
 def _is_codec_value(value: Any) -> bool:

@@ -6,8 +6,14 @@ message it returns; `wrap_tool_call` runs each tool as its `<agent>.tool.<name>`
 Temporal's own exceptions propagate; the clock is the workflow's.
 
 What a caller sees: every event, in an envelope whose `seq` counts from 0 for the whole run
-(across continue-as-new), through the `events(after_seq)` update, a long poll. Steering,
+(across continue-as-new), through the `events(after_seq, part)` update, a long poll, answered in
+pages that fit a payload (`_PAGE_BYTES`; an envelope larger than that in parts). Steering,
 follow-up and abort are signals.
+
+Sizes: without a context store a value over `PAYLOAD_LIMIT` cannot travel, so the workflow
+checks a model call's context, the transcript it carries into a new history and the run's result
+before they leave it, and fails the run (`PayloadTooLarge`) rather than leave a workflow task
+failing for ever. With one, Temporal's external storage keeps them in the store.
 
 Bounded history: after `turns_per_history` turns (or when Temporal suggests it) the workflow
 stops the loop after the turn, and continues as new with the transcript, the queued messages
@@ -45,19 +51,24 @@ from .._types._events import (
 )
 from .._types._messages import AgentMessage, AgentToolResult, AssistantMessage, Context, Message, Model
 from .._types._stream_fn import StreamOptions
-from .._wire._codec import from_json, to_json
+from .._wire._decode import from_json
+from .._wire._encode import to_json
 from .._wire._envelope import EventEnvelope, envelope_to_json
+from .._wire._json_text import encode_json
 from .._wire._model_json import model_to_json
 from ._agent import ActivityOptions, TemporalAgent
 from ._approval import PendingApprovals
 from ._context import CONTEXT_MISSING
-from ._payload import AgentRun
+from ._payload import AgentRun, check_fits, json_size
 
 __all__ = ("AgentWorkflow", "register_agent", "registered_agent")
 
 _AGENTS: dict[str, TemporalAgent] = {}
 _DRAIN_TIMEOUT = timedelta(seconds=10)
 """How long a workflow about to continue as new waits for an attached caller to read its events."""
+_PAGE_BYTES = 192 * 1024
+"""The most envelope JSON one answer to `events` carries: under Temporal's 2 MiB payload limit,
+and under the 256 KiB above which a store would keep it (so a caller needs no store to read)."""
 
 
 def register_agent(agent: TemporalAgent) -> None:
@@ -128,6 +139,7 @@ class AgentWorkflow:
 
     def __init__(self) -> None:
         self._log: list[dict[str, Any]] = []  # this history's envelopes, JSON
+        self._sizes: list[int] = []  # the size of each one's JSON text
         self._first_seq = 0
         self._next_seq = 0
         self._turn = 0
@@ -239,6 +251,8 @@ class AgentWorkflow:
             "contextKey": self._sent.key,
             "contextLength": len(self._sent.messages),
         }
+        if agent.contexts is None:
+            check_fits("the transcript carried into the next history", [to_json(m) for m in transcript])
         workflow.continue_as_new(AgentRun(agent=agent.name, messages=transcript, state=state))
 
     def _should_stop(self, turn: TurnContext) -> bool:
@@ -290,6 +304,8 @@ class AgentWorkflow:
             return  # a continued history: the caller saw this run's agent_start
         if isinstance(event, AgentEnd):
             end = AgentEnd((*self._carried, *event.messages))
+            if self._agent.contexts is None:  # the run's result is these messages
+                check_fits("the run's result", [to_json(m) for m in end.messages])
             if self._history_full:
                 self._held_end = end  # sent if the run does not go on in a new history
                 return
@@ -302,38 +318,61 @@ class AgentWorkflow:
         envelope = EventEnvelope(
             event=event, run_id=self._run_id, seq=self._next_seq, turn=self._turn, timestamp=_now_ms()
         )
-        self._log.append(envelope_to_json(envelope))
+        data = envelope_to_json(envelope)
+        self._log.append(data)
+        self._sizes.append(json_size(data))
         self._next_seq += 1
 
-    def _page(self, after_seq: int) -> dict[str, Any]:
+    def _page(self, after_seq: int, part: int) -> dict[str, Any]:
+        """The envelopes after `after_seq` that fit `_PAGE_BYTES` (at least one), or part `part`
+        of the next one when it alone is larger (`part`, `parts`, and its `seq`)."""
         start = max(after_seq + 1 - self._first_seq, 0)
-        return {
-            "envelopes": self._log[start:],
+        page: dict[str, Any] = {
+            "envelopes": [],
             "firstSeq": self._first_seq,
             "finished": self._finished,
             "continuing": self._continuing,
         }
+        if start < len(self._log) and self._sizes[start] > _PAGE_BYTES:
+            text = encode_json(self._log[start])
+            # A part travels as a JSON string: an ASCII character takes at most 2 bytes there
+            # (`"` and `\\` are escaped; the text has no control characters), any other at most 6.
+            size = _PAGE_BYTES // 2 if text.isascii() else _PAGE_BYTES // 6
+            parts = -(-len(text) // size)
+            if not 0 <= part < parts:
+                raise ValueError(f"event {self._first_seq + start} has {parts} parts, not a part {part}")
+            page.update(seq=self._first_seq + start, part=text[part * size : (part + 1) * size], parts=parts)
+            return page
+        end, total = start, 0
+        while end < len(self._log) and total + self._sizes[end] <= _PAGE_BYTES:
+            total += self._sizes[end]
+            end += 1
+        page["envelopes"] = self._log[start:end]
+        return page
 
     @workflow.update(name="events")
-    async def events(self, after_seq: int) -> dict[str, Any]:
+    async def events(self, after_seq: int, part: int = 0) -> dict[str, Any]:
         """The envelopes after `after_seq` (-1: from the start), waiting until there is one.
 
         Answers at once when the run has finished or is moving to a new history (`continuing`:
-        ask again). `firstSeq` is the first envelope this history still has.
+        ask again). `firstSeq` is the first envelope this history still has. An envelope larger
+        than a page comes in parts: ask again with the same `after_seq` and the next `part`.
         """
         self._read_up_to = max(self._read_up_to, after_seq)
         await workflow.wait_condition(lambda: self._next_seq - 1 > after_seq or self._finished or self._continuing)
-        return self._page(after_seq)
+        return self._page(after_seq, part)
 
     @events.validator
-    def _check_events(self, after_seq: int) -> None:
+    def _check_events(self, after_seq: int, part: int = 0) -> None:
         if isinstance(after_seq, bool) or not isinstance(after_seq, int) or after_seq < -1:
             raise ValueError(f"events(after_seq) needs an int >= -1, got {after_seq!r}")
+        if isinstance(part, bool) or not isinstance(part, int) or part < 0:
+            raise ValueError(f"events(after_seq, part) needs a part >= 0, got {part!r}")
 
     @workflow.query(name="events_now")
-    def events_now(self, after_seq: int) -> dict[str, Any]:
+    def events_now(self, after_seq: int, part: int = 0) -> dict[str, Any]:
         """The envelopes after `after_seq` without waiting (also on a finished workflow)."""
-        return self._page(after_seq)
+        return self._page(after_seq, part)
 
     # --- steering, follow-up, abort --------------------------------------------------------------
 
@@ -429,6 +468,8 @@ def _model_stream(
                 "maxTokens": options.max_tokens,
             },
         }
+        if agent.contexts is None:
+            check_fits("the model call's context", request)
         data = await _activity(agent.model_activity_name, request, agent.model_activity, model.id)
         # Either shape, whatever this worker's agent has: workers may gain or lose their store
         # while a run goes on (a deploy), and a history recorded either way must replay.

@@ -16,7 +16,20 @@ from dbos._error import DBOSException
 import agentloop as al
 from agentloop.dbos import DBOSAgent, idempotency_key
 from agentloop.testing import Response, ScriptedToolCall
-from tests.durable_scripts import FOLLOW_UP, MODEL, ONE_TOOL, PARALLEL, SLOW, barrier, broken, log, lookup, scripted
+from tests.durable_scripts import (
+    FOLLOW_UP,
+    MODEL,
+    ODD,
+    ONE_TOOL,
+    PARALLEL,
+    SLOW,
+    barrier,
+    broken,
+    log,
+    lookup,
+    odd_details,
+    scripted,
+)
 
 
 def dbos_config(url: str) -> DBOSConfig:
@@ -75,6 +88,7 @@ slow = DBOSAgent("slow", model=MODEL, tools=[slow_lookup], stream_fn=scripted(SL
 slow_parallel = DBOSAgent("slow_parallel", model=MODEL, tools=[lookup, slow_lookup], stream_fn=scripted(SLOW_PARALLEL))
 engine = DBOSAgent("engine", model=MODEL, tools=[engine_failure], stream_fn=scripted(ENGINE))
 follow_up = DBOSAgent("follow_up", model=MODEL, tools=[slow_lookup], stream_fn=scripted(FOLLOW_UP))
+odd = DBOSAgent("odd", model=MODEL, tools=[odd_details], stream_fn=scripted(ODD))
 payment = DBOSAgent("payment", model=MODEL, tools=[pay], stream_fn=scripted(PAYMENT), needs_approval=["pay"])
 
 

@@ -5,14 +5,16 @@ follow-up, abort and approval as DBOS messages, DBOS's own errors propagating, a
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import aclosing
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
-from dbos import DBOS
+from dbos import DBOS, DBOSClient
 from dbos._error import DBOSException
 
 import agentloop as al
@@ -258,6 +260,27 @@ async def test_a_model_call_that_raises_ends_the_run_with_an_error_message(log: 
     assert last.error_message == "The model call failed: RuntimeError: provider exploded"
     assert envelopes[-1].type == "agent_end"
     assert lines(log / "model_calls") == ["failing"]
+
+
+async def test_details_that_are_not_json_are_an_error_result_the_tool_runs_once_and_the_result_is_json(
+    log: Path,
+) -> None:
+    workflow_id, _, messages = await durable(agents.odd)
+    tool_result = messages[2]
+    assert isinstance(tool_result, al.ToolResultMessage) and tool_result.is_error
+    assert "returned details that are not JSON values" in text(tool_result)
+    assert lines(log / "tool_starts") == ["odd_details k"]
+    raw: list[Any] = await (await DBOS.retrieve_workflow_async(workflow_id)).get_result()
+    assert json.loads(json.dumps(raw)) == raw  # plain JSON values: any client decodes them
+
+
+async def test_a_client_naming_an_agent_this_process_does_not_define_fails_at_once(tmp_path: Path) -> None:
+    client = DBOSClient(system_database_url=f"sqlite:///{tmp_path}/other.sqlite")
+    try:
+        with anyio.fail_after(5), pytest.raises(LookupError, match="no DBOSAgent named 'calculatr'"):
+            await start_agent("calculatr", [PROMPT], id=f"c-{uuid.uuid4().hex}", client=client)
+    finally:
+        client.destroy()
 
 
 async def test_an_unknown_workflow_is_an_error_at_once() -> None:

@@ -12,6 +12,9 @@ import anyio
 import pytest
 
 import agentloop as al
+
+pytest.importorskip("mcp", reason="agentloop.mcp needs the [mcp] extra (the MCP SDK)")
+
 from agentloop.mcp import MCPServer, MCPServerStdio, MCPServerStreamableHTTP, mcp_result
 from agentloop.testing import Response, ScriptedModel, ScriptedToolCall, check_events
 
@@ -301,6 +304,21 @@ def test_bad_arguments_get_clear_errors() -> None:
         MCPServerStreamableHTTP("localhost:3000")
     with pytest.raises(ValueError, match="positive number"):
         MCPServerStdio("node", timeout=0)
+    with pytest.raises(ValueError, match="init_timeout must be a positive number"):
+        MCPServerStdio("node", init_timeout=-1)
+    with pytest.raises(TypeError, match=r"httpx2\.AsyncClient"):
+        MCPServerStreamableHTTP("http://x/mcp", http_client=object())  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="not beside it"):
+        import httpx2
+
+        MCPServerStreamableHTTP("http://x/mcp", http_client=httpx2.AsyncClient(), token="t")
+    with pytest.raises(TypeError, match="env must be a mapping"):
+        MCPServerStdio("node", env={"A": 1})  # type: ignore[dict-item]
+    with pytest.raises(TypeError, match="sampling must be"):
+        MCPServerStdio("node", sampling=MODEL)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="log_level must be one of"):
+        MCPServerStdio("node", log_level="loud")  # type: ignore[arg-type]
+    assert "secret" not in repr(MCPServerStreamableHTTP("http://x/mcp", token="secret"))
 
 
 def test_import_agentloop_does_not_import_mcp() -> None:

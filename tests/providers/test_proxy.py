@@ -9,6 +9,7 @@ app when the client closes the response; those tests use it. Everything else goe
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hmac
 import json
@@ -124,7 +125,7 @@ def norm(event: AssistantMessageEvent, *, tool_partial: bool = True) -> tuple[An
         return ("done", event.reason, no_time(event.message))
     if isinstance(event, ErrorEvent):
         return ("error", event.reason, no_time(event.error))
-    fields = tuple(getattr(event, f) for f in type(event)._fields)
+    fields = tuple(getattr(event, f.name) for f in dataclasses.fields(event) if f.repr)  # the public fields
     partial = no_time(event.partial) if tool_partial or event.type != "toolcall_delta" else None
     return (event.type, fields, partial)
 
@@ -406,7 +407,12 @@ async def test_the_server_receives_the_clients_request_exactly(anyio_backend: ob
         max_retry_delay=1.5,
     )
     with anyio.fail_after(10):
-        app = proxy_app(fn, token=TOKEN, get_api_key=lambda provider: f"server-key-for-{provider}")
+        app = proxy_app(
+            fn,
+            token=TOKEN,
+            get_api_key=lambda provider: f"server-key-for-{provider}",
+            key_base_urls={"test": [MODEL.base_url]},
+        )
         async with asgi_client(app) as client:
             events = await collect(stream_proxy(URL, TOKEN, client=client), MODEL, context, options)
     assert final(events).stop_reason == "stop"
@@ -855,12 +861,13 @@ async def test_allowed_base_urls_choose_where_requests_go(anyio_backend: object)
         return "sk-server-key"
 
     local = "http://127.0.0.1:8080/v1"
+    bound = {"test": ["https://api.openai.com", "https://api.anthropic.com", local]}  # where the key may go
     with anyio.fail_after(10):
-        async with asgi_client(proxy_app(fn, token=TOKEN, get_api_key=key)) as client:
+        async with asgi_client(proxy_app(fn, token=TOKEN, get_api_key=key, key_base_urls=bound)) as client:
             proxied = stream_proxy(URL, TOKEN, client=client)
             for url in ("", "https://api.openai.com/v1", "https://API.anthropic.com/", "https://api.openai.com:443/x"):
                 assert final(await collect(proxied, replace(MODEL, base_url=url))).stop_reason == "stop"
-        app = proxy_app(fn, token=TOKEN, get_api_key=key, allowed_base_urls=[local + "/"])
+        app = proxy_app(fn, token=TOKEN, get_api_key=key, allowed_base_urls=[local + "/"], key_base_urls=bound)
         async with asgi_client(app) as client:
             proxied = stream_proxy(URL, TOKEN, client=client)
             assert (

@@ -1,15 +1,21 @@
 """`proxy_app`'s cost per streamed event: no trip through the scheduler per event, and still a turn
-for the other tasks every few events when neither the upstream nor the client ever waits."""
+for the other tasks every few events when neither the upstream nor the client ever waits; and its
+memory per request: about three times the body at the peak, never the body kept while it streams."""
 
 from __future__ import annotations
 
+import json
+import tracemalloc
 from collections.abc import AsyncIterator, MutableMapping
 from typing import Any
 
 import anyio
 import anyio.lowlevel
+import httpx
+import pytest
 
 from agentloop import AssistantMessageBuilder, AssistantMessageEvent, Context, Model, StreamOptions
+from agentloop.providers import stream_simple
 from agentloop.providers._proxy._server import proxy_app
 from agentloop.providers._proxy._wire import encode_request
 
@@ -182,3 +188,39 @@ async def test_a_client_that_reads_slowly_holds_the_model_back(anyio_backend: ob
                 await anyio.lowlevel.checkpoint()
             tg.cancel_scope.cancel()
     assert produced < 600  # what the first chunk held and the queue's few hundred, not the whole answer
+
+
+async def test_a_request_holds_about_three_times_its_body_at_the_peak(
+    anyio_backend: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An 8 MiB text message through the real provider: the body while it is decoded, then the
+    decoded context and the provider's own request body (its JSON text, then its bytes); the
+    request's bytes are gone by then (the transport's copy of it counts too)."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    sent: list[int] = []
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        sent.append(len(request.content))
+        done = b'data: {"choices":[{"index":0,"delta":{"content":"ok"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=done)
+
+    message = {"role": "user", "content": "x" * (8 * 1024 * 1024), "timestamp": 1}
+    model = {"id": "gpt-4o", "api": "openai-completions", "provider": "openai"}
+    body = json.dumps({"model": model, "context": {"messages": [message]}, "options": {}}).encode()
+    del message
+    async with httpx.AsyncClient(transport=httpx.MockTransport(upstream)) as out:
+        app = proxy_app(lambda m, c, o: stream_simple(m, c, o, client=out), token=TOKEN, keepalive=None)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app)) as client:
+            tracemalloc.start()
+            try:
+                start = tracemalloc.get_traced_memory()[0]
+                with anyio.fail_after(30):
+                    response = await client.post(
+                        "http://proxy.test/api/stream", content=body, headers={"authorization": f"Bearer {TOKEN}"}
+                    )
+                peak = tracemalloc.get_traced_memory()[1] - start
+            finally:
+                tracemalloc.stop()
+    assert response.status_code == 200 and '"type":"done"' in response.text
+    assert sent and sent[0] > len(body) - 1024  # the text went upstream whole
+    assert peak < 3.5 * len(body), peak / len(body)

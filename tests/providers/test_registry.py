@@ -41,14 +41,6 @@ def test_builtin_catalogue() -> None:
     assert all(m.api in API_STREAMS for m in get_models())
 
 
-def test_the_default_stream_function_knows_the_built_in_apis_without_importing_them() -> None:
-    """`import agentloop` must not load the providers, so the default stream function keeps the
-    built-in API names apart from the registry's table: the two must name the same APIs."""
-    from agentloop._core import _default_stream
-
-    assert frozenset(API_STREAMS) == _default_stream._BUILTIN_APIS
-
-
 def test_unknown_models_and_providers() -> None:
     with pytest.raises(LookupError, match=r"unknown model 'gpt-9' for provider 'openai'; known: .*gpt-5"):
         get_model("openai", "gpt-9")

@@ -38,7 +38,11 @@ def _response(body: bytes, size: int) -> httpx.Response:
 
 async def _ours(body: bytes, size: int) -> list[tuple[str, str, str, int | None]]:
     # An event whose data is "" is dispatched (the drivers skip it, as httpx-sse's no-data events).
-    return [(e.event, e.data, e.id, e.retry) async for e in aiter_sse(_response(body, size)) if e.data]
+    return [
+        (e.event, e.data, e.id, e.retry)
+        async for e in aiter_sse(_response(body, size), max_event_size=1 << 20, max_body_size=1 << 20)
+        if e.data
+    ]
 
 
 async def _httpx_sse(body: bytes) -> list[tuple[str, str, str, int | None]]:

@@ -3,10 +3,16 @@
 Error bodies and malformed stream data are shown cut short (500 and 200 characters); a key that
 straddles the cut must not reach the error message in part either. Each test puts the key at
 every offset around the cut and checks that no 8 characters of it in a row survive.
+
+A key that JSON escapes spell (`\\u0073k-...`, as OpenRouter's `error.metadata.raw` may echo a
+request) is found too, before the text is decoded or cut (300 characters of `raw`): in an error
+body, in an error event mid-stream, and through the proxy, not 4 characters of it in a row
+survive.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -83,3 +89,110 @@ async def test_a_key_at_any_offset_around_the_cut_of_malformed_stream_data_is_re
             message = await error_message(name, respond)
             assert "not JSON" in message
             assert fragments_of(message, KEY) == [], (offset, message[-80:])
+
+
+# --- a key that JSON escapes spell (OpenRouter's `error.metadata.raw` echoing the request) ---------
+
+ESCAPES: dict[str, Callable[[str], str]] = {
+    "first": lambda key: f"\\u{ord(key[0]):04x}" + key[1:],
+    "every": lambda key: "".join(f"\\u{ord(c):04X}" for c in key),
+    "every-third": lambda key: "".join(f"\\u{ord(c):04x}" if i % 3 == 0 else c for i, c in enumerate(key)),
+}
+CUT = 300  # the characters of `metadata.raw` an error message shows
+
+
+def openrouter_error(offset: int, spelled: str) -> str:
+    """An OpenRouter error object (JSON text) whose `metadata.raw` holds the key at `offset`."""
+    raw = "x" * offset + spelled + "y" * 50
+    return (
+        '{"error": {"message": "Provider returned error", "code": 400, '
+        f'"metadata": {{"raw": "{raw}", "provider_name": "Upstream"}}}}}}'
+    )
+
+
+def offsets() -> range:
+    return range(CUT - len(KEY) - 2, CUT + 3)
+
+
+@pytest.mark.parametrize("escape", sorted(ESCAPES))
+def test_redact_finds_the_key_whatever_json_escapes_spell_it(escape: str) -> None:
+    from agentloop.providers._common import redact
+
+    spelled = ESCAPES[escape](KEY)
+    assert redact(f"a {spelled} b", KEY) == "a *** b"
+    assert redact(repr(f"a {spelled} b"), KEY) == repr("a *** b").replace("\\\\", "\\")  # doubled backslashes
+    assert redact(json.dumps({"raw": KEY.replace("-", "\\-")}), KEY).count("***") == 0  # not a JSON escape
+    assert redact("no key here \\n", KEY) == "no key here \\n"
+
+
+@pytest.mark.parametrize("escape", sorted(ESCAPES))
+async def test_an_escaped_key_in_an_error_body_leaks_no_fragment(anyio_backend: object, escape: str) -> None:
+    with anyio.fail_after(30):
+        for offset in offsets():
+            text = openrouter_error(offset, ESCAPES[escape](KEY))
+
+            def respond(text: str = text) -> httpx.Response:
+                return httpx.Response(400, text=text, headers={"content-type": "application/json"})
+
+            message = await error_message("completions", respond)
+            assert message.startswith("HTTP 400: Provider returned error (xxx"), message[:60]
+            assert fragments_of(message, KEY, 4) == [], (offset, message[-80:])
+
+
+def inner(error: str) -> str:
+    """The error object inside `{"error": ...}`, as JSON text."""
+    assert error.startswith('{"error": ') and error.endswith("}")
+    return error[len('{"error": ') : -1]
+
+
+MID_STREAM: dict[str, Callable[[str], bytes]] = {
+    "completions": lambda error: f"data: {error}\n\n".encode(),
+    "responses": lambda error: f'data: {{"type": "error", "error": {inner(error)}}}\n\n'.encode(),
+    "anthropic": lambda error: f'event: error\ndata: {{"type": "error", "error": {inner(error)}}}\n\n'.encode(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(STREAMS))
+async def test_an_escaped_key_in_an_error_event_mid_stream_leaks_no_fragment(anyio_backend: object, name: str) -> None:
+    with anyio.fail_after(30):
+        for offset in offsets():
+            body = MID_STREAM[name](openrouter_error(offset, ESCAPES["first"](KEY)))
+
+            def respond(body: bytes = body) -> httpx.Response:
+                return httpx.Response(200, content=body, headers={"content-type": "text/event-stream"})
+
+            message = await error_message(name, respond)
+            assert message.startswith("Provider returned error (xxx"), message[:60]
+            assert fragments_of(message, KEY, 4) == [], (offset, message[-80:])
+
+
+async def test_an_escaped_key_leaks_no_fragment_through_the_proxy(anyio_backend: object) -> None:
+    from agentloop.providers import proxy_app, stream_proxy
+
+    token = "proxy-token-0123456789"
+    model = al.Model(id="m", api="openai-completions", provider="openai", base_url="http://mock/v1")
+    with anyio.fail_after(30):
+        for offset in offsets():
+            text = openrouter_error(offset, ESCAPES["every-third"](KEY))
+            upstream = httpx.MockTransport(lambda request, text=text: httpx.Response(400, text=text))
+            async with httpx.AsyncClient(transport=upstream) as out:
+
+                def served(model: al.Model, context: al.Context, options: al.StreamOptions, out: Any = out) -> Any:
+                    return stream_openai_completions(model, context, options, http=HTTP, client=out)
+
+                app = proxy_app(
+                    served,
+                    token=token,
+                    get_api_key=lambda provider: KEY,
+                    allowed_base_urls=["http://mock"],
+                    key_base_urls={"openai": ["http://mock"]},
+                )
+                async with httpx.AsyncClient(transport=httpx.ASGITransport(app)) as client:
+                    proxied = stream_proxy("http://proxy.test", token, client=client)
+                    options = al.StreamOptions(signal=al.AbortSignal())
+                    async with proxied(model, al.Context(), options) as events:
+                        last = [event async for event in events][-1]
+            assert last.type == "error"
+            message = last.error.error_message or ""
+            assert message.startswith("HTTP 400: Provider returned error (xxx"), message[:60]
+            assert fragments_of(message, KEY, 4) == [], (offset, message[-80:])

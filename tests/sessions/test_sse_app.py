@@ -142,7 +142,7 @@ async def event_stream(app: AgentSSEApp, path: str, **headers: str) -> AsyncIter
 
 
 def client(app: AgentSSEApp) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://app")
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost")
 
 
 def factory(*responses: Response | str) -> Any:

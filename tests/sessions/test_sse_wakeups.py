@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from agentloop._serve._app import _Live
+from agentloop._serve._live import LiveSession
 
 from .test_sse_app import factory
 
 
-def live() -> _Live:
-    return _Live("s1", factory("hello")("s1"), None, replay_limit=100, replay_bytes=1 << 20)
+def live() -> LiveSession:
+    return LiveSession("s1", factory("hello")("s1"), None, replay_limit=100, replay_bytes=1 << 20)
 
 
 def test_events_published_while_no_stream_waits_make_no_wake_up() -> None:

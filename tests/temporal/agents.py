@@ -16,6 +16,7 @@ from temporalio.common import RetryPolicy
 
 import agentloop as al
 from agentloop.temporal import (
+    PAYLOAD_LIMIT,
     ActivityOptions,
     FileContextStore,
     MemoryContextStore,
@@ -23,7 +24,20 @@ from agentloop.temporal import (
     idempotency_key,
 )
 from agentloop.testing import Response, ScriptedToolCall
-from tests.durable_scripts import FOLLOW_UP, MODEL, ONE_TOOL, PARALLEL, SLOW, barrier, broken, log, lookup, scripted
+from tests.durable_scripts import (
+    FOLLOW_UP,
+    MODEL,
+    ODD,
+    ONE_TOOL,
+    PARALLEL,
+    SLOW,
+    barrier,
+    broken,
+    log,
+    lookup,
+    odd_details,
+    scripted,
+)
 
 
 @al.tool
@@ -150,3 +164,43 @@ failing = TemporalAgent(
     ),
 )
 ALL.append(failing)
+
+
+# --- payload sizes (tests/temporal/test_payload_limits.py) ---------------------------------------
+
+
+@al.tool
+async def blob(size: int) -> str:
+    """A result of `size` characters."""
+    log("tool_starts", f"blob {size}")
+    return "x" * size
+
+
+def blobs(name: str, *sizes: int, store: SharedStore | None = None) -> TemporalAgent:
+    """An agent that calls `blob` once per size, all in one turn, then says "done"."""
+    calls = [ScriptedToolCall(f"b{i}", "blob", {"size": size}) for i, size in enumerate(sizes)]
+    script: list[Response | str] = [Response(content=calls), "done"]
+    return TemporalAgent(name, model=MODEL, tools=[blob], stream_fn=scripted(script), context_store=store)
+
+
+# The model call after the tool's result carries the prompt, the call and the result: about 900
+# bytes of JSON around the result's text, where the tool's own result adds about 50. So a result
+# of PAYLOAD_LIMIT - 400 characters fits, and the call after it does not.
+
+blob_600k = blobs("blob_600k", 600_000)
+blob_just_under = blobs("blob_just_under", PAYLOAD_LIMIT - 2_000)
+blob_just_over = blobs("blob_just_over", PAYLOAD_LIMIT - 400)
+TOOL_OVERHEAD = len(al.dumps(al.AgentToolResult(content=(al.TextContent(""),))))
+"""The JSON bytes of a tool's text result around its text."""
+blob_too_big = blobs("blob_too_big", PAYLOAD_LIMIT - TOOL_OVERHEAD + 1)  # one byte over
+two_blobs = blobs("two_blobs", 1_200_000, 1_200_000)
+two_blobs_stored = blobs("two_blobs_stored", 1_200_000, 1_200_000, store=STORE)
+odd = TemporalAgent(
+    "odd",
+    model=MODEL,
+    tools=[odd_details],
+    stream_fn=scripted(ODD),
+)
+ALL.extend([blob_600k, blob_just_under, blob_just_over, blob_too_big, two_blobs, two_blobs_stored, odd])
+UNSTORED = [agent for agent in ALL if agent.contexts is None]
+"""The agents without a store: a worker of only these keeps every payload in the history."""

@@ -168,14 +168,14 @@ async def test_approve_checks_its_arguments_before_asking() -> None:
         await approve(None, 1)  # type: ignore[arg-type]
 
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+DURABLE_DOCS = Path(__file__).resolve().parents[2] / "docs" / "durable.md"
 
 
-async def test_the_readme_supervisor_runs_as_written(client: Client, queue: str) -> None:
-    readme = await anyio.Path(README).read_text(encoding="utf-8")
-    code = next(c for c in re.findall(r"```python notest\n(.*?)```", readme, re.S) if "async def supervise" in c)
+async def test_the_docs_supervisor_runs_as_written(client: Client, queue: str) -> None:
+    page = await anyio.Path(DURABLE_DOCS).read_text(encoding="utf-8")
+    code = next(c for c in re.findall(r"```python notest\n(.*?)```", page, re.S) if "async def supervise" in c)
     namespace: dict[str, Any] = {}
-    exec(compile(code, "README.md", "exec"), namespace)
+    exec(compile(code, "docs/durable.md", "exec"), namespace)
     seen: list[str] = []
 
     def allowed(request: ApprovalRequest) -> bool:

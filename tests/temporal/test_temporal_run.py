@@ -306,16 +306,15 @@ async def test_on_trio_the_helpers_fail_at_once(temporal_address: str) -> None:
         await pending_approvals(None)  # type: ignore[arg-type]
 
 
-def test_the_readme_scaling_out_example_runs_as_written(temporal_address: str) -> None:
+def test_the_docs_temporal_example_runs_as_written(temporal_address: str) -> None:
     import re
     import signal
     import subprocess
     import sys
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## Scaling out") :]
-    code = re.search(r"```python notest\n(.*?)```", section, re.S)
+    page = (Path(__file__).resolve().parents[2] / "docs" / "durable.md").read_text(encoding="utf-8")
+    code = re.search(r"```python notest\n(.*?)```", page, re.S)
     assert code is not None
     program = (
         code.group(1).replace("127.0.0.1:7233", temporal_address).replace('"calc-1"', f'"calc-{uuid.uuid4().hex}"')

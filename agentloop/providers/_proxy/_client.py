@@ -30,7 +30,7 @@ from ..._types._constants import CLEANUP_TIMEOUT
 from ..._types._events import AssistantMessageEvent, ErrorEvent
 from ..._types._messages import Context, Model
 from ..._types._stream_fn import StreamOptions
-from ..._wire._codec import decode_json
+from ..._wire._json_text import decode_json
 from .._common import MAX_ERROR_BODY, redact
 from ._wire import PROXY_PATH, ProxyProtocolError, WireDecoder, encode_request
 
@@ -345,9 +345,10 @@ class _ProxyCall:
 
     def _redacted(self, event: AssistantMessageEvent) -> AssistantMessageEvent:
         """A terminal error event without the token in its message (a server may echo it)."""
-        if isinstance(event, ErrorEvent) and self._token and self._token in (event.error.error_message or ""):
-            error = replace(event.error, error_message=redact(event.error.error_message or "", self._token))
-            return ErrorEvent(event.reason, error)
+        if isinstance(event, ErrorEvent) and event.error.error_message:
+            message = redact(event.error.error_message, self._token)  # also where JSON escapes spell it
+            if message != event.error.error_message:
+                return ErrorEvent(event.reason, replace(event.error, error_message=message))
         return event
 
     async def _open(self) -> _Failure | None:

@@ -4,9 +4,18 @@ It checks the bearer token, validates the request, runs a stream function with t
 API keys and streams the bandwidth-saving events as `data: {json}\\n\\n` lines. Serve it with any
 ASGI server (uvicorn, hypercorn, ...); it runs on asyncio and trio.
 
-The server decides where its keys go: a request whose model names a base URL the server did not
-allow is refused before anything runs, so a client holding the proxy token cannot point the
-server's provider key (or its network position) at a host of its own.
+The server decides where its requests and its keys go, and refuses (400, before anything runs
+and before any request goes out) a request that would go elsewhere:
+
+* A request goes only to the hosts of `allowed_base_urls`, so a client holding the proxy token
+  cannot point the server's network position at a host of its own.
+* A provider's key goes only to the hosts bound to that provider: the endpoints of its
+  registered models (`register_model`, the built-in catalogue; OpenAI's and Anthropic's as
+  `$OPENAI_BASE_URL` and `$ANTHROPIC_BASE_URL` make them), plus those the operator binds with
+  `key_base_urls`. The client chooses the provider (which key), the API and the base URL (where
+  it goes) separately; no choice of them sends the OpenAI key to a local server that needs none,
+  or the Anthropic key to OpenAI's endpoint. A request whose provider has no key at all (a
+  local server) is not concerned.
 """
 
 from __future__ import annotations
@@ -14,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -25,9 +34,10 @@ from ..._types._abort import AbortSignal
 from ..._types._messages import Context, Model
 from ..._types._stream_fn import MaybeAwaitable, StreamFn, StreamOptions, opened_stream
 from ..._wire._asgi import SSE_HEADERS, ASGIApp, BodyTooLarge, Receive, Scope, Send, header, read_body, send_json
-from .._anthropic import ANTHROPIC_BASE_URL
+from .._anthropic import ANTHROPIC_BASE_URL, anthropic_base_url
 from .._common import env_api_key, redact
-from .._openai_completions import OPENAI_BASE_URL
+from .._openai_completions import OPENAI_BASE_URL, openai_base_url
+from .._registry import get_models
 from ._wire import PROXY_PATH, ProxyProtocolError, WireEncoder, decode_request, dumps_bytes
 
 if TYPE_CHECKING:
@@ -37,6 +47,13 @@ __all__ = ("proxy_app",)
 
 _PROVIDER_BASE_URLS: tuple[str, ...] = (OPENAI_BASE_URL, ANTHROPIC_BASE_URL)
 """The built-in providers' own base URLs: where `proxy_app` sends requests unless told otherwise."""
+
+_DESTINATIONS: dict[str, Callable[[Model], str]] = {
+    "openai-completions": openai_base_url,
+    "openai-responses": openai_base_url,
+    "anthropic-messages": anthropic_base_url,
+}
+"""Where the built-in stream function of each API sends a model's request, and its key."""
 
 _EVENTS_PER_TURN = 32  # events queued between two turns given to the scheduler
 _QUEUED_EVENTS = 256  # events queued ahead of a client that reads slower than the model writes
@@ -53,6 +70,7 @@ def proxy_app(
     keepalive: float | None = 15.0,
     max_body_size: int = 32 * 1024 * 1024,
     allowed_base_urls: Iterable[str] = _PROVIDER_BASE_URLS,
+    key_base_urls: Mapping[str, Iterable[str]] | None = None,
 ) -> ASGIApp:
     """An ASGI app that serves `POST {path}` of the pi proxy protocol with `stream_fn`.
 
@@ -75,7 +93,11 @@ def proxy_app(
             included), within `allowed_base_urls`.
         keepalive: Seconds of silence after which a `: ping` comment line is sent (keeps proxies
             and load balancers from closing a long thinking pause); None disables it.
-        max_body_size: The largest request body accepted, in bytes.
+        max_body_size: The largest request body accepted, in bytes. A request holds about three
+            times its body at its peak (the body while it is decoded; then the decoded context
+            and the provider's own request body, as JSON text and as bytes) and about twice its
+            body while the answer streams: with the default 32 MiB, count some 100 MiB for each
+            concurrent request of the largest size (an ASGI server may buffer the body once more).
         allowed_base_urls: Where the server sends requests, and with them its API keys: a model
             (after `resolve_model`) whose `base_url` has another scheme, host or port is refused
             with 400 naming the allowed ones, before any key is looked up. An empty `base_url`
@@ -83,6 +105,14 @@ def proxy_app(
             own URLs (OpenAI's and Anthropic's); add your local or compatible servers, or pass
             `["*"]` to allow any host (only for a server that holds no keys a client must not
             steer).
+        key_base_urls: `{provider: [base URL, ...]}`: hosts the key of `provider` may be sent to
+            besides the endpoints of the provider's registered models (see the module
+            docstring). A request whose provider has a key (from `get_api_key` or the
+            provider's environment variable) and that would go to another scheme, host or port
+            is refused with 400 naming the bound ones. Where the request goes is what the
+            built-in stream function of `model.api` uses (its `base_url`, or the API's default
+            endpoint); for another API it is `model.base_url`, and an empty one leaves the
+            choice to `stream_fn` (the operator's code).
     """
     if not callable(stream_fn):
         raise TypeError(f"stream_fn must be callable, got {stream_fn!r}")
@@ -100,7 +130,10 @@ def proxy_app(
     if isinstance(max_body_size, bool) or not isinstance(max_body_size, int) or max_body_size < 1:
         raise ValueError(f"max_body_size must be a positive int, got {max_body_size!r}")
     allowed = _allowed_origins(allowed_base_urls)
-    return _ProxyApp(stream_fn, token.encode(), path, get_api_key, resolve_model, keepalive, max_body_size, allowed)
+    bound = _bound_origins(key_base_urls)
+    return _ProxyApp(
+        stream_fn, token.encode(), path, get_api_key, resolve_model, keepalive, max_body_size, allowed, bound
+    )
 
 
 _Origin: TypeAlias = "tuple[str, str, int]"
@@ -139,11 +172,74 @@ def _check_base_url(model: Model, allowed: frozenset[_Origin] | None) -> None:
     """Refuse (ValueError) a model whose base URL the server does not send requests to."""
     if allowed is None or not model.base_url or _origin(model.base_url) in allowed:
         return
-    hosts = ", ".join(sorted(f"{scheme}://{host}:{port}" for scheme, host, port in allowed)) or "none"
+    hosts = ", ".join(sorted(_show(origin) for origin in allowed)) or "none"
     raise ValueError(
         f"model.base_url {model.base_url!r} is not allowed: this proxy sends requests only to {hosts} "
         "(leave base_url empty for the provider's default)"
     )
+
+
+def _bound_origins(mapping: Mapping[str, Iterable[str]] | None) -> dict[str, frozenset[_Origin]]:
+    """The origins of `key_base_urls`, by provider; TypeError or ValueError naming a bad entry."""
+    if mapping is None:
+        return {}
+    if not isinstance(mapping, Mapping):
+        raise TypeError(f"key_base_urls must map provider names to lists of URLs, got {type(mapping).__name__}")
+    bound: dict[str, frozenset[_Origin]] = {}
+    for provider, urls in mapping.items():
+        if not isinstance(provider, str) or isinstance(urls, str) or not isinstance(urls, Iterable):
+            raise TypeError(f"key_base_urls must map provider names to lists of URLs, got {provider!r}: {urls!r}")
+        origins = set()
+        for url in urls:
+            origin = _origin(url) if isinstance(url, str) else None
+            if origin is None:
+                raise ValueError(f"key_base_urls[{provider!r}] holds {url!r}: expected http:// or https:// URLs")
+            origins.add(origin)
+        bound[provider] = frozenset(origins)
+    return bound
+
+
+def _destination(model: Model) -> str | None:
+    """Where the request of `model` goes; None when `stream_fn` chooses (another API, no base URL)."""
+    where = _DESTINATIONS.get(model.api)
+    if where is not None:
+        return where(model)
+    return model.base_url or None
+
+
+def _key_origins(provider: str, bound: Mapping[str, frozenset[_Origin]]) -> set[_Origin]:
+    """The origins the key of `provider` may go to: the operator's, and its registered models'."""
+    origins = set(bound.get(provider, ()))
+    for registered in get_models(provider):
+        destination = _destination(registered)
+        origin = _origin(destination) if destination else None
+        if origin is not None:
+            origins.add(origin)
+    return origins
+
+
+def _check_key(model: Model, key: str | None, bound: Mapping[str, frozenset[_Origin]]) -> None:
+    """Refuse (ValueError) a request that would send the key of `model.provider` to a host not
+    bound to that provider."""
+    destination = _destination(model)
+    if not key or destination is None:
+        return
+    origins = _key_origins(model.provider, bound)
+    origin = _origin(destination)
+    if origin in origins:
+        return
+    where = _show(origin) if origin is not None else repr(destination)
+    hosts = ", ".join(sorted(_show(o) for o in origins)) or "no host"
+    raise ValueError(
+        f"the key of provider {model.provider!r} is sent only to {hosts}, and this request (api {model.api!r}, "
+        f"base_url {model.base_url!r}) would send it to {where}: name the provider whose key that server takes, "
+        "or bind the host to the provider with key_base_urls"
+    )
+
+
+def _show(origin: _Origin) -> str:
+    scheme, host, port = origin
+    return f"{scheme}://{host}:{port}"
 
 
 async def _call(fn: Callable[..., Any], *args: Any) -> Any:
@@ -156,6 +252,7 @@ async def _call(fn: Callable[..., Any], *args: Any) -> Any:
 class _ProxyApp:
     __slots__ = (
         "_allowed",
+        "_bound",
         "_get_api_key",
         "_keepalive",
         "_max_body",
@@ -175,8 +272,10 @@ class _ProxyApp:
         keepalive: float | None,
         max_body: int,
         allowed: frozenset[_Origin] | None,
+        bound: dict[str, frozenset[_Origin]],
     ) -> None:
         self._allowed = allowed
+        self._bound = bound
         self._stream_fn = stream_fn
         self._token = token
         self._path = path
@@ -218,15 +317,11 @@ class _ProxyApp:
         if not self._authorized(scope):
             await _reply(send, 401, "Unauthorized", [(b"www-authenticate", b"Bearer")])
             return
-        try:
-            body = await read_body(scope, receive, self._max_body)
-        except BodyTooLarge:
-            await _reply(send, 413, f"Request body too large (the limit is {self._max_body} bytes)")
+        request = await self._read(scope, receive, send)
+        if request is None:
             return
-        if body is None:
-            return  # the client left before sending the body
+        model, context, options = request
         try:
-            model, context, options = decode_request(body)
             if self._resolve_model is not None:
                 model = await _call(self._resolve_model, model)
                 if not isinstance(model, Model):
@@ -238,9 +333,34 @@ class _ProxyApp:
         api_key = None
         if self._get_api_key is not None:
             api_key = await _call(self._get_api_key, model.provider)
+        try:
+            _check_key(model, api_key or env_api_key(model.provider), self._bound)
+        except ValueError as exc:
+            await _reply(send, 400, f"Invalid request: {exc}")
+            return
         signal = AbortSignal()
         stream_options = StreamOptions(signal=signal, api_key=api_key or None, **options)
         await self._stream(receive, send, model, context, stream_options)
+
+    async def _read(self, scope: Scope, receive: Receive, send: Send) -> tuple[Model, Context, dict[str, Any]] | None:
+        """The decoded request, or None once it was answered (413, 400) or the client left.
+
+        The body's bytes live only while they are decoded, not while the answer streams: a request
+        then holds its decoded context (about its body's size for text and images) and the
+        provider's own request body, which it builds from it.
+        """
+        try:
+            body = await read_body(scope, receive, self._max_body)
+        except BodyTooLarge:
+            await _reply(send, 413, f"Request body too large (the limit is {self._max_body} bytes)")
+            return None
+        if body is None:
+            return None  # the client left before sending the body
+        try:
+            return decode_request(body)
+        except ValueError as exc:
+            await _reply(send, 400, f"Invalid request: {exc}")
+            return None
 
     async def _stream(
         self, receive: Receive, send: Send, model: Model, context: Context, options: StreamOptions

@@ -52,7 +52,11 @@ from ..._types._messages import (
     Usage,
 )
 from ..._types._stream_fn import StreamOptions
-from ..._wire._codec import _usage, _usage_from, decode_json, encode_json, from_json, to_json
+from ..._wire._decode import from_json
+from ..._wire._decode import usage_from_json as _usage_from
+from ..._wire._encode import to_json
+from ..._wire._encode import usage_json as _usage
+from ..._wire._json_text import decode_json, encode_json
 from ..._wire._model_json import get_field as _get
 from ..._wire._model_json import kind_of as _kind
 from ..._wire._model_json import model_from_json, model_to_json

@@ -1,144 +1,36 @@
-"""OpenTelemetry traces of agent runs, following the GenAI semantic conventions.
-
-Extra `[otel]` (`opentelemetry-api`); `import agentloop` never imports this module. Tracing is
-built on the loop's extension points and nothing else:
-
-- `observe(event)` opens and closes the run's `invoke_agent` span and one `turn` span per turn;
-- the wrapped stream function opens a `chat {model}` span when it is called and ends it at the
-  stream's terminal event (`done` or `error`), or when the stream is cut;
-- `wrap_tool_call` opens an `execute_tool {tool}` span and makes it current around the tool, so a
-  tool's own spans (an HTTP client's, a nested agent's) nest under it, in a sequential batch and
-  in the tasks of a parallel one, on asyncio and trio.
-
-`instrument(config, stream_fn)` applies all three to a config; `Tracing.instrument_agent(agent)`
-to an `Agent` (every prompt is a run).
-
-The tree of one run::
-
-    invoke_agent [agent name]          INTERNAL
-      turn                             INTERNAL (agentloop.turn.index = 1, 2, ...)
-        chat {model}                   CLIENT
-        execute_tool {tool}            INTERNAL (one per call; parallel calls are siblings)
-          ...the tool's own spans
-
-No span is made current across a `yield` of the run (a bare `async for` runs the loop in the
-consumer's task): parents are passed explicitly, and only `execute_tool` is current, inside the
-tool call. Spans find their run through a context variable set at `agent_start` in the loop's
-task, so concurrent runs sharing one instrumented config do not mix.
-
-Content (messages, system prompt, tool arguments and results) is recorded only with
-`record_content=True`; API keys are never read into spans, and the key a model call used is
-masked out of any error text or content that is recorded.
-
-A run sampled out (its `invoke_agent` span not recording) records nothing below it: its model
-calls are not wrapped, and its tools run with the run's span context current, so their own spans
-follow the same decision.
-
-A run that ends without `agent_end` is ended by whatever sees it end: a model or tool call that is
-cancelled or raises ends the turn and run spans with it. A run left between steps (a bare
-generator closed at `turn_end`, say) is seen by no call: its spans are ended as `cancelled`, at
-its last activity, when the next run starts in the same task.
-
-`error.type` values: `model_error` (the model stream ended with stop reason `error`), `aborted`
-(the run's signal aborted the call), `timeout` (a tool ran past its `timeout`), `tool_error` (a
-tool returned an error result), `cancelled` (the run was cancelled, or torn down by an error
-raised outside the call, while the call was open), or the class name of an exception a tool or
-stream function raised.
-
-Runs are told apart by context: two bare runs iterated in turn by one task share it, and their
-spans may mix (give each its own task).
-"""
+"""`Tracing`: the observe hook, the stream-function wrapper and the tool-call wrapper."""
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextvars import ContextVar
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.metrics import MeterProvider
+from opentelemetry.trace import Span, SpanKind, Tracer, TracerProvider
 
-try:
-    from opentelemetry import context as otel_context
-    from opentelemetry import trace
-    from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError("agentloop.otel needs the OpenTelemetry API: pip install 'anyio-agentloop[otel]'") from exc
-
-from ._core._agent import Agent
-from ._core._config import AgentLoopConfig, ToolInvocation, call
-from ._core._loop import resolve_stream_fn
-from ._types._errors import ToolTimeoutError
-from ._types._events import AgentEvent, AssistantMessageEvent
-from ._types._messages import AgentToolResult, AssistantMessage, Context, Model, Usage
-from ._types._stream_fn import MaybeAwaitable, StreamFn, StreamOptions, opened_stream
+from .._core._agent import Agent
+from .._core._config import AgentLoopConfig, ToolInvocation, call
+from .._core._loop import resolve_stream_fn
+from .._types._errors import ToolTimeoutError
+from .._types._events import AgentEvent, AssistantMessageEvent
+from .._types._messages import AgentToolResult, AssistantMessage, Context, Model, Usage
+from .._types._stream_fn import MaybeAwaitable, StreamFn, StreamOptions, opened_stream
+from ._content import content_text, input_tokens, mask, message_parts, plain, to_json, tool_definitions
+from ._metrics import ChatMetrics, response_model
+from ._spans import CURRENT, ERROR_TYPES, RunSpans, chain_observe, current_in, end_span, fail_span
 
 __all__ = ("Tracing", "instrument")
 
 _SCOPE = "agentloop"
 _FINISH_REASONS = {"stop": "stop", "length": "length", "toolUse": "tool_call", "error": "error", "aborted": "aborted"}
-_ERROR_TYPES = {"error": "model_error", "aborted": "aborted"}
 _TERMINAL = ("done", "error")
 _RUN_ATTRIBUTES = ("gen_ai.provider.name", "gen_ai.request.model", "gen_ai.conversation.id")
-
-
-class _RunSpans:
-    """The spans of one run in progress, found through `_CURRENT` by the model and tool wrappers."""
-
-    __slots__ = (
-        "api_key",
-        "context",
-        "described",
-        "done",
-        "input_tokens",
-        "last",
-        "output_tokens",
-        "previous",
-        "recording",
-        "span",
-        "tools_running",
-        "turn",
-        "turns",
-    )
-
-    def __init__(self, span: Span, previous: _RunSpans | None) -> None:
-        self.span = span
-        self.recording = span.is_recording()
-        self.context = trace.set_span_in_context(span)
-        self.previous = previous
-        self.turn: tuple[Span, otel_context.Context] | None = None
-        self.turns = 0
-        self.described = False
-        self.input_tokens = 0
-        self.output_tokens = 0
-        self.api_key: str | None = None  # the key the last model call got: masked out of recorded text
-        self.done = False
-        self.tools_running = 0
-        self.last = time.time_ns()  # the last sign of life: where a run found dead ends
-
-    def parent(self) -> otel_context.Context:
-        """Where a model or tool call of this run hangs: the current turn, else the run."""
-        return self.turn[1] if self.turn is not None else self.context
-
-    def end_turn(self, error_type: str | None, description: str | None = None, end_time: int | None = None) -> None:
-        if self.turn is not None:
-            span = self.turn[0]
-            self.turn = None
-            _end(span, error_type, description, end_time)
-
-    def fail(self, error_type: str, description: str | None, end_time: int | None = None) -> None:
-        """End the turn and the run: the run is ending without its `agent_end` (cancelled, or an exception)."""
-        if self.done:
-            return
-        self.end_turn(error_type, description, end_time)
-        self.done = True
-        _end(self.span, error_type, description, end_time)
-
-
-_CURRENT: ContextVar[_RunSpans | None] = ContextVar("agentloop_otel_run", default=None)
 
 
 class Tracing:
@@ -148,9 +40,14 @@ class Tracing:
         tracer_provider: Where spans go (default: the global provider, `trace.get_tracer_provider()`).
         record_content: Record messages, the system prompt, tool arguments and tool results
             (`gen_ai.input.messages`, `gen_ai.output.messages`, `gen_ai.system_instructions`,
-            `gen_ai.tool.call.arguments`, `gen_ai.tool.call.result`). Off by default: they may hold
-            personal data.
+            `gen_ai.tool.call.arguments`, `gen_ai.tool.call.result`) and the tools offered to the
+            model (`gen_ai.tool.definitions`). Off by default: they may hold personal data.
         agent_name: `gen_ai.agent.name` of the run spans (the span is named `invoke_agent {name}`).
+        meter_provider: Where the GenAI client metrics go: the histograms
+            `gen_ai.client.token.usage` (`{token}`, one record per call and `gen_ai.token.type`)
+            and `gen_ai.client.operation.duration` (`s`, with `error.type` when the call failed),
+            with the conventions' bucket boundaries. None: no metrics. They are recorded for runs
+            sampled out of tracing too.
     """
 
     def __init__(
@@ -159,6 +56,7 @@ class Tracing:
         tracer_provider: TracerProvider | None = None,
         record_content: bool = False,
         agent_name: str | None = None,
+        meter_provider: MeterProvider | None = None,
     ) -> None:
         if type(record_content) is not bool:
             raise TypeError(f"record_content must be a bool, got {type(record_content).__name__}")
@@ -166,7 +64,10 @@ class Tracing:
             raise TypeError(f"agent_name must be a str or None, got {type(agent_name).__name__}")
         if tracer_provider is not None and not hasattr(tracer_provider, "get_tracer"):
             raise TypeError(f"tracer_provider must be an OpenTelemetry TracerProvider or None, got {tracer_provider!r}")
+        if meter_provider is not None and not hasattr(meter_provider, "get_meter"):
+            raise TypeError(f"meter_provider must be an OpenTelemetry MeterProvider or None, got {meter_provider!r}")
         self.tracer: Tracer = trace.get_tracer(_SCOPE, tracer_provider=tracer_provider)
+        self.metrics = ChatMetrics(meter_provider, _SCOPE) if meter_provider is not None else None
         self.record_content = record_content
         self.agent_name = agent_name
         handlers: dict[str, Callable[[Any], None]] = {
@@ -225,7 +126,7 @@ class Tracing:
         Callable[[AgentEvent], None], Callable[[ToolInvocation, Callable[[], Awaitable[object]]], Awaitable[object]]
     ]:
         """`observe` and `wrap_tool_call` that trace, calling the user's own ones (theirs inside the tool span)."""
-        observe = self.observe if user_observe is None else _chain_observe(self.observe, user_observe)
+        observe = self.observe if user_observe is None else chain_observe(self.observe, user_observe)
 
         async def wrap_tool_call(invocation: ToolInvocation, proceed: Callable[[], Awaitable[object]]) -> object:
             if user_wrap is None:
@@ -237,7 +138,7 @@ class Tracing:
     # --- runs and turns (observe) -------------------------------------------------------
 
     def _agent_start(self, event: Any) -> None:
-        previous = _CURRENT.get()
+        previous = CURRENT.get()
         if previous is not None and not previous.done and previous.tools_running == 0:
             # Not a run this one nests in (that one would be in a tool call): a run left between
             # steps in this task (a bare generator closed at turn_end), which no call saw end.
@@ -250,10 +151,10 @@ class Tracing:
             attributes["gen_ai.agent.name"] = self.agent_name
         name = f"invoke_agent {self.agent_name}" if self.agent_name else "invoke_agent"
         span = self.tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attributes)
-        _CURRENT.set(_RunSpans(span, previous))
+        CURRENT.set(RunSpans(span, previous))
 
     def _turn_start(self, event: Any) -> None:
-        run = _CURRENT.get()
+        run = CURRENT.get()
         if run is None or run.done or not run.recording:
             return
         run.end_turn(None)
@@ -267,27 +168,27 @@ class Tracing:
         message = event.message
         if message.role != "assistant":
             return
-        run = _CURRENT.get()
+        run = CURRENT.get()
         if run is not None and not run.done:
             run.last = time.time_ns()
             usage: Usage = message.usage
-            run.input_tokens += _input_tokens(usage)
+            run.input_tokens += input_tokens(usage)
             run.output_tokens += usage.output
 
     def _turn_end(self, event: Any) -> None:
-        run = _CURRENT.get()
+        run = CURRENT.get()
         if run is None or run.done:
             return
         run.last = time.time_ns()
         message: AssistantMessage = event.message
-        error_type = _ERROR_TYPES.get(message.stop_reason)
-        run.end_turn(error_type, _mask(message.error_message, run.api_key) if error_type else None)
+        error_type = ERROR_TYPES.get(message.stop_reason)
+        run.end_turn(error_type, mask(message.error_message, run.api_key) if error_type else None)
 
     def _agent_end(self, event: Any) -> None:
-        run = _CURRENT.get()
+        run = CURRENT.get()
         if run is None:
             return
-        _CURRENT.set(run.previous)
+        CURRENT.set(run.previous)
         if run.done:
             return  # already ended by the exception or cancellation that ends the run
         run.end_turn(None)
@@ -297,8 +198,8 @@ class Tracing:
             span.set_attribute("gen_ai.usage.input_tokens", run.input_tokens)
             span.set_attribute("gen_ai.usage.output_tokens", run.output_tokens)
         last = next((m for m in reversed(event.messages) if m.role == "assistant"), None)
-        error_type = None if last is None else _ERROR_TYPES.get(last.stop_reason)
-        _end(span, error_type, _mask(last.error_message, run.api_key) if error_type and last else None)
+        error_type = None if last is None else ERROR_TYPES.get(last.stop_reason)
+        end_span(span, error_type, mask(last.error_message, run.api_key) if error_type and last else None)
 
     # --- model calls (the stream function) -----------------------------------------------
 
@@ -307,10 +208,13 @@ class Tracing:
         stream_fn = resolve_stream_fn(stream_fn)
 
         def traced(model: Model, context: Context, options: StreamOptions) -> Any:
-            run = _CURRENT.get()
+            started = time.perf_counter()
+            run = CURRENT.get()
             if run is not None:
-                if not run.recording:
-                    return stream_fn(model, context, options)  # a run sampled out records nothing
+                if not run.recording:  # a run sampled out records no span (metrics still count)
+                    if self.metrics is None:
+                        return stream_fn(model, context, options)
+                    return self._chat_call(stream_fn, trace.INVALID_SPAN, None, model, context, options, {}, started)
                 if run.done:
                     run = None
             attributes = self._chat_attributes(model, context, options)
@@ -326,18 +230,42 @@ class Tracing:
                 kind=SpanKind.CLIENT,
                 attributes=attributes,
             )
-            try:
-                source = stream_fn(model, context, options)
-            except BaseException as exc:
-                _fail(span, run, exc, options.signal.aborted, options.api_key)
-                raise
-            if not span.is_recording():
-                return source  # sampled out: nothing to record, no cost per event
-            return self._chat_events(span, run, source, options)
+            if not span.is_recording() and self.metrics is None:
+                return stream_fn(model, context, options)  # sampled out: nothing to record
+            return self._chat_call(stream_fn, span, run, model, context, options, attributes, started)
 
         return traced
 
-    def _chat_attributes(self, model: Model, context: Context, options: StreamOptions) -> dict[str, Any]:
+    def _chat_call(
+        self,
+        stream_fn: StreamFn,
+        span: Span,
+        run: RunSpans | None,
+        model: Model,
+        context: Context,
+        options: StreamOptions,
+        attributes: dict[str, Any],
+        started: float,
+    ) -> Any:
+        if not attributes:  # not made for a span: the metrics' own attributes
+            attributes = self._chat_attributes(model, context, options, content=False)
+        try:
+            source = stream_fn(model, context, options)
+        except BaseException as exc:
+            error_type = fail_span(span, run, exc, options.signal.aborted, options.api_key)
+            self._measure(attributes, started, None, error_type)
+            raise
+        return self._chat_events(span, run, source, options, attributes, started)
+
+    def _measure(
+        self, attributes: dict[str, Any], started: float, message: AssistantMessage | None, error_type: str | None
+    ) -> None:
+        if self.metrics is not None:
+            self.metrics.record(attributes, time.perf_counter() - started, message, error_type)
+
+    def _chat_attributes(
+        self, model: Model, context: Context, options: StreamOptions, content: bool = True
+    ) -> dict[str, Any]:
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "chat",
             "gen_ai.provider.name": model.provider or model.api,
@@ -359,17 +287,25 @@ class Tracing:
                 attributes["server.address"] = host
             if port is not None:
                 attributes["server.port"] = port
-        if self.record_content:
+        if self.record_content and content:
             key = options.api_key
+            if context.tools:
+                attributes["gen_ai.tool.definitions"] = tool_definitions(context.tools, key)
             if context.system_prompt:
-                attributes["gen_ai.system_instructions"] = _json(
+                attributes["gen_ai.system_instructions"] = to_json(
                     [{"type": "text", "content": context.system_prompt}], key
                 )
-            attributes["gen_ai.input.messages"] = _json([_message_parts(m) for m in context.messages], key)
+            attributes["gen_ai.input.messages"] = to_json([message_parts(m) for m in context.messages], key)
         return attributes
 
     async def _chat_events(
-        self, span: Span, run: _RunSpans | None, source: Any, options: StreamOptions
+        self,
+        span: Span,
+        run: RunSpans | None,
+        source: Any,
+        options: StreamOptions,
+        attributes: dict[str, Any],
+        started: float,
     ) -> AsyncIterator[AssistantMessageEvent]:
         """The model's events, unchanged, up to the terminal one, where the span ends (or where
         the stream is cut). Nothing after it is read: the loop reads no further either, and a
@@ -385,27 +321,31 @@ class Tracing:
                         break
                     if getattr(event, "type", None) in _TERMINAL:
                         ended = True
-                        self._chat_end(span, event, options.api_key)
+                        message = self._chat_end(span, event, options.api_key)
+                        self._measure(attributes, started, message, ERROR_TYPES.get(message.stop_reason))
                         yield event
                         return
                     yield event
         except BaseException as exc:
             if not ended:
                 ended = True
-                _fail(span, run, exc, options.signal.aborted, options.api_key)
+                error_type = fail_span(span, run, exc, options.signal.aborted, options.api_key)
+                self._measure(attributes, started, None, error_type)
             raise
         finally:
             if not ended:  # the stream ended without a terminal event
-                _end(span, "aborted" if options.signal.aborted else "model_error", "no terminal event")
+                error_type = "aborted" if options.signal.aborted else "model_error"
+                end_span(span, error_type, "no terminal event")
+                self._measure(attributes, started, None, error_type)
 
-    def _chat_end(self, span: Span, event: Any, api_key: str | None) -> None:
+    def _chat_end(self, span: Span, event: Any, api_key: str | None) -> AssistantMessage:
         message: AssistantMessage = event.message if event.type == "done" else event.error
         usage = message.usage
         finish_reason = _FINISH_REASONS.get(message.stop_reason, "error")
         attributes: dict[str, Any] = {
-            "gen_ai.response.model": message.model,
+            "gen_ai.response.model": response_model(message),
             "gen_ai.response.finish_reasons": (finish_reason,),
-            "gen_ai.usage.input_tokens": _input_tokens(usage),
+            "gen_ai.usage.input_tokens": input_tokens(usage),
             "gen_ai.usage.output_tokens": usage.output,
         }
         if message.response_id:
@@ -415,12 +355,13 @@ class Tracing:
         if usage.cache_write:
             attributes["gen_ai.usage.cache_creation.input_tokens"] = usage.cache_write
         if self.record_content:
-            output = _message_parts(message)
+            output = message_parts(message)
             output["finish_reason"] = finish_reason
-            attributes["gen_ai.output.messages"] = _json([output], api_key)
+            attributes["gen_ai.output.messages"] = to_json([output], api_key)
         span.set_attributes(attributes)
-        error_type = _ERROR_TYPES.get(message.stop_reason)
-        _end(span, error_type, _mask(message.error_message, api_key) if error_type else None)
+        error_type = ERROR_TYPES.get(message.stop_reason)
+        end_span(span, error_type, mask(message.error_message, api_key) if error_type else None)
+        return message
 
     # --- tool calls (wrap_tool_call) -----------------------------------------------------
 
@@ -438,10 +379,10 @@ class Tracing:
         proceed: Callable[[], Awaitable[object]],
         propagate: tuple[type[BaseException], ...],
     ) -> object:
-        run = _CURRENT.get()
+        run = CURRENT.get()
         if run is not None:
             if not run.recording:  # sampled out: the tool's own spans see the run's decision
-                return await _current_in(run.context, proceed, run)
+                return await current_in(run.context, proceed, run)
             if run.done:
                 run = None
         tool = invocation.tool
@@ -455,38 +396,38 @@ class Tracing:
             attributes["gen_ai.tool.description"] = tool.description
         key = run.api_key if run is not None else None
         if self.record_content:
-            attributes["gen_ai.tool.call.arguments"] = _json(_plain(invocation.args), key)
+            attributes["gen_ai.tool.call.arguments"] = to_json(plain(invocation.args), key)
         parent = run.parent() if run is not None else otel_context.get_current()
         span = self.tracer.start_span(
             f"execute_tool {tool.name}", context=parent, kind=SpanKind.INTERNAL, attributes=attributes
         )
         try:
-            result = await _current_in(trace.set_span_in_context(span, parent), proceed, run)
+            result = await current_in(trace.set_span_in_context(span, parent), proceed, run)
         except BaseException as exc:
             if isinstance(exc, anyio.get_cancelled_exc_class()):
                 if invocation.signal.aborted:
-                    _end(span, "aborted", "aborted")
+                    end_span(span, "aborted", "aborted")
                 else:
-                    _end(span, "cancelled", "cancelled")
+                    end_span(span, "cancelled", "cancelled")
                     if run is not None:
                         run.fail("cancelled", "cancelled")
             elif isinstance(exc, ToolTimeoutError):
-                _end(span, "timeout", f"timed out after {tool.timeout:g} s")
+                end_span(span, "timeout", f"timed out after {tool.timeout:g} s")
             else:
                 error_type = type(exc).__qualname__
-                _end(span, error_type, _mask(str(exc), key))
+                end_span(span, error_type, mask(str(exc), key))
                 if run is not None and (not isinstance(exc, Exception) or isinstance(exc, propagate)):
-                    run.fail(error_type, _mask(str(exc), key))
+                    run.fail(error_type, mask(str(exc), key))
             raise
         if isinstance(result, AgentToolResult):
             if self.record_content:
-                span.set_attribute("gen_ai.tool.call.result", _json(_content_text(result.content), key))
+                span.set_attribute("gen_ai.tool.call.result", to_json(content_text(result.content), key))
             if result.is_error:
-                _end(span, "tool_error", _mask(_content_text(result.content), key))
+                end_span(span, "tool_error", mask(content_text(result.content), key))
                 return result
         elif self.record_content and isinstance(result, str):
-            span.set_attribute("gen_ai.tool.call.result", _json(result, key))
-        _end(span, None)
+            span.set_attribute("gen_ai.tool.call.result", to_json(result, key))
+        end_span(span, None)
         return result
 
 
@@ -497,6 +438,7 @@ def instrument(
     tracer_provider: TracerProvider | None = None,
     record_content: bool = False,
     agent_name: str | None = None,
+    meter_provider: MeterProvider | None = None,
 ) -> tuple[AgentLoopConfig, StreamFn]:
     """Trace the runs of `config`: returns the config and the stream function to run with.
 
@@ -507,109 +449,10 @@ def instrument(
 
     See `Tracing` for the arguments.
     """
-    tracing = Tracing(tracer_provider=tracer_provider, record_content=record_content, agent_name=agent_name)
+    tracing = Tracing(
+        tracer_provider=tracer_provider,
+        record_content=record_content,
+        agent_name=agent_name,
+        meter_provider=meter_provider,
+    )
     return tracing.instrument(config, stream_fn)
-
-
-# --- helpers ---------------------------------------------------------------------------------
-
-
-def _chain_observe(
-    first: Callable[[AgentEvent], None], second: Callable[[AgentEvent], None]
-) -> Callable[[AgentEvent], None]:
-    def observe(event: AgentEvent) -> None:
-        first(event)
-        second(event)
-
-    return observe
-
-
-async def _current_in(
-    context: otel_context.Context, proceed: Callable[[], Awaitable[object]], run: _RunSpans | None
-) -> object:
-    """Await a tool call with `context` current (its own spans nest there), in this task only."""
-    token = otel_context.attach(context)
-    if run is not None:
-        run.tools_running += 1  # a run started meanwhile in this task nests in this one
-    try:
-        return await proceed()
-    finally:
-        otel_context.detach(token)
-        if run is not None:
-            run.tools_running -= 1
-            run.last = time.time_ns()
-
-
-def _end(span: Span, error_type: str | None, description: str | None = None, end_time: int | None = None) -> None:
-    if error_type is not None:
-        span.set_attribute("error.type", error_type)
-        span.set_status(Status(StatusCode.ERROR, description or error_type))
-    span.end(end_time)
-
-
-def _fail(span: Span, run: _RunSpans | None, exc: BaseException, aborted: bool, key: str | None) -> None:
-    """A model call cut by an exception: abort (the run goes on) or anything else (the run ends)."""
-    description: str | None
-    if isinstance(exc, (anyio.get_cancelled_exc_class(), GeneratorExit)):
-        if aborted:
-            _end(span, "aborted", "aborted")
-            return
-        error_type, description = "cancelled", "cancelled"
-    else:
-        error_type, description = type(exc).__qualname__, _mask(str(exc), key)
-    _end(span, error_type, description)
-    if run is not None:
-        run.fail(error_type, description)
-
-
-def _input_tokens(usage: Usage) -> int:
-    """All input tokens, cached ones included (the conventions count them in the input)."""
-    return usage.input + usage.cache_read + usage.cache_write
-
-
-def _mask(text: str | None, key: str | None) -> str | None:
-    if text is None or not key:
-        return text
-    return text.replace(key, "***")
-
-
-def _json(value: Any, key: str | None) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    return _mask(text, key) or text
-
-
-def _plain(value: Any) -> Any:
-    """Tool arguments as JSON can hold them (a pydantic model as its dump)."""
-    dump = getattr(value, "model_dump", None)
-    return dump(mode="json") if callable(dump) else value
-
-
-def _content_text(content: Sequence[Any]) -> str:
-    return "\n".join(block.text if block.type == "text" else f"[{block.type}]" for block in content)
-
-
-def _message_parts(message: Any) -> dict[str, Any]:
-    """A message in the conventions' shape: `{"role", "parts": [...]}`; images are named, not inlined."""
-    role = message.role
-    if role == "toolResult":
-        return {
-            "role": "tool",
-            "parts": [
-                {"type": "tool_call_response", "id": message.tool_call_id, "response": _content_text(message.content)}
-            ],
-        }
-    content = message.content
-    if isinstance(content, str):
-        return {"role": role, "parts": [{"type": "text", "content": content}]}
-    parts: list[dict[str, Any]] = []
-    for block in content:
-        kind = block.type
-        if kind == "text":
-            parts.append({"type": "text", "content": block.text})
-        elif kind == "thinking":
-            parts.append({"type": "reasoning", "content": block.thinking})
-        elif kind == "toolCall":
-            parts.append({"type": "tool_call", "id": block.id, "name": block.name, "arguments": block.arguments})
-        elif kind == "image":
-            parts.append({"type": "blob", "modality": "image", "mime_type": block.mime_type})
-    return {"role": "assistant" if role == "assistant" else role, "parts": parts}

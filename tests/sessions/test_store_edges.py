@@ -1,0 +1,107 @@
+"""Stores at their edges: a lease a failed release left, an append torn on disk, storage
+failures as `SessionError`, session ids with a final newline."""
+
+from __future__ import annotations
+
+import errno
+import logging
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+import agentloop as al
+from agentloop._sessions import (
+    JSONLSessionStore,
+    SessionError,
+    SQLiteSessionStore,
+    _jsonl,
+    check_session_id,
+)
+
+from .test_write_failures import _FailingCommit
+
+
+async def test_a_lease_left_by_a_failed_release_is_taken_over_by_its_process(
+    anyio_backend: object, tmp_path: Path
+) -> None:
+    with anyio.fail_after(20):
+        async with SQLiteSessionStore(tmp_path / "s.db") as store:
+            info = await store.create(messages=[al.UserMessage(content="one")])
+            session = await store.open(info.id)
+            backend: Any = store._backend
+            failing = _FailingCommit(backend._conn)
+            backend._conn = failing
+            failing.fail_next_commit = True  # "database or disk is full" at the release
+            with pytest.raises(SessionError):
+                await session.aclose()
+            backend._conn = failing.conn  # space is back
+            async with store.open(info.id) as again:
+                await again.append([al.UserMessage(content="two")])
+            data = await store.load(info.id)
+            assert [m.content for m in data.messages] == ["one", "two"]  # type: ignore[union-attr]
+
+
+async def test_a_torn_append_is_dropped_whole_and_logged(
+    anyio_backend: object, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with anyio.fail_after(20):
+        async with JSONLSessionStore(tmp_path) as store:
+            info = await store.create(messages=[al.UserMessage(content="zero")])
+            async with store.open(info.id) as session:
+                await session.append([al.UserMessage(content="one"), al.UserMessage(content="two")])
+            path = tmp_path / f"{info.id}.jsonl"
+            whole = path.read_bytes()
+            second = whole.rindex(b"\n", 0, len(whole) - 1) + 1  # where the append's second line starts
+            for cut in (second + 10, second):  # inside its second line, and right before it
+                path.write_bytes(whole[:cut])
+                caplog.clear()
+                with caplog.at_level(logging.WARNING, logger="agentloop.sessions"):
+                    data = await store.load(info.id)
+                assert [m.content for m in data.messages] == ["zero"]  # type: ignore[union-attr]
+                assert "dropped a torn tail" in caplog.text
+            async with store.open(info.id) as session:  # the next writer cuts the tail away
+                await session.append([al.UserMessage(content="three")])
+            data = await store.load(info.id)
+            assert [m.content for m in data.messages] == ["zero", "three"]  # type: ignore[union-attr]
+
+
+async def test_jsonl_create_and_fork_on_a_full_disk_raise_session_error(
+    anyio_backend: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with anyio.fail_after(20):
+        async with JSONLSessionStore(tmp_path) as store:
+            info = await store.create(messages=[al.UserMessage(content="one")])
+
+            def full(fd: int, data: bytes) -> None:
+                raise OSError(errno.ENOSPC, "No space left on device")
+
+            monkeypatch.setattr(_jsonl, "_write_all", full)
+            with pytest.raises(SessionError, match="No space left"):
+                await store.create(messages=[al.UserMessage(content="two")])
+            with pytest.raises(SessionError, match="No space left"):
+                await store.fork(info.id)
+            monkeypatch.undo()
+            assert [i.id for i in await store.list()] == [info.id]
+            assert not [p async for p in anyio.Path(tmp_path).iterdir() if p.name.endswith(".tmp")]
+
+
+@pytest.mark.parametrize(
+    "content", [b"this is not a database at all, just text" * 100, b"SQLite format 3\x00" + b"\x01" * 50]
+)
+async def test_sqlite_on_a_file_that_is_not_a_database_raises_session_error(
+    anyio_backend: object, tmp_path: Path, content: bytes
+) -> None:
+    path = tmp_path / "s.db"
+    path.write_bytes(content)
+    with anyio.fail_after(20), pytest.raises(SessionError, match="session database"):
+        async with SQLiteSessionStore(path) as store:
+            await store.list()
+
+
+def test_a_session_id_with_a_final_newline_is_refused() -> None:
+    assert check_session_id("abc") == "abc"
+    for bad in ("abc\n", "abc\r", "\nabc", ".abc", "", "a" * 129):
+        with pytest.raises(ValueError, match="session id must be"):
+            check_session_id(bad)

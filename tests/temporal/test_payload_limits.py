@@ -1,0 +1,171 @@
+"""Payload sizes: no run or reader hangs on a large value. Events come in pages (a large event in
+parts), a value that cannot fit fails the run with a clear error, just under the limit runs,
+with a store large values go by reference, and a result that cannot travel is an error result
+at once (the tool is not run again)."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from temporalio.client import Client, WorkflowFailureError
+
+import agentloop as al
+from agentloop.temporal import (
+    PAYLOAD_LIMIT,
+    TemporalAgent,
+    start_agent,
+    stored_data_converter,
+    stream_events,
+    worker,
+)
+
+from . import agents
+from .test_temporal_run import PROMPT, check_envelopes
+
+
+@pytest.fixture
+def queue() -> str:
+    return f"q-{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+def tool_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("AGENTLOOP_TEST_LOG", str(tmp_path))
+    return tmp_path / "tool_starts"
+
+
+async def start(client: Client, agent: TemporalAgent, queue: str) -> Any:
+    return await start_agent(client, agent.name, [PROMPT], id=f"{agent.name}-{uuid.uuid4().hex}", task_queue=queue)
+
+
+def tool_texts(envelopes: list[al.EventEnvelope]) -> list[str]:
+    ends = [e.event for e in envelopes if isinstance(e.event, al.ToolExecutionEnd)]
+    return [block.text for end in ends for block in end.result.content if isinstance(block, al.TextContent)]
+
+
+async def largest_payload(handle: Any) -> int:
+    """The size of the largest payload in the workflow's history."""
+    largest = 0
+    for event in (await handle.fetch_history()).events:
+        for field, value in event.ListFields():
+            if field.name.endswith("_attributes"):
+                for name in ("input", "result"):
+                    if value.DESCRIPTOR.fields_by_name.get(name) is not None and value.HasField(name):
+                        largest = max([largest, *(p.ByteSize() for p in getattr(value, name).payloads)])
+    return largest
+
+
+async def test_a_caller_streaming_a_run_with_a_600_kb_result_gets_every_event(client: Client, queue: str) -> None:
+    with anyio.fail_after(120):
+        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
+            handle = await start(client, agents.blob_600k, queue)
+            envelopes = [e async for e in stream_events(handle)]
+            result = await handle.result()
+    check_envelopes(envelopes)
+    assert tool_texts(envelopes) == ["x" * 600_000]
+    assert result[-1].content[0].text == "done"
+
+
+async def test_the_events_of_a_finished_run_with_a_large_result_are_read_in_pages(client: Client, queue: str) -> None:
+    with anyio.fail_after(120):
+        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
+            handle = await start(client, agents.blob_600k, queue)
+            await handle.result()
+            envelopes = [e async for e in stream_events(handle)]  # the query of a finished workflow
+            again = [e async for e in stream_events(handle, after_seq=envelopes[2].seq)]
+    check_envelopes(envelopes)
+    assert tool_texts(envelopes) == ["x" * 600_000]
+    assert [e.seq for e in again] == [e.seq for e in envelopes[3:]]
+
+
+async def test_a_context_just_under_the_limit_runs(client: Client, queue: str) -> None:
+    with anyio.fail_after(180):
+        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
+            handle = await start(client, agents.blob_just_under, queue)
+            envelopes = [e async for e in stream_events(handle)]
+            result = await handle.result()
+    check_envelopes(envelopes)
+    assert result[-1].content[0].text == "done"
+    assert PAYLOAD_LIMIT - 2_000 < await largest_payload(handle) < 2 * 1024 * 1024
+
+
+async def test_a_context_just_over_the_limit_fails_the_run_saying_why(client: Client, queue: str) -> None:
+    with anyio.fail_after(180):
+        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
+            handle = await start(client, agents.blob_just_over, queue)
+            seen: list[al.EventEnvelope] = []
+            with pytest.raises(WorkflowFailureError) as streamed:
+                async for envelope in stream_events(handle):
+                    seen.append(envelope)
+            with pytest.raises(WorkflowFailureError) as failure:
+                await handle.result()
+    for error in (streamed.value, failure.value):
+        text = str(error.cause)
+        assert "the model call's context is" in text and f"over the {PAYLOAD_LIMIT} bytes" in text
+        assert "context_store" in text
+    # the tool's own result fitted (just under): the caller saw it before the run failed
+    assert tool_texts(seen) == ["x" * (PAYLOAD_LIMIT - 400)]
+
+
+async def test_two_large_results_without_a_store_fail_the_run_instead_of_hanging(client: Client, queue: str) -> None:
+    with anyio.fail_after(180):
+        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
+            handle = await start(client, agents.two_blobs, queue)
+            with pytest.raises(WorkflowFailureError) as streamed:
+                _ = [e async for e in stream_events(handle)]
+            with pytest.raises(WorkflowFailureError) as failure:
+                await handle.result()
+    assert "the model call's context is" in str(streamed.value.cause)
+    assert "the model call's context is" in str(failure.value.cause)
+
+
+async def test_a_tool_result_over_the_limit_is_an_error_result_and_the_tool_runs_once(
+    client: Client, queue: str, tool_log: Path
+) -> None:
+    with anyio.fail_after(120):
+        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
+            handle = await start(client, agents.blob_too_big, queue)
+            envelopes = [e async for e in stream_events(handle)]
+            result = await handle.result()
+    check_envelopes(envelopes)
+    tool_result = result[2]
+    assert isinstance(tool_result, al.ToolResultMessage) and tool_result.is_error
+    assert isinstance(tool_result.content[0], al.TextContent)
+    assert f"the result of tool 'blob' is {PAYLOAD_LIMIT + 1} bytes" in tool_result.content[0].text
+    assert (await anyio.Path(tool_log).read_text()).splitlines() == [f"blob {PAYLOAD_LIMIT - agents.TOOL_OVERHEAD + 1}"]
+    assert result[-1].content[0].text == "done"
+
+
+async def test_with_a_store_large_results_and_transcripts_go_by_reference(
+    client: Client, temporal_address: str, queue: str
+) -> None:
+    with anyio.fail_after(180):
+        async with worker(client, task_queue=queue, agents=agents.ALL):
+            handle = await start(client, agents.two_blobs_stored, queue)
+            envelopes = [e async for e in stream_events(handle)]  # a client without the store reads the events
+            reader = await Client.connect(temporal_address, data_converter=stored_data_converter(agents.STORE))
+            result = await reader.get_workflow_handle(handle.id).result()
+    check_envelopes(envelopes)
+    assert tool_texts(envelopes) == ["x" * 1_200_000] * 2
+    assert [len(block.text) for m in result[2:4] for block in m.content] == [1_200_000] * 2
+    assert result[-1].content[0].text == "done"
+    assert await largest_payload(handle) < 256 * 1024  # the history holds keys
+    assert len(agents.STORE.memory) >= 3  # two results and the context
+
+
+async def test_details_that_are_not_json_are_an_error_result_at_once_and_the_tool_runs_once(
+    client: Client, queue: str, tool_log: Path
+) -> None:
+    with anyio.fail_after(60):
+        async with worker(client, task_queue=queue, agents=agents.ALL):
+            handle = await start(client, agents.odd, queue)
+            result = await handle.result()
+    tool_result = result[2]
+    assert isinstance(tool_result, al.ToolResultMessage) and tool_result.is_error
+    assert isinstance(tool_result.content[0], al.TextContent)
+    assert "returned details that are not JSON values" in tool_result.content[0].text
+    assert (await anyio.Path(tool_log).read_text()).splitlines() == ["odd_details k"]
