@@ -1,6 +1,7 @@
 """What the durable engines (`agentloop.temporal`, `agentloop.dbos`) share.
 
-An agent's definition is checked the same way (`check_definition`, `approval_names`), and a model
+An agent's definition is checked the same way (`check_definition`, `approval_names`), its loop
+options are `LoopOptions`'s own, limited to those a durable run carries (`durable_options`), and a model
 call is recorded the same way: the engine runs it where the keys and the network are (a DBOS
 step, a Temporal activity), consumes the provider's stream there (`final_message`) and records
 only the message of its terminal event; the loop, in the workflow, then gets that message as a
@@ -13,12 +14,22 @@ from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import replace
 from typing import Any, Literal
 
+from ._core._config import LoopOptions
 from ._tools._tool import AgentTool
 from ._types._events import AssistantMessageEvent, DoneEvent, ErrorEvent, StartEvent
 from ._types._messages import AssistantMessage, Model
 from ._types._stream_fn import opened_stream
 
-__all__ = ("IncompleteStream", "approval_names", "check_definition", "ending", "final_message", "replayed")
+__all__ = (
+    "DURABLE_OPTIONS",
+    "IncompleteStream",
+    "approval_names",
+    "check_definition",
+    "durable_options",
+    "ending",
+    "final_message",
+    "replayed",
+)
 
 
 class IncompleteStream(RuntimeError):
@@ -81,7 +92,6 @@ def check_definition(
     model: object,
     tools: Sequence[AgentTool],
     stream_fn: object,
-    get_api_key: object,
 ) -> tuple[AgentTool, ...]:
     """Check what every durable agent is defined with (`kind` names the class in the errors); its tools."""
     if not isinstance(name, str) or not name or not set(name) <= _NAME_CHARS:
@@ -97,9 +107,34 @@ def check_definition(
         raise ValueError(f"{kind} tools must have distinct names, got {names}")
     if stream_fn is not None and not callable(stream_fn):
         raise TypeError(f"stream_fn must be callable or None, got {stream_fn!r}")
-    if get_api_key is not None and not callable(get_api_key):
-        raise TypeError(f"get_api_key must be callable or None, got {get_api_key!r}")
     return tools
+
+
+DURABLE_OPTIONS = (
+    "api_key",
+    "get_api_key",
+    "max_turns",
+    "tool_execution",
+    "max_parallel_tool_calls",
+    "tool_abort_grace",
+    "temperature",
+    "max_tokens",
+    "session_id",
+)
+"""The loop options (`LoopOptions`) a durable agent takes. The others are callbacks that would run
+in the workflow's own code, which must replay the same way after a crash (the hooks,
+`convert_to_llm`, `transform_context`...), options the engine sets itself (`wrap_tool_call`,
+`propagate`, `clock`), or options its model call does not carry (`headers`, `metadata`,
+`thinking_budgets`, `max_retry_delay`)."""
+
+
+def durable_options(kind: str, options: dict[str, Any]) -> LoopOptions:
+    """A durable agent's loop options: `LoopOptions`'s names, defaults and checks, limited to
+    `DURABLE_OPTIONS` (`kind` names the class in the error)."""
+    others = sorted(set(options) - set(DURABLE_OPTIONS))
+    if others:
+        raise TypeError(f"{kind} does not take {', '.join(others)}; its loop options are {', '.join(DURABLE_OPTIONS)}")
+    return LoopOptions(**options)
 
 
 def approval_names(needs_approval: Collection[str], tools: Sequence[AgentTool]) -> frozenset[str]:

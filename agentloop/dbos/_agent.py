@@ -31,10 +31,10 @@ import anyio
 from dbos import DBOS
 from dbos._error import DBOSBaseException, DBOSException
 
-from .._core._config import AgentContext, AgentLoopConfig, ToolExecution, call
+from .._core._config import AgentContext, AgentLoopConfig, call
 from .._core._loop import run_agent_loop, run_agent_loop_continue
 from .._core._util import exception_text
-from .._durable import approval_names, check_definition, ending, final_message, replayed
+from .._durable import approval_names, check_definition, durable_options, ending, final_message, replayed
 from .._tools._tool import AgentTool
 from .._types._abort import AbortSignal
 from .._types._constants import ABORTED_TEXT, TOOL_ABORTED_TEXT
@@ -54,7 +54,7 @@ from .._types._messages import (
     ThinkingLevel,
     now_ms,
 )
-from .._types._stream_fn import MaybeAwaitable, StreamFn, StreamOptions
+from .._types._stream_fn import StreamFn, StreamOptions
 from .._wire._decode import from_json
 from .._wire._encode import to_json
 from .._wire._envelope import EventEnvelope, envelope_to_json
@@ -133,13 +133,15 @@ class DBOSAgent:
         system_prompt: The system prompt.
         stream_fn: The provider stream the model step consumes (default: the built-in
             providers, chosen by `model.api`).
-        api_key: The key the model step uses; get_api_key: `(provider) -> key`, called in the
-            step. Keys never enter DBOS's database.
         needs_approval: Names of tools whose calls wait for `approve(workflow_id, tool_call_id, ...)`
             before they run (a denied call gets an error result, and the tool does not run).
             Such a tool must be a barrier (`execution_mode="sequential"`): it runs alone.
-        max_turns, tool_execution, max_parallel_tool_calls, tool_abort_grace, reasoning,
-        temperature, max_tokens, session_id: As on `AgentLoopConfig`.
+        reasoning: As on `AgentLoopConfig`.
+        options: The loop options, as `LoopOptions` (the same names, defaults and checks), those
+            a durable run carries (`DURABLE_OPTIONS`): `api_key` and `get_api_key` (called in the
+            model step; keys never enter DBOS's database), `max_turns`, `tool_execution`,
+            `max_parallel_tool_calls`, `tool_abort_grace`, `temperature`, `max_tokens`,
+            `session_id`. Another option raises TypeError.
     """
 
     def __init__(
@@ -150,19 +152,12 @@ class DBOSAgent:
         tools: Sequence[AgentTool] = (),
         system_prompt: str = "",
         stream_fn: StreamFn | None = None,
-        api_key: str | None = None,
-        get_api_key: Callable[[str], MaybeAwaitable[str | None]] | None = None,
         needs_approval: Sequence[str] = (),
-        max_turns: int | None = None,
-        tool_execution: ToolExecution = "parallel",
-        max_parallel_tool_calls: int | None = None,
-        tool_abort_grace: float = 2.0,
         reasoning: ThinkingLevel | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        session_id: str | None = None,
+        **options: Any,
     ) -> None:
-        tools = check_definition("DBOSAgent", name, model, tools, stream_fn, get_api_key)
+        tools = check_definition("DBOSAgent", name, model, tools, stream_fn)
+        loop_options = durable_options("DBOSAgent", options)
         if name in _AGENTS:
             raise ValueError(f"a DBOSAgent named {name!r} is already defined in this process")
         approved_tools = approval_names(needs_approval, tools)
@@ -179,17 +174,10 @@ class DBOSAgent:
         self.tools = tools
         self.system_prompt = system_prompt
         self.stream_fn = stream_fn
-        self._api_key = api_key
-        self.get_api_key = get_api_key
         self.needs_approval = approved_tools
-        self.max_turns = max_turns
-        self.tool_execution: ToolExecution = tool_execution
-        self.max_parallel_tool_calls = max_parallel_tool_calls
-        self.tool_abort_grace = tool_abort_grace
         self.reasoning: ThinkingLevel | None = reasoning
-        self.temperature = temperature
-        self.max_tokens = max_tokens
-        self.session_id = session_id
+        self.options = loop_options
+        """The loop options (`LoopOptions`, limited to `DURABLE_OPTIONS`)."""
         # Checked here, once: a bad option fails where the agent is defined, not in a workflow.
         self._loop_config(_DurableRun(self))
 
@@ -215,14 +203,14 @@ class DBOSAgent:
             model=self.model,
             get_steering_messages=run.take_steering,
             get_follow_up_messages=run.take_follow_ups,
-            tool_execution=self.tool_execution,
-            max_parallel_tool_calls=self.max_parallel_tool_calls,
-            tool_abort_grace=self.tool_abort_grace,
-            max_turns=self.max_turns,
+            tool_execution=self.options.tool_execution,
+            max_parallel_tool_calls=self.options.max_parallel_tool_calls,
+            tool_abort_grace=self.options.tool_abort_grace,
+            max_turns=self.options.max_turns,
             reasoning=self.reasoning,
-            temperature=self.temperature,
-            max_tokens=self.max_tokens,
-            session_id=self.session_id,
+            temperature=self.options.temperature,
+            max_tokens=self.options.max_tokens,
+            session_id=self.options.session_id,
             wrap_tool_call=run.call_tool,
             propagate=_ENGINE_ERRORS,
             clock=run.clock,
@@ -230,9 +218,9 @@ class DBOSAgent:
 
     async def _api_key_for(self, provider: str) -> str | None:
         key = None
-        if self.get_api_key is not None:
-            key = await call(self.get_api_key, provider)
-        return key or self._api_key
+        if self.options.get_api_key is not None:
+            key = await call(self.options.get_api_key, provider)
+        return key or self.options.api_key
 
 
 class _DurableRun:

@@ -20,13 +20,13 @@ from temporalio import activity
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
-from .._core._config import ToolExecution, call
+from .._core._config import call
 from .._core._updates import DELIVERED, Delivery
-from .._durable import IncompleteStream, approval_names, check_definition, final_message
+from .._durable import IncompleteStream, approval_names, check_definition, durable_options, final_message
 from .._tools._tool import AgentTool, validate_tool_arguments, within_timeout
 from .._types._abort import AbortSignal
 from .._types._messages import AgentToolResult, Context, Model, TextContent, ThinkingLevel, ToolCall
-from .._types._stream_fn import MaybeAwaitable, StreamFn, StreamOptions
+from .._types._stream_fn import StreamFn, StreamOptions
 from .._wire._decode import from_json
 from .._wire._encode import to_json
 from .._wire._model_json import model_from_json
@@ -115,8 +115,6 @@ class TemporalAgent:
         system_prompt: The system prompt.
         stream_fn: The provider stream the model activity consumes (default: the built-in
             providers, chosen by `model.api`).
-        api_key: The key the model activity uses; get_api_key: `(provider) -> key`, called in
-            the activity. Keys never enter the workflow's history.
         model_activity: Timeouts and retries of the model call (default: 10 minutes an
             attempt, a heartbeat every 15 s with a 30 s timeout, 5 attempts).
         tool_activities: Per tool name, its `ActivityOptions`; default_tool_activity: for the
@@ -132,8 +130,12 @@ class TemporalAgent:
             worker of the agent reaches): a model activity then carries what is new since the
             previous call and a key, not the whole transcript, and a history grows linearly
             (see `agentloop.temporal.FileContextStore`). None: every call carries it all.
-        max_turns, tool_execution, max_parallel_tool_calls, tool_abort_grace, reasoning,
-            temperature, max_tokens, session_id: as on `AgentLoopConfig`.
+        reasoning: As on `AgentLoopConfig`.
+        options: The loop options, as `LoopOptions` (the same names, defaults and checks), those
+            a durable run carries (`DURABLE_OPTIONS`): `api_key` and `get_api_key` (called in the
+            model activity; keys never enter the workflow's history), `max_turns`,
+            `tool_execution`, `max_parallel_tool_calls`, `tool_abort_grace`, `temperature`,
+            `max_tokens`, `session_id`. Another option raises TypeError.
     """
 
     def __init__(
@@ -144,8 +146,6 @@ class TemporalAgent:
         tools: Sequence[AgentTool] = (),
         system_prompt: str = "",
         stream_fn: StreamFn | None = None,
-        api_key: str | None = None,
-        get_api_key: Callable[[str], MaybeAwaitable[str | None]] | None = None,
         model_activity: ActivityOptions = _DEFAULT_MODEL_ACTIVITY,
         tool_activities: Mapping[str, ActivityOptions] | None = None,
         default_tool_activity: ActivityOptions = _DEFAULT_TOOL_ACTIVITY,
@@ -153,26 +153,25 @@ class TemporalAgent:
         needs_approval: Collection[str] | Callable[[ToolCall], bool] = (),
         approval_timeout: timedelta | None = None,
         context_store: ContextStore | None = None,
-        max_turns: int | None = None,
-        tool_execution: ToolExecution = "parallel",
-        max_parallel_tool_calls: int | None = None,
-        tool_abort_grace: float = 2.0,
         reasoning: ThinkingLevel | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        session_id: str | None = None,
+        **options: Any,
     ) -> None:
-        tools = check_definition("TemporalAgent", name, model, tools, stream_fn, get_api_key)
+        tools = check_definition("TemporalAgent", name, model, tools, stream_fn)
+        self.options = durable_options("TemporalAgent", options)
+        """The loop options (`LoopOptions`, limited to `DURABLE_OPTIONS`)."""
         names = [tool.name for tool in tools]
         tool_activities = dict(tool_activities or {})
-        for tool_name, options in tool_activities.items():
+        for tool_name, activity_options in tool_activities.items():
             if tool_name not in names:
                 raise ValueError(f"tool_activities names {tool_name!r}, which is not one of the tools {names}")
-            if not isinstance(options, ActivityOptions):
-                raise TypeError(f"tool_activities[{tool_name!r}] must be an ActivityOptions, got {options!r}")
-        for label, options in (("model_activity", model_activity), ("default_tool_activity", default_tool_activity)):
-            if not isinstance(options, ActivityOptions):
-                raise TypeError(f"TemporalAgent {label} must be an ActivityOptions, got {options!r}")
+            if not isinstance(activity_options, ActivityOptions):
+                raise TypeError(f"tool_activities[{tool_name!r}] must be an ActivityOptions, got {activity_options!r}")
+        for label, activity_options in (
+            ("model_activity", model_activity),
+            ("default_tool_activity", default_tool_activity),
+        ):
+            if not isinstance(activity_options, ActivityOptions):
+                raise TypeError(f"TemporalAgent {label} must be an ActivityOptions, got {activity_options!r}")
         if isinstance(turns_per_history, bool) or not isinstance(turns_per_history, int) or turns_per_history < 1:
             raise ValueError(f"turns_per_history must be a positive int, got {turns_per_history!r}")
         if isinstance(needs_approval, str):
@@ -190,8 +189,6 @@ class TemporalAgent:
         self.tools = tools
         self.system_prompt = system_prompt
         self.stream_fn = stream_fn
-        self._api_key = api_key
-        self.get_api_key = get_api_key
         self.model_activity = model_activity
         self.tool_activities = tool_activities
         self.default_tool_activity = default_tool_activity
@@ -200,14 +197,7 @@ class TemporalAgent:
         self.approval_timeout = approval_timeout
         self.contexts = None if context_store is None else StoredContexts(context_store)
         """The worker's side of `context_store` (None without one)."""
-        self.max_turns = max_turns
-        self.tool_execution: ToolExecution = tool_execution
-        self.max_parallel_tool_calls = max_parallel_tool_calls
-        self.tool_abort_grace = tool_abort_grace
         self.reasoning: ThinkingLevel | None = reasoning
-        self.temperature = temperature
-        self.max_tokens = max_tokens
-        self.session_id = session_id
         self._tools_by_name = {tool.name: tool for tool in tools}
         self.activities: tuple[Callable[..., Any], ...] = (
             activity.defn(name=self.model_activity_name)(self._model_activity_fn()),
@@ -274,11 +264,11 @@ class TemporalAgent:
         )
         options = request["options"]
         api_key = None
-        if self.get_api_key is not None:
-            api_key = await call(self.get_api_key, model.provider)
+        if self.options.get_api_key is not None:
+            api_key = await call(self.options.get_api_key, model.provider)
         stream_options = StreamOptions(
             signal=AbortSignal(),
-            api_key=api_key or self._api_key,
+            api_key=api_key or self.options.api_key,
             reasoning=options.get("reasoning"),
             session_id=options.get("sessionId"),
             temperature=options.get("temperature"),

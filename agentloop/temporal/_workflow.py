@@ -183,21 +183,21 @@ class AgentWorkflow:
             self._signal.abort()
         if state.get("contextKey") is not None:  # the context the store holds, from the last history
             self._sent = _SentContext.carried(state["contextKey"], state["contextLength"], run.messages)
-        max_turns = None if agent.max_turns is None else max(agent.max_turns - turns_before, 1)
+        max_turns = None if agent.options.max_turns is None else max(agent.options.max_turns - turns_before, 1)
         self._turns_left = max_turns  # None: no limit
         config = AgentLoopConfig(
             model=agent.model,
             get_steering_messages=self._take_steering,
             get_follow_up_messages=self._take_follow_ups,
-            tool_execution=agent.tool_execution,
-            max_parallel_tool_calls=agent.max_parallel_tool_calls,
-            tool_abort_grace=agent.tool_abort_grace,
+            tool_execution=agent.options.tool_execution,
+            max_parallel_tool_calls=agent.options.max_parallel_tool_calls,
+            tool_abort_grace=agent.options.tool_abort_grace,
             should_stop_after_turn=self._should_stop,
             max_turns=max_turns,
             reasoning=agent.reasoning,
-            temperature=agent.temperature,
-            max_tokens=agent.max_tokens,
-            session_id=agent.session_id,
+            temperature=agent.options.temperature,
+            max_tokens=agent.options.max_tokens,
+            session_id=agent.options.session_id,
             before_tool_call=None if self._approvals is None else self._approvals.before_tool_call,
             wrap_tool_call=self._call_tool,
             propagate=(TemporalError,),

@@ -49,7 +49,7 @@ def lines(path: Path) -> list[str]:
 
 async def in_process(agent: DBOSAgent) -> tuple[list[al.AgentEvent], list[al.AgentMessage]]:
     events: list[al.AgentEvent] = []
-    config = al.AgentLoopConfig(model=agent.model, tool_execution=agent.tool_execution, max_turns=agent.max_turns)
+    config = al.AgentLoopConfig(model=agent.model, **agent.options.loop_options())
     context = al.AgentContext(system_prompt=agent.system_prompt, tools=agent.tools)
     new = await al.run_agent_loop([PROMPT], context, config, events.append, stream_fn=agent.stream_fn)
     return events, new
@@ -302,6 +302,11 @@ def test_an_agent_is_checked_where_it_is_defined() -> None:
         DBOSAgent("approving", model=scripts.MODEL, tools=[scripts.lookup], needs_approval=["pay"])
     with pytest.raises(ValueError, match="max_parallel_tool_calls"):
         DBOSAgent("limited", model=scripts.MODEL, max_parallel_tool_calls=0)
+    with pytest.raises(TypeError, match=r"DBOSAgent does not take before_tool_call; its loop options are api_key, "):
+        DBOSAgent("hooked", model=scripts.MODEL, before_tool_call=lambda ctx, signal: None)
+    with pytest.raises(TypeError, match="get_api_key must be callable or None, got 'key'"):
+        DBOSAgent("keyed", model=scripts.MODEL, get_api_key="key")
+    assert DBOSAgent("defaults", model=scripts.MODEL).options == al.LoopOptions()
     with pytest.raises(RuntimeError, match="only available in a tool running as a DBOS step"):
         idempotency_key()
 

@@ -69,7 +69,7 @@ def ends_as_sets(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 async def in_process(agent: TemporalAgent) -> tuple[list[al.AgentEvent], list[al.AgentMessage]]:
     events: list[al.AgentEvent] = []
-    config = al.AgentLoopConfig(model=agent.model, tool_execution=agent.tool_execution, max_turns=agent.max_turns)
+    config = al.AgentLoopConfig(model=agent.model, **agent.options.loop_options())
     context = al.AgentContext(system_prompt=agent.system_prompt, tools=agent.tools)
     new = await al.run_agent_loop([PROMPT], context, config, events.append, stream_fn=agent.stream_fn)
     return events, new

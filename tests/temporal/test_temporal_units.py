@@ -25,6 +25,12 @@ def test_temporal_agent_checks_its_arguments() -> None:
         TemporalAgent("a", model=scripts.MODEL, tools=[scripts.lookup], tool_activities={"nope": ActivityOptions()})
     with pytest.raises(ValueError, match="turns_per_history must be a positive int, got 0"):
         TemporalAgent("a", model=scripts.MODEL, turns_per_history=0)
+    with pytest.raises(TypeError, match=r"TemporalAgent does not take observe, wrap_tool_call; its loop options are"):
+        TemporalAgent("a", model=scripts.MODEL, observe=print, wrap_tool_call=print)
+    with pytest.raises(ValueError, match="tool_abort_grace must be"):
+        TemporalAgent("a", model=scripts.MODEL, tool_abort_grace=-1)
+    agent = TemporalAgent("a", model=scripts.MODEL, max_turns=3, api_key="k")
+    assert agent.options == al.LoopOptions(max_turns=3, api_key="k") and "'k'" not in repr(agent.options)
     with pytest.raises(TypeError, match="start_to_close_timeout must be a positive timedelta, got 5"):
         ActivityOptions(start_to_close_timeout=5)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="heartbeat_timeout must be a positive timedelta"):
