@@ -262,7 +262,7 @@ def check_events(events: Sequence[AgentEvent]) -> None:
     def fail(i: int, rule: str) -> NoReturn:
         raise EventOrderError(f"event {i} ({events[i].type if i < len(events) else 'end'}): {rule}")
 
-    if not events or type(events[0]) is not AgentStart:
+    if not events or not isinstance(events[0], AgentStart):
         fail(0, "a run starts with agent_start")
     in_turn = False
     open_message: Any = None
@@ -274,7 +274,7 @@ def check_events(events: Sequence[AgentEvent]) -> None:
         kind = type(event)
         if i and kind is AgentStart:
             fail(i, "agent_start appears once")
-        if type(event) is AgentEnd:
+        if isinstance(event, AgentEnd):
             if i != len(events) - 1:
                 fail(i, "agent_end is the last event")
             if in_turn or open_message is not None:
@@ -285,7 +285,7 @@ def check_events(events: Sequence[AgentEvent]) -> None:
             if in_turn:
                 fail(i, "turn_start inside a turn")
             in_turn, assistant, started, ended = True, None, set(), set()
-        elif type(event) is TurnEnd:
+        elif isinstance(event, TurnEnd):
             if not in_turn or open_message is not None:
                 fail(i, "turn_end outside a turn or inside a message")
             message = event.message
@@ -298,14 +298,14 @@ def check_events(events: Sequence[AgentEvent]) -> None:
             if started != ended:
                 fail(i, f"tool calls started but not ended: {sorted(started - ended)}")
             in_turn = False
-        elif type(event) is MessageStart:
+        elif isinstance(event, MessageStart):
             if not in_turn or open_message is not None:
                 fail(i, "message_start outside a turn or inside another message")
             open_message = event.message
         elif kind is MessageUpdate:
             if open_message is None or open_message.role != "assistant":
                 fail(i, "message_update outside an assistant message")
-        elif type(event) is MessageEnd:
+        elif isinstance(event, MessageEnd):
             if open_message is None or open_message.role != event.message.role:
                 fail(i, "message_end without its message_start")
             open_message = None
@@ -329,5 +329,5 @@ def check_events(events: Sequence[AgentEvent]) -> None:
                 ended.add(call_id)
         elif kind is not AgentStart:
             fail(i, f"unknown event {event!r}")
-    if type(events[-1]) is not AgentEnd:
+    if not isinstance(events[-1], AgentEnd):
         fail(len(events), "a run ends with agent_end")

@@ -59,7 +59,7 @@ _extend: Any = jsonschema.validators.extend
 
 
 class TooCostly(Exception):
-    """A validation used up its `MAX_SCHEMA_STEPS` keyword checks."""
+    """A validation used up its budget: `MAX_SCHEMA_STEPS` keyword checks or `MAX_SCHEMA_SECONDS` of CPU."""
 
 
 class _Budget:

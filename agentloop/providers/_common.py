@@ -430,9 +430,9 @@ class AssistantMessageEventStream:
 
     async def __anext__(self) -> AssistantMessageEvent:
         event = await self._events.__anext__()
-        if type(event) is DoneEvent:
+        if isinstance(event, DoneEvent):
             self._message = event.message
-        elif type(event) is ErrorEvent:
+        elif isinstance(event, ErrorEvent):
             self._message = event.error
         return event
 

@@ -168,7 +168,7 @@ class _AgentLoopJSONConverter(EncodingPayloadConverter):
             data: dict[str, Any] = {"kind": "value", "value": to_json(value)}
         elif isinstance(value, (list, tuple)) and value and all(_is_codec_value(v) for v in value):
             data = {"kind": "list", "items": [to_json(v) for v in value]}
-        elif type(value) is AgentRun:
+        elif isinstance(value, AgentRun):
             data = {
                 "kind": "run",
                 "agent": value.agent,

@@ -313,7 +313,7 @@ class AgentWorkflow:
         self._record(event)
 
     def _record(self, event: AgentEvent) -> None:
-        if type(event) is TurnStart:
+        if isinstance(event, TurnStart):
             self._turn += 1
         envelope = EventEnvelope(
             event=event, run_id=self._run_id, seq=self._next_seq, turn=self._turn, timestamp=_now_ms()

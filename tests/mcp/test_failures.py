@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TextIO
 
 import anyio
@@ -82,6 +82,47 @@ async def test_an_http_server_that_dies_between_turns_gives_an_error_result_and_
     ends = [e for e in events if e.type == "tool_execution_end"]
     assert not ends[0].is_error and ends[1].is_error
     assert later.is_error is True
+
+
+async def run_killing_mid_call(tools: list[al.AgentTool], pid: Callable[[], int]) -> list[al.AgentEvent]:
+    """A run whose one call of `slow` (a minute long) is in flight when the server is SIGKILLed."""
+    model = ScriptedModel([Response(content=[ScriptedToolCall("c1", "slow", {"label": "doomed"})]), "done"])
+    config = al.AgentLoopConfig(model=MODEL)
+    events: list[al.AgentEvent] = []
+    prompt = al.UserMessage(content="wait")
+    async with al.agent_loop([prompt], al.AgentContext(tools=tools), config, stream_fn=model) as stream:
+        async for event in stream:
+            events.append(event)
+            if event.type == "tool_execution_start":
+                await anyio.sleep(0.5)  # the request has reached the server
+                os.kill(pid(), signal.SIGKILL)
+    check_events(events)
+    return events
+
+
+async def test_an_http_server_that_dies_mid_call_gives_an_error_result_and_the_run_ends(
+    doomed_url: tuple[str, int],
+) -> None:
+    url, pid = doomed_url
+    with anyio.fail_after(30):  # a call's own timeout is 300 s: the death itself must end it
+        async with MCPServerStreamableHTTP(url) as server:
+            events = await run_killing_mid_call(await server.list_tools(), lambda: pid)
+    (end,) = [e for e in events if e.type == "tool_execution_end"]
+    assert end.is_error and events[-1].type == "agent_end"
+
+
+async def test_a_stdio_server_that_dies_mid_call_gives_an_error_result_and_the_run_ends(devnull: TextIO) -> None:
+    label = f"doomed-{os.getpid()}-{time.monotonic_ns()}"  # finds this test's process (pgrep -f)
+
+    def pid() -> int:
+        found = subprocess.run(["pgrep", "-n", "-f", label], capture_output=True, text=True)
+        return int(found.stdout.split()[0])
+
+    with anyio.fail_after(30):
+        async with MCPServerStdio(sys.executable, [str(SMALL_SERVER), "stdio", label], errlog=devnull) as server:
+            events = await run_killing_mid_call(await server.list_tools(), pid)
+    (end,) = [e for e in events if e.type == "tool_execution_end"]
+    assert end.is_error and events[-1].type == "agent_end"
 
 
 async def test_an_answer_the_sdk_cannot_parse_ends_the_call_with_an_error(devnull: TextIO) -> None:
