@@ -5,6 +5,7 @@ Run as `python small_server.py` (stdio) or `python small_server.py http PORT` (s
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Annotated
 
@@ -52,6 +53,12 @@ async def slow(label: str) -> str:
         cancelled.append(label)
         raise
     return "woke up"
+
+
+@server.tool()
+def where(variable: str) -> str:
+    """The server's working directory and the value of an environment variable, on two lines."""
+    return f"{os.getcwd()}\n{os.environ.get(variable, '<unset>')}"
 
 
 @server.tool()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -167,6 +168,34 @@ async def test_http_headers_and_a_token_are_sent(small_url: str) -> None:
     assert sent and all(h["x-team"] == "blue" and h["authorization"] == "Bearer tok" for h in sent)
     async with MCPServerStreamableHTTP(small_url, headers={"X-Team": "red"}, token="tok2") as server:
         assert (await server.call_tool("add", {"a": 1, "b": 1})).details == {"total": 2, "terms": [1, 1]}
+
+
+async def test_an_auth_flow_signs_every_request(small_url: str) -> None:
+    class Signed(httpx2.Auth):  # as the SDK's OAuthClientProvider, an httpx2.Auth
+        def __init__(self) -> None:
+            self.signed = 0
+
+        async def async_auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+            self.signed += 1
+            request.headers["Authorization"] = f"Bearer signed-{self.signed}"
+            yield request
+
+    auth = Signed()
+    async with MCPServerStreamableHTTP(small_url, auth=auth) as server:
+        assert (await server.call_tool("add", {"a": 2, "b": 2})).details == {"total": 4, "terms": [2, 2]}
+    assert auth.signed >= 2  # initialize, then the call (and the SDK's other requests)
+
+
+async def test_a_stdio_server_gets_its_cwd_and_only_the_env_it_is_given(
+    tmp_path: Path, devnull: TextIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENTLOOP_TEST_SECRET", "not for the server")
+    env = {"AGENTLOOP_TEST_GIVEN": "given"}
+    async with MCPServerStdio(sys.executable, [str(SMALL_SERVER)], env=env, cwd=tmp_path, errlog=devnull) as server:
+        given = await server.call_tool("where", {"variable": "AGENTLOOP_TEST_GIVEN"})
+        secret = await server.call_tool("where", {"variable": "AGENTLOOP_TEST_SECRET"})
+    assert texts(given)[0].splitlines() == [str(tmp_path), "given"]
+    assert texts(secret)[0].splitlines() == [str(tmp_path), "<unset>"]
 
 
 async def test_load_servers_reads_an_mcp_servers_file(
