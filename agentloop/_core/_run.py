@@ -32,8 +32,8 @@ Sink: TypeAlias = Callable[[AgentEvent], Awaitable[None]]
 
 FAIR_SHARE = 48
 """A run gives the scheduler a turn at least every this many steps (a model event read, a tool call
-made): a fast model (a cache, a local server) or tools that never wait cannot starve the other
-runs of the process."""
+made), and the proxy server every this many events it streams: a fast model (a cache, a local
+server) or tools that never wait cannot starve the other tasks of the process."""
 
 
 def check_signal(signal: object) -> None:

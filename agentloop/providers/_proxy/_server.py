@@ -30,6 +30,7 @@ import anyio
 import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from ..._core._run import FAIR_SHARE
 from ..._types._abort import AbortSignal
 from ..._types._messages import Context, Model
 from ..._types._stream_fn import MaybeAwaitable, StreamFn, StreamOptions, opened_stream
@@ -55,7 +56,6 @@ _DESTINATIONS: dict[str, Callable[[Model], str]] = {
 }
 """Where the built-in stream function of each API sends a model's request, and its key."""
 
-_EVENTS_PER_TURN = 32  # events queued between two turns given to the scheduler
 _QUEUED_EVENTS = 256  # events queued ahead of a client that reads slower than the model writes
 _PING = b": ping\n\n"
 
@@ -408,7 +408,7 @@ class _ProxyApp:
                 sent = 0
                 async for event in events:
                     sent += 1
-                    if sent % _EVENTS_PER_TURN == 0:
+                    if sent % FAIR_SHARE == 0:
                         # An upstream that never waits (a cache, a replay, a fast local model) would
                         # otherwise hold the loop for a whole answer, and the writer would send
                         # nothing before its end.
