@@ -98,6 +98,17 @@ class AssistantMessageBuilder:
         self._shared = None
 
     @property
+    def response_model(self) -> str | None:
+        """The model that answered, when the provider names another than the one asked for (the
+        final message carries it as `extra["responseModel"]`, pi's `responseModel`)."""
+        return self._header.response_model
+
+    @response_model.setter
+    def response_model(self, response_model: str | None) -> None:
+        self._header = self._header._replace(response_model=response_model)
+        self._shared = None
+
+    @property
     def content(self) -> tuple[AssistantContent, ...]:
         """The blocks so far."""
         return self.snapshot().content

@@ -25,6 +25,9 @@ class Header(NamedTuple):
     usage: Usage
     response_id: str | None
     timestamp: int
+    response_model: str | None = None
+    """The model that answered, when the provider names another than the one asked for (pi's
+    `responseModel`, kept in the message's `extra`)."""
 
 
 class PartialSnapshot(NamedTuple):
@@ -83,6 +86,7 @@ def message(
         error_message=error_message,
         response_id=header.response_id,
         timestamp=header.timestamp,
+        extra=None if header.response_model is None else {"responseModel": header.response_model},
     )
 
 

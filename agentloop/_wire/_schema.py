@@ -4,16 +4,17 @@
     python -m agentloop._wire._schema --check    # exit 1 when the file is not what the types give
     python -m agentloop._wire._schema -          # print it
 
-The schema's root is an `EventEnvelope` (what goes on a bus or an SSE stream); `$defs` holds
-every event, assistant stream event, message, content block and tool result, under its Python
-class name. Fields come from the classes' dataclass fields (a field stored as `_name` is written
-as its property `name`), keys are their camelCase names as the codec writes them, and a field
-typed `X | None` is optional (the codec leaves None out). The few fields the codec leaves out
-otherwise are listed in `_OPTIONAL`; custom messages (any other role, their own keys) are
-described by hand. A test validates the codec's output for real runs against this schema, with
-`additionalProperties: false`, so the two cannot drift apart silently. The schema is that of the
-values agentloop makes: a value read from another generation (pi-agent-core 1.x) carries the keys
-agentloop does not model in its `extra`, and the codec writes them back beside these.
+The schema's root is an `EventEnvelope` (what goes on a bus or an SSE stream); `$defs` holds every
+event, assistant stream event, message, content block and tool result, under its Python class name.
+Fields come from the classes' dataclass fields (a field stored as `_name` is written as its
+property `name`), keys are their camelCase names as the codec writes them, and a field typed
+`X | None` is optional (the codec leaves None out). The few fields the codec leaves out otherwise are
+listed in `_OPTIONAL`, the keys agentloop writes from `extra` in `_FROM_EXTRA`; custom messages
+(any other role, their own keys) are described by hand. A test validates the codec's output for
+real runs against this schema, with `additionalProperties: false`, so the two cannot drift apart
+silently. The schema is that of the values agentloop makes: a value read from another generation
+(pi-agent-core 1.x) carries the keys agentloop does not model in its `extra`, and the codec writes
+them back beside these.
 """
 
 from __future__ import annotations
@@ -69,6 +70,13 @@ _OPTIONAL = {
     (_messages.ToolResultMessage, "details"),  # Any: written unless None
     (_messages.AgentToolResult, "details"),
 }
+
+_FROM_EXTRA = {
+    _messages.AssistantMessage: {
+        "responseModel": {"type": "string", "description": "The model that answered, when not the one asked for."}
+    },
+}
+"""Keys agentloop itself writes from a record's `extra` (optional): the providers' `responseModel`."""
 
 
 def _camel(name: str) -> str:
@@ -145,6 +153,7 @@ def _object_schema(cls: type) -> dict[str, Any]:
         properties[key] = _type_schema(tp)
         if not optional:
             required.append(key)
+    properties.update(_FROM_EXTRA.get(cls, {}))
     doc = (cls.__doc__ or "").strip().split("\n")[0]
     schema: dict[str, Any] = {"type": "object", "description": doc, "properties": properties}
     schema["required"] = required

@@ -30,8 +30,9 @@ Content (messages, system prompt, tool definitions, tool arguments and results) 
 only with `record_content=True`; API keys are never read into spans, and the key a model call
 used is masked out of any error text or content that is recorded.
 
-`gen_ai.response.model` is the model that answered when the answer names it (pi's
-`responseModel`, kept in the message's `extra`), else the requested one.
+`gen_ai.response.model` is the model that answered when it is not the one asked for (a dated
+version, a fallback: the providers keep it as pi-ai does, in the message's
+`extra["responseModel"]`), else the requested one.
 
 Metrics: with a `meter_provider`, each model call records the GenAI client histograms
 `gen_ai.client.token.usage` and `gen_ai.client.operation.duration` (see `Tracing`).

@@ -296,6 +296,9 @@ class AnthropicParser(SSEParser):
             if isinstance(message, dict):
                 if isinstance(message.get("id"), str):
                     self.builder.response_id = message["id"]
+                answered = message.get("model")
+                if isinstance(answered, str) and answered != self.model.id:
+                    self.builder.response_model = answered  # a fallback model answered
                 if isinstance(message.get("usage"), dict):
                     self._usage(message["usage"])
         elif kind == "message_delta":

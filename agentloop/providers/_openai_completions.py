@@ -347,6 +347,9 @@ class CompletionsParser(SSEParser):
         builder = self.builder
         if builder.response_id is None and isinstance(chunk.get("id"), str):
             builder.response_id = chunk["id"]
+        answered = chunk.get("model")
+        if builder.response_model is None and isinstance(answered, str) and answered and answered != self.model.id:
+            builder.response_model = answered
         choices = chunk.get("choices")
         usage = chunk.get("usage")
         for choice in choices if isinstance(choices, list) else ():

@@ -448,3 +448,12 @@ async def test_empty_text_and_thinking_deltas_are_events_as_in_pi_ai() -> None:
         ("text_delta", "ok"),
     ]
     assert final.text == "ok"
+
+
+async def test_a_fallback_model_that_answered_is_kept() -> None:
+    """pi-ai 1.6's `responseModel`: `message_start`'s model when it is not the one asked for."""
+    items = [start(), block(0, type="text", text=""), delta(0, type="text_delta", text="Hi."), stop(0), *end()]
+    _, final = await stream(items)  # asked for "test-model", "claude" answered
+    assert final.extra == {"responseModel": "claude"} and final.text == "Hi."
+    _, final = await stream(items, model("anthropic-messages", id="claude"))
+    assert final.extra is None

@@ -168,7 +168,7 @@ async def our_events(api: str, body: bytes) -> list[dict[str, Any]]:
 
 _NOT_COMPARED = {"timestamp", "api", "provider", "model"}
 # What pi-ai 1.x sets and agentloop's providers do not make (the codec keeps it, in `extra`).
-_ONLY_PI_AI_1X = {"durationMs", "responseModel", "rawStopReason", "cacheWrite1h", "reasoning", "totalFromProvider"}
+_ONLY_PI_AI_1X = {"durationMs", "rawStopReason", "cacheWrite1h", "reasoning", "totalFromProvider"}
 
 
 def _modelled(data: Any) -> Any:

@@ -434,3 +434,12 @@ async def test_unexpected_shapes_do_not_crash() -> None:
     )
     _, final = await stream(body)
     assert final.stop_reason == "error" and "not an object" in (final.error_message or "")
+
+
+async def test_the_model_that_answered_is_kept_when_it_is_not_the_one_asked_for() -> None:
+    """pi-ai 1.6's `responseModel`: the first chunk's `model` that differs from the model's id."""
+    dated = [chat_chunk({"content": "hi"}, model="test-model-2026-01"), chat_chunk(finish="stop", model="other")]
+    _, final = await stream(sse_data(*dated))
+    assert final.extra == {"responseModel": "test-model-2026-01"}
+    _, final = await stream(sse_data(chat_chunk({"content": "hi"}, finish="stop", model="test-model")))
+    assert final.extra is None

@@ -194,8 +194,11 @@ def test_schema_check_reports_a_stale_file(tmp_path: Any, capsys: pytest.Capture
 def test_the_schema_rejects_what_the_codec_never_writes() -> None:
     message = al.to_json(al.AssistantMessage(content=(al.TextContent("x"),)))
     validator("AssistantMessage").validate(message)
+    answered = al.AssistantMessage(content=(al.TextContent("x"),), extra={"responseModel": "m-2026-01"})
+    validator("AssistantMessage").validate(al.to_json(answered))  # what the providers write
     for bad in (
         {**message, "extra": 1},
+        {**message, "responseModel": 3},
         {k: v for k, v in message.items() if k != "usage"},
         {**message, "stopReason": "done"},
         {**message, "content": [{"type": "image", "data": "x", "mimeType": "image/png"}]},
