@@ -71,7 +71,7 @@ _OPTIONAL = {
     (_messages.AgentToolResult, "details"),
 }
 
-_FROM_EXTRA = {
+_FROM_EXTRA: dict[type, dict[str, Any]] = {
     _messages.AssistantMessage: {
         "responseModel": {"type": "string", "description": "The model that answered, when not the one asked for."}
     },
