@@ -18,7 +18,10 @@ runs ready tasks in (trio shuffles them):
 3. **Finalized in completion order**, and only once every call of its group has begun.
 4. **Calls that complete in the same scheduler pass are finalized in source order** (timers due
    together fire in the order they were set, in JavaScript). After the first completion the
-   batch lets one scheduler pass go by, then finalizes what has completed by then, sorted.
+   batch lets scheduler passes go by until one brings no new completion, then finalizes what has
+   completed by then, sorted. (One pass is not enough on trio: it runs a pass's tasks in a
+   shuffled order, so the batch's own task may run between two calls that complete in the pass
+   it resumes in.)
 5. **`after_tool_call` runs before the call's `tool_execution_end`**, and each finalization runs up
    to its first wait before the next one begins (a `.then` callback): a slow hook or listener
    holds up only its own call.
@@ -144,8 +147,8 @@ class ParallelBatch(Generic[C, R]):
 
 async def _completed_in_one_pass(completed: MemoryObjectReceiveStream[tuple[int, R]]) -> list[tuple[int, R]]:
     """The calls that completed next, in source order: the first one (taken at once if it is
-    already there, else waited for), and those that complete within one more scheduler pass.
-    Empty when every call of the group has ended."""
+    already there, else waited for), and those that complete in the scheduler passes that follow
+    until one pass brings none. Empty when every call of the group has ended."""
     try:
         ready = [completed.receive_nowait()]
     except anyio.WouldBlock:
@@ -155,10 +158,13 @@ async def _completed_in_one_pass(completed: MemoryObjectReceiveStream[tuple[int,
             return []
     except anyio.EndOfStream:
         return []
-    await anyio.lowlevel.checkpoint()  # the calls that complete in this pass line up too (rule 4)
-    while True:
-        try:
-            ready.append(completed.receive_nowait())
-        except (anyio.WouldBlock, anyio.EndOfStream):
-            break
+    taken = 0
+    while taken < len(ready):  # the last pass brought a completion: the next may bring its peers
+        taken = len(ready)
+        await anyio.lowlevel.checkpoint()  # the calls that complete in this pass line up too (rule 4)
+        while True:
+            try:
+                ready.append(completed.receive_nowait())
+            except (anyio.WouldBlock, anyio.EndOfStream):
+                break
     return sorted(ready, key=itemgetter(0))
