@@ -29,6 +29,7 @@ __all__ = (
     "ending",
     "final_message",
     "replayed",
+    "workflow_options",
 )
 
 
@@ -110,9 +111,7 @@ def check_definition(
     return tools
 
 
-DURABLE_OPTIONS = (
-    "api_key",
-    "get_api_key",
+_IN_WORKFLOW = (
     "max_turns",
     "tool_execution",
     "max_parallel_tool_calls",
@@ -121,6 +120,8 @@ DURABLE_OPTIONS = (
     "max_tokens",
     "session_id",
 )
+
+DURABLE_OPTIONS = ("api_key", "get_api_key", *_IN_WORKFLOW)
 """The loop options (`LoopOptions`) a durable agent takes. The others are callbacks that would run
 in the workflow's own code, which must replay the same way after a crash (the hooks,
 `convert_to_llm`, `transform_context`...), options the engine sets itself (`wrap_tool_call`,
@@ -135,6 +136,12 @@ def durable_options(kind: str, options: dict[str, Any]) -> LoopOptions:
     if others:
         raise TypeError(f"{kind} does not take {', '.join(others)}; its loop options are {', '.join(DURABLE_OPTIONS)}")
     return LoopOptions(**options)
+
+
+def workflow_options(options: LoopOptions) -> dict[str, Any]:
+    """The durable options the loop in the workflow runs with: all but the keys, which stay where
+    the model call runs."""
+    return {name: getattr(options, name) for name in _IN_WORKFLOW}
 
 
 def approval_names(needs_approval: Collection[str], tools: Sequence[AgentTool]) -> frozenset[str]:

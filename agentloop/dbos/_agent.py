@@ -34,7 +34,15 @@ from dbos._error import DBOSBaseException, DBOSException
 from .._core._config import AgentContext, AgentLoopConfig, call
 from .._core._loop import run_agent_loop, run_agent_loop_continue
 from .._core._util import exception_text
-from .._durable import approval_names, check_definition, durable_options, ending, final_message, replayed
+from .._durable import (
+    approval_names,
+    check_definition,
+    durable_options,
+    ending,
+    final_message,
+    replayed,
+    workflow_options,
+)
 from .._tools._tool import AgentTool
 from .._types._abort import AbortSignal
 from .._types._constants import ABORTED_TEXT, TOOL_ABORTED_TEXT
@@ -203,14 +211,8 @@ class DBOSAgent:
             model=self.model,
             get_steering_messages=run.take_steering,
             get_follow_up_messages=run.take_follow_ups,
-            tool_execution=self.options.tool_execution,
-            max_parallel_tool_calls=self.options.max_parallel_tool_calls,
-            tool_abort_grace=self.options.tool_abort_grace,
-            max_turns=self.options.max_turns,
             reasoning=self.reasoning,
-            temperature=self.options.temperature,
-            max_tokens=self.options.max_tokens,
-            session_id=self.options.session_id,
+            **workflow_options(self.options),
             wrap_tool_call=run.call_tool,
             propagate=_ENGINE_ERRORS,
             clock=run.clock,

@@ -38,7 +38,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 
 from .._core._config import AgentContext, AgentLoopConfig, ToolInvocation, TurnContext, default_convert_to_llm
 from .._core._loop import run_agent_loop, run_agent_loop_continue
-from .._durable import ending, replayed
+from .._durable import ending, replayed, workflow_options
 from .._types._abort import AbortSignal
 from .._types._constants import ABORTED_TEXT
 from .._types._events import (
@@ -189,15 +189,9 @@ class AgentWorkflow:
             model=agent.model,
             get_steering_messages=self._take_steering,
             get_follow_up_messages=self._take_follow_ups,
-            tool_execution=agent.options.tool_execution,
-            max_parallel_tool_calls=agent.options.max_parallel_tool_calls,
-            tool_abort_grace=agent.options.tool_abort_grace,
             should_stop_after_turn=self._should_stop,
-            max_turns=max_turns,
             reasoning=agent.reasoning,
-            temperature=agent.options.temperature,
-            max_tokens=agent.options.max_tokens,
-            session_id=agent.options.session_id,
+            **(workflow_options(agent.options) | {"max_turns": max_turns}),
             before_tool_call=None if self._approvals is None else self._approvals.before_tool_call,
             wrap_tool_call=self._call_tool,
             propagate=(TemporalError,),
