@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from ._core._config import LoopOptions
 from ._tools._tool import AgentTool
+from ._types._constants import ABORTED_TEXT
 from ._types._events import AssistantMessageEvent, DoneEvent, ErrorEvent, StartEvent
 from ._types._messages import AssistantMessage, Model
 from ._types._stream_fn import opened_stream
@@ -23,6 +24,7 @@ from ._types._stream_fn import opened_stream
 __all__ = (
     "DURABLE_OPTIONS",
     "IncompleteStream",
+    "StreamProgress",
     "approval_names",
     "check_definition",
     "durable_options",
@@ -37,15 +39,37 @@ class IncompleteStream(RuntimeError):
     """A model stream ended without its terminal event (a broken stream function: no retry helps)."""
 
 
-async def final_message(source: Any) -> AssistantMessage:
+class StreamProgress:
+    """How far a model stream has come: its latest event that carries the message so far.
+
+    For a call cut short (an abort): `aborted()` is what a run in one process keeps then.
+    """
+
+    __slots__ = ("last",)
+
+    def __init__(self) -> None:
+        self.last: Any = None
+
+    def aborted(self, model: Model, timestamp: int) -> AssistantMessage:
+        """The message so far, ended `aborted` (without content if none had come)."""
+        if self.last is None:
+            return ending(model, "aborted", ABORTED_TEXT, timestamp)
+        partial: AssistantMessage = self.last.partial
+        return replace(partial, stop_reason="aborted", error_message=ABORTED_TEXT, timestamp=timestamp)
+
+
+async def final_message(source: Any, progress: StreamProgress | None = None) -> AssistantMessage:
     """Consume what a stream function returned (an iterator, a context manager, or an awaitable of
-    either); the message of its terminal event. `IncompleteStream` if it ends without one."""
+    either); the message of its terminal event. `IncompleteStream` if it ends without one.
+    `progress`, if given, follows the stream as it goes."""
     async with opened_stream(source) as events:
         async for event in events:
             if isinstance(event, DoneEvent):
                 return event.message
             if isinstance(event, ErrorEvent):
                 return event.error
+            if progress is not None:
+                progress.last = event
     raise IncompleteStream("the model stream ended without a done or error event")
 
 

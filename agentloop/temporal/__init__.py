@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 try:
@@ -108,6 +109,10 @@ PASSTHROUGH_MODULES = (
     "typing_extensions",
 )
 """Modules the workflow sandbox takes from the worker instead of re-importing them per run."""
+
+
+_HEARTBEAT_THROTTLE = timedelta(seconds=1)
+"""The longest a worker made by `worker` holds an activity's heartbeat back (Temporal's default: 60 s)."""
 
 
 class EventsLostError(Exception):
@@ -201,7 +206,10 @@ def worker(client: Client, *, task_queue: str, agents: Sequence[TemporalAgent], 
     """A Temporal `Worker` that runs these agents (`async with worker(...):` runs it).
 
     The client must use `data_converter` (`Client.connect(..., data_converter=data_converter)`).
-    Other keyword arguments go to `temporalio.worker.Worker`.
+    Other keyword arguments go to `temporalio.worker.Worker`. Its heartbeat throttle
+    (`max_heartbeat_throttle_interval`) is 1 s unless given: a model call's heartbeats then
+    reach Temporal every second, and so an abort reaches the call in a second or two (see
+    `AgentWorkflow.abort`).
     """
     _require_asyncio("agentloop.temporal.worker")
     if not isinstance(client, Client):
@@ -217,6 +225,7 @@ def worker(client: Client, *, task_queue: str, agents: Sequence[TemporalAgent], 
         config = client.config()
         config["data_converter"] = converter
         client = Client(**config)
+    options.setdefault("max_heartbeat_throttle_interval", _HEARTBEAT_THROTTLE)
     plugins = [*options.pop("plugins", ()), plugin]
     return Worker(client, task_queue=task_queue, plugins=plugins, **options)
 

@@ -1,13 +1,15 @@
 """A durable agent's definition (`TemporalAgent`) and the activities that run its calls.
 
 The workflow runs the loop; a model call is the `<agent>.model` activity, which consumes the
-provider's stream and returns the final message; a tool call is the `<agent>.tool.<name>`
-activity. Activities run on the worker, where the keys, the network and the tools' side effects
-live: nothing of that enters the workflow's history but what the calls return.
+provider's stream and returns the final message (cancelled by an abort, the message so far); a
+tool call is the `<agent>.tool.<name>` activity. Activities run on the worker, where the keys,
+the network and the tools' side effects live: nothing of that enters the workflow's history but
+what the calls return.
 """
 
 from __future__ import annotations
 
+import asyncio  # noqa: TID251  (Temporal's activities run on asyncio; its cancellation is asyncio's)
 import contextvars
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -22,10 +24,17 @@ from temporalio.exceptions import ApplicationError
 
 from .._core._config import call
 from .._core._updates import DELIVERED, Delivery
-from .._durable import IncompleteStream, approval_names, check_definition, durable_options, final_message
+from .._durable import (
+    IncompleteStream,
+    StreamProgress,
+    approval_names,
+    check_definition,
+    durable_options,
+    final_message,
+)
 from .._tools._tool import AgentTool, validate_tool_arguments, within_timeout
 from .._types._abort import AbortSignal
-from .._types._messages import AgentToolResult, Context, Model, TextContent, ThinkingLevel, ToolCall
+from .._types._messages import AgentToolResult, Context, Model, TextContent, ThinkingLevel, ToolCall, now_ms
 from .._types._stream_fn import StreamFn, StreamOptions
 from .._wire._decode import from_json
 from .._wire._encode import to_json
@@ -50,12 +59,22 @@ class ActivityOptions:
         retry_policy: Temporal's retry policy for failed attempts (None: Temporal's default,
             which retries without limit).
         schedule_to_close_timeout: The longest all attempts together may take.
+        local: Run the call as a local activity: in the worker that runs the workflow, within
+            its workflow task, with no round trip through the server (a turn of a near-instant
+            model and tool costs about a tenth). The price: the call's result is recorded, the
+            run's events reach callers, and signals (an abort, a steer) reach the run only when
+            the workflow task completes, which Temporal does at least every 80% of the workflow
+            task timeout (10 s by default) while local calls run; a worker that dies before
+            runs the call again. For short calls that may run twice. A local call does not
+            heartbeat (leave `heartbeat_timeout` None): an abort that has reached the run
+            cancels it at once, in its process.
     """
 
     start_to_close_timeout: timedelta = timedelta(minutes=10)
     heartbeat_timeout: timedelta | None = None
     retry_policy: RetryPolicy | None = None
     schedule_to_close_timeout: timedelta | None = None
+    local: bool = False
 
     def __post_init__(self) -> None:
         for name in ("start_to_close_timeout", "heartbeat_timeout", "schedule_to_close_timeout"):
@@ -64,15 +83,21 @@ class ActivityOptions:
                 raise TypeError(f"ActivityOptions.{name} must be a positive timedelta, got {value!r}")
         if self.retry_policy is not None and not isinstance(self.retry_policy, RetryPolicy):
             raise TypeError(f"ActivityOptions.retry_policy must be a temporalio RetryPolicy, got {self.retry_policy!r}")
+        if type(self.local) is not bool:
+            raise TypeError(f"ActivityOptions.local must be a bool, got {self.local!r}")
+        if self.local and self.heartbeat_timeout is not None:
+            raise ValueError("ActivityOptions: a local activity does not heartbeat; leave heartbeat_timeout None")
 
     def as_kwargs(self) -> dict[str, Any]:
-        """The keyword arguments of `workflow.execute_activity`."""
-        return {
+        """The keyword arguments of `workflow.start_activity` (or `start_local_activity`)."""
+        kwargs: dict[str, Any] = {
             "start_to_close_timeout": self.start_to_close_timeout,
-            "heartbeat_timeout": self.heartbeat_timeout,
             "retry_policy": self.retry_policy,
             "schedule_to_close_timeout": self.schedule_to_close_timeout,
         }
+        if not self.local:
+            kwargs["heartbeat_timeout"] = self.heartbeat_timeout
+        return kwargs
 
 
 # Heartbeats by default: a crashed worker is noticed in 30 s (not at the 10-minute timeout), and an
@@ -116,7 +141,8 @@ class TemporalAgent:
         stream_fn: The provider stream the model activity consumes (default: the built-in
             providers, chosen by `model.api`).
         model_activity: Timeouts and retries of the model call (default: 10 minutes an
-            attempt, a heartbeat every 15 s with a 30 s timeout, 5 attempts).
+            attempt, a heartbeat every second with a 30 s timeout, 5 attempts). An abort
+            cancels the call and gets the message so far (see `AgentWorkflow.abort`).
         tool_activities: Per tool name, its `ActivityOptions`; default_tool_activity: for the
             others (default: 10 minutes an attempt, 30 s heartbeat timeout, 3 attempts).
         turns_per_history: After this many turns a workflow continues as new, carrying the
@@ -279,11 +305,21 @@ class TemporalAgent:
             from .._core._default_stream import default_stream_fn
 
             stream_fn = default_stream_fn
-        async with _heartbeating():
-            try:
-                final = await final_message(stream_fn(model, context, stream_options))
-            except IncompleteStream as exc:
-                raise ApplicationError(str(exc), non_retryable=True) from None
+        progress = StreamProgress()
+        try:
+            async with _heartbeating(_MODEL_BEAT):
+                try:
+                    final = await final_message(stream_fn(model, context, stream_options), progress)
+                except IncompleteStream as exc:
+                    raise ApplicationError(str(exc), non_retryable=True) from None
+        except asyncio.CancelledError:
+            cancel = activity.cancellation_details()
+            if cancel is None or not cancel.cancel_requested:
+                raise  # the worker is shutting down, the attempt timed out...: not an answer
+            # An abort: the workflow waits for what the model said so far, as a run in one
+            # process keeps it.
+            _uncancel()
+            final = progress.aborted(model, now_ms())
         if "base" not in data or self.contexts is None:
             answer = to_json(final)
             if self.contexts is None:
@@ -344,9 +380,22 @@ def _ignore_update(partial_result: AgentToolResult) -> Delivery:
     return DELIVERED
 
 
+_MODEL_BEAT = 1.0
+"""Seconds between a model call's heartbeats: an abort reaches the call this soon (with the
+worker's heartbeat throttle at most this long too, as `agentloop.temporal.worker` sets it)."""
+
+
+def _uncancel() -> None:
+    """Forget a cancellation this task has handled (on Python 3.11+ asyncio counts them)."""
+    task = asyncio.current_task()
+    if task is not None and hasattr(task, "uncancel"):
+        task.uncancel()
+
+
 @asynccontextmanager
-async def _heartbeating() -> AsyncIterator[None]:
-    """Heartbeat every half `heartbeat_timeout` while the body runs (nothing without a timeout).
+async def _heartbeating(every: float | None = None) -> AsyncIterator[None]:
+    """Heartbeat every half `heartbeat_timeout` (or `every` seconds, if sooner) while the body
+    runs (nothing without a timeout).
 
     A heartbeat is how Temporal learns that the attempt is alive, and how a cancellation (an
     abort, a cancelled workflow) reaches it.
@@ -356,6 +405,8 @@ async def _heartbeating() -> AsyncIterator[None]:
         yield
         return
     interval = timeout.total_seconds() / 2
+    if every is not None:
+        interval = min(interval, every)
 
     async def beat() -> None:
         while True:

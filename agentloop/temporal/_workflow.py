@@ -8,7 +8,9 @@ Temporal's own exceptions propagate; the clock is the workflow's.
 What a caller sees: every event, in an envelope whose `seq` counts from 0 for the whole run
 (across continue-as-new), through the `events(after_seq, part)` update, a long poll, answered in
 pages that fit a payload (`_PAGE_BYTES`; an envelope larger than that in parts). Steering,
-follow-up and abort are signals.
+follow-up and abort are signals; an abort during a model call waits (at most `_ABORT_WAIT`) for
+the call's answer, the message so far, which the run keeps as a run in one process does
+(`AgentWorkflow.abort`, `_model_stream`).
 
 Sizes: without a context store a value over `PAYLOAD_LIMIT` cannot travel, so the workflow
 checks a model call's context, the transcript it carries into a new history and the run's result
@@ -19,10 +21,10 @@ Bounded history: after `turns_per_history` turns (or when Temporal suggests it) 
 stops the loop after the turn, and continues as new with the transcript, the queued messages
 and the event counters; the caller sees one run. With the agent's `context_store`, a model call
 carries the messages added since the previous call and the key of the context it ended with
-(`_SentContext`), not the whole transcript (see `_temporal_context`).
+(`_SentContext`), not the whole transcript (see `_context`).
 
 Human approval: with the agent's `needs_approval`, `before_tool_call` waits for the `approve`
-update (see `_temporal_approval`); the `approvals` query lists the calls waiting.
+update (see `_approval`); the `approvals` query lists the calls waiting.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TemporalError
+from temporalio.workflow import ActivityCancellationType, ActivityHandle
 
 from .._core._config import AgentContext, AgentLoopConfig, ToolInvocation, TurnContext, default_convert_to_llm
 from .._core._loop import run_agent_loop, run_agent_loop_continue
@@ -66,6 +69,8 @@ __all__ = ("AgentWorkflow", "register_agent", "registered_agent")
 _AGENTS: dict[str, TemporalAgent] = {}
 _DRAIN_TIMEOUT = timedelta(seconds=10)
 """How long a workflow about to continue as new waits for an attached caller to read its events."""
+_ABORT_WAIT = timedelta(seconds=10)
+"""How long an abort waits for the model call in flight to answer with what it has said so far."""
 _PAGE_BYTES = 192 * 1024
 """The most envelope JSON one answer to `events` carries: under Temporal's 2 MiB payload limit,
 and under the 256 KiB above which a store would keep it (so a caller needs no store to read)."""
@@ -103,14 +108,19 @@ def _now_ms() -> int:
     return int(workflow.now().timestamp() * 1000)
 
 
-async def _activity(name: str, arg: Any, options: ActivityOptions, summary: str) -> Any:
-    """Run an activity; a cancellation (an abort's cut) returns at once and asks Temporal to cancel it.
+def _start(name: str, arg: Any, options: ActivityOptions, summary: str, **more: Any) -> ActivityHandle[Any]:
+    """Start an activity (a local one if `options.local`)."""
+    start = workflow.start_local_activity if options.local else workflow.start_activity
+    return start(name, arg, summary=summary, **options.as_kwargs(), **more)
+
+
+async def _finished(handle: ActivityHandle[Any]) -> Any:
+    """The activity's result; a cancellation (an abort's cut) returns at once and asks Temporal to cancel it.
 
     Awaiting the activity's handle directly would not do: cancelling it resolves the handle only
     in a later activation, and anyio re-delivers a scope's cancellation until the task has left
     the scope, which in a workflow's event loop never yields. A plain future cancels at once.
     """
-    handle = workflow.start_activity(name, arg, summary=summary, **options.as_kwargs())
     finished = asyncio.get_running_loop().create_future()
 
     def wake(_: object) -> None:
@@ -159,6 +169,7 @@ class AgentWorkflow:
         self._turns_left: int | None = None  # of `max_turns`, in this history
         self._approvals: PendingApprovals | None = None
         self._sent = _SentContext()
+        self._model_call = _ModelCall()
 
     # --- the run -------------------------------------------------------------------------------
 
@@ -198,7 +209,7 @@ class AgentWorkflow:
             clock=_now_ms,
         )
         context = AgentContext(system_prompt=agent.system_prompt, messages=tuple(run.messages), tools=agent.tools)
-        stream = _model_stream(agent, self._sent)
+        stream = _model_stream(agent, self._sent, self._model_call)
         if not state and run.prompts:
             new = await run_agent_loop(run.prompts, context, config, self._emit, self._signal, stream)
         elif state and run.messages and run.messages[-1].role == "assistant":
@@ -274,12 +285,13 @@ class AgentWorkflow:
         name = invocation.tool.name
         call_id = invocation.tool_call.id
         try:
-            out = await _activity(
+            handle = _start(
                 agent.tool_activity_name(name),
                 {"toolCall": to_json(invocation.tool_call)},
                 agent.tool_activity_options(name),
                 f"{name} ({call_id})",
             )
+            out = await _finished(handle)
         except ActivityError as exc:
             if isinstance(exc.cause, CancelledError):
                 raise
@@ -381,8 +393,20 @@ class AgentWorkflow:
         self._follow_ups.append(message)
 
     @workflow.signal(name="abort")
-    def abort(self) -> None:
-        """Abort the run: the model call or the tools in flight are cancelled, the run ends `aborted`."""
+    async def abort(self) -> None:
+        """Abort the run: the tools in flight are cancelled and the run ends `aborted`.
+
+        A model call in flight is cancelled too, and asked for what the model has said so far:
+        the run keeps it (the aborted message's content), as a run in one process does, if the
+        call answers within `_ABORT_WAIT` (the cancellation reaches it with its next heartbeat,
+        every second). If it does not, the run ends without it.
+        """
+        call = self._model_call
+        if call.handle is not None and not self._signal.aborted:
+            call.abort_asked = True  # the model stream aborts the signal once the loop has the answer
+            call.handle.cancel()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await workflow.wait_condition(lambda: self._signal.aborted, timeout=_ABORT_WAIT)
         self._signal.abort()
 
     # --- human approval --------------------------------------------------------------------------
@@ -439,10 +463,24 @@ def _context_missing(exc: ActivityError) -> bool:
     return isinstance(exc.cause, ApplicationError) and exc.cause.type == CONTEXT_MISSING
 
 
+class _ModelCall:
+    """The model call in flight (its activity's handle), and whether an abort has asked it for
+    what it has said so far (see `AgentWorkflow.abort`)."""
+
+    def __init__(self) -> None:
+        self.handle: ActivityHandle[Any] | None = None
+        self.abort_asked = False
+
+
 def _model_stream(
-    agent: TemporalAgent, sent: _SentContext
+    agent: TemporalAgent, sent: _SentContext, in_flight: _ModelCall
 ) -> Callable[[Model, Context, StreamOptions], AsyncIterator[AssistantMessageEvent]]:
-    """The workflow's stream function: the model activity, then `start` and `done` for its message."""
+    """The workflow's stream function: the model activity, then `start` and `done` for its message.
+
+    An abort while the activity runs (`AgentWorkflow.abort`) cancels it and waits for its answer:
+    the message so far, ended `aborted`. Once that answer has reached the loop, the stream aborts
+    the run's signal, and the loop ends the run as in one process.
+    """
 
     async def call(model: Model, context: Context, options: StreamOptions) -> AssistantMessage:
         by_reference = agent.contexts is not None
@@ -464,7 +502,17 @@ def _model_stream(
         }
         if agent.contexts is None:
             check_fits("the model call's context", request)
-        data = await _activity(agent.model_activity_name, request, agent.model_activity, model.id)
+        in_flight.handle = _start(
+            agent.model_activity_name,
+            request,
+            agent.model_activity,
+            model.id,
+            cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+        )
+        try:
+            data = await _finished(in_flight.handle)
+        finally:
+            in_flight.handle = None
         # Either shape, whatever this worker's agent has: workers may gain or lose their store
         # while a run goes on (a deploy), and a history recorded either way must replay.
         if "contextKey" not in data:
@@ -474,10 +522,8 @@ def _model_stream(
         sent.key, sent.messages = data["contextKey"], (*context.messages, final)
         return final
 
-    async def stream(model: Model, context: Context, options: StreamOptions) -> AsyncIterator[AssistantMessageEvent]:
-        if options.signal.aborted:  # the contract: an aborted signal ends the stream at once
-            yield ErrorEvent("aborted", ending(model, "aborted", ABORTED_TEXT, _now_ms()))
-            return
+    async def answer(model: Model, context: Context, options: StreamOptions) -> list[AssistantMessageEvent]:
+        """The stream events of the call's outcome."""
         try:
             try:
                 final = await call(model, context, options)
@@ -487,11 +533,29 @@ def _model_stream(
                 sent.key, sent.messages = None, ()  # the store lost it: send the whole context
                 final = await call(model, context, options)
         except ActivityError as exc:
-            if isinstance(exc.cause, CancelledError):
-                raise
-            yield ErrorEvent("error", ending(model, "error", f"The model call failed: {_failure_text(exc)}", _now_ms()))
+            if not isinstance(exc.cause, CancelledError):
+                return [
+                    ErrorEvent(
+                        "error", ending(model, "error", f"The model call failed: {_failure_text(exc)}", _now_ms())
+                    )
+                ]
+            if not in_flight.abort_asked:
+                raise  # the workflow is cancelled
+            # cancelled before an attempt ran (between retries): nothing was said
+            return [ErrorEvent("aborted", ending(model, "aborted", ABORTED_TEXT, _now_ms()))]
+        return [event async for event in replayed(final)]
+
+    async def stream(model: Model, context: Context, options: StreamOptions) -> AsyncIterator[AssistantMessageEvent]:
+        if options.signal.aborted:  # the contract: an aborted signal ends the stream at once
+            yield ErrorEvent("aborted", ending(model, "aborted", ABORTED_TEXT, _now_ms()))
             return
-        async for event in replayed(final):
-            yield event
+        events = await answer(model, context, options)
+        try:
+            for event in events:
+                yield event
+        finally:
+            if in_flight.abort_asked:  # the loop has the answer to the abort: now the run ends
+                in_flight.abort_asked = False
+                options.signal.abort()
 
     return stream

@@ -23,7 +23,7 @@ from agentloop.temporal import (
     TemporalAgent,
     idempotency_key,
 )
-from agentloop.testing import Response, ScriptedToolCall
+from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedToolCall
 from tests.durable_scripts import (
     FOLLOW_UP,
     MODEL,
@@ -204,3 +204,52 @@ odd = TemporalAgent(
 ALL.extend([blob_600k, blob_just_under, blob_just_over, blob_too_big, two_blobs, two_blobs_stored, odd])
 UNSTORED = [agent for agent in ALL if agent.contexts is None]
 """The agents without a store: a worker of only these keeps every payload in the history."""
+
+
+# --- local activities (tests/temporal/test_local_activities.py) -----------------------------------
+
+LOCAL = ActivityOptions(local=True)
+local_calls = TemporalAgent(
+    "local_calls",
+    model=MODEL,
+    tools=[lookup, barrier, broken],
+    stream_fn=scripted(PARALLEL),
+    model_activity=LOCAL,
+    default_tool_activity=LOCAL,
+)
+local_slow = TemporalAgent(
+    "local_slow",
+    model=MODEL,
+    tools=[slow_lookup],
+    stream_fn=scripted(SLOW),
+    tool_abort_grace=0.2,
+    model_activity=LOCAL,
+    default_tool_activity=LOCAL,
+)
+ALL.extend([local_calls, local_slow])
+
+
+# --- an abort while the model speaks (tests/temporal/test_abort_keeps_partial_text.py) ------------
+
+
+async def half_answer(
+    model: al.Model, context: al.Context, options: al.StreamOptions
+) -> AsyncIterator[al.AssistantMessageEvent]:
+    """Streams "Hello, wor", logs `streamed` (in `model_calls`), then waits ten minutes before "ld"."""
+    deltas = 0
+    answer = Response(content=[ScriptedText(["Hello", ", wor", "ld"])])
+    async for event in ScriptedModel([answer])(model, context, options):
+        if event.type == "text_delta":
+            deltas += 1
+            if deltas == 3:
+                log("model_calls", "streamed")
+                await anyio.sleep(600)
+        yield event
+
+
+talker = TemporalAgent("talker", model=MODEL, stream_fn=half_answer)
+deaf_talker = TemporalAgent(
+    "deaf_talker", model=MODEL, stream_fn=half_answer, model_activity=ActivityOptions(heartbeat_timeout=None)
+)
+local_talker = TemporalAgent("local_talker", model=MODEL, stream_fn=half_answer, model_activity=LOCAL)
+ALL.extend([talker, deaf_talker, local_talker])
