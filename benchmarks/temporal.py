@@ -150,7 +150,13 @@ async def measure(address: str, turns: int, runs: int) -> None:
             await asyncio.sleep(0.1)
     agent = make_agent(turns)
     by_reference = make_agent(turns, by_reference=True)
-    agents = [agent, by_reference, *(make_agent(n, local=local) for n in (SHORT, LONG) for local in (False, True))]
+    local_calls = make_agent(turns, local=True)
+    agents = [
+        agent,
+        by_reference,
+        local_calls,
+        *(make_agent(n, local=local) for n in (SHORT, LONG) for local in (False, True)),
+    ]
     local = [await in_process(agent) for _ in range(runs)]
     queue = uuid.uuid4().hex
     async with worker(client, task_queue=queue, agents=agents):
@@ -164,6 +170,7 @@ async def measure(address: str, turns: int, runs: int) -> None:
         streamed = [await durable(client, agent, queue, True) for _ in range(runs)]
         referenced = [await durable(client, by_reference, queue, False) for _ in range(runs)]
         referenced_streamed = [await durable(client, by_reference, queue, True) for _ in range(runs)]
+        local_quiet = [await durable(client, local_calls, queue, False) for _ in range(runs)]
     print(
         f"overhead per turn over the loop in process (({LONG}-turn run - {SHORT}-turn run) / {LONG - SHORT}, "
         f"median of {max(runs, 5)}):"
@@ -182,6 +189,7 @@ async def measure(address: str, turns: int, runs: int) -> None:
         ("durable, streaming", streamed),
         ("by reference, no caller", referenced),
         ("by reference, streaming", referenced_streamed),
+        ("local calls, no caller", local_quiet),
     ):
         ms = statistics.median(r[0] for r in rows) / turns * 1000
         size = statistics.median(r[1] for r in rows)
