@@ -1,16 +1,19 @@
 """Durable runs on DBOS against the in-process loop: time per turn, checkpoint size per turn, throughput.
 
     .venv/bin/python benchmarks/dbos.py [--database sqlite|postgres|URL] [--turns 20] [--runs 3]
-                                        [--concurrent 100 --worker-processes 2]
+                                        [--overhead-runs 5] [--concurrent 100 --worker-processes 2]
 
 `sqlite` (the default) is a file in a temporary directory; `postgres` starts a cluster of its
 own on loopback (the machine's `initdb` and `pg_ctl`). DBOS runs in this process for the per-turn
 figures. Each turn is one scripted model call (a step) and one tool call (a step); the last turn
-has no tool. Reported: milliseconds per turn (durable, and the same run in process), without and
-with a caller streaming the events; what DBOS keeps per turn (step outputs and stream values, as
-JSON bytes); and, with `--concurrent N`, N durable runs of 5 turns enqueued at once by a
-`DBOSClient` and served by `--worker-processes` worker processes, and N runs started at once in
-this one process.
+has no tool. Reported: the overhead per turn, (time of a 21-turn run - time of a 3-turn run) / 18
+(what starting and ending a run cost drops out) minus the same difference in process, median of
+`--overhead-runs` pairs of runs, without and with a caller streaming the events, and the DBOS
+operations it records per turn the same way; milliseconds per turn of a `--turns` run (durable,
+and the same run in process), without and with a caller; what DBOS keeps per turn (step outputs
+and stream values, as JSON bytes); and, with `--concurrent N`, N durable runs of 5 turns enqueued
+at once by a `DBOSClient` and served by `--worker-processes` worker processes, and N runs started
+at once in this one process.
 """
 
 from __future__ import annotations
@@ -35,11 +38,13 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent))  # the repository: `agentloop` and `tests.dbos.postgres`
 
-from dbos import DBOS, DBOSClient  # noqa: E402
+from dbos import DBOS, DBOSClient, SetWorkflowID  # noqa: E402
 
 import agentloop as al  # noqa: E402
 from agentloop.dbos import EVENTS_STREAM, QUEUE, DBOSAgent, result, start_agent, stream_events  # noqa: E402
 from agentloop.testing import Response, ScriptedModel, ScriptedToolCall  # noqa: E402
+
+PROMPT = al.UserMessage(content="go")
 
 
 @al.tool
@@ -77,24 +82,60 @@ async def in_process(agent: DBOSAgent) -> float:
     loop_config = al.AgentLoopConfig(model=agent.model)
     context = al.AgentContext(tools=agent.tools)
     start = time.perf_counter()
-    prompt = [al.UserMessage(content="go")]
-    await al.run_agent_loop(prompt, context, loop_config, lambda e: None, stream_fn=agent.stream_fn)
+    await al.run_agent_loop([PROMPT], context, loop_config, lambda e: None, stream_fn=agent.stream_fn)
     return time.perf_counter() - start
 
 
 async def durable(agent: DBOSAgent, streaming: bool) -> tuple[float, int, int]:
-    """Seconds, JSON bytes DBOS keeps for the run (step outputs, stream values), and steps."""
+    """Seconds (until the run's result, and the caller's last event), JSON bytes DBOS keeps for
+    the run (step outputs, stream values), and DBOS operations."""
     start = time.perf_counter()
-    workflow_id = await start_agent(agent, [al.UserMessage(content="go")], id=uuid.uuid4().hex)
+    # What `start_agent` does, keeping DBOS's handle: its result is the run's own task, where
+    # `result()` would look at the workflow's status every 0.1 s (and round the time up to that).
+    with SetWorkflowID(uuid.uuid4().hex):
+        handle = await DBOS.start_workflow_async(agent.workflow, {"prompts": [al.to_json(PROMPT)], "messages": []})
+    workflow_id = handle.get_workflow_id()
     if streaming:
         async for _ in stream_events(workflow_id):
             pass
-    await result(workflow_id)
+    await handle.get_result()
     elapsed = time.perf_counter() - start
     steps = await DBOS.list_workflow_steps_async(workflow_id)
     size = sum(len(json.dumps(step["output"], default=str)) for step in steps)
     size += sum([len(json.dumps(value)) async for value in DBOS.read_stream_async(workflow_id, EVENTS_STREAM)])
     return elapsed, size, len(steps)
+
+
+LONG, SHORT = 21, 3
+"""The runs whose difference is the overhead per turn: (LONG-turn run - SHORT-turn run) / (LONG - SHORT)."""
+
+
+async def overhead(runs: int) -> None:
+    """The overhead per turn of a durable run, with no caller and with a caller streaming."""
+    long_agent, short_agent = AGENTS[LONG], AGENTS[SHORT]
+    extra_turns = LONG - SHORT
+    await durable(long_agent, False)  # warm-up
+    await durable(short_agent, False)
+    local: list[float] = []
+    quiet: list[float] = []
+    streamed: list[float] = []
+    operations: list[float] = []
+    for _ in range(runs):  # the pairs interleaved: drift in the machine's load hits every figure alike
+        local.append((await in_process(long_agent) - await in_process(short_agent)) / extra_turns)
+        long_run, short_run = await durable(long_agent, False), await durable(short_agent, False)
+        quiet.append((long_run[0] - short_run[0]) / extra_turns)
+        operations.append((long_run[2] - short_run[2]) / extra_turns)
+        long_run, short_run = await durable(long_agent, True), await durable(short_agent, True)
+        streamed.append((long_run[0] - short_run[0]) / extra_turns)
+    in_process_ms = statistics.median(local) * 1000
+    print(
+        f"overhead per turn: ({LONG}-turn run - {SHORT}-turn run) / {extra_turns}, "
+        f"minus the same in process (median of {runs})"
+    )
+    print(f"in process:          {in_process_ms:8.2f} ms/turn")
+    for label, rows in (("durable, no caller", quiet), ("durable, streaming", streamed)):
+        print(f"{label}: {statistics.median(rows) * 1000 - in_process_ms:8.2f} ms/turn of overhead")
+    print(f"DBOS operations:     {statistics.median(operations):8.1f} per turn")
 
 
 async def measure(turns: int, runs: int) -> None:
@@ -158,7 +199,7 @@ def serve(url: str) -> None:
     threading.Event().wait()
 
 
-AGENTS = {turns: make_agent(turns) for turns in (5, 20, 60)}
+AGENTS = {turns: make_agent(turns) for turns in (SHORT, 5, 20, LONG, 60)}
 
 
 @contextlib.contextmanager
@@ -183,6 +224,7 @@ def main() -> None:
     parser.add_argument("--database", default="sqlite", help="sqlite, postgres, or a database URL")
     parser.add_argument("--turns", type=int, default=20, choices=sorted(AGENTS))
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--overhead-runs", type=int, default=5)
     parser.add_argument("--concurrent", type=int, default=0)
     parser.add_argument("--worker-processes", type=int, default=2)
     args = parser.parse_args()
@@ -191,6 +233,7 @@ def main() -> None:
         DBOS(config=config(url))
         DBOS.launch()
         try:
+            asyncio.run(overhead(args.overhead_runs))
             asyncio.run(measure(args.turns, args.runs))
             if args.concurrent:
                 asyncio.run(one_process(args.concurrent))

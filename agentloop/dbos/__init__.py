@@ -213,7 +213,7 @@ async def _send(workflow_id: str, data: dict[str, Any], topic: str, client: DBOS
 
 
 async def steer(workflow_id: str, message: AgentMessage, *, client: DBOSClient | None = None) -> None:
-    """Queue a message for the run's next turn (taken after the current turn's tool calls)."""
+    """Queue a message for the run's next turn (taken at the end of the current turn, after its tool calls)."""
     _require_asyncio("agentloop.dbos.steer")
     _check_call(workflow_id, client)
     _check_messages([message], "message")
@@ -229,11 +229,11 @@ async def follow_up(workflow_id: str, message: AgentMessage, *, client: DBOSClie
 
 
 async def abort(workflow_id: str, *, client: DBOSClient | None = None) -> None:
-    """Abort the run at its next step boundary: it ends `aborted` (with `agent_end`).
+    """Abort the run at the end of its current turn: it ends `aborted` (with `agent_end`) before its next model call.
 
-    A model or tool call already running finishes first (its step is not interrupted); a call
-    waiting for approval is denied ("Operation aborted"). To stop
-    a workflow at once, without the loop's ending, cancel it: `DBOS.cancel_workflow_async(id)`.
+    The calls of the turn under way run first (a step is not interrupted); a call waiting for
+    approval is denied ("Operation aborted"). To stop a workflow at once, without the loop's
+    ending, cancel it: `DBOS.cancel_workflow_async(id)`.
     """
     _require_asyncio("agentloop.dbos.abort")
     _check_call(workflow_id, client)

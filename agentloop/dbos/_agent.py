@@ -10,7 +10,7 @@ The loop runs in the workflow, unchanged (`run_agent_loop`), with the extension 
 - DBOS's own exceptions propagate (`propagate=`), and the clock is the latest time a recorded
   step returned, so a replay stamps what the first run stamped.
 
-Replay needs DBOS's operations in the same order every time. The model step, the `recv` of
+Replay needs DBOS's operations in the same order every time. The model step, the `recv`s of
 steering, follow-up and abort messages, and the final `publish` step run in the loop's own task
 at points that do not depend on timing; the tool steps of a batch begin in source order (the
 core begins a batch's calls in source order, and a step takes its place in the workflow when it
@@ -19,6 +19,19 @@ next step writes them to the `agentloop.events` stream from inside the step (a s
 are not replayed). A step interrupted by a crash runs again and writes again: every event has
 an identity (`tool_execution_end/<call id>/0`, `turn_start//2`, ...), and the reader keeps the
 first of each, so a caller sees every event once, whatever order a replay emitted them in.
+
+Control messages (steering, follow-up, abort) cost recorded `recv`s only when one was sent (a
+`recv` that finds nothing costs as much as two steps). A step ends, after its work, by looking
+whether a control message waits for the run (`_control_message_waiting`, one read) and records
+the answer in its output; the loop's poll receives (every message waiting) only when a step saw
+one since the last poll, and at a run's first poll (a message may have been sent before it
+began). A model step whose answer calls tools does not look: the tool steps that follow do, and
+a message waits until the run receives it, so they see what was sent during the model call too
+(if none of them runs, every call having failed its checks, the next poll receives). The answers
+are recorded, so a replay makes the same `recv`s. A message sent while a step runs is seen by
+it (or by the tool steps after it) and taken at the poll that follows; one sent in the moment
+between a step's look and the poll is taken at the poll after the next step, as a message sent
+just after a poll is in a run in one process.
 """
 
 from __future__ import annotations
@@ -28,7 +41,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Seque
 from typing import Any
 
 import anyio
+import sqlalchemy as sa
 from dbos import DBOS
+from dbos._dbos import _get_dbos_instance
 from dbos._error import DBOSBaseException, DBOSException
 
 from .._core._config import AgentContext, AgentLoopConfig, call
@@ -89,6 +104,33 @@ APPROVAL_TOPIC = "agentloop.approval"
 _ENGINE_ERRORS: tuple[type[BaseException], ...] = (DBOSException, DBOSBaseException)
 _AGENTS: dict[str, DBOSAgent] = {}
 _current_call: contextvars.ContextVar[str] = contextvars.ContextVar("agentloop_dbos_tool_call")
+
+
+def _control_message_waiting(workflow_id: str) -> bool:
+    """Whether a control message (on `CONTROL_TOPIC`) waits for the workflow, not received yet.
+
+    One read of DBOS's notifications table, as `recv` makes before it waits
+    (`SystemDatabase.recv_check`). That table is DBOS's private schema: on any error the answer
+    is True, so that a DBOS that changed it makes the run receive at every poll (a recorded
+    `recv` more per poll), never miss a message. Blocking: run it in a worker thread.
+    """
+    try:
+        system_database = _get_dbos_instance()._sys_db
+        notifications = system_database.tables.notifications
+        query = (
+            sa.select(notifications.c.topic)
+            .where(
+                notifications.c.destination_uuid == workflow_id,
+                notifications.c.topic == CONTROL_TOPIC,
+                notifications.c.consumed == sa.false(),
+            )
+            .limit(1)
+        )
+        with system_database.engine.connect() as connection:
+            connection.execution_options(isolation_level="AUTOCOMMIT")  # no transaction to begin and end
+            return connection.execute(query).first() is not None
+    except Exception:
+        return True
 
 
 def idempotency_key() -> str:
@@ -240,7 +282,12 @@ class _DurableRun:
         self.now = 0  # the clock: the latest time a recorded step returned
         self.steering: list[AgentMessage] = []
         self.follow_ups: list[AgentMessage] = []
-        self.received = False  # control messages were taken since the last step was called
+        # The next poll receives: a control message may wait. True at the start (one may have
+        # been sent before the run began), then set when a step saw one; cleared by the poll.
+        self.waiting = True
+        # The model's answer calls tools and did not look: its tool steps look; if none runs,
+        # the next poll receives. Cleared by a tool step and by the poll.
+        self.look_pending = False
         self.answers: dict[str, dict[str, Any]] = {}  # approvals that came before their call waited
 
     async def run(self, request: dict[str, Any]) -> list[Any]:
@@ -299,14 +346,13 @@ class _DurableRun:
     # --- steering, follow-up, abort --------------------------------------------------------------
 
     async def _receive(self) -> None:
-        """Take every control message sent so far (recorded: a replay takes the same ones).
+        """Take every control message waiting, if a step saw one since the last time (recorded `recv`s).
 
-        The loop asks for steering twice between two steps (after a batch, before the next
-        call): once is enough, and saves a recorded `recv` a turn.
+        Without a message seen, nothing: the loop's polls between two steps cost no operation.
         """
-        if self.received:
+        if not (self.waiting or self.look_pending):
             return
-        self.received = True
+        self.waiting = self.look_pending = False
         while True:
             data = await DBOS.recv_async(CONTROL_TOPIC, timeout_seconds=0)
             if data is None:
@@ -341,13 +387,19 @@ class _DurableRun:
         data = await DBOS.run_step_async(
             {"name": f"{self.agent.name}.model"}, self._call_model, model, context, options
         )
-        final: AssistantMessage = from_json(data)
+        final: AssistantMessage = from_json(data["message"])
         self._saw(final.timestamp)
+        if data["waiting"] is None:  # the answer calls tools: their steps look
+            self.look_pending = True
+        else:
+            self.waiting = self.waiting or data["waiting"]
         async for event in replayed(final):
             yield event
 
     async def _call_model(self, model: Model, context: Context, options: StreamOptions) -> dict[str, Any]:
-        """The model step: write the events so far, consume the provider's stream, return the final message."""
+        """The model step: write the events so far, consume the provider's stream; return the
+        final message (`message`) and whether a control message waits (`waiting`; None when the
+        answer calls tools: the tool steps look after their work, and see what came meanwhile)."""
         await self.publish()
         agent = self.agent
         stream_fn = agent.stream_fn
@@ -370,7 +422,12 @@ class _DurableRun:
         except Exception as exc:  # get_api_key or a stream function that broke its contract: the call failed
             text = f"The model call failed: {type(exc).__name__}: {exception_text(exc)}"
             final = ending(model, "error", text, now_ms())
-        return to_json(final)
+        waiting = None if final.tool_calls else await self._look_for_control_message()
+        return {"message": to_json(final), "waiting": waiting}
+
+    async def _look_for_control_message(self) -> bool:
+        """In a step, after its work: whether a control message waits for this run (in a worker thread)."""
+        return await anyio.to_thread.run_sync(_control_message_waiting, self.workflow_id)
 
     # --- tool calls --------------------------------------------------------------------------------
 
@@ -381,10 +438,12 @@ class _DurableRun:
         """
         call_id: str = invocation.tool_call.id
         name: str = invocation.tool.name
-        self.received = False
         if name in self.agent.needs_approval:
             await DBOS.run_step_async({"name": f"{self.agent.name}.publish"}, self.publish)  # the caller sees the call
             answer = await self._approval(call_id)
+            # The wait may have been long, and a denied call has no step to look for the control
+            # messages sent meanwhile: the next poll receives.
+            self.waiting = True
             if answer is None:
                 raise _ToolFailed(f"The call of {name} was not approved in time")
             if answer.get("approved") is not True:
@@ -393,6 +452,8 @@ class _DurableRun:
             {"name": f"{self.agent.name}.tool.{name}"}, self._run_tool, call_id, name, proceed
         )
         self._saw(out["time"])
+        self.waiting = self.waiting or out["waiting"]
+        self.look_pending = False
         if "error" in out:
             raise _ToolFailed(out["error"])
         if "text" in out:
@@ -417,7 +478,9 @@ class _DurableRun:
         return self.answers.pop(call_id)
 
     async def _run_tool(self, call_id: str, name: str, proceed: Callable[[], Awaitable[object]]) -> dict[str, Any]:
-        """The tool step: write the events so far, run the tool (within its timeout), return its outcome."""
+        """The tool step: write the events so far, run the tool (within its timeout); return its
+        outcome (`text`, `result` or `error`), when it ended (`time`) and whether a control
+        message waits (`waiting`)."""
         await self.publish()
         token = _current_call.set(call_id)
         try:
@@ -425,26 +488,34 @@ class _DurableRun:
         except _ENGINE_ERRORS:
             raise
         except Exception as exc:
-            return {"error": exception_text(exc), "time": now_ms()}
+            outcome: dict[str, Any] = {"error": exception_text(exc)}
+        else:
+            outcome = _tool_outcome(value)
         finally:
             _current_call.reset(token)
-        if isinstance(value, str):
-            return {"text": value, "time": now_ms()}
-        if isinstance(value, AgentToolResult):
-            data = to_json(value)
-            try:  # the step's output must be plain values: any reader can decode it, without the tool's code
-                encode_json(data)
-            except (TypeError, ValueError) as exc:
-                return {"error": f"the tool returned details that are not JSON values: {exc}", "time": now_ms()}
-            return {"result": data, "time": now_ms()}
-        kind = type(value).__name__
-        return {"error": f"the tool returned {kind}, expected an AgentToolResult or a str", "time": now_ms()}
+        outcome["time"] = now_ms()
+        outcome["waiting"] = await self._look_for_control_message()
+        return outcome
 
 
 _BLOCKED = "Tool execution was blocked"
 """The error result of a denied call without a reason (a blocking `before_tool_call`'s)."""
 _APPROVAL_WAIT = 7 * 24 * 3600.0
 """How long a call waits for its approval (seconds); then it is denied."""
+
+
+def _tool_outcome(value: object) -> dict[str, Any]:
+    """What a tool returned, as its step records it: `{"text"}`, `{"result"}` (JSON form) or `{"error"}`."""
+    if isinstance(value, str):
+        return {"text": value}
+    if isinstance(value, AgentToolResult):
+        data = to_json(value)
+        try:  # the step's output must be plain values: any reader can decode it, without the tool's code
+            encode_json(data)
+        except (TypeError, ValueError) as exc:
+            return {"error": f"the tool returned details that are not JSON values: {exc}"}
+        return {"result": data}
+    return {"error": f"the tool returned {type(value).__name__}, expected an AgentToolResult or a str"}
 
 
 def _call_id(event: AgentEvent) -> str:

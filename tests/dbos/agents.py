@@ -90,6 +90,53 @@ engine = DBOSAgent("engine", model=MODEL, tools=[engine_failure], stream_fn=scri
 follow_up = DBOSAgent("follow_up", model=MODEL, tools=[slow_lookup], stream_fn=scripted(FOLLOW_UP))
 odd = DBOSAgent("odd", model=MODEL, tools=[odd_details], stream_fn=scripted(ODD))
 payment = DBOSAgent("payment", model=MODEL, tools=[pay], stream_fn=scripted(PAYMENT), needs_approval=["pay"])
+LOOKUP_THEN_PAYMENT: list[Response | str] = [
+    Response(content=[ScriptedToolCall("l1", "lookup", {"key": "x"}), ScriptedToolCall("m1", "pay", {"amount": 5})]),
+    "done",
+]
+lookup_then_payment = DBOSAgent(
+    "lookup_then_payment",
+    model=MODEL,
+    tools=[lookup, pay],
+    stream_fn=scripted(LOOKUP_THEN_PAYMENT),
+    needs_approval=["pay"],
+)
+
+
+TOOL_TURNS: list[Response | str] = [
+    *(Response(content=[ScriptedToolCall(f"t{i}", "lookup", {"key": str(i)})]) for i in range(4)),
+    "done",
+]
+tool_turns = DBOSAgent("tool_turns", model=MODEL, tools=[lookup], stream_fn=scripted(TOOL_TURNS))
+
+
+def slow_first_answer(responses: list[Response | str]):  # type: ignore[no-untyped-def]
+    """`scripted(responses)` whose first call takes SLOW_MODEL_SECONDS (a test sends a message meanwhile)."""
+    answer = scripted(responses)
+
+    async def stream(
+        model: al.Model, context: al.Context, options: al.StreamOptions
+    ) -> AsyncIterator[al.AssistantMessageEvent]:
+        events = answer(model, context, options)  # logs the call
+        if not any(m.role == "assistant" for m in context.messages):
+            await anyio.sleep(float(os.environ.get("SLOW_MODEL_SECONDS", "0")))
+        async for event in events:
+            yield event
+
+    return stream
+
+
+# A first answer that calls a tool, one whose only call fails its checks (no tool step), and one
+# without tools; then the answer to the message sent during the first call.
+SLOW_ANSWERS: dict[str, list[Response | str]] = {
+    "slow_tool_answer": [Response(content=[ScriptedToolCall("a1", "lookup", {"key": "x"})]), "and y is 43"],
+    "slow_unknown_tool": [Response(content=[ScriptedToolCall("a1", "no_such_tool", {})]), "and y is 43"],
+    "slow_text_answer": ["x is 42", "and y is 43"],
+}
+slow_answers = {
+    name: DBOSAgent(name, model=MODEL, tools=[lookup], stream_fn=slow_first_answer(responses))
+    for name, responses in SLOW_ANSWERS.items()
+}
 
 
 def failing_model(

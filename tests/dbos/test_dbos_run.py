@@ -1,11 +1,14 @@
 """agentloop's loop as a DBOS workflow, in this process on SQLite: the same events as in one
-process, tools as steps (parallel, a barrier, a failing one) in a deterministic order, steering,
-follow-up, abort and approval as DBOS messages, DBOS's own errors propagating, and trio refused.
+process, tools as steps (parallel, a barrier, a failing one) in a deterministic order, two
+operations a turn, steering, follow-up, abort and approval as DBOS messages (received only when
+one was sent), DBOS's own errors propagating, and trio refused.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import aclosing
@@ -20,6 +23,7 @@ from dbos._error import DBOSException
 import agentloop as al
 from agentloop.dbos import (
     DBOSAgent,
+    _agent,
     abort,
     approve,
     follow_up,
@@ -31,10 +35,11 @@ from agentloop.dbos import (
 )
 from tests import durable_scripts as scripts
 
-from . import agents
+from . import agents, control_messages
 from .support import PROMPT, check_envelopes, comparable, normalized, text
 
 pytestmark = pytest.mark.usefixtures("launched_dbos")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -99,6 +104,22 @@ async def test_parallel_calls_and_a_barrier_are_steps_in_source_order(log: Path)
     ]
 
 
+async def test_a_turn_records_its_two_steps_and_no_recv_when_no_message_was_sent() -> None:
+    """Each turn is its model step and its tool step; the run's first poll receives (a message may
+    have been sent before the run began), later polls receive only when a step saw a message."""
+    workflow_id, _, messages = await durable(agents.tool_turns)
+    assert [m.role for m in messages] == ["user", *["assistant", "toolResult"] * 4, "assistant"]
+    assert await steps(workflow_id) == [
+        "DBOS.recv",
+        "DBOS.sleep",  # the recv's timeout (0 s), recorded by DBOS
+        *["tool_turns.model", "tool_turns.tool.lookup"] * 4,
+        "tool_turns.model",
+        "tool_turns.publish",
+    ]
+    parallel_id, _, _ = await durable(agents.parallel)  # four tool steps in one turn, none receives
+    assert (await steps(parallel_id)).count("DBOS.recv") == 1
+
+
 async def test_the_workflows_operations_do_not_depend_on_the_reader() -> None:
     """Events are written from inside steps, never as operations of the workflow: a run read by
     a slow caller records the same operations, in the same order, as a run nobody reads."""
@@ -128,10 +149,10 @@ async def wait_for_tool(log: Path) -> None:
             await anyio.sleep(0.02)
 
 
-async def wait_for_event(workflow_id: str, kind: str) -> None:
+async def wait_for_event(workflow_id: str, kind: str, tool_call_id: str | None = None) -> None:
     async with aclosing(stream_events(workflow_id)) as envelopes:
         async for envelope in envelopes:
-            if envelope.type == kind:
+            if envelope.type == kind and tool_call_id in (None, getattr(envelope.event, "tool_call_id", None)):
                 return
     raise AssertionError(f"the run ended without a {kind} event")
 
@@ -145,6 +166,26 @@ async def test_steering_during_a_tool_reaches_the_next_turn(log: Path, monkeypat
         messages = await result(workflow_id)
     assert [m.role for m in messages] == ["user", "assistant", "toolResult", "user", "assistant"]
     assert text(messages[3]) == "and y?"
+
+
+@pytest.mark.parametrize("name", list(agents.SLOW_ANSWERS))
+async def test_steering_during_a_model_call_reaches_the_next_turn(
+    name: str, log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever the answer: tool calls (their step sees the message), a call that fails its checks
+    (no tool step: the poll receives anyway), or no tool (the model step sees it)."""
+    monkeypatch.setenv("SLOW_MODEL_SECONDS", "0.5")
+    workflow_id = await start_agent(agents.slow_answers[name], [PROMPT], id=f"{name}-{uuid.uuid4().hex}")
+    with anyio.fail_after(10):
+        while not lines(log / "model_calls"):  # noqa: ASYNC110 (written by the workflow's model)
+            await anyio.sleep(0.02)
+    await steer(workflow_id, al.UserMessage(content="and y?", timestamp=2))
+    with anyio.fail_after(20):
+        messages = await result(workflow_id)
+    tool_turn = ["toolResult"] if name != "slow_text_answer" else []
+    assert [m.role for m in messages] == ["user", "assistant", *tool_turn, "user", "assistant"]
+    assert text(messages[-2]) == "and y?"
+    assert text(messages[-1]) == "and y is 43"
 
 
 async def test_a_follow_up_runs_when_the_agent_would_stop(log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -174,6 +215,46 @@ async def test_an_abort_ends_the_run_aborted_at_the_next_step(log: Path, monkeyp
     assert text(messages[2]) == "x=42"  # the running tool finished
     assert lines(log / "model_calls") == ["0"]  # no model call after the abort
     assert envelopes[-1].type == "agent_end"
+
+
+async def test_a_follow_up_sent_during_the_last_model_call_runs(log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLOW_MODEL_SECONDS", "0.5")
+    agent = agents.slow_answers["slow_text_answer"]
+    workflow_id = await start_agent(agent, [PROMPT], id=f"last-follow-{uuid.uuid4().hex}")
+    with anyio.fail_after(10):
+        while not lines(log / "model_calls"):  # noqa: ASYNC110 (written by the workflow's model)
+            await anyio.sleep(0.02)
+    await follow_up(workflow_id, al.UserMessage(content="and y?", timestamp=2))
+    with anyio.fail_after(20):
+        messages = await result(workflow_id)
+    assert [m.role for m in messages] == ["user", "assistant", "user", "assistant"]
+    assert text(messages[-1]) == "and y is 43"
+
+
+async def test_the_look_for_control_messages_answers_what_waits() -> None:
+    """`_control_message_waiting` reads DBOS's private notifications table (on SQLite here; on
+    PostgreSQL below): a DBOS that changes it fails this instead of making every run slow."""
+    assert await control_messages.answers() == control_messages.EXPECTED
+
+
+async def test_the_look_for_control_messages_answers_what_waits_on_postgres(postgres_url: str) -> None:
+    url = postgres_url.rsplit("/", 1)[0] + f"/control_{uuid.uuid4().hex[:8]}"  # a database of its own
+    command = [sys.executable, "-m", "tests.dbos.control_messages", url]
+    done = await anyio.to_thread.run_sync(
+        lambda: subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == control_messages.EXPECTED
+
+
+def test_the_look_for_control_messages_answers_yes_when_it_cannot_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A DBOS whose private parts changed: the run receives at every poll (slower), misses nothing."""
+
+    def changed() -> object:
+        raise AttributeError("'DBOS' object has no attribute '_sys_db'")
+
+    monkeypatch.setattr(_agent, "_get_dbos_instance", changed)
+    assert _agent._control_message_waiting("any-workflow") is True
 
 
 async def test_a_call_waits_for_its_approval(log: Path) -> None:
@@ -209,6 +290,21 @@ async def test_an_abort_denies_a_call_waiting_for_approval_and_ends_the_run(log:
     assert isinstance(last, al.AssistantMessage) and last.stop_reason == "aborted"
     assert lines(log / "tool_starts") == []
     assert lines(log / "model_calls") == ["0"]
+
+
+async def test_steering_while_a_call_waits_for_approval_reaches_the_next_turn_if_the_call_is_denied(
+    log: Path,
+) -> None:
+    """The call's tool does not run, so no step looks for the message after the wait: the next poll receives."""
+    workflow_id = await start_agent(agents.lookup_then_payment, [PROMPT], id=f"pay-steer-{uuid.uuid4().hex}")
+    with anyio.fail_after(20):
+        await wait_for_event(workflow_id, "tool_execution_start", "m1")  # l1's step has run
+        await steer(workflow_id, al.UserMessage(content="and y?", timestamp=2))
+        await approve(workflow_id, "m1", False)
+        messages = await result(workflow_id)
+    assert [m.role for m in messages] == ["user", "assistant", "toolResult", "toolResult", "user", "assistant"]
+    assert text(messages[-2]) == "and y?"
+    assert lines(log / "tool_starts") == ["lookup x"]
 
 
 async def test_a_cancelled_workflow_stops_at_its_next_step_and_its_caller_gets_dbos_error(
