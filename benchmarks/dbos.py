@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/dbos.py [--database sqlite|postgres|URL] [--turns 20] [--runs 3]
                                         [--overhead-runs 5] [--concurrent 100 --worker-processes 2]
+                                        [--no-pool-pre-ping]
 
 `sqlite` (the default) is a file in a temporary directory; `postgres` starts a cluster of its
 own on loopback (the machine's `initdb` and `pg_ctl`). DBOS runs in this process for the per-turn
@@ -13,7 +14,8 @@ operations it records per turn the same way; milliseconds per turn of a `--turns
 and the same run in process), without and with a caller; what DBOS keeps per turn (step outputs
 and stream values, as JSON bytes); and, with `--concurrent N`, N durable runs of 5 turns enqueued
 at once by a `DBOSClient` and served by `--worker-processes` worker processes, and N runs started
-at once in this one process.
+at once in this one process. `--no-pool-pre-ping` configures DBOS's engine without
+`pool_pre_ping` (DBOS checks each connection with a round trip before it uses it by default).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -70,12 +73,15 @@ def make_agent(turns: int) -> DBOSAgent:
 
 
 def config(url: str) -> Any:
-    return {
+    settings = {
         "name": "agentloop-bench",
         "system_database_url": url,
         "log_level": "WARNING",
         "notification_listener_polling_interval_sec": 0.05,
     }
+    if os.environ.get("AGENTLOOP_BENCH_NO_PRE_PING") == "1":  # --no-pool-pre-ping, also in worker processes
+        settings["db_engine_kwargs"] = {"pool_pre_ping": False}
+    return settings
 
 
 async def in_process(agent: DBOSAgent) -> float:
@@ -227,7 +233,14 @@ def main() -> None:
     parser.add_argument("--overhead-runs", type=int, default=5)
     parser.add_argument("--concurrent", type=int, default=0)
     parser.add_argument("--worker-processes", type=int, default=2)
+    parser.add_argument(
+        "--no-pool-pre-ping",
+        action="store_true",
+        help="DBOS's engine without pool_pre_ping (no round trip to check a connection before each use)",
+    )
     args = parser.parse_args()
+    if args.no_pool_pre_ping:
+        os.environ["AGENTLOOP_BENCH_NO_PRE_PING"] = "1"
     with database(args.database) as url:
         print(f"database: {url.split(':')[0]}")
         DBOS(config=config(url))

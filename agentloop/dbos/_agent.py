@@ -25,13 +25,10 @@ Control messages (steering, follow-up, abort) cost recorded `recv`s only when on
 whether a control message waits for the run (`_control_message_waiting`, one read) and records
 the answer in its output; the loop's poll receives (every message waiting) only when a step saw
 one since the last poll, and at a run's first poll (a message may have been sent before it
-began). A model step whose answer calls tools does not look: the tool steps that follow do, and
-a message waits until the run receives it, so they see what was sent during the model call too
-(if none of them runs, every call having failed its checks, the next poll receives). The answers
-are recorded, so a replay makes the same `recv`s. A message sent while a step runs is seen by
-it (or by the tool steps after it) and taken at the poll that follows; one sent in the moment
-between a step's look and the poll is taken at the poll after the next step, as a message sent
-just after a poll is in a run in one process.
+began). The answers are recorded, so a replay makes the same `recv`s. A message sent while a
+step runs is seen by it and taken at the poll that follows; one sent in the moment between a
+step's look and the poll is taken at the poll after the next step, as a message sent just after
+a poll is in a run in one process.
 """
 
 from __future__ import annotations
@@ -285,9 +282,6 @@ class _DurableRun:
         # The next poll receives: a control message may wait. True at the start (one may have
         # been sent before the run began), then set when a step saw one; cleared by the poll.
         self.waiting = True
-        # The model's answer calls tools and did not look: its tool steps look; if none runs,
-        # the next poll receives. Cleared by a tool step and by the poll.
-        self.look_pending = False
         self.answers: dict[str, dict[str, Any]] = {}  # approvals that came before their call waited
 
     async def run(self, request: dict[str, Any]) -> list[Any]:
@@ -350,9 +344,9 @@ class _DurableRun:
 
         Without a message seen, nothing: the loop's polls between two steps cost no operation.
         """
-        if not (self.waiting or self.look_pending):
+        if not self.waiting:
             return
-        self.waiting = self.look_pending = False
+        self.waiting = False
         while True:
             data = await DBOS.recv_async(CONTROL_TOPIC, timeout_seconds=0)
             if data is None:
@@ -389,17 +383,13 @@ class _DurableRun:
         )
         final: AssistantMessage = from_json(data["message"])
         self._saw(final.timestamp)
-        if data["waiting"] is None:  # the answer calls tools: their steps look
-            self.look_pending = True
-        else:
-            self.waiting = self.waiting or data["waiting"]
+        self.waiting = self.waiting or data["waiting"]
         async for event in replayed(final):
             yield event
 
     async def _call_model(self, model: Model, context: Context, options: StreamOptions) -> dict[str, Any]:
         """The model step: write the events so far, consume the provider's stream; return the
-        final message (`message`) and whether a control message waits (`waiting`; None when the
-        answer calls tools: the tool steps look after their work, and see what came meanwhile)."""
+        final message (`message`) and whether a control message waits (`waiting`)."""
         await self.publish()
         agent = self.agent
         stream_fn = agent.stream_fn
@@ -422,8 +412,7 @@ class _DurableRun:
         except Exception as exc:  # get_api_key or a stream function that broke its contract: the call failed
             text = f"The model call failed: {type(exc).__name__}: {exception_text(exc)}"
             final = ending(model, "error", text, now_ms())
-        waiting = None if final.tool_calls else await self._look_for_control_message()
-        return {"message": to_json(final), "waiting": waiting}
+        return {"message": to_json(final), "waiting": await self._look_for_control_message()}
 
     async def _look_for_control_message(self) -> bool:
         """In a step, after its work: whether a control message waits for this run (in a worker thread)."""
@@ -453,7 +442,6 @@ class _DurableRun:
         )
         self._saw(out["time"])
         self.waiting = self.waiting or out["waiting"]
-        self.look_pending = False
         if "error" in out:
             raise _ToolFailed(out["error"])
         if "text" in out:
