@@ -174,7 +174,16 @@ def spawn(args: list[str], log: Path, name: str, extra_env: dict[str, str] | Non
     }
     process = subprocess.Popen([sys.executable, __file__, "worker", *args], stdout=subprocess.PIPE, text=True, env=env)
     assert process.stdout is not None and process.stdout.readline().strip() == "ready", f"worker {name} did not start"
+    # The rest of its output (the Temporal SDK's warnings among it) goes to a file: a pipe nobody
+    # reads would fill, and the worker would block on its next write.
+    threading.Thread(target=_copy, args=(process.stdout, log / f"{name}.out"), daemon=True).start()
     return process
+
+
+def _copy(source: Any, path: Path) -> None:
+    with open(path, "a") as out:
+        for line in source:
+            out.write(line)
 
 
 # --- the caller --------------------------------------------------------------------------------

@@ -22,16 +22,12 @@ pytest.importorskip("mcp", reason="agentloop.mcp needs the [mcp] extra (the MCP 
 from agentloop.mcp import MCPServerStdio, MCPServerStreamableHTTP
 from agentloop.testing import Response, ScriptedModel, ScriptedToolCall, check_events
 
-from .conftest import SMALL_SERVER, _free_port, _serve
+from .conftest import SDK_READERS_LEFT_OPEN, SMALL_SERVER, _free_port, _serve
 
 HOSTILE = os.path.join(os.path.dirname(__file__), "hostile_server.py")
 MODEL = al.Model(id="scripted", api="scripted")
 
-pytestmark = pytest.mark.filterwarnings(
-    r"ignore:Exception ignored in. <async_generator object "
-    r"(Response\.aiter_text|Response\.aiter_bytes|PoolByteStream\.__aiter__|EventSource\.__aiter__) "
-    r":pytest.PytestUnraisableExceptionWarning"
-)
+pytestmark = SDK_READERS_LEFT_OPEN
 
 
 def hostile(mode: str, devnull: TextIO, **options: object) -> MCPServerStdio:

@@ -32,15 +32,11 @@ from agentloop.mcp import (
 )
 from agentloop.testing import ScriptedModel
 
-from .conftest import SMALL_SERVER
+from .conftest import SDK_READERS_LEFT_OPEN, SMALL_SERVER
 
 MODEL = al.Model(id="sampler", api="scripted")
 
-pytestmark = pytest.mark.filterwarnings(
-    r"ignore:Exception ignored in. <async_generator object "
-    r"(Response\.aiter_text|Response\.aiter_bytes|PoolByteStream\.__aiter__|EventSource\.__aiter__) "
-    r":pytest.PytestUnraisableExceptionWarning"
-)
+pytestmark = SDK_READERS_LEFT_OPEN
 
 
 @pytest.fixture(params=["stdio", "http"])

@@ -19,18 +19,11 @@ from agentloop.mcp import MCPServer, MCPServerStdio, MCPServerStreamableHTTP, mc
 from agentloop.testing import Response, ScriptedModel, ScriptedToolCall, check_events
 
 from ..support import as_tool_result
-from .conftest import SMALL_SERVER
+from .conftest import SDK_READERS_LEFT_OPEN, SMALL_SERVER
 
 MODEL = al.Model(id="scripted", api="scripted")
 
-# The SDK's streamable HTTP client (mcp 2.3.0, on httpx2) leaves its SSE readers' async generators
-# unclosed when a response stream is cut; trio reports them at garbage collection. Those four
-# generators are the SDK's own, not agentloop's: only they are let through.
-pytestmark = pytest.mark.filterwarnings(
-    r"ignore:Exception ignored in. <async_generator object "
-    r"(Response\.aiter_text|Response\.aiter_bytes|PoolByteStream\.__aiter__|EventSource\.__aiter__) "
-    r":pytest.PytestUnraisableExceptionWarning"
-)
+pytestmark = SDK_READERS_LEFT_OPEN
 
 
 @pytest.fixture(params=["stdio", "http"])
