@@ -215,13 +215,16 @@ async def drive(runs: Runs, ids: list[str], start: Any, events: Any, kill: Any, 
     pending_at_kill: set[str] = set()
 
     async def one(run: str) -> None:
+        step = "starting it"
         try:
             runs.started[run] = time.monotonic()
             await start(run)
+            step = "reading its events"
             async for envelope in events(run):
                 runs.saw(run, envelope)
         except Exception as exc:  # a failure, counted and printed
-            runs.errors[run] = f"{type(exc).__name__}: {exc}"
+            status = getattr(exc, "status", None)
+            runs.errors[run] = f"{step}: {type(exc).__name__}: {exc}" + (f" ({status!r})" if status else "")
 
     async def killer() -> None:
         nonlocal killed_at, pending_at_kill

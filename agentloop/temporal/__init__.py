@@ -49,10 +49,16 @@ import json
 
 import anyio
 import anyio._backends._asyncio
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import (
+    Client,
+    RPCTimeoutOrCancelledError,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
 from temporalio.converter import DataConverter
 from temporalio.plugin import SimplePlugin
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
@@ -255,9 +261,10 @@ async def stream_events(handle: WorkflowHandle[Any, Any], after_seq: int = -1) -
 
     A caller that reconnects passes the `seq` of the last envelope it handled. While the run
     goes on this long-polls the workflow's `events` update; once it has finished, its query (a
-    worker answers it). Raises `EventsLostError` if the events asked for are no longer kept, and
-    Temporal's `WorkflowFailureError` after the last event of a workflow that failed or was
-    cancelled.
+    worker answers it). A server too busy to answer in time, or a workflow task that failed or
+    timed out (a worker that died with it), is asked again. Raises `EventsLostError` if the
+    events asked for are no longer kept, and Temporal's `WorkflowFailureError` after the last
+    event of a workflow that failed or was cancelled.
     """
     _require_asyncio("agentloop.temporal.stream_events")
     if isinstance(after_seq, bool) or not isinstance(after_seq, int) or after_seq < -1:
@@ -267,12 +274,10 @@ async def stream_events(handle: WorkflowHandle[Any, Any], after_seq: int = -1) -
     seq = after_seq
     parts: list[str] = []  # of an event too large for one page
     while True:
-        try:
-            page = await handle.execute_update("events", args=[seq, len(parts)], result_type=dict)
-        except (WorkflowUpdateFailedError, RPCError):
-            # the workflow has finished
-            page = await handle.query("events_now", args=[seq, len(parts)], result_type=dict)
-            page["finished"] = True
+        page = await _page(handle, seq, len(parts))
+        if page is None:  # the server could not answer now
+            await anyio.sleep(_ASK_AGAIN_AFTER)
+            continue
         envelopes = page["envelopes"]
         first = page.get("seq", envelopes[0]["seq"] if envelopes else seq + 1)
         if first != seq + 1:
@@ -297,6 +302,46 @@ async def stream_events(handle: WorkflowHandle[Any, Any], after_seq: int = -1) -
             raise EventsLostError(f"workflow {handle.id!r} finished without an agent_end after seq {seq}")
         if page["continuing"] and not envelopes:
             await anyio.sleep(0.05)  # the workflow is moving to its next history
+
+
+_ASK_AGAIN_AFTER = 0.2
+"""Seconds `stream_events` waits before it asks again when the server could not answer."""
+
+
+async def _page(handle: WorkflowHandle[Any, Any], seq: int, part: int) -> dict[str, Any] | None:
+    """The next page of the run's events after `seq`; None when the server cannot answer now.
+
+    While the run goes on: the `events` update, a long poll (None when its deadline passed). When
+    that fails, the workflow has finished, or its workflow task has failed or timed out (a worker
+    died with it, or was too busy): the `events_now` query, answered from the history (None while
+    the task is in that failed state). A page with nothing new from a workflow that is still
+    running means the latter: None.
+    """
+    try:
+        page: dict[str, Any] = await handle.execute_update("events", args=[seq, part], result_type=dict)
+        return page
+    except (WorkflowUpdateFailedError, RPCTimeoutOrCancelledError, RPCError) as exc:
+        if _timed_out(exc):
+            return None
+    try:
+        page = await handle.query("events_now", args=[seq, part], result_type=dict)
+    except RPCError as exc:
+        if _timed_out(exc) or exc.status == RPCStatusCode.FAILED_PRECONDITION:
+            return None
+        raise
+    if not page["finished"] and not page["envelopes"] and "part" not in page:
+        if (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
+            return None
+        page["finished"] = True  # it failed, or was cancelled or terminated
+    return page
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """Whether a call to the server failed only because its deadline passed (asking again is
+    right): the statuses Temporal's client itself reads so."""
+    if isinstance(exc, RPCTimeoutOrCancelledError):
+        return True
+    return isinstance(exc, RPCError) and exc.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED)
 
 
 async def pending_approvals(handle: WorkflowHandle[Any, Any]) -> list[ApprovalRequest]:

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from types import SimpleNamespace
+from typing import Any
 
+import anyio
 import pytest
 from temporalio.api.common.v1 import Payload
+from temporalio.client import RPCTimeoutOrCancelledError, WorkflowExecutionStatus
 
 import agentloop as al
 from agentloop.temporal import ActivityOptions, AgentLoopPayloadConverter, AgentRun, TemporalAgent, idempotency_key
@@ -73,3 +77,51 @@ async def test_stream_events_checks_after_seq_before_asking(bad: object) -> None
 
     with pytest.raises(ValueError, match="after_seq must be the seq of an event already seen, or -1"):
         await stream_events(None, after_seq=bad).__anext__()  # type: ignore[arg-type]
+
+
+class _BusyServer:
+    """A workflow handle whose server cannot answer at first: an update past its deadline, then a
+    workflow task in failed state (a worker died with it), then a page with nothing new from a
+    workflow still running; then the events."""
+
+    def __init__(self) -> None:
+        from temporalio.service import RPCError, RPCStatusCode
+
+        self.id = "busy"
+        start = al.EventEnvelope(event=al.AgentStart(), run_id="busy", seq=0, turn=0, timestamp=1)
+        end = al.EventEnvelope(event=al.AgentEnd(()), run_id="busy", seq=1, turn=0, timestamp=2)
+        nothing = {"envelopes": [], "firstSeq": 0, "finished": False, "continuing": False}
+        events = {**nothing, "envelopes": [al.envelope_to_json(start), al.envelope_to_json(end)]}
+        not_found = RPCError("workflow task not found", RPCStatusCode.NOT_FOUND, b"")
+        self.updates: list[Any] = [RPCTimeoutOrCancelledError(), not_found, not_found, events]
+        self.queries: list[Any] = [RPCError("failed state", RPCStatusCode.FAILED_PRECONDITION, b""), nothing]
+        self.asked: list[str] = []
+
+    @staticmethod
+    def _answer(answers: list[Any]) -> Any:
+        answer = answers.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    async def execute_update(self, name: str, args: list[int], result_type: type) -> Any:
+        self.asked.append(name)
+        return self._answer(self.updates)
+
+    async def query(self, name: str, args: list[int], result_type: type) -> Any:
+        self.asked.append(name)
+        return self._answer(self.queries)
+
+    async def describe(self) -> Any:
+        self.asked.append("describe")
+        return SimpleNamespace(status=WorkflowExecutionStatus.RUNNING)
+
+
+async def test_stream_events_asks_again_while_the_server_cannot_answer() -> None:
+    from agentloop.temporal import stream_events
+
+    handle = _BusyServer()
+    with anyio.fail_after(10):
+        envelopes = [e async for e in stream_events(handle)]  # type: ignore[arg-type]
+    assert [e.type for e in envelopes] == ["agent_start", "agent_end"]
+    assert handle.asked == ["events", "events", "events_now", "events", "events_now", "describe", "events"]
