@@ -410,3 +410,16 @@ async def test_a_worker_without_a_workflow_cache_replays_every_step_to_the_same_
     check_envelopes(envelopes)
     assert comparable([e.event for e in envelopes]) == comparable(expected)
     assert normalized([al.to_json(m) for m in result]) == normalized([al.to_json(m) for m in expected_messages])
+
+
+async def test_a_run_that_does_not_exist_is_an_error_at_once(client: Client) -> None:
+    from temporalio.service import RPCError
+
+    handle = client.get_workflow_handle(f"no-such-run-{uuid.uuid4().hex}")
+    with anyio.fail_after(10):
+        with pytest.raises(RPCError, match="not found"):
+            [e async for e in stream_events(handle)]
+        with pytest.raises(RPCError, match="not found"):
+            await pending_approvals(handle)
+        with pytest.raises(ValueError, match="takes no decisions"):
+            await approve(handle, "c1")
