@@ -12,9 +12,10 @@ from typing import Any
 import anyio
 import pytest
 from temporalio.client import Client
+from temporalio.worker import Replayer
 
 import agentloop as al
-from agentloop.temporal import AgentWorkflow, start_agent, stream_events, worker
+from agentloop.temporal import AgentLoopPlugin, AgentWorkflow, start_agent, stream_events, worker
 from agentloop.temporal._workflow import _ABORT_WAIT
 
 from ..support import as_assistant, text
@@ -26,7 +27,7 @@ async def abort_mid_answer(
     client: Client, name: str, log: Path, **options: Any
 ) -> tuple[list[al.EventEnvelope], list[al.AgentMessage], float]:
     """Run `name`, abort it once the model has said "Hello, wor"; the events, the result and the
-    seconds from the abort to the result."""
+    seconds from the abort to the result (and check that its history replays)."""
     queue = f"q-{uuid.uuid4().hex}"
     async with worker(client, task_queue=queue, agents=agents.ALL):
         handle = await start_agent(client, name, [PROMPT], id=f"{name}-{uuid.uuid4().hex}", task_queue=queue, **options)
@@ -37,7 +38,11 @@ async def abort_mid_answer(
         aborted_at = time.monotonic()
         envelopes = [e async for e in stream_events(handle)]
         result = await handle.result()
-    return envelopes, result, time.monotonic() - aborted_at
+        took = time.monotonic() - aborted_at
+    # the history (the abort, the cancelled call's answer or the wait's timer) replays
+    replayer = Replayer(workflows=[AgentWorkflow], plugins=[AgentLoopPlugin(agents.ALL)])
+    await replayer.replay_workflow(await handle.fetch_history())
+    return envelopes, result, took
 
 
 @pytest.fixture
