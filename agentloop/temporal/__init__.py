@@ -273,11 +273,14 @@ async def stream_events(handle: WorkflowHandle[Any, Any], after_seq: int = -1) -
         )
     seq = after_seq
     parts: list[str] = []  # of an event too large for one page
+    pause = _ASK_AGAIN_AFTER
     while True:
         page = await _page(handle, seq, len(parts))
         if page is None:  # the server could not answer now
-            await anyio.sleep(_ASK_AGAIN_AFTER)
+            await anyio.sleep(pause)
+            pause = min(pause * 2, _ASK_AGAIN_AT_MOST)
             continue
+        pause = _ASK_AGAIN_AFTER
         envelopes = page["envelopes"]
         first = page.get("seq", envelopes[0]["seq"] if envelopes else seq + 1)
         if first != seq + 1:
@@ -305,7 +308,9 @@ async def stream_events(handle: WorkflowHandle[Any, Any], after_seq: int = -1) -
 
 
 _ASK_AGAIN_AFTER = 0.2
-"""Seconds `stream_events` waits before it asks again when the server could not answer."""
+_ASK_AGAIN_AT_MOST = 2.0
+"""Seconds `stream_events` waits before it asks again when the server could not answer: 0.2,
+doubled each time it still cannot, up to 2."""
 
 
 async def _page(handle: WorkflowHandle[Any, Any], seq: int, part: int) -> dict[str, Any] | None:
