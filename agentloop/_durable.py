@@ -12,11 +12,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any
 
 from ._core._config import LoopOptions
 from ._tools._tool import AgentTool
-from ._types._constants import ABORTED_TEXT
 from ._types._events import AssistantMessageEvent, DoneEvent, ErrorEvent, StartEvent
 from ._types._messages import AssistantMessage, Model
 from ._types._stream_fn import opened_stream
@@ -28,7 +27,6 @@ __all__ = (
     "approval_names",
     "check_definition",
     "durable_options",
-    "ending",
     "final_message",
     "replayed",
     "workflow_options",
@@ -40,22 +38,17 @@ class IncompleteStream(RuntimeError):
 
 
 class StreamProgress:
-    """How far a model stream has come: its latest event that carries the message so far.
-
-    For a call cut short (an abort): `aborted()` is what a run in one process keeps then.
-    """
+    """How far a model stream has come: its latest event that carries the message so far."""
 
     __slots__ = ("last",)
 
     def __init__(self) -> None:
         self.last: Any = None
 
-    def aborted(self, model: Model, timestamp: int) -> AssistantMessage:
-        """The message so far, ended `aborted` (without content if none had come)."""
-        if self.last is None:
-            return ending(model, "aborted", ABORTED_TEXT, timestamp)
-        partial: AssistantMessage = self.last.partial
-        return replace(partial, stop_reason="aborted", error_message=ABORTED_TEXT, timestamp=timestamp)
+    @property
+    def partial(self) -> AssistantMessage | None:
+        """The message so far (None before the stream's first event)."""
+        return None if self.last is None else self.last.partial
 
 
 async def final_message(source: Any, progress: StreamProgress | None = None) -> AssistantMessage:
@@ -71,18 +64,6 @@ async def final_message(source: Any, progress: StreamProgress | None = None) -> 
             if progress is not None:
                 progress.last = event
     raise IncompleteStream("the model stream ended without a done or error event")
-
-
-def ending(model: Model, reason: Literal["error", "aborted"], text: str, timestamp: int) -> AssistantMessage:
-    """The message a model call ends with when it never answered (failed, or aborted before it ran)."""
-    return AssistantMessage(
-        api=model.api,
-        provider=model.provider,
-        model=model.id,
-        stop_reason=reason,
-        error_message=text,
-        timestamp=timestamp,
-    )
 
 
 async def replayed(final: AssistantMessage) -> AsyncIterator[AssistantMessageEvent]:

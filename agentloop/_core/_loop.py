@@ -24,7 +24,6 @@ from __future__ import annotations
 import inspect
 from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
-from dataclasses import replace
 from typing import Any
 
 from .._tools._tool import AgentTool
@@ -47,6 +46,7 @@ from .._types._messages import (
     Context,
     Message,
     ToolResultMessage,
+    ended_message,
 )
 from .._types._stream_fn import StreamFn, StreamOptions, close_events, opened_stream
 from ._config import AgentContext, AgentLoopConfig, Emit, NextTurn, TurnContext, call, default_convert_to_llm
@@ -535,17 +535,7 @@ class _Run(RunState):
         return None
 
     def ended(self, partial: AssistantMessage | None, reason: Any, text: str) -> AssistantMessage:
-        if partial is None:
-            model = self.model
-            return AssistantMessage(
-                api=model.api,
-                provider=model.provider,
-                model=model.id,
-                stop_reason=reason,
-                error_message=text,
-                timestamp=self.clock(),
-            )
-        return replace(partial, stop_reason=reason, error_message=text, timestamp=self.clock())
+        return ended_message(self.model, reason, text, self.clock(), partial)
 
 
 class _Streaming:

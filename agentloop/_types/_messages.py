@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 if TYPE_CHECKING:
@@ -50,6 +50,7 @@ __all__ = (
     "UserContent",
     "UserMessage",
     "error_result",
+    "ended_message",
     "now_ms",
     "tool_result_message",
 )
@@ -460,3 +461,25 @@ class AgentToolResult:
 def error_result(message: str) -> AgentToolResult:
     """The result the loop records for a failed call: one text block, empty details."""
     return AgentToolResult(content=(TextContent(message),), details={})
+
+
+def ended_message(
+    model: Model,
+    reason: Literal["error", "aborted"],
+    text: str,
+    timestamp: int,
+    partial: AssistantMessage | None = None,
+) -> AssistantMessage:
+    """The message a model call ends with when it did not finish (it failed, or was aborted): what
+    it had said so far (`partial`), or no content, with `reason` and `text` as its stop reason and
+    error message."""
+    if partial is not None:
+        return replace(partial, stop_reason=reason, error_message=text, timestamp=timestamp)
+    return AssistantMessage(
+        api=model.api,
+        provider=model.provider,
+        model=model.id,
+        stop_reason=reason,
+        error_message=text,
+        timestamp=timestamp,
+    )

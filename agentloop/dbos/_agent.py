@@ -50,7 +50,6 @@ from .._durable import (
     approval_names,
     check_definition,
     durable_options,
-    ending,
     final_message,
     replayed,
     workflow_options,
@@ -72,6 +71,7 @@ from .._types._messages import (
     Context,
     Model,
     ThinkingLevel,
+    ended_message,
     now_ms,
 )
 from .._types._stream_fn import StreamFn, StreamOptions
@@ -376,7 +376,7 @@ class _DurableRun:
     ) -> AsyncIterator[AssistantMessageEvent]:
         """The loop's stream function: the model step, then `start` and `done` for its message."""
         if options.signal.aborted:  # the contract: an aborted signal ends the stream at once
-            yield ErrorEvent("aborted", ending(model, "aborted", ABORTED_TEXT, self.now))
+            yield ErrorEvent("aborted", ended_message(model, "aborted", ABORTED_TEXT, self.now))
             return
         data = await DBOS.run_step_async(
             {"name": f"{self.agent.name}.model"}, self._call_model, model, context, options
@@ -411,7 +411,7 @@ class _DurableRun:
             raise
         except Exception as exc:  # get_api_key or a stream function that broke its contract: the call failed
             text = f"The model call failed: {type(exc).__name__}: {exception_text(exc)}"
-            final = ending(model, "error", text, now_ms())
+            final = ended_message(model, "error", text, now_ms())
         return {"message": to_json(final), "waiting": await self._look_for_control_message()}
 
     async def _look_for_control_message(self) -> bool:

@@ -34,7 +34,17 @@ from .._durable import (
 )
 from .._tools._tool import AgentTool, validate_tool_arguments, within_timeout
 from .._types._abort import AbortSignal
-from .._types._messages import AgentToolResult, Context, Model, TextContent, ThinkingLevel, ToolCall, now_ms
+from .._types._constants import ABORTED_TEXT
+from .._types._messages import (
+    AgentToolResult,
+    Context,
+    Model,
+    TextContent,
+    ThinkingLevel,
+    ToolCall,
+    ended_message,
+    now_ms,
+)
 from .._types._stream_fn import StreamFn, StreamOptions
 from .._wire._decode import from_json
 from .._wire._encode import to_json
@@ -319,7 +329,7 @@ class TemporalAgent:
             # An abort: the workflow waits for what the model said so far, as a run in one
             # process keeps it.
             _uncancel()
-            final = progress.aborted(model, now_ms())
+            final = ended_message(model, "aborted", ABORTED_TEXT, now_ms(), progress.partial)
         if "base" not in data or self.contexts is None:
             answer = to_json(final)
             if self.contexts is None:

@@ -41,7 +41,7 @@ from temporalio.workflow import ActivityCancellationType, ActivityHandle
 
 from .._core._config import AgentContext, AgentLoopConfig, ToolInvocation, TurnContext, default_convert_to_llm
 from .._core._loop import run_agent_loop, run_agent_loop_continue
-from .._durable import ending, replayed, workflow_options
+from .._durable import replayed, workflow_options
 from .._types._abort import AbortSignal
 from .._types._constants import ABORTED_TEXT
 from .._types._events import (
@@ -52,7 +52,15 @@ from .._types._events import (
     ErrorEvent,
     TurnStart,
 )
-from .._types._messages import AgentMessage, AgentToolResult, AssistantMessage, Context, Message, Model
+from .._types._messages import (
+    AgentMessage,
+    AgentToolResult,
+    AssistantMessage,
+    Context,
+    Message,
+    Model,
+    ended_message,
+)
 from .._types._stream_fn import StreamOptions
 from .._wire._decode import from_json
 from .._wire._encode import to_json
@@ -534,20 +542,17 @@ def _model_stream(
                 final = await call(model, context, options)
         except ActivityError as exc:
             if not isinstance(exc.cause, CancelledError):
-                return [
-                    ErrorEvent(
-                        "error", ending(model, "error", f"The model call failed: {_failure_text(exc)}", _now_ms())
-                    )
-                ]
+                failure = f"The model call failed: {_failure_text(exc)}"
+                return [ErrorEvent("error", ended_message(model, "error", failure, _now_ms()))]
             if not in_flight.abort_asked:
                 raise  # the workflow is cancelled
             # cancelled before an attempt ran (between retries): nothing was said
-            return [ErrorEvent("aborted", ending(model, "aborted", ABORTED_TEXT, _now_ms()))]
+            return [ErrorEvent("aborted", ended_message(model, "aborted", ABORTED_TEXT, _now_ms()))]
         return [event async for event in replayed(final)]
 
     async def stream(model: Model, context: Context, options: StreamOptions) -> AsyncIterator[AssistantMessageEvent]:
         if options.signal.aborted:  # the contract: an aborted signal ends the stream at once
-            yield ErrorEvent("aborted", ending(model, "aborted", ABORTED_TEXT, _now_ms()))
+            yield ErrorEvent("aborted", ended_message(model, "aborted", ABORTED_TEXT, _now_ms()))
             return
         events = await answer(model, context, options)
         try:

@@ -143,9 +143,11 @@ async def test_a_reconnecting_caller_gets_the_rest_of_the_events_once() -> None:
         await stream_events(workflow_id, after_seq=-2).__anext__()
 
 
-async def wait_for_tool(log: Path) -> None:
+async def wait_for_first_line(path: Path) -> None:
+    """Until the workflow's model or tool has written its first line there (`log / "model_calls"`,
+    `log / "tool_starts"`)."""
     with anyio.fail_after(10):
-        while not lines(log / "tool_starts"):  # noqa: ASYNC110 (written by the workflow's tool)
+        while not lines(path):  # noqa: ASYNC110 (written by the workflow's model or tool)
             await anyio.sleep(0.02)
 
 
@@ -160,7 +162,7 @@ async def wait_for_event(workflow_id: str, kind: str, tool_call_id: str | None =
 async def test_steering_during_a_tool_reaches_the_next_turn(log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SLOW_TOOL_SECONDS", "0.5")
     workflow_id = await start_agent(agents.slow, [PROMPT], id=f"steer-{uuid.uuid4().hex}")
-    await wait_for_tool(log)
+    await wait_for_first_line(log / "tool_starts")
     await steer(workflow_id, al.UserMessage(content="and y?", timestamp=2))
     with anyio.fail_after(20):
         messages = await result(workflow_id)
@@ -176,9 +178,7 @@ async def test_steering_during_a_model_call_reaches_the_next_turn(
     (no tool step: the poll receives anyway), or no tool (the model step sees it)."""
     monkeypatch.setenv("SLOW_MODEL_SECONDS", "0.5")
     workflow_id = await start_agent(agents.slow_answers[name], [PROMPT], id=f"{name}-{uuid.uuid4().hex}")
-    with anyio.fail_after(10):
-        while not lines(log / "model_calls"):  # noqa: ASYNC110 (written by the workflow's model)
-            await anyio.sleep(0.02)
+    await wait_for_first_line(log / "model_calls")
     await steer(workflow_id, al.UserMessage(content="and y?", timestamp=2))
     with anyio.fail_after(20):
         messages = await result(workflow_id)
@@ -191,7 +191,7 @@ async def test_steering_during_a_model_call_reaches_the_next_turn(
 async def test_a_follow_up_runs_when_the_agent_would_stop(log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SLOW_TOOL_SECONDS", "0.5")
     workflow_id = await start_agent(agents.follow_up, [PROMPT], id=f"follow-{uuid.uuid4().hex}")
-    await wait_for_tool(log)
+    await wait_for_first_line(log / "tool_starts")
     await follow_up(workflow_id, al.UserMessage(content="now y", timestamp=2))
     with anyio.fail_after(20):
         envelopes = [e async for e in stream_events(workflow_id)]
@@ -204,7 +204,7 @@ async def test_a_follow_up_runs_when_the_agent_would_stop(log: Path, monkeypatch
 async def test_an_abort_ends_the_run_aborted_at_the_next_step(log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SLOW_TOOL_SECONDS", "0.5")
     workflow_id = await start_agent(agents.slow, [PROMPT], id=f"abort-{uuid.uuid4().hex}")
-    await wait_for_tool(log)
+    await wait_for_first_line(log / "tool_starts")
     await abort(workflow_id)
     with anyio.fail_after(20):
         envelopes = [e async for e in stream_events(workflow_id)]
@@ -221,9 +221,7 @@ async def test_a_follow_up_sent_during_the_last_model_call_runs(log: Path, monke
     monkeypatch.setenv("SLOW_MODEL_SECONDS", "0.5")
     agent = agents.slow_answers["slow_text_answer"]
     workflow_id = await start_agent(agent, [PROMPT], id=f"last-follow-{uuid.uuid4().hex}")
-    with anyio.fail_after(10):
-        while not lines(log / "model_calls"):  # noqa: ASYNC110 (written by the workflow's model)
-            await anyio.sleep(0.02)
+    await wait_for_first_line(log / "model_calls")
     await follow_up(workflow_id, al.UserMessage(content="and y?", timestamp=2))
     with anyio.fail_after(20):
         messages = await result(workflow_id)
@@ -312,7 +310,7 @@ async def test_a_cancelled_workflow_stops_at_its_next_step_and_its_caller_gets_d
 ) -> None:
     monkeypatch.setenv("SLOW_TOOL_SECONDS", "0.5")
     workflow_id = await start_agent(agents.slow, [PROMPT], id=f"cancel-{uuid.uuid4().hex}")
-    await wait_for_tool(log)
+    await wait_for_first_line(log / "tool_starts")
     await DBOS.cancel_workflow_async(workflow_id)
     with anyio.fail_after(20):
         with pytest.raises(DBOSException, match="cancelled"):
