@@ -6,6 +6,7 @@ Needs the `docs` dependency group (mkdocs, Material, mkdocstrings)."""
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
@@ -18,6 +19,7 @@ import pytest
 ROOT = Path(__file__).parents[2]
 PAGES = sorted(path.relative_to(ROOT / "docs").as_posix() for path in (ROOT / "docs").glob("**/*.md"))
 OPENING = re.compile(r"^\s*(`{3,}|~{3,})")
+EXAMPLE = re.compile(r"^\s*Examples?\b[^:]*:\s*$")
 
 
 def fenced_blocks(markdown: str) -> int:
@@ -114,3 +116,21 @@ def test_every_fenced_block_of_the_page_comes_out_as_a_code_block(site: Path, pa
     assert parser.blocks == fences, f"{page}: {fences} fenced blocks, {parser.blocks} code blocks in the HTML"
     shown = "".join(parser.text)
     assert "```" not in shown and "~~~" not in shown, f"{page}: a fence shows as text"
+
+
+def test_every_docstring_example_is_a_fenced_block() -> None:
+    """The API reference renders docstrings as Markdown: code under an `Example:` heading that is
+    not fenced comes out as one run-on paragraph."""
+    examples = 0
+    for path in sorted((ROOT / "agentloop").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            lines = (ast.get_docstring(node) or "").splitlines()
+            for i, line in enumerate(lines):
+                if EXAMPLE.match(line):
+                    examples += 1
+                    following = next((later.strip() for later in lines[i + 1 :] if later.strip()), "")
+                    where = f"{path.relative_to(ROOT)}: {getattr(node, 'name', 'the module')}"
+                    assert following.startswith("```"), f"{where}: its example is not a fenced block"
+    assert examples >= 10
