@@ -88,7 +88,7 @@ def test_the_built_wheel_in_a_fresh_venv_runs_the_first_command_and_the_readme_p
     assert first.returncode == 0, first.stderr
     assert first.stdout.count("\n") == 1 and "391" in first.stdout, first.stdout
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    (program,) = re.findall(r"```python embedded\n(.*?)```", readme, re.S)
+    (program,) = re.findall(r"```python \{ \.embedded \}\n(.*?)```", readme, re.S)
     ran = subprocess.run(
         [str(venv / "bin" / "python"), "-c", program],
         capture_output=True,

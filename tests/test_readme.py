@@ -17,13 +17,24 @@ DOCS = {
     path.relative_to(ROOT).as_posix(): path.read_text(encoding="utf-8") for path in sorted(ROOT.glob("docs/**/*.md"))
 }
 FENCE = re.compile(r"^```python([^\n]*)\n(.*?)^```", re.S | re.M)
-"""A Python block and its tag: none (runs), `notest` (needs a key or a server: type-checked only),
-`embedded` (needs the embedded model: runs with the servers' tests), `asyncio` (an engine that
-runs on asyncio alone: run on asyncio only)."""
+"""A Python block and what follows the language on its first line."""
+TAGGED = re.compile(r" \{ \.(notest|embedded|asyncio) \}")
+"""A block's tag, as a class in the attribute form the docs site renders (` ```python { .notest }`):
+none (runs), `notest` (needs a key or a server: type-checked only), `embedded` (needs the embedded
+model: runs with the servers' tests), `asyncio` (an engine that runs on asyncio alone: run on
+asyncio only)."""
+
+
+def tag_of(info: str) -> str | None:
+    """The tag of a block whose first line is ` ```python` + `info`; None for an unknown form."""
+    if not info:
+        return ""
+    tagged = TAGGED.fullmatch(info)
+    return tagged.group(1) if tagged else None
 
 
 def blocks(text: str, *tags: str) -> list[str]:
-    return [code for tag, code in FENCE.findall(text) if tag.strip() in tags]
+    return [code for info, code in FENCE.findall(text) if tag_of(info) in tags]
 
 
 IMPORTED_BY_EXTRA = {"opentelemetry": "otel", "temporalio": "temporal", "dbos": "dbos", "mcp": "mcp", "trio": "trio"}
@@ -96,6 +107,12 @@ def test_the_readme_first_program_calls_a_tool_and_a_real_model_answers(backend:
     os.environ.setdefault("AGENTLOOP_MODEL_PATH", str(_local_model_file()))
     shown = run_block(program, backend, timeout=240)
     assert "calls calculator {'expression': '17 * 23'}" in shown and "391" in shown.splitlines()[-1], shown
+
+
+def test_every_python_block_is_plain_or_tagged_in_the_attribute_form() -> None:
+    for page, text in [("README.md", README), *DOCS.items()]:
+        for info, _ in FENCE.findall(text):
+            assert tag_of(info) is not None, f"{page}: ```python{info} is neither run nor type-checked"
 
 
 def test_every_python_example_passes_mypy_strict(tmp_path: Path) -> None:

@@ -80,9 +80,11 @@ class Agent(LoopOptions):
     """A stateful agent: a transcript, tools, listeners, and steering / follow-up queues.
 
     Example:
+        ```python
         agent = Agent(model=model, system_prompt="Be brief.", tools=[add], stream_fn=stream)
         agent.subscribe(lambda event, signal: print(event.type))
         await agent.prompt("What is 2 + 3?")
+        ```
 
     Its loop options (`LoopOptions`: hooks, limits, what the stream function gets) are keyword
     arguments and attributes of its own, passed to every run. Every callback may be a plain or an

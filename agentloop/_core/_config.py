@@ -215,8 +215,13 @@ class LoopOptions:
         max_turns: End the run after this many turns (None: unlimited).
         tool_abort_grace: Seconds a running tool may take to honour an abort before it is
             cancelled and answered with "Operation aborted".
-        session_id, temperature, max_tokens, thinking_budgets, headers, metadata,
-            max_retry_delay: Passed to the stream function in its `StreamOptions`.
+        session_id: Passed to the stream function in its `StreamOptions`.
+        temperature: Passed to the stream function in its `StreamOptions`.
+        max_tokens: Passed to the stream function in its `StreamOptions`.
+        thinking_budgets: Passed to the stream function in its `StreamOptions`.
+        headers: Passed to the stream function in its `StreamOptions`.
+        metadata: Passed to the stream function in its `StreamOptions`.
+        max_retry_delay: Passed to the stream function in its `StreamOptions`.
         max_parallel_tool_calls: At most this many calls of a parallel batch execute at once
             (None: all); the others wait their turn, in source order.
         wrap_tool_call: `(invocation, proceed) -> result` around every tool execution (after

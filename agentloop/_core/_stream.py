@@ -245,12 +245,14 @@ def agent_loop(
     """Run the agent from new prompts and stream its events.
 
     Example:
+        ```python
         async with agent_loop([UserMessage(content="Hi")], context, config) as events:
             async for event in events:
                 print(event.type)
 
         async for event in agent_loop([UserMessage(content="Hi")], context, config):
             print(event.type)  # bare: a tool batch's events arrive when the batch has ended
+        ```
 
     The run starts when the first event is pulled and may run up to `max_buffer_size` events
     ahead of the consumer (0 makes it a rendezvous: one event at a time). Bad arguments raise

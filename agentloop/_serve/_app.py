@@ -128,8 +128,12 @@ class AgentSSEApp:
         compact: Send events in the compact wire form (the default; see the module docstring);
             False sends every `message_update` with the whole message so far, as `to_json` does.
 
-    Example (any ASGI server, e.g. `hypercorn module:app`):
+    Example:
+        ```python
         app = AgentSSEApp(lambda session_id: Agent(model=model, tools=[add], stream_fn=stream))
+        ```
+
+        Any ASGI server runs it, e.g. `hypercorn module:app`.
     """
 
     def __init__(

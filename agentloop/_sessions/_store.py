@@ -347,8 +347,10 @@ async def open_agent(
     """An `Agent` recording into a session: a new one, or a stored one resumed.
 
     Example:
+        ```python
         async with open_agent(store, session_id, tools=[add], stream_fn=model) as agent:
             await agent.prompt("And now?")
+        ```
 
     `agent_options` are `Agent(...)` arguments. With `session_id`, the session's transcript,
     system prompt, thinking level and model are restored, except for the settings given here

@@ -394,10 +394,12 @@ def tool(
     of `AgentTool`.
 
     Example:
+        ```python
         @tool
         async def add(a: int, b: int) -> str:
             '''Add two integers.'''
             return str(a + b)
+        ```
     """
 
     def build(func: Callable[..., Any]) -> AgentTool:

@@ -48,6 +48,7 @@ class AssistantMessageBuilder:
     Blocks are opened, grown and closed in order; `index` arguments default to the last block.
 
     Example:
+        ```python
         b = AssistantMessageBuilder(api="my-api", provider="me", model="m1")
         yield b.start()
         yield b.text_start()
@@ -55,6 +56,7 @@ class AssistantMessageBuilder:
         yield b.text_delta("lo")
         yield b.text_end()
         yield b.done("stop")
+        ```
     """
 
     __slots__ = ("_head", "_header", "_kind", "_last", "_parts", "_shared", "_tool_text")

@@ -60,9 +60,11 @@ class CompactEncoder:
     since its `message_start`.
 
     Example:
+        ```python
         encoder = CompactEncoder()
         async for event in events:
             bus.publish(encode_json(encoder.to_json(event)))
+        ```
     """
 
     __slots__ = ("_last", "_message", "_snapshot")
@@ -178,9 +180,11 @@ class CompactDecoder:
     on. The full form is accepted too (and passed through), so a decoder reads either.
 
     Example:
+        ```python
         decoder = CompactDecoder()
         for line in lines:
             event = decoder.from_json(json.loads(line))
+        ```
     """
 
     __slots__ = ("_message",)

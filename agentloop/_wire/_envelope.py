@@ -137,9 +137,11 @@ def with_envelopes(events: AsyncIterator[AgentEvent], enveloper: Enveloper | Non
     """The events of an `agent_loop` stream, each in its envelope.
 
     Example:
+        ```python
         async with agent_loop(prompts, context, config) as events:
             async for envelope in with_envelopes(events):
                 bus.publish(encode_json(envelope_to_json(envelope)))
+        ```
     """
     if not hasattr(events, "__anext__"):
         raise TypeError(f"with_envelopes expects an async iterator of events, got {type(events).__name__}")
@@ -152,7 +154,9 @@ def enveloping(
     """An `Agent` listener that calls `listener(envelope, signal)` for every event.
 
     Example:
+        ```python
         agent.subscribe(enveloping(lambda envelope, signal: print(envelope.seq, envelope.type)))
+        ```
     """
     if not callable(listener):
         raise TypeError(f"listener must be callable, got {listener!r}")

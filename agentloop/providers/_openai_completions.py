@@ -104,7 +104,7 @@ def stream_openai_completions(
 
     Returns:
         The response's events (see `AssistantMessageEventStream`). Failures end it with one
-        `error` event; it never raises once returned.
+            `error` event; it never raises once returned.
     """
     return run_stream(model, context, options, build_completions_request, CompletionsParser, http=http, client=client)
 

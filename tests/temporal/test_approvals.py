@@ -173,7 +173,7 @@ DURABLE_DOCS = Path(__file__).resolve().parents[2] / "docs" / "durable.md"
 
 async def test_the_docs_supervisor_runs_as_written(client: Client, queue: str) -> None:
     page = await anyio.Path(DURABLE_DOCS).read_text(encoding="utf-8")
-    code = next(c for c in re.findall(r"```python notest\n(.*?)```", page, re.S) if "async def supervise" in c)
+    code = next(c for c in re.findall(r"```python \{ \.notest \}\n(.*?)```", page, re.S) if "async def supervise" in c)
     namespace: dict[str, Any] = {}
     exec(compile(code, "docs/durable.md", "exec"), namespace)
     seen: list[str] = []

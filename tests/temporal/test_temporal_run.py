@@ -314,7 +314,7 @@ def test_the_docs_temporal_example_runs_as_written(temporal_address: str) -> Non
     from pathlib import Path
 
     page = (Path(__file__).resolve().parents[2] / "docs" / "durable.md").read_text(encoding="utf-8")
-    code = re.search(r"```python notest\n(.*?)```", page, re.S)
+    code = re.search(r"```python \{ \.notest \}\n(.*?)```", page, re.S)
     assert code is not None
     program = (
         code.group(1).replace("127.0.0.1:7233", temporal_address).replace('"calc-1"', f'"calc-{uuid.uuid4().hex}"')

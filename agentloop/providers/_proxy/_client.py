@@ -113,9 +113,11 @@ def stream_proxy(
         max_line_size: The longest event line accepted, in characters.
 
     Example:
+        ```python
         async with stream_proxy("https://genai.example.com", token) as proxy:
             agent = Agent(model=model, stream_fn=proxy)
             await agent.prompt("Hello")
+        ```
     """
     if not isinstance(proxy_url, str) or not proxy_url.startswith(("http://", "https://")):
         raise ValueError(f"proxy_url must be an http:// or https:// URL, got {proxy_url!r}")
