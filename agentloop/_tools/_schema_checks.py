@@ -1,8 +1,8 @@
 """The JSON-schema keywords that would block the event loop, made safe for untrusted schemas.
 
 A tool's schema may come from a third party (an MCP server, a user config) and its arguments
-from the model, and validation runs in the event loop's thread: nothing in it may take long.
-What jsonschema does unbounded, and what a tool's validator does instead:
+from the model: nothing in a validation may be unbounded. What jsonschema does unbounded, and
+what a tool's validator does instead:
 
 - a `$ref` it cannot resolve locally is fetched over HTTP (blocking, on every validation):
   the validator is made with `local_registry()`, so such a `$ref` is unresolvable, and reported;
@@ -15,18 +15,21 @@ What jsonschema does unbounded, and what a tool's validator does instead:
 - `multipleOf` with a float divides as floats, and a huge integer overflows: such an integer is
   checked exactly, with fractions;
 - nested `anyOf`s and `$ref`s can multiply work (a schema whose references fan out doubles it at
-  each level, and coercion tries every branch): a validation may take `MAX_SCHEMA_STEPS` keyword
-  checks and `MAX_SCHEMA_SECONDS`, whichever comes first, after which it stops with `TooCostly`,
-  reported to the model as a validation error.
+  each level), and a `$ref` cycle that consumes no data recurses for ever: every keyword check
+  is one step of the validation's budget (`_budget`), and one level of its nesting; and when the
+  validation keeps a memo (`Budget.memo`: schemas whose `$ref`s mean the same wherever they are
+  reached, `memo_safe`), a keyword check of a schema node against a value runs once, its errors
+  (each distinct path and message once) given again when the same node meets the same value.
+
+`check_schema` checks a schema against its meta-schema with the same bounded keywords, charged
+to the same budget.
 """
 
 from __future__ import annotations
 
 import functools
-import time
+from collections import deque
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from fractions import Fraction
 from typing import Any
 
@@ -35,62 +38,17 @@ import referencing
 import referencing.exceptions
 from jsonschema import ValidationError
 
+from ._budget import current, value_key
 from ._patterns import pattern_search
 
 __all__ = (
-    "MAX_SCHEMA_SECONDS",
-    "MAX_SCHEMA_STEPS",
-    "TooCostly",
     "bounded_validator_class",
+    "check_schema",
     "local_registry",
-    "step_budget",
+    "memo_safe",
 )
 
-MAX_SCHEMA_STEPS = 100_000
-"""How many keyword checks (`type`, `properties`, one `anyOf` branch...) one tool call's
-validation and coercion may take together. A real call stays far below it: an array of 5,000
-objects of ten typed properties (about 60 KB of JSON) takes 60,000."""
-
-MAX_SCHEMA_SECONDS = 1.0
-"""How much CPU time (of the validating thread) one tool call's validation and coercion may take
-together: the bound for checks that each cost more than most, such as `$ref`s."""
-
 _extend: Any = jsonschema.validators.extend
-
-
-class TooCostly(Exception):
-    """A validation used up its budget: `MAX_SCHEMA_STEPS` keyword checks or `MAX_SCHEMA_SECONDS` of CPU."""
-
-
-class _Budget:
-    __slots__ = ("deadline", "left", "seconds", "steps")
-
-    def __init__(self, steps: int, seconds: float) -> None:
-        self.steps = steps
-        self.left = steps
-        self.seconds = seconds
-        self.deadline = time.thread_time() + seconds
-
-    def spend(self) -> None:
-        """Count one check; `TooCostly` once the steps or the time are used up."""
-        self.left -= 1
-        if self.left < 0:
-            raise TooCostly(f"the arguments take more than {self.steps} schema checks against this schema")
-        if time.thread_time() > self.deadline:
-            raise TooCostly(f"the arguments take more than {self.seconds:g} s of CPU to check against this schema")
-
-
-_BUDGET: ContextVar[_Budget | None] = ContextVar("agentloop_schema_budget", default=None)
-
-
-@contextmanager
-def step_budget(steps: int = MAX_SCHEMA_STEPS, seconds: float = MAX_SCHEMA_SECONDS) -> Iterator[None]:
-    """Count the keyword checks of the validators made by `bounded_validator_class` in this block."""
-    token = _BUDGET.set(_Budget(steps, seconds))
-    try:
-        yield
-    finally:
-        _BUDGET.reset(token)
 
 
 def _no_retrieval(uri: str) -> referencing.Resource[Any]:
@@ -233,17 +191,77 @@ def _unevaluated(original: Callable[..., Iterator[ValidationError]]) -> Callable
 
 
 def _counted(check: Callable[..., Iterator[ValidationError]]) -> Callable[..., Iterator[ValidationError]]:
-    """`check`, counting one step of the current `step_budget` (if any) each time it runs."""
+    """`check`, counted as one step and one level of nesting of the current budget (if any), and
+    remembered in its memo (if it keeps one)."""
 
     def counted(validator: Any, value: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
-        budget = _BUDGET.get()
-        if budget is not None:
-            budget.spend()
-        errors = check(validator, value, instance, schema)
-        if errors is not None:  # a few of jsonschema's keywords return None when nothing failed
-            yield from errors
+        budget = current()
+        if budget is None:
+            errors = check(validator, value, instance, schema)
+            if errors is not None:  # a few of jsonschema's keywords return None when nothing failed
+                yield from errors
+            return
+        memo = budget.memo
+        budget.enter()
+        try:
+            if memo is None:
+                errors = check(validator, value, instance, schema)
+                if errors is not None:
+                    yield from errors
+                return
+            key = (id(check), id(schema), value_key(instance))
+            known = memo.get(key)
+            if known is None:
+                known = memo[key] = (schema, instance, _distinct(check(validator, value, instance, schema)))
+        finally:
+            budget.leave()
+        for error in known[2]:
+            yield _fresh(error)
 
     return counted
+
+
+def _distinct(errors: Iterator[ValidationError] | None) -> list[ValidationError]:
+    """The errors, each path and message once."""
+    seen: set[tuple[Any, ...]] = set()
+    out = []
+    for error in errors or ():
+        key = (*error.relative_path, error.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(error)
+    return out
+
+
+def _fresh(error: ValidationError) -> ValidationError:
+    """A copy of a remembered error for its caller to complete (jsonschema prepends to the paths)."""
+    copy = type(error).__new__(type(error))
+    copy.__dict__.update(error.__dict__)
+    copy.path = copy.relative_path = deque(error.relative_path)
+    copy.schema_path = copy.relative_schema_path = deque(error.relative_schema_path)
+    copy.__cause__ = error.__cause__
+    return copy
+
+
+_SCOPED = frozenset({"$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor"})
+
+
+def memo_safe(schema: Any) -> bool:
+    """Whether a keyword check's answer depends only on its schema node and value: the schema has
+    no dynamic references and no embedded resource (a `$id` below the root), so every `$ref`
+    means the same wherever it is reached from."""
+    stack = [schema]
+    root = True
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if not _SCOPED.isdisjoint(node) or (not root and isinstance(node.get("$id"), str)):
+                return False
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+        root = False
+    return True
 
 
 @functools.cache
@@ -260,3 +278,14 @@ def bounded_validator_class(cls: Any) -> Any:
     if "unevaluatedProperties" in keywords:
         keywords["unevaluatedProperties"] = _unevaluated(keywords["unevaluatedProperties"])
     return _extend(cls, {name: _counted(check) for name, check in keywords.items()})
+
+
+def check_schema(cls: Any, schema: Any) -> None:
+    """`cls.check_schema(schema)` with the bounded keywords: `SchemaError` when the schema is not
+    valid, `TooCostly` when checking it uses up the current budget."""
+    meta_cls = jsonschema.validators.validator_for(cls.META_SCHEMA, default=cls)
+    meta = bounded_validator_class(meta_cls)(
+        cls.META_SCHEMA, registry=local_registry(), format_checker=meta_cls.FORMAT_CHECKER
+    )
+    for error in meta.iter_errors(schema):
+        raise jsonschema.SchemaError.create_from(error)
