@@ -125,7 +125,7 @@ def test_coercing_a_wide_union_over_many_items_stops_with_a_validation_error() -
     started = time.process_time()
     with pytest.raises(
         ValueError,
-        match=r"items\.199: .* is not valid under any of the given schemas|root: the arguments take more than 1 s of CPU",
+        match=r"items\.199: .* is not valid under any of the given|root: the arguments take more than 1 s of CPU",
     ):
         tool.validate({"items": [{"k39": "x", "kind": "s39"} for _ in range(200)]})
     assert time.process_time() - started < 2.0
