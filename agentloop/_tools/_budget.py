@@ -58,11 +58,13 @@ need about three levels per level of the arguments."""
 
 class TooCostly(Exception):
     """A validation used up its budget (steps, CPU time or nesting); `what` says which, as
-    "more than 100000 schema checks", "more than 1 s of CPU" or "nesting too deeply"."""
+    "more than 100000 schema checks", "more than 1 s of CPU" or "nesting more than 256 levels
+    deep"; `lasting` is false for the CPU time, which another try may not use up."""
 
-    def __init__(self, message: str, what: str) -> None:
+    def __init__(self, message: str, what: str, lasting: bool = True) -> None:
         super().__init__(message)
         self.what = what
+        self.lasting = lasting
 
 
 NESTS_TOO_DEEPLY = "the schema or the arguments nest too deeply"
@@ -75,13 +77,15 @@ class Budget:
     `_schema_checks`), so that a schema node reached many times over is checked once per value.
     """
 
-    __slots__ = ("deadline", "depth", "left", "memo", "seconds", "steps")
+    __slots__ = ("deadline", "depth", "left", "memo", "pause", "seconds", "steps")
 
     def __init__(self, steps: int, seconds: float) -> None:
         self.steps = steps
         self.left = steps
         self.seconds = seconds
-        self.deadline = time.thread_time() + seconds
+        now = time.thread_time()
+        self.deadline = now + seconds
+        self.pause = now + _TURN
         self.depth = 0
         self.memo: dict[Any, Any] | None = None
 
@@ -91,9 +95,13 @@ class Budget:
         if self.left < 0:
             what = f"more than {self.steps} schema checks"
             raise TooCostly(f"the arguments take {what} against this schema", what)
-        if time.thread_time() > self.deadline:
+        now = time.thread_time()
+        if now > self.deadline:
             what = f"more than {self.seconds:g} s of CPU"
-            raise TooCostly(f"the arguments take {what} to check against this schema", what)
+            raise TooCostly(f"the arguments take {what} to check against this schema", what, lasting=False)
+        if now > self.pause:  # let the other threads (the event loop's) have the interpreter
+            time.sleep(0)
+            self.pause = now + _TURN
 
     def enter(self) -> None:
         """Count one step, one level deeper; `TooCostly` past `MAX_NESTING` levels, or when the
@@ -106,6 +114,11 @@ class Budget:
     def leave(self) -> None:
         self.depth -= 1
 
+
+_TURN = 0.002
+"""Seconds of CPU after which a validation lets the other threads run (`time.sleep(0)` hands
+the interpreter over at once, where the switch interval would wait for its turn): the event
+loop's thread, waiting for it, gets it every few milliseconds."""
 
 _STACK_MARGIN = 150
 """Frames kept free below Python's recursion limit: what a few more levels, an error's way out

@@ -18,8 +18,9 @@ what a tool's validator does instead:
   each level), and a `$ref` cycle that consumes no data recurses for ever: every keyword check
   is one step of the validation's budget (`_budget`), and one level of its nesting; and when the
   validation keeps a memo (`Budget.memo`: schemas whose `$ref`s mean the same wherever they are
-  reached, `memo_safe`), a keyword check of a schema node against a value runs once, its errors
-  (each distinct path and message once) given again when the same node meets the same value.
+  reached, `memo_safe`), what a keyword that applies subschemas found for a schema node and a
+  value is remembered the second time they meet, so a node reached many times over (through
+  `$ref`s that fan out) is checked at most twice per value.
 
 `check_schema` checks a schema against its meta-schema with the same bounded keywords, charged
 to the same budget.
@@ -28,11 +29,11 @@ to the same budget.
 from __future__ import annotations
 
 import functools
-from collections import deque
 from collections.abc import Callable, Iterator
 from fractions import Fraction
 from typing import Any
 
+import attrs
 import jsonschema
 import referencing
 import referencing.exceptions
@@ -190,9 +191,13 @@ def _unevaluated(original: Callable[..., Iterator[ValidationError]]) -> Callable
     return unevaluated
 
 
-def _counted(check: Callable[..., Iterator[ValidationError]]) -> Callable[..., Iterator[ValidationError]]:
+def _counted(
+    check: Callable[..., Iterator[ValidationError]], applies: bool
+) -> Callable[..., Iterator[ValidationError]]:
     """`check`, counted as one step and one level of nesting of the current budget (if any), and
-    remembered in its memo (if it keeps one)."""
+    remembered in its memo (if it keeps one) when the keyword `applies` subschemas: a node
+    reached many times over costs what its subschemas cost, and a keyword that checks the value
+    itself costs one step."""
 
     def counted(validator: Any, value: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
         budget = current()
@@ -201,7 +206,7 @@ def _counted(check: Callable[..., Iterator[ValidationError]]) -> Callable[..., I
             if errors is not None:  # a few of jsonschema's keywords return None when nothing failed
                 yield from errors
             return
-        memo = budget.memo
+        memo = budget.memo if applies else None
         budget.enter()
         try:
             if memo is None:
@@ -210,37 +215,96 @@ def _counted(check: Callable[..., Iterator[ValidationError]]) -> Callable[..., I
                     yield from errors
                 return
             key = (id(check), id(schema), value_key(instance))
-            known = memo.get(key)
-            if known is None:
-                known = memo[key] = (schema, instance, _distinct(check(validator, value, instance, schema)))
+            known = memo.get(key, _UNSEEN)
+            if known is not _UNSEEN and known is not None:
+                for record in known[2]:
+                    yield _replayed(record)
+                return
+            # Given as they come (a caller that wants the first error stops there), each path and
+            # message once. What is remembered stays alive for the whole validation, and the
+            # garbage collector's pauses grow with it: only a check that went to its end, cost
+            # some steps, and meets the value for the second time (the first may be the last).
+            left = budget.left
+            seen: set[tuple[Any, ...]] = set()
+            records: list[tuple[Any, ...]] = []
+            errors = check(validator, value, instance, schema)
+            for error in errors if errors is not None else ():
+                line = (*error.relative_path, error.message)
+                if line in seen:
+                    continue
+                seen.add(line)
+                if known is None:
+                    records.append(_record(error))
+                yield error
+            if left - budget.left >= _REMEMBERED_COST:
+                memo[key] = None if known is _UNSEEN else (schema, instance, tuple(records))
         finally:
             budget.leave()
-        for error in known[2]:
-            yield _fresh(error)
 
     return counted
 
 
-def _distinct(errors: Iterator[ValidationError] | None) -> list[ValidationError]:
-    """The errors, each path and message once."""
-    seen: set[tuple[Any, ...]] = set()
-    out = []
-    for error in errors or ():
-        key = (*error.relative_path, error.message)
-        if key not in seen:
-            seen.add(key)
-            out.append(error)
-    return out
+_UNSEEN = object()
+_REMEMBERED_COST = 16
+"""The steps a keyword check (with the checks below it) must take to be remembered."""
+_APPLICATORS = frozenset(
+    {
+        "$ref",
+        "allOf",
+        "anyOf",
+        "oneOf",
+        "not",
+        "if",
+        "then",
+        "else",
+        "properties",
+        "patternProperties",
+        "additionalProperties",
+        "items",
+        "prefixItems",
+        "additionalItems",
+        "contains",
+        "dependentSchemas",
+        "dependencies",
+        "propertyNames",
+        "unevaluatedItems",
+        "unevaluatedProperties",
+    }
+)
 
 
-def _fresh(error: ValidationError) -> ValidationError:
-    """A copy of a remembered error for its caller to complete (jsonschema prepends to the paths)."""
-    copy = type(error).__new__(type(error))
-    copy.__dict__.update(error.__dict__)
-    copy.path = copy.relative_path = deque(error.relative_path)
-    copy.schema_path = copy.relative_schema_path = deque(error.relative_schema_path)
-    copy.__cause__ = error.__cause__
-    return copy
+def _record(error: ValidationError) -> tuple[Any, ...]:
+    """What is remembered of an error as a keyword check gave it: no sub-errors (`context`),
+    which nothing here reads, so nothing that holds a cycle."""
+    return (
+        type(error),
+        error.message,
+        error.validator,
+        error.validator_value,
+        error.instance,
+        error.schema,
+        tuple(error.relative_path),
+        tuple(error.relative_schema_path),
+        error.cause,
+        getattr(error, "_type_checker", None),
+    )
+
+
+def _replayed(record: tuple[Any, ...]) -> ValidationError:
+    """A new error from a record, for its caller to complete (jsonschema prepends to the paths)."""
+    kind, message, keyword, keyword_value, instance, schema, path, schema_path, cause, type_checker = record
+    error: ValidationError = kind(
+        message,
+        validator=keyword,
+        path=path,
+        cause=cause,
+        validator_value=keyword_value,
+        instance=instance,
+        schema=schema,
+        schema_path=schema_path,
+        type_checker=type_checker,
+    )
+    return error
 
 
 _SCOPED = frozenset({"$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor"})
@@ -266,7 +330,10 @@ def memo_safe(schema: Any) -> bool:
 
 @functools.cache
 def bounded_validator_class(cls: Any) -> Any:
-    """`cls` with the keywords above made bounded, every keyword counted by `step_budget`."""
+    """`cls` with the keywords above made bounded, every keyword counted by the validation's
+    budget; a subschema with its own `$schema` is checked by the bounded class of its draft."""
+    if getattr(cls, "_agentloop_bounded", False):
+        return cls
     keywords: dict[str, Callable[..., Iterator[ValidationError]]] = dict(cls.VALIDATORS)
     keywords["pattern"] = _pattern
     keywords["patternProperties"] = _pattern_properties
@@ -277,7 +344,22 @@ def bounded_validator_class(cls: Any) -> Any:
         keywords["multipleOf"] = _multiple_of(keywords["multipleOf"])
     if "unevaluatedProperties" in keywords:
         keywords["unevaluatedProperties"] = _unevaluated(keywords["unevaluatedProperties"])
-    return _extend(cls, {name: _counted(check) for name, check in keywords.items()})
+    bounded = _extend(cls, {name: _counted(check, name in _APPLICATORS) for name, check in keywords.items()})
+    bounded._agentloop_bounded = True
+    bounded._agentloop_fields = [(field.name, field.alias) for field in attrs.fields(bounded) if field.init]
+    # jsonschema's `evolve` picks the class of a subschema's `$schema` (as `validator_for` does),
+    # which would be its unbounded class: this one picks the bounded class of that draft.
+    bounded.evolve = _evolve
+    return bounded
+
+
+def _evolve(self: Any, **changes: Any) -> Any:
+    schema = changes.setdefault("schema", self.schema)
+    kind = bounded_validator_class(jsonschema.validators.validator_for(schema, default=type(self)))
+    for name, alias in type(self)._agentloop_fields:
+        if alias not in changes:
+            changes[alias] = getattr(self, name)
+    return kind(**changes)
 
 
 def check_schema(cls: Any, schema: Any) -> None:

@@ -149,6 +149,8 @@ class AgentTool:
         if argument_depth_over(arguments, MAX_ARGUMENT_DEPTH):
             line = f"  - root: the arguments nest more than {MAX_ARGUMENT_DEPTH} arrays and objects deep"
             raise _failure(self.name, [line], arguments)
+        from . import _schema_checks  # noqa: F401 - jsonschema's import is not the validation's cost
+
         try:
             with budget():
                 if self._model is not None:
@@ -241,8 +243,8 @@ def _validator(tool: AgentTool) -> Any:
     reaches the network (`$ref`s resolve within the schema and the JSON-schema meta-schemas
     only), never runs a backtracking regular expression, and stops when the validation's budget
     is used up (`_schema_checks`, `_budget`). Checking the schema against its meta-schema is
-    part of the first validation's budget; a schema found invalid, or too costly to check, stays
-    so (every call gets the same error at once).
+    part of the first validation's budget; a schema found invalid, or to need more checks (or
+    nesting) than the budget has, stays so (every call gets the same error at once).
     """
     validator = tool._validator
     if isinstance(validator, str):
@@ -261,8 +263,10 @@ def _validator(tool: AgentTool) -> Any:
             tool._validator = f'tool "{tool.name}" has an invalid JSON schema: {exc.message}'
             raise ValueError(tool._validator) from None
         except TooCostly as exc:
-            tool._validator = f'tool "{tool.name}" has a JSON schema that takes {exc.what} to check'
-            raise ValueError(tool._validator) from None
+            message = f'tool "{tool.name}" has a JSON schema that takes {exc.what} to check'
+            if exc.lasting:  # too many checks, too deep: so it will be each time
+                tool._validator = message
+            raise ValueError(message) from None
         tool._memo_safe = memo_safe(schema)
         validator = tool._validator = bounded_validator_class(cls)(schema, registry=local_registry())
     return validator
