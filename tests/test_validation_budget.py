@@ -88,7 +88,7 @@ def test_the_schema_check_is_charged_to_the_budget_and_its_failure_remembered(mo
 
 
 def test_each_pattern_search_counts_against_the_budget() -> None:
-    """300 `patternProperties` over 3,000 keys took 8.9-9.8 s of CPU as one check."""
+    """300 `patternProperties` over 3,000 keys were one check, however many searches they made."""
     patterns = {f"^k{i}_": {"type": "integer"} for i in range(300)}
     tool = make_tool({"type": "object", "patternProperties": patterns})
     started = time.thread_time()
@@ -229,7 +229,7 @@ print(peak() - before)
 
 
 def test_compiled_patterns_take_bounded_memory() -> None:
-    """128 patterns `\\w{100}` ... `\\w{227}` left the process 962 MB larger."""
+    """Patterns such as `\\w{100}` ... `\\w{227}` compiled to megabytes each, and 128 of them were kept."""
     root = Path(al.__file__).parent.parent
     probe = subprocess.run(
         [sys.executable, "-c", _MEMORY_PROBE], capture_output=True, text=True, check=True, env={"PYTHONPATH": str(root)}

@@ -73,8 +73,8 @@ def test_sampling_limits_are_checked() -> None:
 
 
 async def test_a_stdio_answer_over_max_message_bytes_is_an_error_result(devnull: TextIO) -> None:
-    """The SDK's reader joins each chunk of a line to all before it: a 30 MB answer took 27 s of
-    CPU (100 MB: minutes), all in the event loop's thread."""
+    """The SDK's reader joins each chunk of a line to all before it, in the event loop's thread:
+    time quadratic in the length of the answer, and no limit on it."""
     server = MCPServerStdio(sys.executable, [str(SMALL_SERVER)], errlog=devnull, max_message_bytes=1 << 20)
     async with server:
         started = time.process_time()
