@@ -183,10 +183,9 @@ def engine_pattern(pattern: str) -> tuple[str, int]:
     a `{` that does not start a quantifier is a literal, as ECMA-262 reads it. The estimate adds
     up its atoms, each repetition counted as the copies the engine compiles (`x{3,5}`: five).
 
-    Examples:
-        `\\d+` becomes `[0-9]+`; `[\\w-]` becomes `[0-9A-Za-z_-]`; `[^\\S\\n]` becomes
-        `[^[^...spaces...]\\n]`; `a{,3}` becomes `a\\{,3}`; `\\bx` becomes `(?-u:\\b)x`; `.`
-        becomes `[^\\n\\r\\x{2028}\\x{2029}]`; `\\p{L}` stays as it is.
+    For instance `\\d+` becomes `[0-9]+`; `[\\w-]` becomes `[0-9A-Za-z_-]`; `[^\\S\\n]` becomes
+    `[^[^...spaces...]\\n]`; `a{,3}` becomes `a\\{,3\\}`; `\\bx` becomes `(?-u:\\b)x`; `.`
+    becomes `[^\\n\\r\\x{2028}\\x{2029}]`; `\\p{L}` stays as it is.
     """
     out: list[str] = []
     stack = [_Frame(ignore_case=False)]
