@@ -140,9 +140,9 @@ class AgentTool:
     def validate(self, arguments: Mapping[str, Any]) -> Any:
         """Coerce and validate raw arguments; raise `ValueError` naming every failing field.
 
-        Whatever the schema and the arguments, nothing else comes out: the work is bounded by
-        one budget (`agentloop._tools._budget`: steps, CPU time, nesting), and arguments that
-        nest more than `MAX_ARGUMENT_DEPTH` (64) arrays and objects are refused at once.
+        Whatever the schema and the arguments, nothing else comes out: the work has one budget
+        (100,000 steps or 1 s of CPU, and bounded nesting), and arguments that nest more than
+        64 arrays and objects are refused at once.
         """
         from ._budget import MAX_ARGUMENT_DEPTH, TooCostly, argument_depth_over, budget
 

@@ -123,10 +123,9 @@ def test_coercing_a_wide_union_over_many_items_stops_with_a_validation_error() -
     ]
     tool = make_tool({"type": "object", "properties": {"items": {"type": "array", "items": {"anyOf": shapes}}}})
     started = time.process_time()
-    with pytest.raises(
-        ValueError,
-        match=r"items\.199: .* is not valid under any of the given|root: the arguments take more than 1 s of CPU",
-    ):
+    items = r"items\.199: .* is not valid under any of the given schemas"
+    budget = r"root: the arguments take more than (100000 schema checks|1 s of CPU)"
+    with pytest.raises(ValueError, match=f"{items}|{budget}"):
         tool.validate({"items": [{"k39": "x", "kind": "s39"} for _ in range(200)]})
     assert time.process_time() - started < 2.0
     few = tool.validate({"items": [{"k39": "5", "kind": "s39"} for _ in range(3)]})
