@@ -2,8 +2,8 @@
 
 A batch is one task group (`execute_tool_calls`): the calls' progress updates are delivered by
 tasks of it, in the order reported (`_updates`), and a parallel batch's calls run in tasks of
-their own, in the order `_tool_order` lays down. A batch of one call runs as a sequential batch does (the two orders
-coincide for one call).
+their own, in the order `_tool_order` lays down. A batch of one call runs as a sequential batch
+does (the two orders coincide for one call).
 """
 
 from __future__ import annotations
