@@ -115,7 +115,7 @@ async def test_a_recorded_stream_adds_up_to_what_google_genai_reads(name: str) -
     assert (texts[-1].text_signature if texts else None) == sdk["text_signature"]
     assert len(calls) == len(sdk["calls"])
     seen: set[str] = set()
-    for ours, theirs in zip(calls, sdk["calls"]):
+    for ours, theirs in zip(calls, sdk["calls"], strict=True):
         assert (ours.name, dict(ours.arguments), ours.thought_signature) == (
             theirs["name"],
             theirs["args"],
