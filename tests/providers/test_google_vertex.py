@@ -5,6 +5,7 @@ function, an express-mode API key, or the application default credentials of `go
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -231,3 +232,12 @@ async def test_application_default_credentials_are_loaded_refreshed_once_and_reu
     assert "/projects/sa-project/locations/us-central1/" in str(server.requests[0].url)
     assert len(service_account) == 1
     assert "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer" in service_account[0]
+
+
+def test_importing_agentloop_and_its_providers_loads_no_google_library() -> None:
+    code = (
+        "import sys, agentloop, agentloop.providers\n"
+        "print(','.join(m for m in sys.modules if m.split('.')[0] in ('google', 'requests', 'cryptography')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
