@@ -39,6 +39,8 @@ by `tests/providers/test_differential.py`), except where agentloop keeps its own
 - A new tool-call `id` at a known Chat Completions `index` starts a new call (pi-ai merges the
   two), for servers that number every parallel call 0.
 - A Responses server that omits `output_index` still has its items routed by `item_id`.
+- Gemini (pi-ai 1.6.1's reading): a `finishReason` this version does not know ends the turn as
+  `stop` (pi-ai: an error), and an error chunk reads "message (STATUS)".
 """
 
 from __future__ import annotations
