@@ -29,8 +29,6 @@ from .._types._stream_fn import MaybeAwaitable
 if TYPE_CHECKING:
     from typing import TypeAlias
 
-    from typing_extensions import Self
-
 __all__ = (
     "AfterToolCallContext",
     "AfterToolCallResult",
@@ -53,6 +51,7 @@ __all__ = (
 )
 
 T = TypeVar("T")
+OptionsT = TypeVar("OptionsT", bound="LoopOptions")
 
 ToolExecution: TypeAlias = ExecutionMode
 """How a batch's calls run: "parallel" (the default) or "sequential" (one at a time)."""
@@ -277,7 +276,7 @@ class LoopOptions:
     def __post_init__(self) -> None:
         check_options(self, "")
 
-    def replace(self, **changes: Any) -> Self:
+    def replace(self: OptionsT, **changes: Any) -> OptionsT:
         """A copy with `changes` (option names as keywords), checked as at construction.
 
         Example:
