@@ -17,10 +17,10 @@ from .._types._events import AssistantMessageEvent
 from .._types._messages import Context, Model, ModelCost
 from .._types._stream_fn import StreamOptions
 from ._anthropic import ANTHROPIC_BASE_URL, stream_anthropic
-from ._common import AssistantMessageEventStream, check_arguments
 from ._http import AsyncClient, HTTPOptions
 from ._openai_completions import OPENAI_BASE_URL, stream_openai_completions
 from ._openai_responses import stream_openai_responses
+from ._stream import AssistantMessageEventStream, check_arguments
 
 if TYPE_CHECKING:
     from typing import TypeAlias
