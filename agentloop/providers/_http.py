@@ -17,7 +17,7 @@ import math
 import random
 import ssl
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -33,22 +33,17 @@ from .._types._events import AssistantMessageEvent
 from .._types._messages import Context, Model, Usage
 from .._types._stream_fn import StreamOptions
 from .._wire._json_text import decode_json
-from ._common import (
-    MAX_ERROR_BODY,
-    AssistantMessageEventStream,
-    ProviderError,
-    SSEParser,
-    check_arguments,
-    error_text,
-    json_text,
-    redact,
-)
+from ._auth import redact
+from ._errors import MAX_ERROR_BODY, ProviderError
+from ._parse import SSEParser, error_text
+from ._request import Request, json_text
 from ._sse import aiter_sse, body_chunks, unwind
+from ._stream import AssistantMessageEventStream, check_arguments
 
 if TYPE_CHECKING:
     from typing import TypeAlias
 
-__all__ = ("AsyncClient", "HTTPOptions", "Request", "run_stream")
+__all__ = ("AsyncClient", "HTTPOptions", "run_stream")
 
 AsyncClient: TypeAlias = httpx.AsyncClient
 """The client type a stream function accepts as `client=` (httpx's)."""
@@ -114,20 +109,6 @@ class HTTPOptions:
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
                 raise ValueError(f"{name} must be a number of seconds >= 0, got {value!r}")
-
-
-@dataclass(frozen=True, slots=True)
-class Request:
-    """One HTTP request of a provider: where, with which headers, and the JSON body."""
-
-    url: str
-    headers: Mapping[str, str]
-    body: Mapping[str, Any]
-    secret: str | None = None
-    """The API key, redacted from every error text."""
-
-    def __repr__(self) -> str:
-        return f"Request(url={self.url!r})"
 
 
 _ssl_context: ssl.SSLContext | None = None
