@@ -290,7 +290,7 @@ def _coerced(tool: AgentTool, arguments: Mapping[str, Any]) -> tuple[Any, bool]:
     validator = _validator(tool)
     budget = current()
     if budget is not None and tool._memo_safe:
-        budget.memo = {}  # the schema check is done: from here on, each node meets each value once
+        budget.memo = {}  # the schema check is done: from here on, what a node found for a value is kept
     if not arguments:  # a call without arguments: whether {} is valid is known once per tool
         empty_ok = tool._empty_ok
         if empty_ok is None:
