@@ -43,7 +43,7 @@ __all__ = (
     "pattern_search",
 )
 
-CACHED_PATTERNS = 256
+CACHED_PATTERNS = 1024
 """How many compiled patterns are kept at most (the least recently used go first)."""
 
 CACHED_PATTERN_BYTES = 32 << 20
