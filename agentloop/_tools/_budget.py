@@ -7,6 +7,11 @@ keyword check, each step of the coercion, each pattern search. Past `MAX_SCHEMA_
 `MAX_SCHEMA_SECONDS` of CPU, the validation stops with `TooCostly`, which the model gets as a
 validation error.
 
+A run tries each validation first on the event loop's thread with a small budget
+(`FIRST_TRY_STEPS`, `FIRST_TRY_SECONDS`: most validations need far less); one that needs more is
+stopped there with `NeedsMore`, and done again in a worker thread with the whole budget, so that
+it cannot hold the event loop for more than a few milliseconds.
+
 Nesting is bounded too, so that Python's recursion limit is never reached by accident (native
 code turns a `RecursionError` into an exception that nothing expects): arguments may nest
 `MAX_ARGUMENT_DEPTH` arrays and objects deep, and the nested checks of one validation (a schema
@@ -23,16 +28,20 @@ from contextvars import ContextVar
 from typing import Any
 
 __all__ = (
+    "FIRST_TRY_SECONDS",
+    "FIRST_TRY_STEPS",
     "MAX_ARGUMENT_DEPTH",
     "MAX_NESTING",
     "MAX_SCHEMA_SECONDS",
     "MAX_SCHEMA_STEPS",
     "NESTS_TOO_DEEPLY",
     "Budget",
+    "NeedsMore",
     "TooCostly",
     "argument_depth_over",
     "budget",
     "current",
+    "first_try",
     "spend",
     "value_key",
 )
@@ -56,6 +65,13 @@ coercion step inside another): arguments `MAX_ARGUMENT_DEPTH` deep against a rec
 need about three levels per level of the arguments."""
 
 
+FIRST_TRY_STEPS = 10_000
+"""The steps of a validation's first try, on the event loop's thread."""
+
+FIRST_TRY_SECONDS = 0.01
+"""The CPU time of a validation's first try, on the event loop's thread."""
+
+
 class TooCostly(Exception):
     """A validation used up its budget (steps, CPU time or nesting); `what` says which, as
     "more than 100000 schema checks", "more than 1 s of CPU" or "nesting more than 256 levels
@@ -65,6 +81,11 @@ class TooCostly(Exception):
         super().__init__(message)
         self.what = what
         self.lasting = lasting
+
+
+class NeedsMore(TooCostly):
+    """A first try used up its small budget (or found the stack of its thread too deep): the
+    validation is to be done again in a worker thread, with the whole budget."""
 
 
 NESTS_TOO_DEEPLY = "the schema or the arguments nest too deeply"
@@ -77,9 +98,10 @@ class Budget:
     `_schema_checks`), so that a schema node reached many times over is checked once per value.
     """
 
-    __slots__ = ("deadline", "depth", "left", "memo", "pause", "seconds", "steps")
+    __slots__ = ("deadline", "depth", "first_try", "left", "memo", "pause", "seconds", "steps")
 
-    def __init__(self, steps: int, seconds: float) -> None:
+    def __init__(self, steps: int, seconds: float, first_try: bool = False) -> None:
+        self.first_try = first_try
         self.steps = steps
         self.left = steps
         self.seconds = seconds
@@ -94,11 +116,11 @@ class Budget:
         self.left -= steps
         if self.left < 0:
             what = f"more than {self.steps} schema checks"
-            raise TooCostly(f"the arguments take {what} against this schema", what)
+            raise self._used_up(f"the arguments take {what} against this schema", what, True)
         now = time.thread_time()
         if now > self.deadline:
             what = f"more than {self.seconds:g} s of CPU"
-            raise TooCostly(f"the arguments take {what} to check against this schema", what, lasting=False)
+            raise self._used_up(f"the arguments take {what} to check against this schema", what, False)
         if now > self.pause:  # let the other threads (the event loop's) have the interpreter
             time.sleep(0)
             self.pause = now + _TURN
@@ -108,11 +130,16 @@ class Budget:
         thread's stack comes near Python's recursion limit (`leave` undoes the level)."""
         self.spend(1)
         if self.depth >= MAX_NESTING or (self.depth % 8 == 0 and _stack_near_its_limit()):
-            raise TooCostly(NESTS_TOO_DEEPLY, f"nesting more than {MAX_NESTING} levels deep")
+            raise self._used_up(NESTS_TOO_DEEPLY, f"nesting more than {MAX_NESTING} levels deep", True)
         self.depth += 1
 
     def leave(self) -> None:
         self.depth -= 1
+
+    def _used_up(self, message: str, what: str, lasting: bool) -> TooCostly:
+        if self.first_try:
+            return NeedsMore(message, what, lasting=False)
+        return TooCostly(message, what, lasting)
 
 
 _TURN = 0.002
@@ -138,16 +165,34 @@ def _stack_near_its_limit() -> bool:
 _BUDGET: ContextVar[Budget | None] = ContextVar("agentloop_schema_budget", default=None)
 
 
+_FIRST_TRY: ContextVar[bool] = ContextVar("agentloop_schema_first_try", default=False)
+
+
 @contextmanager
 def budget(steps: int | None = None, seconds: float | None = None) -> Iterator[None]:
-    """Charge what validation does in this block to a new budget (the module's limits by default)."""
-    token = _BUDGET.set(
-        Budget(MAX_SCHEMA_STEPS if steps is None else steps, MAX_SCHEMA_SECONDS if seconds is None else seconds)
-    )
+    """Charge what validation does in this block to a new budget (the module's limits by default,
+    the first try's within `first_try`)."""
+    steps = MAX_SCHEMA_STEPS if steps is None else steps
+    seconds = MAX_SCHEMA_SECONDS if seconds is None else seconds
+    if _FIRST_TRY.get():
+        made = Budget(min(steps, FIRST_TRY_STEPS), min(seconds, FIRST_TRY_SECONDS), first_try=True)
+    else:
+        made = Budget(steps, seconds)
+    token = _BUDGET.set(made)
     try:
         yield
     finally:
         _BUDGET.reset(token)
+
+
+@contextmanager
+def first_try() -> Iterator[None]:
+    """The validations in this block have the first try's budget, and end with `NeedsMore` past it."""
+    token = _FIRST_TRY.set(True)
+    try:
+        yield
+    finally:
+        _FIRST_TRY.reset(token)
 
 
 def current() -> Budget | None:

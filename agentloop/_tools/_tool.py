@@ -68,8 +68,9 @@ class AgentTool:
             batch; the others wait their turn, in source order.
 
     `params` given to `execute` are the validated arguments: a dict coerced to the JSON schema,
-    or an instance of the pydantic model. The loop validates a call's arguments with `validate`
-    in a worker thread, so a subclass that overrides it must not touch the event loop.
+    or an instance of the pydantic model. The loop validates a call's arguments with `validate`,
+    and again in a worker thread when that takes more than a few milliseconds, so a subclass
+    that overrides it must not touch the event loop.
     """
 
     def __init__(
@@ -144,7 +145,7 @@ class AgentTool:
         (100,000 steps or 1 s of CPU, and bounded nesting), and arguments that nest more than
         64 arrays and objects are refused at once.
         """
-        from ._budget import MAX_ARGUMENT_DEPTH, TooCostly, argument_depth_over, budget
+        from ._budget import MAX_ARGUMENT_DEPTH, NeedsMore, TooCostly, argument_depth_over, budget
 
         if argument_depth_over(arguments, MAX_ARGUMENT_DEPTH):
             line = f"  - root: the arguments nest more than {MAX_ARGUMENT_DEPTH} arrays and objects deep"
@@ -156,6 +157,8 @@ class AgentTool:
                 if self._model is not None:
                     return _validate_with_model(self, arguments)
                 return _validate_with_schema(self, arguments)
+        except NeedsMore:
+            raise  # a first try: done again in a worker thread
         except TooCostly as exc:  # a schema whose checks multiply or nest, or arguments too large for it
             raise _failure(self.name, [f"  - root: {exc}"], arguments) from None
         except RecursionError:  # not reached with the nesting limits; kept as the last resort
@@ -204,11 +207,17 @@ def validate_tool_arguments(tool: AgentTool, tool_call: ToolCall) -> Any:
 
 
 async def validated_arguments(tool: AgentTool, tool_call: ToolCall) -> Any:
-    """`validate_tool_arguments` in a worker thread: a validation may take its whole budget (a
-    second of CPU), and the event loop's other tasks keep their turns meanwhile. Cancelling the
-    wait leaves the thread to end within its budget, its answer dropped."""
-    if tool_call.arguments_error or _known_empty(tool, tool_call.arguments):
-        return validate_tool_arguments(tool, tool_call)  # answered without validating
+    """`validate_tool_arguments`, first on the event loop's thread with a small budget (10 ms of
+    CPU: most validations need far less); one that needs more is done again in a worker thread,
+    with the whole budget (a second of CPU), while the event loop's other tasks keep their turns.
+    Cancelling the wait leaves the thread to end within its budget, its answer dropped."""
+    from ._budget import NeedsMore, first_try
+
+    try:
+        with first_try():
+            return validate_tool_arguments(tool, tool_call)
+    except NeedsMore:
+        pass
     import anyio.to_thread
 
     return await anyio.to_thread.run_sync(validate_tool_arguments, tool, tool_call, abandon_on_cancel=True)
@@ -252,7 +261,7 @@ def _validator(tool: AgentTool) -> Any:
     if validator is None:
         import jsonschema
 
-        from ._budget import TooCostly
+        from ._budget import NeedsMore, TooCostly
         from ._schema_checks import bounded_validator_class, check_schema, local_registry, memo_safe
 
         schema = dict(tool.parameters)
@@ -263,6 +272,8 @@ def _validator(tool: AgentTool) -> Any:
             tool._validator = f'tool "{tool.name}" has an invalid JSON schema: {exc.message}'
             raise ValueError(tool._validator) from None
         except TooCostly as exc:
+            if isinstance(exc, NeedsMore):
+                raise
             message = f'tool "{tool.name}" has a JSON schema that takes {exc.what} to check'
             if exc.lasting:  # too many checks, too deep: so it will be each time
                 tool._validator = message
