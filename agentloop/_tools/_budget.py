@@ -68,7 +68,7 @@ need about three levels per level of the arguments."""
 FIRST_TRY_STEPS = 10_000
 """The steps of a validation's first try, on the event loop's thread."""
 
-FIRST_TRY_SECONDS = 0.01
+FIRST_TRY_SECONDS = 0.02
 """The CPU time of a validation's first try, on the event loop's thread."""
 
 

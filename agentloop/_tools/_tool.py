@@ -207,7 +207,7 @@ def validate_tool_arguments(tool: AgentTool, tool_call: ToolCall) -> Any:
 
 
 async def validated_arguments(tool: AgentTool, tool_call: ToolCall) -> Any:
-    """`validate_tool_arguments`, first on the event loop's thread with a small budget (10 ms of
+    """`validate_tool_arguments`, first on the event loop's thread with a small budget (20 ms of
     CPU: most validations need far less); one that needs more is done again in a worker thread,
     with the whole budget (a second of CPU), while the event loop's other tasks keep their turns.
     Cancelling the wait leaves the thread to end within its budget, its answer dropped."""
