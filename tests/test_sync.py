@@ -165,7 +165,16 @@ SCRIPT = textwrap.dedent(
         print("answer:", agent.prompt("hi").text)
         sys.exit(0)
     try:
-        agent.prompt("wait")
+        if mode == "inside-trio":
+            import trio
+
+            async def main():
+                await trio.lowlevel.checkpoint()
+                agent.prompt("wait")
+
+            trio.run(main)
+        else:
+            agent.prompt("wait")
     except KeyboardInterrupt:
         last = agent.state.messages[-1]
         print("interrupted:", last.role, last.stop_reason, agent.agent.signal is None, flush=True)
@@ -190,11 +199,12 @@ def test_it_works_in_a_plain_script(tmp_path: Path) -> None:
     assert (done.returncode, done.stdout, done.stderr) == (0, "answer: plain\n", "")
 
 
-def test_ctrl_c_in_a_terminal_aborts_the_run_cleanly_and_the_agent_can_continue(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["plain", "inside-trio"])
+def test_ctrl_c_in_a_terminal_aborts_the_run_cleanly_and_the_agent_can_continue(tmp_path: Path, mode: str) -> None:
     pexpect = pytest.importorskip("pexpect")
     script = tmp_path / "script.py"
     script.write_text(SCRIPT)
-    child = pexpect.spawn(sys.executable, [str(script), "interrupt"], env=child_env(), encoding="utf-8", timeout=60)
+    child = pexpect.spawn(sys.executable, [str(script), mode], env=child_env(), encoding="utf-8", timeout=60)
     child.expect("tool started")
     child.sendintr()  # Ctrl-C, as the terminal sends it
     child.expect(pexpect.EOF)

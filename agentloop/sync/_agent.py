@@ -36,7 +36,8 @@ class SyncAgent:
     Ctrl-C (`KeyboardInterrupt` in the waiting thread) aborts the run: the run ends as an abort
     does (an `aborted` assistant message, `agent_end`, a transcript that a follow-up can
     continue), then `KeyboardInterrupt` is raised again. A second Ctrl-C while the abort is under
-    way cancels the run outright.
+    way cancels the run outright. (Inside `asyncio.run`, asyncio keeps the first Ctrl-C for its main
+    task: the second one aborts the run.)
 
     Args:
         agent: The agent to drive. Use it from one thread at a time: not while a call runs.
