@@ -30,12 +30,12 @@ def test_an_image_counts_as_1200_tokens_in_user_messages_and_tool_results() -> N
 def test_usage_tokens_is_the_total_or_the_sum_of_its_parts() -> None:
     assert usage_tokens(al.Usage(input=10, output=5, total_tokens=20)) == 20
     assert usage_tokens(al.Usage(input=10, output=5, cache_read=3, cache_write=2)) == 20
-    with pytest.raises(TypeError, match="usage must be an agentloop.Usage"):
+    with pytest.raises(TypeError, match=r"usage must be an agentloop\.Usage"):
         usage_tokens(5)  # type: ignore[arg-type]
 
 
 def test_the_context_is_the_last_usage_plus_an_estimate_of_what_came_after_it() -> None:
-    messages = [
+    messages: list[al.AgentMessage] = [
         al.UserMessage(content="x" * 400),
         reply("first", tokens=500),
         al.UserMessage(content="y" * 40),
@@ -49,7 +49,11 @@ def test_the_context_is_the_last_usage_plus_an_estimate_of_what_came_after_it() 
 
 
 def test_failed_aborted_and_empty_usage_reports_are_skipped() -> None:
-    messages = [reply("ok", tokens=300), reply("x" * 8, tokens=999, stop="error"), reply("y" * 8, stop="aborted")]
+    messages: list[al.AgentMessage] = [
+        reply("ok", tokens=300),
+        reply("x" * 8, tokens=999, stop="error"),
+        reply("y" * 8, stop="aborted"),
+    ]
     messages.append(reply("z" * 4))  # no usage reported (0)
     assert estimate_context(messages) == ContextUsage(300 + 2 + 2 + 1, 300, 5, 0)
 
