@@ -1,11 +1,16 @@
-"""Long conversations: context accounting and compaction, as layers over an `Agent`.
+"""Long conversations: context accounting, compaction and budgets, as layers over an `Agent`.
 
 * Accounting: `estimate_context(messages)` is the tokens a context takes (the last assistant
   message's usage plus an estimate of what came after it); `ContextUsage.fits(window, reserve)`.
 * Compaction: `Compaction(...).attach(agent)` summarises the oldest messages when the next model
   call would not leave `reserve_tokens` of the window, on demand, and after an overflow error.
+* Budgets: `Budget(...).attach(agent)` ends a run cleanly before it crosses a limit on tokens,
+  cost or tool calls.
 """
 
+from ._budget import Budget as Budget
+from ._budget import BudgetTracker as BudgetTracker
+from ._budget import Spent as Spent
 from ._compaction import Compaction as Compaction
 from ._compaction import CompactionEnd as CompactionEnd
 from ._compaction import CompactionEvent as CompactionEvent
@@ -32,6 +37,8 @@ __all__ = (
     "SUMMARIZATION_PROMPT",
     "SUMMARIZATION_SYSTEM_PROMPT",
     "UPDATE_SUMMARIZATION_PROMPT",
+    "Budget",
+    "BudgetTracker",
     "Compaction",
     "CompactionEnd",
     "CompactionError",
@@ -42,6 +49,7 @@ __all__ = (
     "CompactionStart",
     "Compactor",
     "ContextUsage",
+    "Spent",
     "estimate_context",
     "estimate_text",
     "estimate_tokens",
