@@ -31,6 +31,7 @@ __all__ = (
     "FileOperations",
     "serialize_conversation",
     "summarize",
+    "summary_request",
 )
 
 SUMMARY_PREFIX = "The conversation history before this point was compacted into the following summary:\n\n<summary>\n"
