@@ -59,9 +59,9 @@ def find_cut_point(messages: Sequence[AgentMessage], start: int, keep_recent_tok
     tool result), the cut is the assistant message that made the call, so that the call and its
     results stay together. Returns `start` when there is nothing to compact.
 
-    Examples (u user, a assistant, t tool result; sizes in tokens, keep 100):
-        u:10 a:10 t:200 -> cut at the a (index 1)
-        u:50 a:50 t:50 u:50 a:50 -> the walk reaches 100 at the second u (index 3): cut there
+    Worked cases (u user, a assistant, t tool result; sizes in tokens; keep 100): in
+    `u:10 a:10 t:200` the cut is the a (index 1); in `u:50 a:50 t:50 u:50 a:50` the walk reaches
+    100 at the second u (index 3), and the cut is there.
     """
     end = len(messages)
     valid = [i for i in range(start, end) if not isinstance(messages[i], ToolResultMessage)]
