@@ -18,6 +18,7 @@ from ._compaction import CompactionListener as CompactionListener
 from ._compaction import CompactionReason as CompactionReason
 from ._compaction import CompactionResult as CompactionResult
 from ._compaction import CompactionStart as CompactionStart
+from ._compaction import CompactionState as CompactionState
 from ._compaction import Compactor as Compactor
 from ._compaction import find_cut_point as find_cut_point
 from ._summary import SUMMARIZATION_PROMPT as SUMMARIZATION_PROMPT
@@ -47,6 +48,7 @@ __all__ = (
     "CompactionReason",
     "CompactionResult",
     "CompactionStart",
+    "CompactionState",
     "Compactor",
     "ContextUsage",
     "Spent",

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
@@ -42,6 +42,7 @@ __all__ = (
     "CompactionReason",
     "CompactionResult",
     "CompactionStart",
+    "CompactionState",
     "Compactor",
     "find_cut_point",
 )
@@ -122,6 +123,58 @@ class CompactionEnd:
     result: CompactionResult | None
     error: str | None = None
     type: Literal["compaction_end"] = field(default="compaction_end", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionState:
+    """Where a compactor stands, by index into the agent's transcript: what to keep beside a
+    saved transcript (`to_json`) to restore a compactor after reloading it (`Compactor.restore`).
+
+    Attributes:
+        summary: The current summary.
+        first_kept_index: The index of the first message the model sees after the summary.
+        fresh_from_index: Usage reports of the messages before this index describe a context
+            from before the compaction, and are not used.
+        read_files: Files only read by the compacted tool calls; `modified_files`: written or edited.
+    """
+
+    summary: str
+    first_kept_index: int
+    fresh_from_index: int
+    read_files: tuple[str, ...] = ()
+    modified_files: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """The state as JSON-ready data (camelCase keys, as the codec writes messages)."""
+        return {
+            "summary": self.summary,
+            "firstKeptIndex": self.first_kept_index,
+            "freshFromIndex": self.fresh_from_index,
+            "readFiles": list(self.read_files),
+            "modifiedFiles": list(self.modified_files),
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> CompactionState:
+        """The state `to_json` gave; ValueError naming the field that is missing or wrong."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a compaction state must be a JSON object, got {type(data).__name__}")
+        summary = data.get("summary")
+        if not isinstance(summary, str):
+            raise ValueError("a compaction state's summary must be a string")
+        indexes = []
+        for key in ("firstKeptIndex", "freshFromIndex"):
+            value = data.get(key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"a compaction state's {key} must be an int >= 0, got {value!r}")
+            indexes.append(value)
+        files = []
+        for key in ("readFiles", "modifiedFiles"):
+            value = data.get(key, [])
+            if not isinstance(value, list) or not all(isinstance(f, str) for f in value):
+                raise ValueError(f"a compaction state's {key} must be a list of strings")
+            files.append(tuple(value))
+        return cls(summary, indexes[0], indexes[1], files[0], files[1])
 
 
 CompactionEvent: TypeAlias = CompactionStart | CompactionEnd
@@ -246,6 +299,38 @@ class Compactor:
     def summary(self) -> str | None:
         """The current summary (None before the first compaction)."""
         return self._summary
+
+    @property
+    def state(self) -> CompactionState | None:
+        """Where the compactor stands in the agent's transcript (None before a compaction)."""
+        messages = self._agent.state.messages
+        start = self._start(messages)
+        if self._summary is None:
+            return None
+        read, modified = self._files.lists()
+        fresh = self._usage_from(messages, start) - 1 + start
+        return CompactionState(self._summary, start, max(fresh, start), tuple(read), tuple(modified))
+
+    def restore(self, state: CompactionState) -> None:
+        """Take up `state` (saved with the transcript the agent now holds, for example a session
+        reloaded): the model sees its summary and the messages from `first_kept_index` on."""
+        if not isinstance(state, CompactionState):
+            raise TypeError(f"state must be a CompactionState, got {type(state).__name__}")
+        messages = self._agent.state.messages
+        if not 0 < state.first_kept_index < len(messages) or not state.first_kept_index <= state.fresh_from_index:
+            raise ValueError(
+                f"state.first_kept_index must be an index of the agent's {len(messages)} messages after the first, "
+                f"and fresh_from_index at or after it, got {state.first_kept_index} and {state.fresh_from_index}"
+            )
+        self._set(state.summary, messages[state.first_kept_index])
+        fresh = min(state.fresh_from_index, len(messages))
+        self._fresh_after = messages[fresh - 1]
+        self._files = FileOperations(state.read_files, (*state.modified_files,))
+
+    def _set(self, summary: str, first_kept: AgentMessage) -> None:
+        self._summary = summary
+        self._summary_message = UserMessage(content=SUMMARY_PREFIX + summary + SUMMARY_SUFFIX)
+        self._first_kept = first_kept
 
     # --- the view -------------------------------------------------------------------------
     def _start(self, messages: Sequence[AgentMessage]) -> int:
@@ -429,9 +514,7 @@ class Compactor:
                 raise
             return None
         summary = text + files.tags()
-        self._summary = summary
-        self._summary_message = UserMessage(content=SUMMARY_PREFIX + summary + SUMMARY_SUFFIX)
-        self._first_kept = messages[cut]
+        self._set(summary, messages[cut])
         self._fresh_after = messages[-1]
         self._files = files
         read, modified = files.lists()
