@@ -1,6 +1,6 @@
-"""LLM providers: stream functions for OpenAI Chat Completions, OpenAI Responses and Anthropic
-Messages over httpx, a model registry, and `stream_simple`, which dispatches on
-`model.api`.
+"""LLM providers: stream functions for OpenAI Chat Completions, OpenAI Responses, Anthropic
+Messages and Amazon Bedrock's Converse Stream over httpx, a model registry, and `stream_simple`,
+which dispatches on `model.api`.
 
 Every stream function has the signature of `agentloop.StreamFn` (plus keyword-only `http=` and
 `client=`) and returns an `AssistantMessageEventStream`: iterate it (preferably inside
@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from ._anthropic import stream_anthropic as stream_anthropic
 from ._auth import ENV_API_KEYS as ENV_API_KEYS
+from ._bedrock import stream_bedrock as stream_bedrock
 from ._http import HTTPOptions as HTTPOptions
 from ._json_stream import parse_streaming_json as parse_streaming_json
 from ._openai_completions import stream_openai_completions as stream_openai_completions
@@ -80,6 +81,7 @@ __all__ = (
     "proxy_app",
     "register_model",
     "stream_anthropic",
+    "stream_bedrock",
     "stream_openai_completions",
     "stream_openai_responses",
     "stream_proxy",
