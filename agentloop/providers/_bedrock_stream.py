@@ -245,7 +245,7 @@ class BedrockParser(SSEParser):
         except ProviderError:
             payload = {}
         message = payload.get("message") or payload.get("Message")
-        text = message if isinstance(message, str) and message else "UnknownError"
+        text = message if isinstance(message, str) and message else "Unknown"
         return ProviderError(bedrock_error_text(kind, text), retryable=retryable)
 
     def _start(self, payload: dict[str, Any], out: list[AssistantMessageEvent]) -> None:
@@ -350,10 +350,6 @@ class BedrockParser(SSEParser):
             ]
         reason = map_stop_reason(self.stop_reason)
         if reason == "error":
-            text = (
-                f"Provider stopped with: {self.stop_reason}"
-                if self.stop_reason
-                else "Provider stopped without a reason"
-            )
+            text = f"Provider stopped with: {self.stop_reason}" if self.stop_reason else "An unknown error occurred"
             return [builder.error("error", text)]
         return [builder.done(reason)]
