@@ -22,8 +22,8 @@ import httpx
 from agentloop import AbortSignal, Context, Model, StreamOptions, UserMessage
 from agentloop.providers import HTTPOptions, stream_bedrock
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "pi_wire"))
-from record_streams import Recorder, Weather  # noqa: E402
+sys.path.insert(0, str(Path(__file__).parents[3]))  # the repository, when run as a script
+from tests.providers.pi_wire.record_streams import Recorder, Weather
 
 OUT = Path(__file__).with_name("recordings")
 HTTP = HTTPOptions(max_retries=0, idle_timeout=60)
