@@ -213,10 +213,10 @@ def _resolve(model: Model, api_key: str | None, region: str | None, profile: str
     import botocore.session
     from botocore.exceptions import BotoCoreError
 
-    ambient_profile = _env("AWS_PROFILE")
+    named_profile = profile or _env("AWS_PROFILE")
     configured = _configured_region(region)
     endpoint_region = _standard_region(model.base_url)
-    explicit = bool(model.base_url) and (endpoint_region is None or (not configured and not ambient_profile))
+    explicit = bool(model.base_url) and (endpoint_region is None or (not configured and not named_profile))
     session: Any = None
     arn = _ARN_REGION.match(model.id)
     try:
@@ -226,15 +226,14 @@ def _resolve(model: Model, api_key: str | None, region: str | None, profile: str
             where = configured
         elif endpoint_region and explicit:
             where = endpoint_region
-        elif not (profile or ambient_profile):
+        elif not named_profile:
             where = "us-east-1"
         else:
             session = botocore.session.Session(profile=profile)
             where = session.get_config_variable("region")
             if not where:
                 raise ProviderError(
-                    f"No AWS region for profile {profile or ambient_profile!r}: set its region, AWS_REGION, "
-                    "or pass region="
+                    f"No AWS region for profile {named_profile!r}: set its region, AWS_REGION, or pass region="
                 )
         endpoint = model.base_url.rstrip("/") if explicit else _endpoint(where)
         if _env("AWS_BEDROCK_SKIP_AUTH") == "1":
