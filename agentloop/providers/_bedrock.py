@@ -26,7 +26,7 @@ import functools
 import os
 import re
 from collections.abc import Generator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -82,8 +82,9 @@ _ARN_REGION = re.compile(r"^arn:aws(?:-[a-z0-9-]+)?:bedrock:([a-z0-9-]+):")
 _STANDARD_HOST = re.compile(r"^bedrock-runtime(?:-fips)?\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?$")
 _RESERVED_HEADERS = frozenset({"authorization", "host"})
 _UNSIGNED_HEADERS = frozenset(
-    {"accept", "accept-encoding", "connection", "content-length", "expect", "transfer-encoding", "user-agent"}
+    {"accept", "accept-encoding", "connection", "content-length", "expect", "host", "transfer-encoding", "user-agent"}
 )
+"""The headers left out of a signature: the transport's own (botocore signs the URL's host)."""
 
 
 def stream_bedrock(
@@ -159,7 +160,7 @@ class _SigV4(httpx.Auth):
         from botocore.awsrequest import AWSRequest
         from botocore.credentials import Credentials
 
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in _UNSIGNED_HEADERS | {"host"}}
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _UNSIGNED_HEADERS}
         signed = AWSRequest(method=request.method, url=str(request.url), data=request.content, headers=headers)
         c = self._credentials
         SigV4Auth(Credentials(c.access_key, c.secret_key, c.token), _SIGNING_NAME, self._region).add_auth(signed)
@@ -177,7 +178,7 @@ class _SigV4(httpx.Auth):
 class _Target:
     endpoint: str
     region: str
-    bearer: str | None
+    bearer: str | None = field(repr=False)
     signer: _SigV4 | None
 
 
