@@ -1,6 +1,6 @@
 """LLM providers: stream functions for OpenAI Chat Completions, OpenAI Responses, Anthropic
-Messages and Amazon Bedrock's Converse Stream over httpx, a model registry, and `stream_simple`,
-which dispatches on `model.api`.
+Messages, the Gemini API, Vertex AI and Amazon Bedrock's Converse Stream over httpx, a model
+registry, and `stream_simple`, which dispatches on `model.api`.
 
 Every stream function has the signature of `agentloop.StreamFn` (plus keyword-only `http=` and
 `client=`) and returns an `AssistantMessageEventStream`: iterate it (preferably inside
@@ -43,6 +43,8 @@ by `tests/providers/test_differential.py`), except where agentloop keeps its own
 - A Responses server that omits `output_index` still has its items routed by `item_id`.
 - Bedrock: a `messageStart` of another role than the assistant's fails after `start` (sent when
   the answer arrives, as for every API); pi-ai fails before it.
+- Gemini (pi-ai 1.6.1's reading): a `finishReason` this version does not know ends the turn as
+  `stop` (pi-ai: an error), and an error chunk reads "message (STATUS)".
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ from __future__ import annotations
 from ._anthropic import stream_anthropic as stream_anthropic
 from ._auth import ENV_API_KEYS as ENV_API_KEYS
 from ._bedrock import stream_bedrock as stream_bedrock
+from ._google import stream_google as stream_google
+from ._google_vertex import stream_google_vertex as stream_google_vertex
 from ._http import HTTPOptions as HTTPOptions
 from ._json_stream import parse_streaming_json as parse_streaming_json
 from ._openai_completions import stream_openai_completions as stream_openai_completions
@@ -86,6 +90,8 @@ __all__ = (
     "register_model",
     "stream_anthropic",
     "stream_bedrock",
+    "stream_google",
+    "stream_google_vertex",
     "stream_openai_completions",
     "stream_openai_responses",
     "stream_proxy",

@@ -20,6 +20,9 @@ from .._types._stream_fn import StreamOptions
 from ._anthropic import ANTHROPIC_BASE_URL, stream_anthropic
 from ._bedrock import stream_bedrock
 from ._bedrock_models import BEDROCK_MODELS
+from ._google import stream_google
+from ._google_models import GOOGLE_MODELS
+from ._google_vertex import stream_google_vertex
 from ._http import AsyncClient, HTTPOptions
 from ._openai_completions import OPENAI_BASE_URL, stream_openai_completions
 from ._openai_responses import stream_openai_responses
@@ -47,6 +50,8 @@ API_STREAMS: dict[str, ProviderStreamFn] = {
     "openai-responses": stream_openai_responses,
     "anthropic-messages": stream_anthropic,
     "bedrock-converse-stream": stream_bedrock,
+    "google-generative-ai": stream_google,
+    "google-vertex": stream_google_vertex,
 }
 """The built-in wire APIs and their stream functions."""
 
@@ -133,6 +138,7 @@ _BUILTIN: tuple[Model, ...] = (
     _anthropic("claude-opus-4-1", "Claude Opus 4.1", (15.0, 75.0, 1.5, 18.75), 32_000),
     _anthropic("claude-sonnet-4-0", "Claude Sonnet 4", (3.0, 15.0, 0.3, 3.75), 64_000),
     *BEDROCK_MODELS,
+    *GOOGLE_MODELS,
 )
 
 _MODELS: dict[tuple[str, str], Model] = {(m.provider, m.id): m for m in _BUILTIN}

@@ -27,6 +27,14 @@ from agentloop.providers import HTTPOptions, stream_bedrock
 from .test_differential import final as _final
 from .test_differential import replay_server, sequence
 
+
+def pi_ai_folder() -> str:
+    """The pi-ai package folder (under the node_modules) whose provider is compared with."""
+    from . import conftest
+
+    return str(getattr(conftest, "PI_AI", "@earendil-works/pi-ai"))
+
+
 HERE = Path(__file__).parent / "bedrock_wire"
 RECORDINGS = HERE / "recordings"
 REPLAY = HERE / "pi_replay.mjs"
@@ -64,7 +72,7 @@ async def reference_events(recordings: list[tuple[str, Path]], node_modules: Pat
         done = await anyio.run_process(
             ["node", str(REPLAY)],
             input=json.dumps(request).encode(),
-            env={**os.environ, "NODE_PATH": str(node_modules)},
+            env={**os.environ, "PI_AI": pi_ai_folder(), "NODE_PATH": str(node_modules)},
             check=False,
         )
     assert done.returncode == 0, done.stderr.decode()
