@@ -94,7 +94,8 @@ async def read_event_stream(
 
     ProviderError when a message is larger than `max_event_size` bytes (botocore's own limits,
     128 KiB of headers and 24 MiB of payload, also apply), the body larger than `max_body_size`
-    bytes, or the framing is broken (a CRC mismatch, a malformed header).
+    bytes, the framing is broken (a CRC mismatch, a malformed header), or the body ends inside a
+    message.
     """
     from botocore.eventstream import DecodeUtils, EventStreamBuffer, ParserError
 
@@ -127,6 +128,10 @@ async def read_event_stream(
                     raise ProviderError(f"Malformed event stream: {type(exc).__name__}: {exc}") from None
                 for message in messages:
                     yield _event(message.headers, message.payload)
+    if pending:
+        raise ProviderError(
+            "The event stream ended inside a message: the connection closed early and the response is incomplete."
+        )
 
 
 def _event(headers: dict[str, Any], payload: bytes) -> ServerSentEvent:

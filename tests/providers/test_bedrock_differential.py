@@ -41,11 +41,12 @@ REPLAY = HERE / "pi_replay.mjs"
 EVENT_STREAM = "application/vnd.amazon.eventstream"
 HTTP = HTTPOptions(max_retries=0)
 
-_INCOMPLETE = "a stream cut before its messageStop: the same events and content, the error text is agentloop's own"
+_INCOMPLETE = "a stream cut short: the same events and content, the error text is agentloop's own"
 KEPT: dict[str, str] = {
     "aimock-dropped": _INCOMPLETE,
     "synthetic-no-message-stop": _INCOMPLETE,
     "synthetic-truncated-frame": _INCOMPLETE,
+    "synthetic-truncated-metadata": _INCOMPLETE,
     "synthetic-user-role": (
         "a messageStart of the user role: pi-ai fails before its `start` event; agentloop sends `start` when "
         "the answer arrives, as for every API, then the same error"
