@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-import anyio
+import anyio.to_thread
 import httpx
 
 from .._types._messages import (
@@ -155,6 +155,10 @@ class _SigV4(httpx.Auth):
         self._credentials = credentials
         self._region = region
 
+    @property
+    def session_token(self) -> str | None:
+        return self._credentials.token
+
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
         from botocore.auth import SigV4Auth
         from botocore.awsrequest import AWSRequest
@@ -180,6 +184,12 @@ class _Target:
     region: str
     bearer: str | None = field(repr=False)
     signer: _SigV4 | None
+
+    @property
+    def secret(self) -> str | None:
+        """What the request carries that must never be shown: the bearer token, or the session
+        token (the secret key itself is never sent)."""
+        return self.bearer if self.signer is None else self.signer.session_token
 
 
 def _env(name: str) -> str | None:
@@ -288,12 +298,7 @@ async def build_bedrock_request(
     if target.bearer is not None:
         headers["authorization"] = f"Bearer {target.bearer}"
     url = f"{target.endpoint}/model/{quote(model.id, safe='')}/converse-stream"
-    secret = target.bearer if target.bearer is not None else _session_token(target.signer)
-    return Request(url, headers, body, secret, auth=target.signer)
-
-
-def _session_token(signer: _SigV4 | None) -> str | None:
-    return signer._credentials.token if signer is not None else None
+    return Request(url, headers, body, target.secret, auth=target.signer)
 
 
 # --- the model's abilities, as pi-ai tells them ----------------------------------------------
@@ -466,10 +471,6 @@ def _user_content(content: str | tuple[UserContent, ...], images_ok: bool) -> li
     return parts or [{"text": _EMPTY}]
 
 
-def _tool_result_content(content: tuple[UserContent, ...]) -> list[dict[str, Any]]:
-    return _user_content(content, True)
-
-
 def _document(value: Any) -> Any:
     """Tool arguments as a Converse document: objects lose their empty keys (Bedrock rejects them)."""
     if isinstance(value, Mapping):
@@ -537,7 +538,7 @@ def _messages(model: Model, context: Context, cache: bool) -> list[dict[str, Any
                 moved.extend(_image(image) for image in images)
                 content = _without_images(content, _ERROR_IMAGE_MOVED)
             status = "error" if message.is_error else "success"
-            result = {"toolUseId": message.tool_call_id, "content": _tool_result_content(content), "status": status}
+            result = {"toolUseId": message.tool_call_id, "content": _user_content(content, True), "status": status}
             results.append({"toolResult": result})
             continue
         flush_results()
