@@ -398,3 +398,103 @@ def test_the_printer_strips_control_sequences_from_model_text_and_tool_results()
         assert control not in shown
     assert "ok]52;c;aGk= [2Jgone31m" in shown  # the text is kept, without its controls
     assert "\x1b[2m" in shown or "\x1b[36m" in shown  # the printer's own colours still apply
+
+
+OWNER = """\
+import sys
+
+import anyio
+
+from agentloop.cli import embedded_model
+
+
+async def main() -> None:
+    async with embedded_model():
+        print("READY", flush=True)
+        await anyio.sleep_forever()
+
+
+anyio.run(main, backend=sys.argv[1])
+"""
+"""A program of one's own that holds the embedded model open until it is killed."""
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (Linux's /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                stat = (entry / "stat").read_text()
+                if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry.name))
+    return found
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` is a live process (a zombie, exited but not yet reaped, is not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _wait_until(condition: Any, what: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout  # an upper bound for a failing test, not a margin
+    while not condition():
+        assert time.monotonic() < deadline, f"still waiting, after {timeout} s, for {what}"
+        time.sleep(0.1)
+
+
+@pytest.mark.servers
+@pytest.mark.parametrize(
+    ("owner", "backend", "signum"),
+    [
+        ("program", "asyncio", signal.SIGTERM),
+        ("program", "trio", signal.SIGHUP),
+        ("program", "asyncio", signal.SIGKILL),
+        ("program", "trio", signal.SIGKILL),
+        ("command", "asyncio", signal.SIGHUP),
+        ("command", "trio", signal.SIGTERM),
+    ],
+)
+def test_the_embedded_models_server_dies_with_the_process_that_started_it(
+    owner: str, backend: str, signum: signal.Signals, tmp_path: Path
+) -> None:
+    """Killed by any signal, SIGKILL included, the owner of `embedded_model()` (or the command
+    line) leaves no llama.cpp server behind: the server's stdin closes with its parent."""
+    env = {**os.environ, "AGENTLOOP_MODEL_PATH": str(_local_model_file()), "AGENTLOOP_BACKEND": backend}
+    env.pop("OPENAI_API_KEY", None)
+    env.pop("ANTHROPIC_API_KEY", None)
+    if owner == "program":
+        command = [sys.executable, "-c", OWNER, backend]
+        ready = b"READY"
+    else:
+        command = [sys.executable, "-m", "agentloop", "chat", "--root", str(tmp_path)]
+        ready = b"Chat with the agent"
+    reader, writer = os.pipe()  # the chat's stdin, held open so it waits for a line
+    with subprocess.Popen(
+        command, stdin=reader, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
+    ) as process:
+        os.close(reader)
+        try:
+            assert process.stdout is not None
+            seen = b""
+            while ready not in seen:
+                line = process.stdout.readline()
+                assert line, f"the owner exited before the model was ready: {seen.decode()}"
+                seen += line
+            (server,) = _children(process.pid)
+            assert _running(server)
+            process.send_signal(signum)
+            assert process.wait(timeout=60) != 0
+            try:
+                _wait_until(lambda: not _running(server), f"the server (pid {server}) to exit after {signum.name}")
+            finally:
+                if _running(server):  # the test failed: leave no server behind
+                    os.kill(server, signal.SIGKILL)
+        finally:
+            os.close(writer)
+            if process.poll() is None:
+                process.kill()

