@@ -474,9 +474,7 @@ def test_the_embedded_models_server_dies_with_the_process_that_started_it(
         command = [sys.executable, "-m", "agentloop", "chat", "--root", str(tmp_path)]
         ready = b"Chat with the agent"
     reader, writer = os.pipe()  # the chat's stdin, held open so it waits for a line
-    with subprocess.Popen(
-        command, stdin=reader, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
-    ) as process:
+    with subprocess.Popen(command, stdin=reader, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env) as process:
         os.close(reader)
         try:
             assert process.stdout is not None
@@ -498,3 +496,17 @@ def test_the_embedded_models_server_dies_with_the_process_that_started_it(
             os.close(writer)
             if process.poll() is None:
                 process.kill()
+
+
+async def test_an_embedded_model_that_cannot_start_is_one_line_and_exit_1(
+    anyio_backend: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    @contextlib.asynccontextmanager
+    async def missing(**kwargs: Any) -> AsyncIterator[str]:
+        raise RuntimeError("the embedded model needs the 'local' extra")
+        yield "never"
+
+    monkeypatch.setattr(_local_model, "local_model_server", missing)
+    code, out, err = await cli(["run", "hi"])
+    assert code == _command.EXIT_MODEL_ERROR and out == ""
+    assert err.splitlines()[-1] == "agentloop: the embedded model needs the 'local' extra"
