@@ -510,3 +510,46 @@ async def test_an_embedded_model_that_cannot_start_is_one_line_and_exit_1(
     code, out, err = await cli(["run", "hi"])
     assert code == _command.EXIT_MODEL_ERROR and out == ""
     assert err.splitlines()[-1] == "agentloop: the embedded model needs the 'local' extra"
+
+
+ROOT = Path(__file__).parents[1]
+FIRST_PROGRAM_PAGES = ["README.md", "docs/getting-started.md"]
+
+
+def _first_program(page: str) -> str:
+    import re
+
+    blocks = re.findall(r"^```python[^\n]*\n(.*?)^```", (ROOT / page).read_text(encoding="utf-8"), re.S | re.M)
+    return next(block for block in blocks if "embedded_model()" in block)
+
+
+def _run_fresh(program: str) -> subprocess.CompletedProcess[str]:
+    """`program` in a fresh interpreter: only what `import agentloop` loads is loaded."""
+    return subprocess.run([sys.executable, "-W", "error", "-c", program], capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("page", FIRST_PROGRAM_PAGES)
+def test_the_first_programs_other_model_runs_as_written(page: str) -> None:
+    """The first program names a server of one's own in a comment (`#     code`): that code runs
+    with the program's imports, in a fresh interpreter."""
+    import re
+
+    block = _first_program(page)
+    alternative = re.findall(r"^\s*#     (.+)$", block, re.M)
+    assert any("openai_compatible_model(" in line for line in alternative), block
+    imports = [line for line in block.splitlines() if line.startswith(("import ", "from "))]
+    done = _run_fresh("\n".join([*imports, *alternative, "print(model.id, model.base_url)"]))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "llama3.2 http://127.0.0.1:11434/v1\n"
+
+
+@pytest.mark.parametrize("page", FIRST_PROGRAM_PAGES)
+def test_every_al_attribute_the_page_names_exists_after_import_agentloop(page: str) -> None:
+    """`al.NAME` in the page's text, code or comments is an attribute of `agentloop` as imported
+    (subpackages such as `agentloop.providers` are imported by name, not reached as attributes)."""
+    import re
+
+    names = sorted(set(re.findall(r"\bal\.([A-Za-z_]\w*)", (ROOT / page).read_text(encoding="utf-8"))))
+    assert names
+    done = _run_fresh(f"import agentloop\nprint([n for n in {names!r} if not hasattr(agentloop, n)])")
+    assert done.returncode == 0 and done.stdout == "[]\n", done.stdout + done.stderr
