@@ -95,8 +95,12 @@ def model_path(say: object = print) -> Path:
 
 
 @contextlib.asynccontextmanager
-async def local_model_server(port: int = 0, threads: int = 1, say: object = print) -> AsyncIterator[str]:
-    """Start llama.cpp's server on loopback; yield its base URL (`http://127.0.0.1:PORT`)."""
+async def local_model_server(
+    port: int = 0, threads: int = 1, say: object = print, template: Path | None = TEMPLATE
+) -> AsyncIterator[str]:
+    """Start llama.cpp's server on loopback; yield its base URL (`http://127.0.0.1:PORT`).
+
+    `template` is the chat template (None: the one the GGUF file carries)."""
     try:
         import xllamacpp  # noqa: F401
     except ImportError:
@@ -107,7 +111,7 @@ async def local_model_server(port: int = 0, threads: int = 1, say: object = prin
     path = await anyio.to_thread.run_sync(model_path, say)
     command = [
         sys.executable, "-m", "agentloop.cli._local_model", "serve", str(path),
-        "--port", str(port), "--threads", str(threads),
+        "--port", str(port), "--threads", str(threads), "--template", str(template or ""),
     ]  # fmt: skip
     process = await anyio.open_process(
         command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
@@ -136,7 +140,7 @@ async def local_model_server(port: int = 0, threads: int = 1, say: object = prin
             await process.aclose()
 
 
-def _serve(model: str, port: int, threads: int) -> None:
+def _serve(model: str, port: int, threads: int, template: str) -> None:
     """Run in the child process: start the server, print READY <url>, and serve until stdin
     closes (the parent exited or is done with us) or SIGTERM."""
     import signal
@@ -150,14 +154,15 @@ def _serve(model: str, port: int, threads: int) -> None:
     params = xlc.CommonParams()
     params.model.path = model
     params.model_alias = {MODEL_ALIAS}  # a set in this binding
-    params.n_ctx = 4096
-    params.n_parallel = 1
+    params.n_ctx = 8192
+    params.n_parallel = 2  # two slots of 4096 tokens: the tool choice's examples stay cached in one
     params.port = port or _free_port()
     params.hostnames = ["127.0.0.1"]
     params.cpuparams.n_threads = threads
     params.cpuparams_batch.n_threads = threads
     params.use_jinja = True
-    params.chat_template = TEMPLATE.read_text(encoding="utf-8")
+    if template:
+        params.chat_template = Path(template).read_text(encoding="utf-8")
     server = xlc.Server(params)
     base = server.listening_address
     for _ in range(600):
@@ -202,8 +207,9 @@ if __name__ == "__main__":  # pragma: no cover - the child process
     parser.add_argument("model", nargs="?")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--template", default=str(TEMPLATE), help="a chat template file ('': the GGUF's own)")
     args = parser.parse_args()
     if args.command == "fetch":
         print(model_path())
     else:
-        _serve(args.model, args.port, args.threads)
+        _serve(args.model, args.port, args.threads, args.template)
