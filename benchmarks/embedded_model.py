@@ -82,8 +82,7 @@ def score(case: dict[str, Any], calls: list[tuple[str, dict[str, Any]]], answer:
     if kind in ("list", "read"):
         wanted = {normal_path(path) for path in case["paths"]}
         return any(
-            name == case["tool"] and normal_path(str(next(iter(args.values()), "."))) in wanted
-            for name, args in calls
+            name == case["tool"] and normal_path(str(next(iter(args.values()), "."))) in wanted for name, args in calls
         )
     if kind == "time":
         return any(name == case["tool"] for name, _ in calls)

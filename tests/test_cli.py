@@ -191,7 +191,7 @@ def test_the_embedded_local_model_calls_the_calculator_and_only_the_answer_is_on
     )
     assert done.returncode == 0, done.stderr
     assert "SmolLM2-135M-Instruct" in done.stderr
-    assert f"right on {_command.LOCAL_MODEL_RATE} arithmetic prompts" in done.stderr
+    assert f"right on {_command.LOCAL_MODEL_RATE} new prompts measured" in done.stderr
     assert '→ calculator({"expression": "17 * 23"})' in done.stderr
     assert "← 17 * 23 = 391" in done.stderr
     assert "2 turns" in done.stderr.splitlines()[-1]
@@ -207,8 +207,24 @@ ARITHMETIC = [
     ("What is 36 * 11?", 396), ("Calculate 1234 * 5", 6170), ("What is 17 mod 5?", 2), ("What is 2.5 + 2.5?", 5),
     ("Divide 100 by 4", 25), ("What is 13 squared?", 169),
 ]  # fmt: skip
-"""The prompts the embedded model's rate is measured on (`_command.LOCAL_MODEL_RATE`): an answer is
-right when the last number it writes is the value."""
+"""Arithmetic prompts for the embedded model: an answer is right when the last number it writes is
+the value. (The rate the command line quotes, `_command.LOCAL_MODEL_RATE`, is measured by
+`benchmarks/embedded_model.py` on prompts of its own that no test uses.)"""
+ARITHMETIC_RIGHT = 15
+"""How many of `ARITHMETIC` the embedded model answered right when measured (greedy decoding: the
+same answers each time, give or take a prompt)."""
+
+COMMON = [
+    ("Hi there!", None, None),
+    ("Say hi to me.", None, None),
+    ("What is the capital of Italy?", None, None),
+    ("What is in this folder?", "list_folder", "."),
+    ("List the photos folder", "list_folder", "photos"),
+    ("Read shopping.txt", "read_file", "shopping.txt"),
+    ("What does plan.md say?", "read_file", "plan.md"),
+    ("What time is it now?", "current_time", None),
+]
+"""Everyday prompts and the tool (and path) each should use; None: an answer without a tool."""
 
 
 def _last_number_is(answer: str, value: float) -> bool:
@@ -218,34 +234,62 @@ def _last_number_is(answer: str, value: float) -> bool:
     return bool(numbers) and float(numbers[-1]) == value
 
 
-@pytest.mark.servers
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # a measure of the model, not of the backend
-async def test_the_embedded_model_answers_the_arithmetic_prompts_at_its_measured_rate(
-    anyio_backend: object, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    """The rate the banner, the help and the README quote, measured again (greedy decoding: the
-    same answers each time, give or take a prompt)."""
+@contextlib.asynccontextmanager
+async def _embedded_agents(monkeypatch: pytest.MonkeyPatch, root: Path) -> AsyncIterator[Any]:
+    """A function making an agent as the command line makes it, on the embedded model."""
     from agentloop import providers
     from agentloop.cli._constrained_tools import constrained_tool_stream
 
     monkeypatch.setenv("AGENTLOOP_MODEL_PATH", str(_local_model_file()))
+    async with _local_model.local_model_server(say=lambda line: None) as url:
+        yield lambda: al.Agent(
+            model=providers.local_model(url),
+            system_prompt=_command.SYSTEM_PROMPT,
+            tools=_tools.builtin_tools(root),
+            stream_fn=constrained_tool_stream,
+            max_tokens=160,
+        )
+
+
+@pytest.mark.servers
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # a measure of the model, not of the backend
+async def test_the_embedded_model_answers_the_arithmetic_prompts_at_its_measured_rate(
+    anyio_backend: object, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     right = 0
-    with anyio.fail_after(600):
-        async with _local_model.local_model_server(say=lambda line: None) as url:
+    with anyio.fail_after(840):
+        async with _embedded_agents(monkeypatch, tmp_path) as make_agent:
             for prompt, value in ARITHMETIC:
-                agent = al.Agent(
-                    model=providers.local_model(url),
-                    system_prompt=_command.SYSTEM_PROMPT,
-                    tools=_tools.builtin_tools(tmp_path),
-                    stream_fn=constrained_tool_stream,
-                    max_tokens=160,
-                )
+                agent = make_agent()
                 await agent.prompt(prompt)
                 last = agent.state.messages[-1]
                 right += isinstance(last, al.AssistantMessage) and _last_number_is(last.text, value)
-    measured = int(_command.LOCAL_MODEL_RATE.split(" of ")[0])
-    assert _command.LOCAL_MODEL_RATE.endswith(f" of {len(ARITHMETIC)}")
-    assert len(ARITHMETIC) >= 20 and right >= measured - 2, f"{right} of {len(ARITHMETIC)} right"
+    assert len(ARITHMETIC) >= 20 and right >= ARITHMETIC_RIGHT - 2, f"{right} of {len(ARITHMETIC)} right"
+
+
+@pytest.mark.servers
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # a measure of the model, not of the backend
+async def test_the_embedded_model_greets_answers_and_lists_and_reads_the_right_path(
+    anyio_backend: object, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "shopping.txt").write_text("milk, eggs\n", encoding="utf-8")
+    (tmp_path / "plan.md").write_text("1. rest\n", encoding="utf-8")
+    (tmp_path / "photos").mkdir()
+    wrong = []
+    with anyio.fail_after(540):
+        async with _embedded_agents(monkeypatch, tmp_path) as make_agent:
+            for prompt, tool, path in COMMON:
+                agent = make_agent()
+                await agent.prompt(prompt)
+                calls = [c for m in agent.state.messages if isinstance(m, al.AssistantMessage) for c in m.tool_calls]
+                used = [(c.name, c.arguments.get("path")) for c in calls]
+                last = agent.state.messages[-1]
+                answered = isinstance(last, al.AssistantMessage) and last.stop_reason != "error" and last.text.strip()
+                if used != ([(tool, path)] if tool else []) or not answered:
+                    wrong.append((prompt, used, last.text if isinstance(last, al.AssistantMessage) else last))
+    assert not wrong, wrong
 
 
 async def test_the_answer_alone_is_on_stdout_and_everything_else_on_stderr(
@@ -519,7 +563,9 @@ FIRST_PROGRAM_PAGES = ["README.md", "docs/getting-started.md"]
 def _first_program(page: str) -> str:
     import re
 
-    blocks = re.findall(r"^```python[^\n]*\n(.*?)^```", (ROOT / page).read_text(encoding="utf-8"), re.S | re.M)
+    blocks: list[str] = re.findall(
+        r"^```python[^\n]*\n(.*?)^```", (ROOT / page).read_text(encoding="utf-8"), re.S | re.M
+    )
     return next(block for block in blocks if "embedded_model()" in block)
 
 

@@ -93,7 +93,7 @@ EXAMPLES: tuple[tuple[str, str, str | None], ...] = (
     ("What does notes.md say?", "read_file", "notes.md"),
     ("Who painted the Mona Lisa?", ANSWER, None),
     ("What is in the music folder?", "list_folder", "music"),
-    ("What is 3 to the power of 5?", "calculator", "3 ** 5"),
+    ("What is 3 to the power of 5?", "calculator", "3 ^ 5"),
     ("Open report/q1.txt", "read_file", "report/q1.txt"),
     ("Good night!", ANSWER, None),
     ("What day is it today?", "current_time", None),
@@ -111,6 +111,16 @@ _NOT_NAMES = frozenset((
 ))
 # fmt: on
 """Words of a message that are not taken for a folder's name."""
+_EXPRESSION = """\
+expression ::= operand (" "? operator " "? operand){0,12}
+operand ::= "-"? (number | constant | function "(" expression ")" | "(" expression ")")
+number ::= [0-9]{1,12} ("." [0-9]{1,8})?
+constant ::= "pi" | "e"
+function ::= "sqrt" | "abs" | "round" | "log" | "sin" | "cos"
+operator ::= "+" | "-" | "*" | "/" | "%" | "^"
+"""
+"""The calculator's input: what it evaluates, with `^` for a power (a `**` the model copies from
+one example turns `17 * 23` into `17 ** 23`)."""
 _WORD = re.compile(r"[\w./~-]+")
 
 
@@ -152,11 +162,7 @@ def choice_prompt(message: str, tools: Sequence[Any]) -> Choice:
             rules.append(f"{head} {kind} {end}")
         elif spans:
             rules.append(f"{head} ({' | '.join(map(_literal, spans))}) {end}")
-    grammar = (
-        f"root ::= {' | '.join(rules)}\n"
-        f"expression ::= [0-9a-z+*/%(). ^-]{{1,{MAX_INPUT_CHARS}}}\n"
-        f"line ::= [^\\n]{{1,{MAX_INPUT_CHARS}}}\n"
-    )
+    grammar = f"root ::= {' | '.join(rules)}\n{_EXPRESSION}line ::= [^\\n]{{1,{MAX_INPUT_CHARS}}}\n"
     return Choice(prompt, grammar, {answer: None, **{labels[t.name]: t for t in tools}})
 
 
@@ -205,12 +211,12 @@ async def _respond(model: Model, context: Context, options: StreamOptions) -> As
         choice = choice_prompt(_text(last), context.tools)
         builder = AssistantMessageBuilder(api=model.api, provider=model.provider, model=model.id)
         try:
-            text, spent = await _complete(model, choice, options)
+            completion, spent = await _complete(model, choice, options)
         except _ChoiceFailed as failed:
             yield builder.start()
             yield builder.error("aborted" if failed.reason == "aborted" else "error", str(failed))
             return
-        call = _tool_call(text, choice)
+        call = _tool_call(completion, choice)
         if call is not None:
             builder.usage = spent
             yield builder.start()
