@@ -9,7 +9,7 @@ prompt, built-in tools, constrained tool choice, 160 tokens at most, greedy deco
 workspace folder made for the run (notes.txt, todo.md, README.md, src/, data/, docs/), one prompt
 after the other on one thread. It prints, for each kind of prompt, how many were right (see the
 JSON file's `about`), and the median seconds per prompt. `--template gguf` serves a model with the
-chat template its GGUF file carries instead of the command line's ChatML one.
+chat template its GGUF file carries instead of the command line's ChatML one (or name a file).
 """
 
 from __future__ import annotations
@@ -129,7 +129,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--set", choices=["held_out", "dev"], default="held_out")
     parser.add_argument("--model-path", help="a GGUF file (default: the command line's SmolLM2-135M)")
-    parser.add_argument("--template", default="chatml", help="chatml (the command line's) or gguf (the file's own)")
+    parser.add_argument(
+        "--template", default="chatml", help="chatml (the command line's), gguf (the file's own) or a template file"
+    )
     parser.add_argument("--only", help="kinds to run, comma-separated")
     parser.add_argument("--json", help="write every result here")
     parser.add_argument("-v", "--verbose", action="store_true", help="show each prompt, its tool calls and answer")
@@ -139,7 +141,7 @@ def main() -> int:
     cases = json.loads((HERE / "embedded_prompts.json").read_text(encoding="utf-8"))[args.set]
     if args.only:
         cases = [case for case in cases if case["kind"] in args.only.split(",")]
-    template = _local_model.TEMPLATE if args.template == "chatml" else None
+    template = {"chatml": _local_model.TEMPLATE, "gguf": None}.get(args.template, Path(args.template))
     results = anyio.run(run, cases, template, args.verbose)
     model = Path(args.model_path).name if args.model_path else _local_model.MODEL_FILE
     print(f"{model}, {args.set} prompts ({args.template} template):")

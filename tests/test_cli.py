@@ -599,3 +599,53 @@ def test_every_al_attribute_the_page_names_exists_after_import_agentloop(page: s
     assert names
     done = _run_fresh(f"import agentloop\nprint([n for n in {names!r} if not hasattr(agentloop, n)])")
     assert done.returncode == 0 and done.stdout == "[]\n", done.stdout + done.stderr
+
+
+def test_the_install_hint_installs_the_extra_where_agentloop_came_from(tmp_path: Path) -> None:
+    import json
+
+    from agentloop.cli._install import install_target
+
+    clone, wheel = tmp_path / "clone", tmp_path / "anyio_agentloop-0.1.0-py3-none-any.whl"
+    clone.mkdir()
+    wheel.write_bytes(b"")
+    editable = json.dumps({"url": clone.as_uri(), "dir_info": {"editable": True}})
+    assert install_target("local", editable, None) == (f"{clone}[local]", True)
+    from_wheel = json.dumps({"url": wheel.as_uri(), "archive_info": {}})
+    assert install_target("mcp", from_wheel, None) == (f"{wheel}[mcp]", False)
+    gone = json.dumps({"url": (tmp_path / "gone").as_uri(), "dir_info": {}})
+    assert install_target("otel", gone, None) == ("anyio-agentloop[otel]", False)
+    assert install_target("trio", None, clone) == (f"{clone}[trio]", True)  # run from a checkout
+    assert install_target("trio", None, None) == ("anyio-agentloop[trio]", False)  # from an index
+    assert install_target("trio", "not json", None) == ("anyio-agentloop[trio]", False)
+
+
+def test_the_install_hint_of_this_environment_names_a_source_that_has_the_extra() -> None:
+    """Here agentloop is installed from a clone (or run from one): the hint names that clone, whose
+    pyproject.toml declares every extra the command line asks for."""
+    import re
+    import shlex
+
+    from agentloop.cli._install import install_command
+
+    for extra in ("local", "mcp", "trio", "otel"):
+        words = shlex.split(install_command(extra))
+        assert words[:4] == [sys.executable, "-m", "pip", "install"] or words[:2] == ["uv", "pip"], words
+        target = words[-1]
+        assert target.endswith(f"[{extra}]"), words
+        source = Path(target.removesuffix(f"[{extra}]"))
+        assert source.is_dir() and "-e" in words, words
+        pyproject = (source / "pyproject.toml").read_text(encoding="utf-8")
+        extras = pyproject.split("[project.optional-dependencies]", 1)[1].split("\n[", 1)[0]
+        assert re.search(rf"^{extra} = \[", extras, re.M), (extra, extras)
+
+
+async def test_a_missing_local_extra_names_the_install_command(
+    anyio_backend: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentloop.cli._install import install_command
+
+    monkeypatch.setitem(sys.modules, "xllamacpp", None)  # not installed
+    code, out, err = await cli(["run", "hi"])
+    assert code == _command.EXIT_MODEL_ERROR and out == ""
+    assert f"needs the 'local' extra: {install_command('local')} (or pass --model" in err.splitlines()[-1]

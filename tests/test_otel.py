@@ -880,7 +880,10 @@ def test_without_opentelemetry_the_import_error_says_what_to_install() -> None:
         "try:\n    import agentloop.otel\nexcept ImportError as exc:\n    print(exc)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "agentloop.otel needs the OpenTelemetry API: pip install 'anyio-agentloop[otel]'"
+    from agentloop.cli._install import install_command
+
+    assert out.strip() == f"agentloop.otel needs the OpenTelemetry API, the 'otel' extra: {install_command('otel')}"
+    assert "[otel]" in install_command("otel")
 
 
 def test_import_agentloop_does_not_import_opentelemetry() -> None:

