@@ -1,6 +1,6 @@
-"""LLM providers: stream functions for OpenAI Chat Completions, OpenAI Responses and Anthropic
-Messages over httpx, a model registry, and `stream_simple`, which dispatches on
-`model.api`.
+"""LLM providers: stream functions for OpenAI Chat Completions, OpenAI Responses, Anthropic
+Messages, the Gemini API, Vertex AI and Amazon Bedrock's Converse Stream over httpx, a model
+registry, and `stream_simple`, which dispatches on `model.api`.
 
 Every stream function has the signature of `agentloop.StreamFn` (plus keyword-only `http=` and
 `client=`) and returns an `AssistantMessageEventStream`: iterate it (preferably inside
@@ -10,6 +10,21 @@ content kept; an abort of `options.signal` ends it with reason `aborted`.
 
 Importing `agentloop` does not import this package (nor httpx): the default stream function
 loads it on first use.
+
+How a provider module is built (`_anthropic.py` is a complete one): a `build_*_request(model,
+context, options) -> Request` (URL, headers, JSON body; it may raise `ProviderError`, which
+becomes the terminal `error` event), an `SSEParser` subclass whose `feed` turns one server-sent
+event into events through the `AssistantMessageBuilder` and whose `finish` closes the open blocks
+and ends with `done` or `error`, and a stream function that hands both to `_http.run_stream`
+(which does the I/O, retries, abort, timeouts and size limits; a wire that is not server-sent
+events names its framing with a `StreamFormat`, as Bedrock's AWS event stream does, and a build
+that must wait, for credentials say, is an `async` function). Its registry entry in
+`_registry.API_STREAMS` makes `stream_simple` dispatch to it by `model.api`. The pieces each
+module uses come from single-purpose modules: `_errors` (`ProviderError`), `_auth` (keys and
+their redaction), `_request` (the request and its body's parts), `_thinking` (levels and
+budgets), `_parse` (the parser base class and JSON field readers), `_usage` (tokens and cost),
+`_stream` (the stream object and the argument check), `_json_stream` (tool-call arguments),
+`_transform` (replaying another model's transcript).
 
 The events and final messages are pi-ai 1.6.0's for the same bytes (checked on recorded streams
 by `tests/providers/test_differential.py`), except where agentloop keeps its own policy:
@@ -26,14 +41,19 @@ by `tests/providers/test_differential.py`), except where agentloop keeps its own
 - A new tool-call `id` at a known Chat Completions `index` starts a new call (pi-ai merges the
   two), for servers that number every parallel call 0.
 - A Responses server that omits `output_index` still has its items routed by `item_id`.
+- Bedrock: a `messageStart` of another role than the assistant's fails after `start` (sent when
+  the answer arrives, as for every API); pi-ai fails before it.
+- Gemini (pi-ai 1.6.1's reading): a `finishReason` this version does not know ends the turn as
+  `stop` (pi-ai: an error), and an error chunk reads "message (STATUS)".
 """
 
 from __future__ import annotations
 
 from ._anthropic import stream_anthropic as stream_anthropic
-from ._common import ENV_API_KEYS as ENV_API_KEYS
-from ._common import AssistantMessageEventStream as AssistantMessageEventStream
-from ._common import calculate_cost as calculate_cost
+from ._auth import ENV_API_KEYS as ENV_API_KEYS
+from ._bedrock import stream_bedrock as stream_bedrock
+from ._google import stream_google as stream_google
+from ._google_vertex import stream_google_vertex as stream_google_vertex
 from ._http import HTTPOptions as HTTPOptions
 from ._json_stream import parse_streaming_json as parse_streaming_json
 from ._openai_completions import stream_openai_completions as stream_openai_completions
@@ -49,7 +69,9 @@ from ._registry import local_model as local_model
 from ._registry import openai_compatible_model as openai_compatible_model
 from ._registry import register_model as register_model
 from ._registry import stream_simple as stream_simple
+from ._stream import AssistantMessageEventStream as AssistantMessageEventStream
 from ._transform import transform_messages as transform_messages
+from ._usage import calculate_cost as calculate_cost
 
 __all__ = (
     "API_STREAMS",
@@ -67,6 +89,9 @@ __all__ = (
     "proxy_app",
     "register_model",
     "stream_anthropic",
+    "stream_bedrock",
+    "stream_google",
+    "stream_google_vertex",
     "stream_openai_completions",
     "stream_openai_responses",
     "stream_proxy",

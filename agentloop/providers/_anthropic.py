@@ -30,29 +30,16 @@ from .._types._messages import (
     ToolResultMessage,
 )
 from .._types._stream_fn import StreamOptions
-from ._common import (
-    AssistantMessageEventStream,
-    ProviderError,
-    SSEParser,
-    as_int,
-    as_str,
-    base_url,
-    check_llm_messages,
-    compat,
-    error_text,
-    is_one_of,
-    make_usage,
-    request_headers,
-    resolve_api_key,
-    sanitize,
-    stream_object,
-    thinking_budget,
-    thinking_level,
-    tool_specs,
-)
-from ._http import AsyncClient, HTTPOptions, Request, run_stream
+from ._auth import resolve_api_key
+from ._errors import ProviderError
+from ._http import AsyncClient, HTTPOptions, run_stream
 from ._json_stream import ToolArguments
+from ._parse import SSEParser, as_int, as_str, error_text, is_one_of, stream_object
+from ._request import Request, base_url, check_llm_messages, compat, request_headers, sanitize, tool_specs
+from ._stream import AssistantMessageEventStream
+from ._thinking import thinking_budget, thinking_level
 from ._transform import normalize_anthropic_id, transform_messages
+from ._usage import make_usage
 
 __all__ = (
     "ANTHROPIC_BASE_URL",

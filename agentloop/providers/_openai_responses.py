@@ -32,31 +32,17 @@ from .._types._messages import (
 )
 from .._types._stream_fn import StreamOptions
 from .._wire._json_text import encode_json
-from ._common import (
-    AssistantMessageEventStream,
-    ProviderError,
-    SSEParser,
-    as_int,
-    as_str,
-    check_llm_messages,
-    compat,
-    data_url,
-    error_text,
-    is_one_of,
-    json_text,
-    make_usage,
-    request_headers,
-    resolve_api_key,
-    sanitize,
-    stream_object,
-    thinking_budget,
-    thinking_level,
-    tool_specs,
-)
-from ._http import AsyncClient, HTTPOptions, Request, run_stream
+from ._auth import resolve_api_key
+from ._errors import ProviderError
+from ._http import AsyncClient, HTTPOptions, run_stream
 from ._json_stream import ToolArguments
 from ._openai_completions import openai_base_url
+from ._parse import SSEParser, as_int, as_str, error_text, is_one_of, stream_object
+from ._request import Request, check_llm_messages, compat, data_url, json_text, request_headers, sanitize, tool_specs
+from ._stream import AssistantMessageEventStream
+from ._thinking import thinking_budget, thinking_level
 from ._transform import normalize_responses_id, short_hash, transform_messages
+from ._usage import make_usage
 
 __all__ = (
     "ResponsesParser",

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, cast
 import anyio
 from httpx_sse import ServerSentEvent
 
-from ._common import ProviderError
+from ._errors import ProviderError
 
 if TYPE_CHECKING:
     import httpx

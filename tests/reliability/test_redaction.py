@@ -116,7 +116,7 @@ def offsets() -> range:
 
 @pytest.mark.parametrize("escape", sorted(ESCAPES))
 def test_redact_finds_the_key_whatever_json_escapes_spell_it(escape: str) -> None:
-    from agentloop.providers._common import redact
+    from agentloop.providers._auth import redact
 
     spelled = ESCAPES[escape](KEY)
     assert redact(f"a {spelled} b", KEY) == "a *** b"

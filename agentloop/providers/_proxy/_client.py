@@ -31,7 +31,8 @@ from ..._types._events import AssistantMessageEvent, ErrorEvent
 from ..._types._messages import Context, Model
 from ..._types._stream_fn import StreamOptions
 from ..._wire._json_text import decode_json
-from .._common import MAX_ERROR_BODY, redact
+from .._auth import redact
+from .._errors import MAX_ERROR_BODY
 from ._wire import PROXY_PATH, ProxyProtocolError, WireDecoder, encode_request
 
 if TYPE_CHECKING:
