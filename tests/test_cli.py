@@ -408,9 +408,12 @@ def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
         "130 aborted",
         "OPENAI_API_KEY",
         "AGENTLOOP_BACKEND",
-        "providers: anthropic, google, google-vertex, openai",
+        "providers: amazon-bedrock, anthropic, google, google-vertex, openai",
     ):
         assert expected in shown
+    from agentloop.providers import get_providers
+
+    assert f"providers: {', '.join(get_providers())}" in shown  # every registered provider
 
 
 def test_base_url_with_a_model_name_makes_an_openai_compatible_model_without_a_key() -> None:
