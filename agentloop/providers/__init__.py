@@ -1,6 +1,6 @@
-"""LLM providers: stream functions for OpenAI Chat Completions, OpenAI Responses and Anthropic
-Messages over httpx, a model registry, and `stream_simple`, which dispatches on
-`model.api`.
+"""LLM providers: stream functions for OpenAI Chat Completions, OpenAI Responses, Anthropic
+Messages, Azure OpenAI (Responses) and Mistral over httpx, a model registry, and `stream_simple`,
+which dispatches on `model.api`.
 
 Every stream function has the signature of `agentloop.StreamFn` (plus keyword-only `http=` and
 `client=`) and returns an `AssistantMessageEventStream`: iterate it (preferably inside
@@ -45,8 +45,11 @@ from __future__ import annotations
 
 from ._anthropic import stream_anthropic as stream_anthropic
 from ._auth import ENV_API_KEYS as ENV_API_KEYS
+from ._azure import azure_openai_model as azure_openai_model
+from ._azure import stream_azure_openai_responses as stream_azure_openai_responses
 from ._http import HTTPOptions as HTTPOptions
 from ._json_stream import parse_streaming_json as parse_streaming_json
+from ._mistral import stream_mistral as stream_mistral
 from ._openai_completions import stream_openai_completions as stream_openai_completions
 from ._openai_responses import stream_openai_responses as stream_openai_responses
 from ._proxy._client import ProxyStreamFn as ProxyStreamFn
@@ -70,6 +73,7 @@ __all__ = (
     "AssistantMessageEventStream",
     "HTTPOptions",
     "ProxyStreamFn",
+    "azure_openai_model",
     "calculate_cost",
     "get_model",
     "get_models",
@@ -80,6 +84,8 @@ __all__ = (
     "proxy_app",
     "register_model",
     "stream_anthropic",
+    "stream_azure_openai_responses",
+    "stream_mistral",
     "stream_openai_completions",
     "stream_openai_responses",
     "stream_proxy",

@@ -1,7 +1,7 @@
 """The model registry and `stream_simple`, the stream function that dispatches on `model.api`.
 
-A small built-in catalogue (current OpenAI and Anthropic models, prices in dollars per million
-tokens) plus the models users register, for example a local server:
+A small built-in catalogue (current OpenAI and Anthropic models, and pi-ai's Azure OpenAI and
+Mistral models; prices in dollars per million tokens) plus the models users register, for example a local server:
 
     register_model(Model(id="smollm2", api="openai-completions", provider="llama.cpp",
                          base_url="http://127.0.0.1:8080/v1", context_window=8192, max_tokens=2048))
@@ -17,7 +17,11 @@ from .._types._events import AssistantMessageEvent
 from .._types._messages import Context, Model, ModelCost
 from .._types._stream_fn import StreamOptions
 from ._anthropic import ANTHROPIC_BASE_URL, stream_anthropic
+from ._azure import stream_azure_openai_responses
+from ._azure_models import AZURE_MODELS
 from ._http import AsyncClient, HTTPOptions
+from ._mistral import stream_mistral
+from ._mistral_models import MISTRAL_MODELS
 from ._openai_completions import OPENAI_BASE_URL, stream_openai_completions
 from ._openai_responses import stream_openai_responses
 from ._stream import AssistantMessageEventStream, check_arguments
@@ -43,6 +47,8 @@ API_STREAMS: dict[str, ProviderStreamFn] = {
     "openai-completions": stream_openai_completions,
     "openai-responses": stream_openai_responses,
     "anthropic-messages": stream_anthropic,
+    "azure-openai-responses": stream_azure_openai_responses,
+    "mistral-conversations": stream_mistral,
 }
 """The built-in wire APIs and their stream functions."""
 
@@ -128,6 +134,8 @@ _BUILTIN: tuple[Model, ...] = (
     _anthropic("claude-haiku-4-5", "Claude Haiku 4.5", (1.0, 5.0, 0.1, 1.25), 64_000),
     _anthropic("claude-opus-4-1", "Claude Opus 4.1", (15.0, 75.0, 1.5, 18.75), 32_000),
     _anthropic("claude-sonnet-4-0", "Claude Sonnet 4", (3.0, 15.0, 0.3, 3.75), 64_000),
+    *AZURE_MODELS,
+    *MISTRAL_MODELS,
 )
 
 _MODELS: dict[tuple[str, str], Model] = {(m.provider, m.id): m for m in _BUILTIN}
