@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 
 from agentloop import Context, Model, to_json
 
@@ -28,13 +29,13 @@ class Call:
 
 
 def model_json(model: Model) -> dict[str, Any]:
-    """`model` as pi-ai's JSON (its base URL becomes a path on the capture server)."""
+    """`model` as pi-ai's JSON (its base URL's path becomes a path on the capture server)."""
     data: dict[str, Any] = {
         "id": model.id,
         "name": model.name or model.id,
         "api": model.api,
         "provider": model.provider,
-        "baseUrl": "",
+        "baseUrl": httpx.URL(model.base_url).path.rstrip("/") if model.base_url else "",
         "reasoning": model.reasoning,
         "input": list(model.input),
         "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
