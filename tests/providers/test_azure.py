@@ -446,3 +446,54 @@ async def test_an_agent_turn_against_aimocks_azure_endpoint(aimock_url: str) -> 
     first = as_assistant(agent.state.messages[1])
     assert first.content[0].type == "thinking" and len(first.tool_calls) == 2
     assert as_assistant(agent.state.messages[-1]).text == "It is sunny in both places."
+
+
+# --- the official SDK as an oracle (`oracle/sdk_oracle.json`, made by `oracle/sdk_oracle.py`) --------
+
+ORACLE = json.loads((Path(__file__).parent / "oracle" / "sdk_oracle.json").read_text(encoding="utf-8"))
+RECORDINGS = Path(__file__).parent / "pi_wire" / "recordings"
+SDK_REFUSES = {
+    # the body ends before a terminal event: the SDK has no final response, agentloop ends with an error
+    "aimock-dropped.azure.sse": "no terminal response event",
+}
+
+
+def test_the_sdk_sends_what_we_send() -> None:
+    key = ORACLE["aimock-hello.azure.sse"]["request"]
+    assert key == {
+        "api-key": "azure-key",
+        "authorization": None,
+        "path": "/openai/v1/responses",
+        "query": "api-version=v1",
+    }
+    assert ORACLE["entra-token-request"]["authorization"] == "Bearer entra-token"
+    assert ORACLE["entra-token-request"]["api-key"] is None
+
+
+@pytest.mark.parametrize("name", sorted(n for n in ORACLE if n.endswith(".azure.sse")))
+async def test_final_messages_agree_with_the_openai_sdks_azure_client(name: str) -> None:
+    oracle = ORACLE[name]
+    assert oracle.get("error") == SDK_REFUSES.get(name)
+    server = Server(ok((RECORDINGS / name).read_bytes()))
+    async with server.client() as client:
+        _, final = await collect(stream_azure_openai_responses(azure(), hi(), options(), http=FAST, client=client))
+    if "error" in oracle:
+        assert final.stop_reason == "error"
+        assert (final.error_message or "").startswith("The stream ended before its response.completed event")
+        return
+    assert final.text == oracle["text"]
+    assert [b.thinking for b in final.content if b.type == "thinking"] == oracle["thinking"]
+    assert [{"id": c.id, "name": c.name, "arguments": dict(c.arguments)} for c in final.tool_calls] == oracle[
+        "tool_calls"
+    ]
+    if oracle["status"] == "incomplete":
+        expected = "length" if oracle["incomplete_reason"] == "max_output_tokens" else "error"
+    else:
+        expected = "toolUse" if oracle["tool_calls"] else "stop"
+    assert final.stop_reason == expected
+    usage = oracle["usage"]
+    assert (final.usage.input + final.usage.cache_read, final.usage.cache_read, final.usage.output) == (
+        usage["input"],
+        usage["cached"],
+        usage["output"],
+    )

@@ -65,6 +65,7 @@ KEPT: dict[str, str] = {
     "aimock-dropped-azure": _WORDING,
     "aimock-hello-azure": _SUMMARY,
     "aimock-tools-azure": _SUMMARY,
+    "synthetic-reasoning-calls-azure": _SUMMARY,
     "synthetic-no-output-index-responses": (
         "items without output_index (llama.cpp) interleaved: pi-ai files them all in one slot and loses the "
         "reasoning block's end and signature; agentloop routes them by item_id"

@@ -526,3 +526,53 @@ async def test_text_and_length_against_aimock(aimock_url: str, prompt: str, stop
         )
     assert final.stop_reason == stop and final.text.startswith(text), final.error_message
     assert types(events).count("text_delta") > 1
+
+
+# --- the official SDK as an oracle (`oracle/sdk_oracle.json`, made by `oracle/sdk_oracle.py`) --------
+
+ORACLE = json.loads((Path(__file__).parent / "oracle" / "sdk_oracle.json").read_text(encoding="utf-8"))
+RECORDINGS = Path(__file__).parent / "pi_wire" / "recordings"
+SDK_REFUSES = {
+    # aimock answers in OpenAI's format: its tool-call deltas after the first carry no function
+    # name, which Mistral's schema requires (pi-ai and agentloop read them as OpenAI's)
+    "aimock-tools.mistral.sse": "ResponseValidationError",
+}
+FINISH = {"stop": "stop", "length": "length", "model_length": "length", "tool_calls": "toolUse", None: "error"}
+
+
+def _content(final: AssistantMessage) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for block in final.content:
+        if isinstance(block, TextContent):
+            out.append({"type": "text", "text": block.text})
+        elif isinstance(block, ThinkingContent):
+            out.append({"type": "thinking", "text": block.thinking})
+        else:
+            out.append({"type": "toolCall", "id": block.id, "name": block.name, "arguments": dict(block.arguments)})
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(n for n in ORACLE if n.endswith(".mistral.sse")))
+async def test_final_messages_agree_with_the_mistralai_sdk(name: str) -> None:
+    oracle = ORACLE[name]
+    assert oracle.get("error") == SDK_REFUSES.get(name)
+    assert oracle["request"] == {"authorization": "Bearer mistral-key", "path": "/v1/chat/completions", "query": ""}
+    _, final = await stream((RECORDINGS / name).read_bytes(), mistral(cost=ModelCost()))
+    if "error" in oracle:
+        assert final.stop_reason == "toolUse" and len(final.tool_calls) == 2
+        return
+    expected = oracle["content"]
+    for block in expected:  # the SDK's default id "null": agentloop names the call as pi-ai does
+        if block["type"] == "toolCall" and block["id"] == "null":
+            block["id"] = "toolcall0"
+    assert _content(final) == expected
+    assert final.stop_reason == FINISH[oracle["finish_reason"]]
+    usage = oracle["usage"]
+    if usage is not None:
+        ours = final.usage
+        assert (ours.input + ours.cache_read, ours.cache_read, ours.output, ours.total_tokens) == (
+            usage["prompt"],
+            usage["cached"],
+            usage["completion"],
+            usage["total"],
+        )
