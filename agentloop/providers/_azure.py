@@ -36,7 +36,7 @@ from .._types._constants import ABORTED_TEXT
 from .._types._events import AssistantMessageEvent
 from .._types._messages import Context, Model, ModelCost
 from .._types._stream_fn import StreamOptions
-from ._auth import redact, resolve_api_key
+from ._auth import resolve_api_key
 from ._errors import ProviderError
 from ._http import AsyncClient, HTTPOptions, run_stream
 from ._openai_responses import ResponsesParser, convert_input
@@ -114,16 +114,14 @@ async def _with_token(
                     token = await token
         except Exception as exc:  # the contract: a stream function reports, it does not raise
             failure = f"The Azure AD token provider failed: {type(exc).__name__}: {exc}"
+    builder = AssistantMessageBuilder(api=model.api, provider=model.provider, model=model.id)
     if options.signal.aborted:
-        yield AssistantMessageBuilder(api=model.api, provider=model.provider, model=model.id).error(
-            "aborted", ABORTED_TEXT
-        )
+        yield builder.error("aborted", ABORTED_TEXT)
         return
     if failure is None and (not isinstance(token, str) or not token):
         failure = f"The Azure AD token provider returned {type(token).__name__}, not a token (a non-empty str)"
     if failure is not None:
-        text = redact(failure, token) if isinstance(token, str) else failure
-        yield AssistantMessageBuilder(api=model.api, provider=model.provider, model=model.id).error("error", text)
+        yield builder.error("error", failure)
         return
 
     def build(model: Model, context: Context, options: StreamOptions) -> Request:
