@@ -1,6 +1,6 @@
 """LLM providers: stream functions for OpenAI Chat Completions, OpenAI Responses, Anthropic
-Messages, Azure OpenAI (Responses) and Mistral over httpx, a model registry, and `stream_simple`,
-which dispatches on `model.api`.
+Messages, Azure OpenAI (Responses), Mistral, the Gemini API and Vertex AI over httpx, a model
+registry, and `stream_simple`, which dispatches on `model.api`.
 
 Every stream function has the signature of `agentloop.StreamFn` (plus keyword-only `http=` and
 `client=`) and returns an `AssistantMessageEventStream`: iterate it (preferably inside
@@ -39,6 +39,8 @@ by `tests/providers/test_differential.py`), except where agentloop keeps its own
 - A new tool-call `id` at a known Chat Completions `index` starts a new call (pi-ai merges the
   two), for servers that number every parallel call 0.
 - A Responses server that omits `output_index` still has its items routed by `item_id`.
+- Gemini (pi-ai 1.6.1's reading): a `finishReason` this version does not know ends the turn as
+  `stop` (pi-ai: an error), and an error chunk reads "message (STATUS)".
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ from ._anthropic import stream_anthropic as stream_anthropic
 from ._auth import ENV_API_KEYS as ENV_API_KEYS
 from ._azure import azure_openai_model as azure_openai_model
 from ._azure import stream_azure_openai_responses as stream_azure_openai_responses
+from ._google import stream_google as stream_google
+from ._google_vertex import stream_google_vertex as stream_google_vertex
 from ._http import HTTPOptions as HTTPOptions
 from ._json_stream import parse_streaming_json as parse_streaming_json
 from ._mistral import stream_mistral as stream_mistral
@@ -85,6 +89,8 @@ __all__ = (
     "register_model",
     "stream_anthropic",
     "stream_azure_openai_responses",
+    "stream_google",
+    "stream_google_vertex",
     "stream_mistral",
     "stream_openai_completions",
     "stream_openai_responses",
