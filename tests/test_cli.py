@@ -364,7 +364,7 @@ def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
         "130 aborted",
         "OPENAI_API_KEY",
         "AGENTLOOP_BACKEND",
-        "providers: anthropic, azure, google, google-vertex, mistral, openai",
+        "providers: amazon-bedrock, anthropic, azure, google, google-vertex, mistral, openai",
     ):
         assert expected in shown
 

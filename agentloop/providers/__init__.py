@@ -1,6 +1,7 @@
 """LLM providers: stream functions for OpenAI Chat Completions, OpenAI Responses, Anthropic
-Messages, Azure OpenAI (Responses), Mistral, the Gemini API and Vertex AI over httpx, a model
-registry, and `stream_simple`, which dispatches on `model.api`.
+Messages, Azure OpenAI (Responses), Mistral, the Gemini API, Vertex AI and Amazon Bedrock's
+Converse Stream over httpx, a model registry, and `stream_simple`, which dispatches on
+`model.api`.
 
 Every stream function has the signature of `agentloop.StreamFn` (plus keyword-only `http=` and
 `client=`) and returns an `AssistantMessageEventStream`: iterate it (preferably inside
@@ -16,7 +17,9 @@ context, options) -> Request` (URL, headers, JSON body; it may raise `ProviderEr
 becomes the terminal `error` event), an `SSEParser` subclass whose `feed` turns one server-sent
 event into events through the `AssistantMessageBuilder` and whose `finish` closes the open blocks
 and ends with `done` or `error`, and a stream function that hands both to `_http.run_stream`
-(which does the I/O, retries, abort, timeouts and size limits). Its registry entry in
+(which does the I/O, retries, abort, timeouts and size limits; a wire that is not server-sent
+events names its framing with a `StreamFormat`, as Bedrock's AWS event stream does, and a build
+that must wait, for credentials say, is an `async` function). Its registry entry in
 `_registry.API_STREAMS` makes `stream_simple` dispatch to it by `model.api`. The pieces each
 module uses come from single-purpose modules: `_errors` (`ProviderError`), `_auth` (keys and
 their redaction), `_request` (the request and its body's parts), `_thinking` (levels and
@@ -39,6 +42,8 @@ by `tests/providers/test_differential.py`), except where agentloop keeps its own
 - A new tool-call `id` at a known Chat Completions `index` starts a new call (pi-ai merges the
   two), for servers that number every parallel call 0.
 - A Responses server that omits `output_index` still has its items routed by `item_id`.
+- Bedrock: a `messageStart` of another role than the assistant's fails after `start` (sent when
+  the answer arrives, as for every API); pi-ai fails before it.
 - Gemini (pi-ai 1.6.1's reading): a `finishReason` this version does not know ends the turn as
   `stop` (pi-ai: an error), and an error chunk reads "message (STATUS)".
 """
@@ -49,6 +54,7 @@ from ._anthropic import stream_anthropic as stream_anthropic
 from ._auth import ENV_API_KEYS as ENV_API_KEYS
 from ._azure import azure_openai_model as azure_openai_model
 from ._azure import stream_azure_openai_responses as stream_azure_openai_responses
+from ._bedrock import stream_bedrock as stream_bedrock
 from ._google import stream_google as stream_google
 from ._google_vertex import stream_google_vertex as stream_google_vertex
 from ._http import HTTPOptions as HTTPOptions
@@ -89,6 +95,7 @@ __all__ = (
     "register_model",
     "stream_anthropic",
     "stream_azure_openai_responses",
+    "stream_bedrock",
     "stream_google",
     "stream_google_vertex",
     "stream_mistral",

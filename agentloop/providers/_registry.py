@@ -1,8 +1,8 @@
 """The model registry and `stream_simple`, the stream function that dispatches on `model.api`.
 
-A built-in catalogue (current OpenAI and Anthropic models, and the Gemini, Azure OpenAI and Mistral
-models pi-ai 1.6.1 lists; prices in dollars per million tokens) plus the models users register, for
-example a local server:
+A built-in catalogue (current OpenAI and Anthropic models, and the Gemini, Azure OpenAI, Mistral
+and Amazon Bedrock models pi-ai 1.6.1 lists; prices in dollars per million tokens) plus the models
+users register, for example a local server:
 
     register_model(Model(id="smollm2", api="openai-completions", provider="llama.cpp",
                          base_url="http://127.0.0.1:8080/v1", context_window=8192, max_tokens=2048))
@@ -20,6 +20,8 @@ from .._types._stream_fn import StreamOptions
 from ._anthropic import ANTHROPIC_BASE_URL, stream_anthropic
 from ._azure import stream_azure_openai_responses
 from ._azure_models import AZURE_MODELS
+from ._bedrock import stream_bedrock
+from ._bedrock_models import BEDROCK_MODELS
 from ._google import stream_google
 from ._google_models import GOOGLE_MODELS
 from ._google_vertex import stream_google_vertex
@@ -51,6 +53,7 @@ API_STREAMS: dict[str, ProviderStreamFn] = {
     "openai-completions": stream_openai_completions,
     "openai-responses": stream_openai_responses,
     "anthropic-messages": stream_anthropic,
+    "bedrock-converse-stream": stream_bedrock,
     "google-generative-ai": stream_google,
     "google-vertex": stream_google_vertex,
     "azure-openai-responses": stream_azure_openai_responses,
@@ -140,6 +143,7 @@ _BUILTIN: tuple[Model, ...] = (
     _anthropic("claude-haiku-4-5", "Claude Haiku 4.5", (1.0, 5.0, 0.1, 1.25), 64_000),
     _anthropic("claude-opus-4-1", "Claude Opus 4.1", (15.0, 75.0, 1.5, 18.75), 32_000),
     _anthropic("claude-sonnet-4-0", "Claude Sonnet 4", (3.0, 15.0, 0.3, 3.75), 64_000),
+    *BEDROCK_MODELS,
     *GOOGLE_MODELS,
     *AZURE_MODELS,
     *MISTRAL_MODELS,

@@ -125,7 +125,7 @@ def cases() -> list[tuple[str, str, Path]]:
     return sorted(found)
 
 
-def _replay_app(bodies: dict[str, bytes]) -> Any:
+def _replay_app(bodies: dict[str, bytes], content_type: bytes) -> Any:
     async def app(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
             while True:
@@ -137,7 +137,7 @@ def _replay_app(bodies: dict[str, bytes]) -> Any:
             pass
         body = bodies.get(scope["path"].strip("/").split("/")[0])
         status = 200 if body is not None else 404
-        headers = [(b"content-type", b"text/event-stream" if body is not None else b"text/plain")]
+        headers = [(b"content-type", content_type if body is not None else b"text/plain")]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body or b"no such recording"})
 
@@ -145,7 +145,7 @@ def _replay_app(bodies: dict[str, bytes]) -> Any:
 
 
 @asynccontextmanager
-async def replay_server(bodies: dict[str, bytes]) -> AsyncIterator[str]:
+async def replay_server(bodies: dict[str, bytes], content_type: bytes = b"text/event-stream") -> AsyncIterator[str]:
     import sniffio
     from hypercorn.config import Config
 
@@ -163,7 +163,7 @@ async def replay_server(bodies: dict[str, bytes]) -> AsyncIterator[str]:
         from hypercorn.asyncio import serve  # type: ignore[assignment]
     stop = anyio.Event()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(functools.partial(serve, _replay_app(bodies), config, shutdown_trigger=stop.wait))
+        tg.start_soon(functools.partial(serve, _replay_app(bodies, content_type), config, shutdown_trigger=stop.wait))
         try:
             yield f"http://127.0.0.1:{port}"
         finally:
