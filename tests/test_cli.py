@@ -408,7 +408,7 @@ def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
         "130 aborted",
         "OPENAI_API_KEY",
         "AGENTLOOP_BACKEND",
-        "providers: amazon-bedrock, anthropic, google, google-vertex, openai",
+        "providers: amazon-bedrock, anthropic, azure, google, google-vertex, mistral, openai",
     ):
         assert expected in shown
     from agentloop.providers import get_providers

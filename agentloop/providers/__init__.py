@@ -1,6 +1,7 @@
 """LLM providers: stream functions for OpenAI Chat Completions, OpenAI Responses, Anthropic
-Messages, the Gemini API, Vertex AI and Amazon Bedrock's Converse Stream over httpx, a model
-registry, and `stream_simple`, which dispatches on `model.api`.
+Messages, Azure OpenAI (Responses), Mistral, the Gemini API, Vertex AI and Amazon Bedrock's
+Converse Stream over httpx, a model registry, and `stream_simple`, which dispatches on
+`model.api`.
 
 Every stream function has the signature of `agentloop.StreamFn` (plus keyword-only `http=` and
 `client=`) and returns an `AssistantMessageEventStream`: iterate it (preferably inside
@@ -51,11 +52,14 @@ from __future__ import annotations
 
 from ._anthropic import stream_anthropic as stream_anthropic
 from ._auth import ENV_API_KEYS as ENV_API_KEYS
+from ._azure import azure_openai_model as azure_openai_model
+from ._azure import stream_azure_openai_responses as stream_azure_openai_responses
 from ._bedrock import stream_bedrock as stream_bedrock
 from ._google import stream_google as stream_google
 from ._google_vertex import stream_google_vertex as stream_google_vertex
 from ._http import HTTPOptions as HTTPOptions
 from ._json_stream import parse_streaming_json as parse_streaming_json
+from ._mistral import stream_mistral as stream_mistral
 from ._openai_completions import stream_openai_completions as stream_openai_completions
 from ._openai_responses import stream_openai_responses as stream_openai_responses
 from ._proxy._client import ProxyStreamFn as ProxyStreamFn
@@ -79,6 +83,7 @@ __all__ = (
     "AssistantMessageEventStream",
     "HTTPOptions",
     "ProxyStreamFn",
+    "azure_openai_model",
     "calculate_cost",
     "get_model",
     "get_models",
@@ -89,9 +94,11 @@ __all__ = (
     "proxy_app",
     "register_model",
     "stream_anthropic",
+    "stream_azure_openai_responses",
     "stream_bedrock",
     "stream_google",
     "stream_google_vertex",
+    "stream_mistral",
     "stream_openai_completions",
     "stream_openai_responses",
     "stream_proxy",

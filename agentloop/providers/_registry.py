@@ -1,8 +1,8 @@
 """The model registry and `stream_simple`, the stream function that dispatches on `model.api`.
 
-A small built-in catalogue (current OpenAI and Anthropic models, and the Amazon Bedrock models
-pi-ai lists; prices in dollars per million tokens) plus the models users register, for example a
-local server:
+A built-in catalogue (current OpenAI and Anthropic models, and the Gemini, Azure OpenAI, Mistral
+and Amazon Bedrock models pi-ai 1.6.1 lists; prices in dollars per million tokens) plus the models
+users register, for example a local server:
 
     register_model(Model(id="smollm2", api="openai-completions", provider="llama.cpp",
                          base_url="http://127.0.0.1:8080/v1", context_window=8192, max_tokens=2048))
@@ -18,12 +18,16 @@ from .._types._events import AssistantMessageEvent
 from .._types._messages import Context, Model, ModelCost
 from .._types._stream_fn import StreamOptions
 from ._anthropic import ANTHROPIC_BASE_URL, stream_anthropic
+from ._azure import stream_azure_openai_responses
+from ._azure_models import AZURE_MODELS
 from ._bedrock import stream_bedrock
 from ._bedrock_models import BEDROCK_MODELS
 from ._google import stream_google
 from ._google_models import GOOGLE_MODELS
 from ._google_vertex import stream_google_vertex
 from ._http import AsyncClient, HTTPOptions
+from ._mistral import stream_mistral
+from ._mistral_models import MISTRAL_MODELS
 from ._openai_completions import OPENAI_BASE_URL, stream_openai_completions
 from ._openai_responses import stream_openai_responses
 from ._stream import AssistantMessageEventStream, check_arguments
@@ -52,6 +56,8 @@ API_STREAMS: dict[str, ProviderStreamFn] = {
     "bedrock-converse-stream": stream_bedrock,
     "google-generative-ai": stream_google,
     "google-vertex": stream_google_vertex,
+    "azure-openai-responses": stream_azure_openai_responses,
+    "mistral-conversations": stream_mistral,
 }
 """The built-in wire APIs and their stream functions."""
 
@@ -139,6 +145,8 @@ _BUILTIN: tuple[Model, ...] = (
     _anthropic("claude-sonnet-4-0", "Claude Sonnet 4", (3.0, 15.0, 0.3, 3.75), 64_000),
     *BEDROCK_MODELS,
     *GOOGLE_MODELS,
+    *AZURE_MODELS,
+    *MISTRAL_MODELS,
 )
 
 _MODELS: dict[tuple[str, str], Model] = {(m.provider, m.id): m for m in _BUILTIN}

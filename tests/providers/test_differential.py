@@ -44,7 +44,11 @@ APIS = {
     "messages": "anthropic-messages",
     "gemini": "google-generative-ai",
     "vertex": "google-vertex",
+    "azure": "azure-openai-responses",
+    "mistral": "mistral-conversations",
 }
+ROOT_BASE_URL = {"anthropic-messages", "mistral-conversations"}
+"""The APIs whose base URL is the server's root (the others' ends in /v1)."""
 HTTP = HTTPOptions(max_retries=0)
 
 _WORDING = "a stream cut before its end: the same events and content, the error text is agentloop's own"
@@ -65,6 +69,10 @@ KEPT: dict[str, str] = {
     "aimock-dropped-responses": _WORDING,
     "aimock-hello-responses": _SUMMARY,
     "aimock-tools-responses": _SUMMARY,
+    "aimock-dropped-azure": _WORDING,
+    "aimock-hello-azure": _SUMMARY,
+    "aimock-tools-azure": _SUMMARY,
+    "synthetic-reasoning-calls-azure": _SUMMARY,
     "synthetic-no-output-index-responses": (
         "items without output_index (llama.cpp) interleaved: pi-ai files them all in one slot and loses the "
         "reasoning block's end and signature; agentloop routes them by item_id"
@@ -169,7 +177,7 @@ async def reference_events(
     bodies = {case_id: path.read_bytes() for case_id, _, path in recordings}
     async with replay_server(bodies) as url:
         request = [
-            {"id": case_id, "api": api, "baseUrl": f"{url}/{case_id}" + ("" if api == "anthropic-messages" else "/v1")}
+            {"id": case_id, "api": api, "baseUrl": f"{url}/{case_id}" + ("" if api in ROOT_BASE_URL else "/v1")}
             for case_id, api, _ in recordings
         ]
         done = await anyio.run_process(
