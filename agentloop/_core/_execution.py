@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 
-from .._tools._tool import AgentTool, validate_tool_arguments, within_timeout
+from .._tools._tool import AgentTool, validated_arguments, within_timeout
 from .._types._abort import AbortCut
 from .._types._constants import TOOL_ABORTED_TEXT
 from .._types._events import MessageEnd, MessageStart, ToolExecutionEnd, ToolExecutionStart, ToolExecutionUpdate
@@ -214,7 +214,7 @@ class _Batch:
                         thought_signature=tool_call.thought_signature,
                         arguments_error=tool_call.arguments_error,
                     )
-            args = validate_tool_arguments(tool, checked)
+            args = await validated_arguments(tool, checked)
             hook = run.config.before_tool_call
             if hook is not None:
                 context = BeforeToolCallContext(

@@ -205,6 +205,7 @@ class AgentSSEApp:
         self.ticket_seconds = float(ticket_seconds)
         self._tickets: dict[str, tuple[str, float]] = {}  # ticket -> (session id, expiry)
         self._sessions: dict[str, LiveSession] = {}
+        self._placing = 0  # sessions being created or loaded, counted against max_sessions
         self._task_group: anyio.abc.TaskGroup | None = None
         self._closing: anyio.Event | None = None
         self._stopping = False
@@ -257,15 +258,29 @@ class AgentSSEApp:
         with anyio.CancelScope(shield=True):
             await live.close()
 
-    async def _make_room(self) -> None:
-        """Before a session is added: past `max_sessions`, evict the least recently used idle one
-        that a store keeps; 503 when there is none."""
-        if len(self._sessions) < self.max_sessions:
-            return
-        idle = [live for live in self._sessions.values() if live.idle]
-        if self.store is None or not idle:
-            raise HTTPError(503, f"the app holds {self.max_sessions} sessions already (see max_sessions)")
-        await self._evict(min(idle, key=lambda live: live.last_used))
+    @asynccontextmanager
+    async def _place(self) -> AsyncIterator[None]:
+        """A place for one more session, held for the block (which adds it to `_sessions`).
+
+        Checked and taken with no wait in between, so concurrent creations cannot all pass the
+        check: past `max_sessions` (counting the places taken), the least recently used idle
+        session that a store keeps is evicted to make room; 503 when there is none."""
+        if len(self._sessions) + self._placing >= self.max_sessions:
+            idle = [live for live in self._sessions.values() if live.idle]
+            if self.store is None or not idle:
+                raise HTTPError(503, f"the app holds {self.max_sessions} sessions already (see max_sessions)")
+            victim = min(idle, key=lambda live: live.last_used)
+            del self._sessions[victim.id]
+        else:
+            victim = None
+        self._placing += 1
+        try:
+            if victim is not None:
+                with anyio.CancelScope(shield=True):
+                    await victim.close()
+            yield
+        finally:
+            self._placing -= 1
 
     async def _shut_down(self) -> None:
         assert self._closing is not None
@@ -338,13 +353,14 @@ class AgentSSEApp:
         return 200, {"ticket": ticket, "expiresIn": self.ticket_seconds}
 
     async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
-        check_access(scope, self._token, self._allowed_hosts, self._allowed_origins)
         match = _ROUTE.match(scope["path"])
+        method = scope["method"]
+        events = match is not None and match.group(2) == "events" and method == "GET"
+        check_access(scope, self._token, self._allowed_hosts, self._allowed_origins, events)
         if match is None:
             raise HTTPError(404, f"no route for {scope['path']!r}: see the AgentSSEApp routes")
         session_id, action = match.groups()
         await self._authorized(scope, session_id)
-        method = scope["method"]
         if session_id is None:
             if method == "POST":
                 await self._create(scope, receive, send)
@@ -409,18 +425,18 @@ class AgentSSEApp:
         title = body.get("title")
         if title is not None and not isinstance(title, str):
             raise HTTPError(400, "'title' must be a string")
-        await self._make_room()
-        session_id = uuid.uuid4().hex
-        agent = await self._make_agent(session_id)
-        session = None
-        if self.store is not None:
-            await self.store.create(agent=agent, title=title, session_id=session_id)
-            session = await self.store.open(session_id)
-            await session.attach(agent)
-        live = self._sessions[session_id] = LiveSession(
-            session_id, agent, session, self.replay_limit, self.replay_bytes, self.compact
-        )
-        live.last_used = anyio.current_time()
+        async with self._place():
+            session_id = uuid.uuid4().hex
+            agent = await self._make_agent(session_id)
+            session = None
+            if self.store is not None:
+                await self.store.create(agent=agent, title=title, session_id=session_id)
+                session = await self.store.open(session_id)
+                await session.attach(agent)
+            live = self._sessions[session_id] = LiveSession(
+                session_id, agent, session, self.replay_limit, self.replay_bytes, self.compact
+            )
+            live.last_used = anyio.current_time()
         await send_json_answer(send, 201, {"id": session_id, "lastEventId": live.last_event_id})
 
     async def _list(self) -> list[dict[str, Any]]:
@@ -454,7 +470,6 @@ class AgentSSEApp:
             live = self._sessions.get(session_id)
             if live is not None:
                 return live
-            await self._make_room()
             try:
                 session = await self.store.open(session_id)
             except SessionNotFoundError:
@@ -462,15 +477,16 @@ class AgentSSEApp:
             except SessionLockedError as exc:
                 raise HTTPError(409, str(exc)) from None
             try:
-                agent = await self._make_agent(session_id)
-                await session.resume(agent, restore_settings=False)
+                async with self._place():  # once the session is known to exist
+                    agent = await self._make_agent(session_id)
+                    await session.resume(agent, restore_settings=False)
+                    live = self._sessions[session_id] = LiveSession(
+                        session_id, agent, session, self.replay_limit, self.replay_bytes, self.compact
+                    )
             except BaseException:
                 with anyio.CancelScope(shield=True):
                     await session.aclose()
                 raise
-            live = self._sessions[session_id] = LiveSession(
-                session_id, agent, session, self.replay_limit, self.replay_bytes, self.compact
-            )
             return live
 
     async def _delete(self, session_id: str) -> None:

@@ -42,9 +42,17 @@ class Disconnected(Exception):
 
 
 def check_access(
-    scope: Scope, token: bytes | None, allowed_hosts: frozenset[str] | None, allowed_origins: frozenset[str]
+    scope: Scope,
+    token: bytes | None,
+    allowed_hosts: frozenset[str] | None,
+    allowed_origins: frozenset[str],
+    events: bool = False,
 ) -> None:
-    """401 without the token (when one is set), 403 for a page of an origin not allowed."""
+    """401 without the token (when one is set), 403 for a page of an origin not allowed.
+
+    `events` says the request is for an event stream (`GET /sessions/{id}/events`, as the route
+    reads it): there, and only there, `?ticket=` stands for the token (the app spends it) and
+    `?token=` is accepted."""
     headers = {bytes(name).lower(): bytes(value) for name, value in scope.get("headers") or []}
     host = headers.get(b"host", b"").decode("latin-1").lower()
     if allowed_hosts is not None:
@@ -54,7 +62,6 @@ def check_access(
         raise HTTPError(400, f"without a token this app serves loopback hosts only, not {host!r} (see allowed_hosts)")
     if token is not None:
         scheme, _, credentials = headers.get(b"authorization", b"").strip().partition(b" ")
-        events = scope.get("path", "").rstrip("/").endswith("/events")
         if credentials or not events or query_value(scope, "ticket") is None:  # a ticket is spent by _events
             if not credentials and events:
                 credentials = (query_value(scope, "token") or "").encode("latin-1")

@@ -8,7 +8,13 @@ converts those before validating, in three passes; this is a port of them:
 2. convert each value towards its schema (`const`, `enum`, unions, `allOf`, `type`);
 3. coerce primitives for schemas whose `type` is a list.
 
-Values are JSON values (dict, list, str, int, float, bool, None). Nothing is changed in place.
+Values are JSON values (dict, list, str, int, float, bool, None). Nothing is changed in place,
+and a value that needs no change comes back as the same object.
+
+Schemas may come from third parties: each step counts against the validation's budget
+(`_budget`: steps, CPU time, nesting), and passes 2 and 3 remember what they answered for each
+schema node and value, so a schema whose nodes are reached many times over (`$ref`s that fan
+out, `allOf`s of the same node) costs each node once per distinct value, not once per path.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeGuard
 
+from ._budget import MAX_SCHEMA_SECONDS, MAX_SCHEMA_STEPS, Budget, current, value_key
 from ._patterns import pattern_search
 
 __all__ = (
@@ -28,7 +35,6 @@ __all__ = (
 _NUMBER_RE = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
 _RADIX_RE = re.compile(r"^0([xXoObB])([0-9a-fA-F]+)$")
 _BIG_INT_RE = re.compile(r"^-?(0|[1-9]\d*)(?:n|\.\d+)?$")
-_MAX_DEPTH = 64
 
 Passes = Callable[[Any, Any], "bool | None"]
 
@@ -165,11 +171,20 @@ def _convert_literal(literal: object, value: object) -> object:
     return result if result is not _NO and _same(result, literal) else value
 
 
+def _same_items(old: list[Any] | dict[str, Any], new: list[Any] | dict[str, Any]) -> bool:
+    if isinstance(old, dict):
+        assert isinstance(new, dict)
+        return all(new[key] is item for key, item in old.items())
+    return len(old) == len(new) and all(a is b for a, b in zip(old, new, strict=True))
+
+
 class _Coercer:
-    def __init__(self, root: dict[str, Any], passes: Passes) -> None:
+    def __init__(self, root: dict[str, Any], passes: Passes, budget: Budget) -> None:
         self.root = root
         self.passes = passes
-        self.depth = 0
+        self.budget = budget
+        self.converted: dict[tuple[int, object], tuple[Any, Any]] = {}
+        self.typed: dict[tuple[int, object], tuple[Any, Any]] = {}
 
     def resolve(self, ref: str) -> Any:
         if not ref.startswith("#"):
@@ -187,15 +202,21 @@ class _Coercer:
 
     # pass 1 -----------------------------------------------------------------------------
     def drop_optional_nulls(self, value: Any, schema: Any) -> Any:
-        if not isinstance(schema, dict):
+        if not isinstance(schema, dict) or not isinstance(value, (list, dict)):
             return value
+        self.budget.enter()
+        try:
+            return self._drop_optional_nulls(value, schema)
+        finally:
+            self.budget.leave()
+
+    def _drop_optional_nulls(self, value: Any, schema: dict[str, Any]) -> Any:
         if isinstance(value, list):
-            return [
+            items = [
                 item if (s := _item_schema(schema, i)) is None else self.drop_optional_nulls(item, s)
                 for i, item in enumerate(value)
             ]
-        if not isinstance(value, dict):
-            return value
+            return value if _same_items(value, items) else items
         properties = schema.get("properties")
         if not isinstance(properties, dict):
             return value
@@ -209,22 +230,31 @@ class _Coercer:
                 del out[key]
                 continue
             out[key] = self.drop_optional_nulls(value[key], prop)
-        return out
+        return value if len(out) == len(value) and _same_items(value, out) else out
 
     # pass 2 -----------------------------------------------------------------------------
     def convert(self, node: Any, value: Any) -> Any:
         if not isinstance(node, dict):
             return value
+        key = (id(node), value_key(value))
+        known = self.converted.get(key)
+        if known is not None:
+            return known[1]
+        self.budget.enter()
+        try:
+            result = self._convert(node, value)
+        finally:
+            self.budget.leave()
+        self.converted[key] = (value, result)
+        return result
+
+    def _convert(self, node: dict[str, Any], value: Any) -> Any:
         ref = node.get("$ref")
         if isinstance(ref, str):
             target = self.resolve(ref)
-            if not isinstance(target, dict) or self.depth > _MAX_DEPTH:
+            if not isinstance(target, dict):
                 return value
-            self.depth += 1
-            try:
-                return self.convert(target, value)
-            finally:
-                self.depth -= 1
+            return self.convert(target, value)
         if "const" in node:
             return _convert_literal(node["const"], value)
         if isinstance(node.get("enum"), list):
@@ -286,16 +316,14 @@ class _Coercer:
             if not isinstance(value, list):
                 return value
             rest = None if isinstance(items, list) else items
-            return [self.convert(prefix[i] if i < len(prefix) else rest, item) for i, item in enumerate(value)]
+            converted = [self.convert(prefix[i] if i < len(prefix) else rest, item) for i, item in enumerate(value)]
+            return value if _same_items(value, converted) else converted
         if isinstance(value, list):
-            return value if items is None else [self.convert(items, item) for item in value]
-        if self.depth > _MAX_DEPTH:
-            return value
-        self.depth += 1
-        try:
-            return [self.convert(items, value) if isinstance(items, dict) else value]
-        finally:
-            self.depth -= 1
+            if items is None:
+                return value
+            converted = [self.convert(items, item) for item in value]
+            return value if _same_items(value, converted) else converted
+        return [self.convert(items, value) if isinstance(items, dict) else value]
 
     def convert_object(self, node: dict[str, Any], value: Any) -> Any:
         if not isinstance(value, dict):
@@ -316,12 +344,25 @@ class _Coercer:
             if not matched and isinstance(additional, dict):
                 item = self.convert(additional, item)
             out[key] = item
-        return out
+        return value if _same_items(value, out) else out
 
     # pass 3 -----------------------------------------------------------------------------
     def coerce_types(self, value: Any, schema: Any) -> Any:
         if not isinstance(schema, dict):
             return value
+        key = (id(schema), value_key(value))
+        known = self.typed.get(key)
+        if known is not None:
+            return known[1]
+        self.budget.enter()
+        try:
+            result = self._coerce_types(value, schema)
+        finally:
+            self.budget.leave()
+        self.typed[key] = (value, result)
+        return result
+
+    def _coerce_types(self, value: Any, schema: dict[str, Any]) -> Any:
         for member in schema.get("allOf") or ():
             value = self.coerce_types(value, member)
         for key in ("anyOf", "oneOf"):
@@ -344,10 +385,11 @@ class _Coercer:
         if "object" in types and isinstance(value, dict):
             value = self.coerce_properties(value, schema)
         if "array" in types and isinstance(value, list):
-            value = [
+            items = [
                 item if not isinstance(s := _item_schema(schema, i), dict) else self.coerce_types(item, s)
                 for i, item in enumerate(value)
             ]
+            value = value if _same_items(value, items) else items
         return value
 
     def coerce_union(self, value: Any, branches: list[Any]) -> Any:
@@ -375,7 +417,7 @@ class _Coercer:
                     out[key] = self.coerce_types(out[key], item)
             if not matched and isinstance(additional, dict):
                 out[key] = self.coerce_types(out[key], additional)
-        return out
+        return value if _same_items(value, out) else out
 
 
 def _patterns(node: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -454,8 +496,10 @@ def _coerce_primitive(value: object, kind: str) -> object:
 
 
 def coerce_arguments(schema: dict[str, Any], value: Any, passes: Passes) -> Any:
-    """`value` converted towards `schema`; `passes(node, value)` says whether a value fits a node."""
-    coercer = _Coercer(schema, passes)
+    """`value` converted towards `schema`; `passes(node, value)` says whether a value fits a node.
+
+    Charged to the current validation's budget (a budget of its own outside one)."""
+    coercer = _Coercer(schema, passes, current() or Budget(MAX_SCHEMA_STEPS, MAX_SCHEMA_SECONDS))
     value = coercer.drop_optional_nulls(value, schema)
     value = coercer.convert(schema, value)
     return coercer.coerce_types(value, schema)

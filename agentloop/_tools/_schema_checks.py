@@ -1,8 +1,8 @@
 """The JSON-schema keywords that would block the event loop, made safe for untrusted schemas.
 
 A tool's schema may come from a third party (an MCP server, a user config) and its arguments
-from the model, and validation runs in the event loop's thread: nothing in it may take long.
-What jsonschema does unbounded, and what a tool's validator does instead:
+from the model: nothing in a validation may be unbounded. What jsonschema does unbounded, and
+what a tool's validator does instead:
 
 - a `$ref` it cannot resolve locally is fetched over HTTP (blocking, on every validation):
   the validator is made with `local_registry()`, so such a `$ref` is unresolvable, and reported;
@@ -15,82 +15,41 @@ What jsonschema does unbounded, and what a tool's validator does instead:
 - `multipleOf` with a float divides as floats, and a huge integer overflows: such an integer is
   checked exactly, with fractions;
 - nested `anyOf`s and `$ref`s can multiply work (a schema whose references fan out doubles it at
-  each level, and coercion tries every branch): a validation may take `MAX_SCHEMA_STEPS` keyword
-  checks and `MAX_SCHEMA_SECONDS`, whichever comes first, after which it stops with `TooCostly`,
-  reported to the model as a validation error.
+  each level), and a `$ref` cycle that consumes no data recurses for ever: every keyword check
+  is one step of the validation's budget (`_budget`), and one level of its nesting; and when the
+  validation keeps a memo (`Budget.memo`: schemas whose `$ref`s mean the same wherever they are
+  reached, `memo_safe`), what a keyword that applies subschemas found for a schema node and a
+  value is remembered the second time they meet, so a node reached many times over (through
+  `$ref`s that fan out) is checked at most twice per value.
+
+`check_schema` checks a schema against its meta-schema with the same bounded keywords, charged
+to the same budget.
 """
 
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from fractions import Fraction
 from typing import Any
 
+import attrs
 import jsonschema
 import referencing
 import referencing.exceptions
 from jsonschema import ValidationError
 
+from ._budget import current, value_key
 from ._patterns import pattern_search
 
 __all__ = (
-    "MAX_SCHEMA_SECONDS",
-    "MAX_SCHEMA_STEPS",
-    "TooCostly",
     "bounded_validator_class",
+    "check_schema",
     "local_registry",
-    "step_budget",
+    "memo_safe",
 )
 
-MAX_SCHEMA_STEPS = 100_000
-"""How many keyword checks (`type`, `properties`, one `anyOf` branch...) one tool call's
-validation and coercion may take together. A real call stays far below it: an array of 5,000
-objects of ten typed properties (about 60 KB of JSON) takes 60,000."""
-
-MAX_SCHEMA_SECONDS = 1.0
-"""How much CPU time (of the validating thread) one tool call's validation and coercion may take
-together: the bound for checks that each cost more than most, such as `$ref`s."""
-
 _extend: Any = jsonschema.validators.extend
-
-
-class TooCostly(Exception):
-    """A validation used up its budget: `MAX_SCHEMA_STEPS` keyword checks or `MAX_SCHEMA_SECONDS` of CPU."""
-
-
-class _Budget:
-    __slots__ = ("deadline", "left", "seconds", "steps")
-
-    def __init__(self, steps: int, seconds: float) -> None:
-        self.steps = steps
-        self.left = steps
-        self.seconds = seconds
-        self.deadline = time.thread_time() + seconds
-
-    def spend(self) -> None:
-        """Count one check; `TooCostly` once the steps or the time are used up."""
-        self.left -= 1
-        if self.left < 0:
-            raise TooCostly(f"the arguments take more than {self.steps} schema checks against this schema")
-        if time.thread_time() > self.deadline:
-            raise TooCostly(f"the arguments take more than {self.seconds:g} s of CPU to check against this schema")
-
-
-_BUDGET: ContextVar[_Budget | None] = ContextVar("agentloop_schema_budget", default=None)
-
-
-@contextmanager
-def step_budget(steps: int = MAX_SCHEMA_STEPS, seconds: float = MAX_SCHEMA_SECONDS) -> Iterator[None]:
-    """Count the keyword checks of the validators made by `bounded_validator_class` in this block."""
-    token = _BUDGET.set(_Budget(steps, seconds))
-    try:
-        yield
-    finally:
-        _BUDGET.reset(token)
 
 
 def _no_retrieval(uri: str) -> referencing.Resource[Any]:
@@ -232,23 +191,149 @@ def _unevaluated(original: Callable[..., Iterator[ValidationError]]) -> Callable
     return unevaluated
 
 
-def _counted(check: Callable[..., Iterator[ValidationError]]) -> Callable[..., Iterator[ValidationError]]:
-    """`check`, counting one step of the current `step_budget` (if any) each time it runs."""
+def _counted(
+    check: Callable[..., Iterator[ValidationError]], applies: bool
+) -> Callable[..., Iterator[ValidationError]]:
+    """`check`, counted as one step and one level of nesting of the current budget (if any), and
+    remembered in its memo (if it keeps one) when the keyword `applies` subschemas: a node
+    reached many times over costs what its subschemas cost, and a keyword that checks the value
+    itself costs one step."""
 
     def counted(validator: Any, value: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
-        budget = _BUDGET.get()
-        if budget is not None:
-            budget.spend()
-        errors = check(validator, value, instance, schema)
-        if errors is not None:  # a few of jsonschema's keywords return None when nothing failed
-            yield from errors
+        budget = current()
+        if budget is None:
+            errors = check(validator, value, instance, schema)
+            if errors is not None:  # a few of jsonschema's keywords return None when nothing failed
+                yield from errors
+            return
+        memo = budget.memo if applies else None
+        budget.enter()
+        try:
+            if memo is None:
+                errors = check(validator, value, instance, schema)
+                if errors is not None:
+                    yield from errors
+                return
+            key = (id(check), id(schema), value_key(instance))
+            known = memo.get(key, _UNSEEN)
+            if known is not _UNSEEN and known is not None:
+                for record in known[2]:
+                    yield _replayed(record)
+                return
+            # Given as they come (a caller that wants the first error stops there), each path and
+            # message once. What is remembered stays alive for the whole validation, and the
+            # garbage collector's pauses grow with it: only a check that went to its end, cost
+            # some steps, and meets the value for the second time (the first may be the last).
+            left = budget.left
+            seen: set[tuple[Any, ...]] = set()
+            records: list[tuple[Any, ...]] = []
+            errors = check(validator, value, instance, schema)
+            for error in errors if errors is not None else ():
+                line = (*error.relative_path, error.message)
+                if line in seen:
+                    continue
+                seen.add(line)
+                if known is None:
+                    records.append(_record(error))
+                yield error
+            if left - budget.left >= _REMEMBERED_COST:
+                memo[key] = None if known is _UNSEEN else (schema, instance, tuple(records))
+        finally:
+            budget.leave()
 
     return counted
 
 
+_UNSEEN = object()
+_REMEMBERED_COST = 16
+"""The steps a keyword check (with the checks below it) must take to be remembered."""
+_APPLICATORS = frozenset(
+    {
+        "$ref",
+        "allOf",
+        "anyOf",
+        "oneOf",
+        "not",
+        "if",
+        "then",
+        "else",
+        "properties",
+        "patternProperties",
+        "additionalProperties",
+        "items",
+        "prefixItems",
+        "additionalItems",
+        "contains",
+        "dependentSchemas",
+        "dependencies",
+        "propertyNames",
+        "unevaluatedItems",
+        "unevaluatedProperties",
+    }
+)
+
+
+def _record(error: ValidationError) -> tuple[Any, ...]:
+    """What is remembered of an error as a keyword check gave it: no sub-errors (`context`),
+    which nothing here reads, so nothing that holds a cycle."""
+    return (
+        type(error),
+        error.message,
+        error.validator,
+        error.validator_value,
+        error.instance,
+        error.schema,
+        tuple(error.relative_path),
+        tuple(error.relative_schema_path),
+        error.cause,
+        getattr(error, "_type_checker", None),
+    )
+
+
+def _replayed(record: tuple[Any, ...]) -> ValidationError:
+    """A new error from a record, for its caller to complete (jsonschema prepends to the paths)."""
+    kind, message, keyword, keyword_value, instance, schema, path, schema_path, cause, type_checker = record
+    error: ValidationError = kind(
+        message,
+        validator=keyword,
+        path=path,
+        cause=cause,
+        validator_value=keyword_value,
+        instance=instance,
+        schema=schema,
+        schema_path=schema_path,
+        type_checker=type_checker,
+    )
+    return error
+
+
+_SCOPED = frozenset({"$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor"})
+
+
+def memo_safe(schema: Any) -> bool:
+    """Whether a keyword check's answer depends only on its schema node and value: the schema has
+    no dynamic references and no embedded resource (a `$id` below the root), so every `$ref`
+    means the same wherever it is reached from."""
+    stack = [schema]
+    root = True
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if not _SCOPED.isdisjoint(node) or (not root and isinstance(node.get("$id"), str)):
+                return False
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+        root = False
+    return True
+
+
 @functools.cache
 def bounded_validator_class(cls: Any) -> Any:
-    """`cls` with the keywords above made bounded, every keyword counted by `step_budget`."""
+    """`cls` with the keywords above made bounded, every keyword counted by the validation's
+    budget; a subschema with its own `$schema` is checked by the bounded class of its draft."""
+    if getattr(cls, "_agentloop_bounded", False):
+        return cls
     keywords: dict[str, Callable[..., Iterator[ValidationError]]] = dict(cls.VALIDATORS)
     keywords["pattern"] = _pattern
     keywords["patternProperties"] = _pattern_properties
@@ -259,4 +344,30 @@ def bounded_validator_class(cls: Any) -> Any:
         keywords["multipleOf"] = _multiple_of(keywords["multipleOf"])
     if "unevaluatedProperties" in keywords:
         keywords["unevaluatedProperties"] = _unevaluated(keywords["unevaluatedProperties"])
-    return _extend(cls, {name: _counted(check) for name, check in keywords.items()})
+    bounded = _extend(cls, {name: _counted(check, name in _APPLICATORS) for name, check in keywords.items()})
+    bounded._agentloop_bounded = True
+    bounded._agentloop_fields = [(field.name, field.alias) for field in attrs.fields(bounded) if field.init]
+    # jsonschema's `evolve` picks the class of a subschema's `$schema` (as `validator_for` does),
+    # which would be its unbounded class: this one picks the bounded class of that draft.
+    bounded.evolve = _evolve
+    return bounded
+
+
+def _evolve(self: Any, **changes: Any) -> Any:
+    schema = changes.setdefault("schema", self.schema)
+    kind = bounded_validator_class(jsonschema.validators.validator_for(schema, default=type(self)))
+    for name, alias in type(self)._agentloop_fields:
+        if alias not in changes:
+            changes[alias] = getattr(self, name)
+    return kind(**changes)
+
+
+def check_schema(cls: Any, schema: Any) -> None:
+    """`cls.check_schema(schema)` with the bounded keywords: `SchemaError` when the schema is not
+    valid, `TooCostly` when checking it uses up the current budget."""
+    meta_cls = jsonschema.validators.validator_for(cls.META_SCHEMA, default=cls)
+    meta = bounded_validator_class(meta_cls)(
+        cls.META_SCHEMA, registry=local_registry(), format_checker=meta_cls.FORMAT_CHECKER
+    )
+    for error in meta.iter_errors(schema):
+        raise jsonschema.SchemaError.create_from(error)

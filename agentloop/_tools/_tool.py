@@ -26,6 +26,7 @@ __all__ = (
     "ToolExecute",
     "tool",
     "validate_tool_arguments",
+    "validated_arguments",
     "within_timeout",
 )
 
@@ -67,7 +68,8 @@ class AgentTool:
             batch; the others wait their turn, in source order.
 
     `params` given to `execute` are the validated arguments: a dict coerced to the JSON schema,
-    or an instance of the pydantic model.
+    or an instance of the pydantic model. The loop validates a call's arguments with `validate`
+    in a worker thread, so a subclass that overrides it must not touch the event loop.
     """
 
     def __init__(
@@ -126,6 +128,7 @@ class AgentTool:
             self._execute = None
         self._validator: Any = None
         self._empty_ok: bool | None = None
+        self._memo_safe = False
 
     async def execute(
         self, tool_call_id: str, params: Any, signal: AbortSignal, on_update: OnUpdate
@@ -135,18 +138,35 @@ class AgentTool:
         return await self._execute(tool_call_id, params, signal, on_update)
 
     def validate(self, arguments: Mapping[str, Any]) -> Any:
-        """Coerce and validate raw arguments; raise `ValueError` naming every failing field."""
-        from ._schema_checks import TooCostly, step_budget
+        """Coerce and validate raw arguments; raise `ValueError` naming every failing field.
+
+        Whatever the schema and the arguments, nothing else comes out: the work has one budget
+        (100,000 steps or 1 s of CPU, and bounded nesting), and arguments that nest more than
+        64 arrays and objects are refused at once.
+        """
+        from ._budget import MAX_ARGUMENT_DEPTH, TooCostly, argument_depth_over, budget
+
+        if argument_depth_over(arguments, MAX_ARGUMENT_DEPTH):
+            line = f"  - root: the arguments nest more than {MAX_ARGUMENT_DEPTH} arrays and objects deep"
+            raise _failure(self.name, [line], arguments)
+        from . import _schema_checks  # noqa: F401 - jsonschema's import is not the validation's cost
 
         try:
-            with step_budget():
+            with budget():
                 if self._model is not None:
                     return _validate_with_model(self, arguments)
                 return _validate_with_schema(self, arguments)
-        except RecursionError:  # a schema whose $ref cycle consumes no data, or absurdly deep arguments
-            raise _failure(self.name, ["  - root: the schema or the arguments nest too deeply"], arguments) from None
-        except TooCostly as exc:  # a schema whose checks multiply, or arguments too large for it
+        except TooCostly as exc:  # a schema whose checks multiply or nest, or arguments too large for it
             raise _failure(self.name, [f"  - root: {exc}"], arguments) from None
+        except RecursionError:  # not reached with the nesting limits; kept as the last resort
+            raise _failure(self.name, ["  - root: the schema or the arguments nest too deeply"], arguments) from None
+        except Exception:
+            raise
+        except (KeyboardInterrupt, SystemExit, GeneratorExit):
+            raise
+        except BaseException as exc:  # native code's panics (pyo3's PanicException) are not Exceptions
+            line = f"  - root: the validator failed ({type(exc).__name__}: {_first_line(exc)})"
+            raise _failure(self.name, [line], arguments) from None
 
     def __repr__(self) -> str:
         return f"AgentTool(name={self.name!r})"
@@ -178,17 +198,42 @@ def validate_tool_arguments(tool: AgentTool, tool_call: ToolCall) -> Any:
     if tool_call.arguments_error:
         raise ValueError(f'Invalid arguments for tool "{tool_call.name}": {tool_call.arguments_error}')
     arguments = tool_call.arguments
-    if not arguments and tool._empty_ok and type(tool).validate is _BASE_VALIDATE:
+    if _known_empty(tool, arguments):
         return {}  # a call without arguments, to a tool known to accept none
     return tool.validate(arguments)
+
+
+async def validated_arguments(tool: AgentTool, tool_call: ToolCall) -> Any:
+    """`validate_tool_arguments` in a worker thread: a validation may take its whole budget (a
+    second of CPU), and the event loop's other tasks keep their turns meanwhile. Cancelling the
+    wait leaves the thread to end within its budget, its answer dropped."""
+    if tool_call.arguments_error or _known_empty(tool, tool_call.arguments):
+        return validate_tool_arguments(tool, tool_call)  # answered without validating
+    import anyio.to_thread
+
+    return await anyio.to_thread.run_sync(validate_tool_arguments, tool, tool_call, abandon_on_cancel=True)
+
+
+def _known_empty(tool: AgentTool, arguments: Mapping[str, Any]) -> bool:
+    return not arguments and bool(tool._empty_ok) and type(tool).validate is _BASE_VALIDATE
 
 
 def _failure(name: str, lines: list[str], arguments: Any) -> ValueError:
     import json
 
-    received = json.dumps(arguments, indent=2, ensure_ascii=False, default=repr)
+    from ._budget import MAX_ARGUMENT_DEPTH, argument_depth_over
+
+    if argument_depth_over(arguments, MAX_ARGUMENT_DEPTH):
+        received = f"(not shown: they nest more than {MAX_ARGUMENT_DEPTH} arrays and objects deep)"
+    else:
+        received = json.dumps(arguments, indent=2, ensure_ascii=False, default=repr)
     body = "\n".join(lines) or "  - root: Unknown validation error"
     return ValueError(f'Validation failed for tool "{name}":\n{body}\n\nReceived arguments:\n{received}')
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else "no message"
 
 
 def _validator(tool: AgentTool) -> Any:
@@ -196,21 +241,33 @@ def _validator(tool: AgentTool) -> Any:
 
     Schemas may come from third parties and arguments from the model, so validating never
     reaches the network (`$ref`s resolve within the schema and the JSON-schema meta-schemas
-    only), never runs a backtracking regular expression, and stops after a bounded number of
-    checks (`_schema_checks`).
+    only), never runs a backtracking regular expression, and stops when the validation's budget
+    is used up (`_schema_checks`, `_budget`). Checking the schema against its meta-schema is
+    part of the first validation's budget; a schema found invalid, or to need more checks (or
+    nesting) than the budget has, stays so (every call gets the same error at once).
     """
     validator = tool._validator
+    if isinstance(validator, str):
+        raise ValueError(validator)
     if validator is None:
         import jsonschema
 
-        from ._schema_checks import bounded_validator_class, local_registry
+        from ._budget import TooCostly
+        from ._schema_checks import bounded_validator_class, check_schema, local_registry, memo_safe
 
         schema = dict(tool.parameters)
         cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
         try:
-            cls.check_schema(schema)
+            check_schema(cls, schema)
         except jsonschema.SchemaError as exc:
-            raise ValueError(f'tool "{tool.name}" has an invalid JSON schema: {exc.message}') from None
+            tool._validator = f'tool "{tool.name}" has an invalid JSON schema: {exc.message}'
+            raise ValueError(tool._validator) from None
+        except TooCostly as exc:
+            message = f'tool "{tool.name}" has a JSON schema that takes {exc.what} to check'
+            if exc.lasting:  # too many checks, too deep: so it will be each time
+                tool._validator = message
+            raise ValueError(message) from None
+        tool._memo_safe = memo_safe(schema)
         validator = tool._validator = bounded_validator_class(cls)(schema, registry=local_registry())
     return validator
 
@@ -228,9 +285,12 @@ def _json_copy(value: Any) -> Any:
 
 def _coerced(tool: AgentTool, arguments: Mapping[str, Any]) -> tuple[Any, bool]:
     """A copy of the arguments with the reference's coercions applied, and whether it was valid as sent."""
-    from ._schema_checks import TooCostly
+    from ._budget import TooCostly, current
 
     validator = _validator(tool)
+    budget = current()
+    if budget is not None and tool._memo_safe:
+        budget.memo = {}  # the schema check is done: from here on, what a node found for a value is kept
     if not arguments:  # a call without arguments: whether {} is valid is known once per tool
         empty_ok = tool._empty_ok
         if empty_ok is None:
@@ -250,22 +310,31 @@ def _coerced(tool: AgentTool, arguments: Mapping[str, Any]) -> tuple[Any, bool]:
         raise
     except Exception:  # an unresolvable $ref: coerce what can be, the validation reports the rest
         pass
+
+    from ._budget import value_key
+    from ._coerce import coerce_arguments  # only arguments that need converting pay for it
+
     nodes: dict[int, Any] = {}
+    answers: dict[tuple[int, object], tuple[Any, bool | None]] = {}
 
     def passes(node: Any, value: Any) -> bool | None:
         if not isinstance(node, dict):
             return None
+        key = (id(node), value_key(value))
+        known = answers.get(key)
+        if known is not None:
+            return known[1]
         sub = nodes.get(id(node))
         if sub is None:
             sub = nodes[id(node)] = validator.evolve(schema=node)
         try:
-            return bool(sub.is_valid(value))
+            answer: bool | None = bool(sub.is_valid(value))
         except TooCostly:
             raise
         except Exception:
-            return None
-
-    from ._coerce import coerce_arguments  # only arguments that need converting pay for it
+            answer = None
+        answers[key] = (value, answer)  # the value kept alive: its id stays its own
+        return answer
 
     return coerce_arguments(validator.schema, args, passes), False
 

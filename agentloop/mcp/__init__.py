@@ -23,7 +23,9 @@ What the tools do:
   links) as a line of text; `structuredContent` becomes the result's `details`;
 * every failure is an error result, never an exception out of the run: an `isError` result, a
   protocol error, no answer within `timeout` (300 s), an answer the SDK cannot parse (it drops
-  it: the calls in flight on that server end with an error saying so), a server that dies or a
+  it: the calls in flight on that server end with an error saying so), an answer too long (over
+  `max_message_bytes` on stdio, 16 MiB by default; over the SDK's 1 MiB per server-sent event on
+  HTTP), a server that dies or a
   connection that breaks, mid-call or between calls (this call and the later ones say the
   connection was lost; open the server again to reconnect);
 * progress notifications become `on_update` calls (the text is the progress message, the
@@ -35,8 +37,9 @@ What the tools do:
   request's `_meta`).
 
 What the server may ask of the client, each offered only when given: `sampling` (a `Sampling`:
-an agentloop model and stream function answer `sampling/createMessage`), `elicitation` (a
-callback that asks the user), `roots` (directories). Its log messages go to the `agentloop.mcp`
+an agentloop model and stream function answer `sampling/createMessage`, at most `max_calls`
+requests per connection, 50 by default, each capped at `max_tokens`, 4096 by default),
+`elicitation` (a callback that asks the user), `roots` (directories). Its log messages go to the `agentloop.mcp`
 logger. `instructions`, `list_resources` / `read_resource` and `list_prompts` / `get_prompt`
 read the rest; `session` is the SDK's session for anything else.
 
@@ -58,10 +61,11 @@ from ._config import MCPServers, load_servers
 from ._results import mcp_result
 from ._sampling import Sampling
 from ._server import DEFAULT_INIT_TIMEOUT, DEFAULT_TIMEOUT, MCPCall, MCPServer, WrapCall
-from ._transports import MCPServerStdio, MCPServerStreamableHTTP
+from ._transports import DEFAULT_MAX_MESSAGE_BYTES, MCPServerStdio, MCPServerStreamableHTTP
 
 __all__ = (
     "DEFAULT_INIT_TIMEOUT",
+    "DEFAULT_MAX_MESSAGE_BYTES",
     "DEFAULT_TIMEOUT",
     "MCPCall",
     "MCPServer",

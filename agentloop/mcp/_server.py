@@ -37,6 +37,7 @@ from .._types._constants import TOOL_ABORTED_TEXT
 from .._types._messages import AgentToolResult, ImageContent, TextContent
 from ._results import error_result, local_schema, mcp_result, prompt_messages, resource_contents
 from ._sampling import Sampling, sample
+from ._stdio import MessageTooLarge
 
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
@@ -115,7 +116,8 @@ class MCPServer:
         wrap_call: `async (call, proceed) -> AgentToolResult` around each tool call; it may
             change the `MCPCall` (its `meta` is sent as the request's `_meta`) or the result.
         sampling: A `Sampling` (an agentloop model and stream function) that answers the
-            server's `sampling/createMessage` requests; None: the client offers no sampling.
+            server's `sampling/createMessage` requests, at most `Sampling.max_calls` of them per
+            connection (50 by default); None: the client offers no sampling.
         elicitation: `async (params) -> mcp.types.ElicitResult`, asked when the server wants
             something from the user (`elicitation/create`); None: not offered.
         roots: The directories (paths or `file://` URIs) the server may work in, or an async
@@ -168,6 +170,7 @@ class MCPServer:
         self._tools: list[AgentTool] | None = None
         self._lost: str | None = None
         self._in_flight: dict[anyio.CancelScope, str | None] = {}
+        self._sampled = 0  # sampling requests answered on this connection
 
     def _transport(self) -> contextlib.AbstractAsyncContextManager[Any]:
         raise NotImplementedError
@@ -177,7 +180,7 @@ class MCPServer:
     async def __aenter__(self) -> Self:
         if self._stack is not None:
             raise RuntimeError(f"{self!r} is already open")
-        self.tools_changed, self._lost = False, None
+        self.tools_changed, self._lost, self._sampled = False, None, 0
         async with contextlib.AsyncExitStack() as stack:
             self._session = await stack.enter_async_context(self._connected())
             self._stack = stack.pop_all()
@@ -279,6 +282,8 @@ class MCPServer:
         not parse (it drops it) ends the calls in flight, one of which it was meant for."""
         if isinstance(message, mcp_types.ToolListChangedNotification):
             self.tools_changed = True
+        elif isinstance(message, MessageTooLarge):
+            self._cut(str(message))
         elif isinstance(message, Exception) and _is_answer(message):
             self._cut(f"the MCP server sent an answer that is not valid JSON-RPC ({_first_line(message)})")
 
@@ -291,6 +296,11 @@ class MCPServer:
         self, context: ClientRequestContext, params: mcp_types.CreateMessageRequestParams
     ) -> mcp_types.CreateMessageResult | mcp_types.ErrorData:
         assert self.sampling is not None
+        limit = self.sampling.max_calls
+        if limit is not None and self._sampled >= limit:
+            message = f"this client answers at most {limit} sampling requests per connection (Sampling.max_calls)"
+            return mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST, message=message)
+        self._sampled += 1  # counted when asked, so that requests at the same time count too
         try:
             return await sample(self.sampling, params)
         except Exception as exc:

@@ -10,13 +10,17 @@ from typing import Any, TextIO
 
 import httpx2
 import mcp.types as mcp_types
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from ._sampling import Sampling
 from ._server import DEFAULT_INIT_TIMEOUT, DEFAULT_TIMEOUT, Elicitation, LogLevel, MCPServer, Roots, WrapCall
+from ._stdio import stdio_transport
 
-__all__ = ("MCPServerStdio", "MCPServerStreamableHTTP")
+__all__ = ("DEFAULT_MAX_MESSAGE_BYTES", "MCPServerStdio", "MCPServerStreamableHTTP")
+
+DEFAULT_MAX_MESSAGE_BYTES = 16 << 20
+"""The longest message (one line of JSON) a stdio server may send: 16 MiB."""
 
 _TIMEOUTS = httpx2.Timeout(30.0, read=300.0)
 """The SDK's own defaults for its HTTP client: 30 s to connect, 300 s between reads of a stream."""
@@ -33,6 +37,9 @@ class MCPServerStdio(MCPServer):
             only when given here.
         cwd: Its working directory.
         errlog: Where its stderr goes (default: ours).
+        max_message_bytes: The longest message the server may send (default 16 MiB). A longer
+            one is dropped as it arrives, and the calls in flight end with an error saying so
+            (one of them was waiting for it); the connection goes on.
 
     The other arguments are `MCPServer`'s.
     """
@@ -45,6 +52,7 @@ class MCPServerStdio(MCPServer):
         env: Mapping[str, str] | None = None,
         cwd: str | Path | None = None,
         errlog: TextIO | None = None,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         tool_prefix: str = "",
         timeout: float | None = DEFAULT_TIMEOUT,
         init_timeout: float | None = DEFAULT_INIT_TIMEOUT,
@@ -65,6 +73,8 @@ class MCPServerStdio(MCPServer):
             raise TypeError(f"env must be a mapping of str to str or None, got {env!r}")
         if cwd is not None and not isinstance(cwd, (str, Path)):
             raise TypeError(f"cwd must be a str or a Path or None, got {cwd!r}")
+        if isinstance(max_message_bytes, bool) or not isinstance(max_message_bytes, int) or max_message_bytes < 1:
+            raise ValueError(f"max_message_bytes must be a positive int, got {max_message_bytes!r}")
         super().__init__(
             tool_prefix=tool_prefix,
             timeout=timeout,
@@ -80,9 +90,11 @@ class MCPServerStdio(MCPServer):
             command=command, args=list(args), env=dict(env) if env is not None else None, cwd=cwd
         )
         self.errlog = errlog
+        self.max_message_bytes = max_message_bytes
 
     def _transport(self) -> contextlib.AbstractAsyncContextManager[Any]:
-        return stdio_client(self.params, errlog=self.errlog if self.errlog is not None else sys.stderr)
+        errlog = self.errlog if self.errlog is not None else sys.stderr
+        return stdio_transport(self.params, errlog, self.max_message_bytes)
 
     def __repr__(self) -> str:
         return f"MCPServerStdio({self.params.command!r}, {self.params.args!r})"
@@ -102,7 +114,8 @@ class MCPServerStreamableHTTP(MCPServer):
             they are (do not also pass `headers`, `token` or `auth`), and you close it.
 
     The other arguments are `MCPServer`'s. Without `http_client` the SDK's default client is
-    used: 30 s to connect, 300 s between two reads of a response stream.
+    used: 30 s to connect, 300 s between two reads of a response stream. The SDK takes server-sent
+    events of up to 1 MiB: a longer answer ends its call with an error.
     """
 
     def __init__(

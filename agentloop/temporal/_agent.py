@@ -32,7 +32,7 @@ from .._durable import (
     durable_options,
     final_message,
 )
-from .._tools._tool import AgentTool, validate_tool_arguments, within_timeout
+from .._tools._tool import AgentTool, validated_arguments, within_timeout
 from .._types._abort import AbortSignal
 from .._types._constants import ABORTED_TEXT
 from .._types._messages import (
@@ -352,7 +352,7 @@ class TemporalAgent:
             try:
                 async with _heartbeating():
                     try:
-                        args = validate_tool_arguments(tool, tool_call)
+                        args = await validated_arguments(tool, tool_call)
                         result = await within_timeout(
                             tool, tool.execute(tool_call.id, args, AbortSignal(), _ignore_update)
                         )

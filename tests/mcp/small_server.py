@@ -5,6 +5,7 @@ Run as `python small_server.py` (stdio) or `python small_server.py http PORT` (s
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from typing import Annotated
@@ -12,7 +13,7 @@ from typing import Annotated
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolListChangedNotification
+from mcp.types import SamplingMessage, TextContent, ToolListChangedNotification
 from pydantic import BaseModel, Field
 
 server = MCPServer("agentloop-test-server")
@@ -71,6 +72,31 @@ def cancellations() -> str:
 def match(word: Annotated[str, Field(pattern=r"^(a+)+$")]) -> str:
     """Takes a word that must match a pattern with catastrophic backtracking in a naive engine."""
     return f"matched {word}"
+
+
+@server.tool()
+def huge(megabytes: int) -> str:
+    """A text of `megabytes` MiB."""
+    return "x" * (megabytes << 20)
+
+
+@server.tool()
+async def sample(times: int, ctx: Context) -> str:
+    """Asks the client's model `times` times for up to a million tokens; answers the models that
+    answered and the refusals, as JSON."""
+    answered: list[str] = []
+    refused: list[str] = []
+    question = SamplingMessage(role="user", content=TextContent(type="text", text="Say hi."))
+    for _ in range(times):
+        try:
+            result = await ctx.request_context.session.create_message(
+                [question], max_tokens=1_000_000, related_request_id=ctx.request_id
+            )
+        except Exception as exc:
+            refused.append(str(exc))
+        else:
+            answered.append(result.model)
+    return json.dumps({"answered": answered, "refused": refused})
 
 
 @server.tool()

@@ -103,7 +103,7 @@ def test_what_the_engine_refuses_is_refused_with_its_reason() -> None:
 
 
 def test_compiled_patterns_are_kept_in_a_bounded_cache() -> None:
-    _patterns._compiled.cache_clear()
+    _patterns._CACHE.clear()
     for i in range(_patterns.CACHED_PATTERNS + 50):
         assert pattern_search(f"^x{i}$", f"x{i}")
-    assert _patterns._compiled.cache_info().currsize == _patterns.CACHED_PATTERNS
+    assert _patterns._CACHE.size()[0] == _patterns.CACHED_PATTERNS

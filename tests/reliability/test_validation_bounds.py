@@ -111,7 +111,8 @@ def test_unique_items_over_many_objects_is_linear() -> None:
 
 
 def test_coercing_a_wide_union_over_many_items_stops_with_a_validation_error() -> None:
-    """An `anyOf` of 40 object shapes over 200 items that all need converting took 7.8 s."""
+    """An `anyOf` of 40 object shapes over 200 items that all need converting: it ends within about
+    the budget, with the items' errors or the budget's."""
     shapes = [
         {
             "type": "object",
@@ -122,21 +123,24 @@ def test_coercing_a_wide_union_over_many_items_stops_with_a_validation_error() -
     ]
     tool = make_tool({"type": "object", "properties": {"items": {"type": "array", "items": {"anyOf": shapes}}}})
     started = time.process_time()
-    with pytest.raises(ValueError, match=r"root: the arguments take more than (100000 schema checks|1 s of CPU)"):
+    items = r"items\.199: .* is not valid under any of the given schemas"
+    budget = r"root: the arguments take more than (100000 schema checks|1 s of CPU)"
+    with pytest.raises(ValueError, match=f"{items}|{budget}"):
         tool.validate({"items": [{"k39": "x", "kind": "s39"} for _ in range(200)]})
     assert time.process_time() - started < 2.0
     few = tool.validate({"items": [{"k39": "5", "kind": "s39"} for _ in range(3)]})
     assert few == {"items": [{"k39": 5, "kind": "s39"}] * 3}  # a real call still coerces
 
 
-def test_references_that_fan_out_stop_with_a_validation_error() -> None:
+def test_references_that_fan_out_are_checked_once_per_node() -> None:
     defs: dict[str, Any] = {f"a{i}": {"anyOf": [{"$ref": f"#/$defs/a{i + 1}"}] * 2} for i in range(40)}
     defs["a40"] = {"type": "integer"}
     tool = make_tool({"type": "object", "$defs": defs, "properties": {"x": {"$ref": "#/$defs/a0"}}})
     started = time.process_time()
-    with pytest.raises(ValueError, match="root: the arguments take more than"):
+    with pytest.raises(ValueError, match="x: 'zz' is not valid under any of the given schemas"):
         tool.validate({"x": "zz"})
-    assert time.process_time() - started < 2.0
+    assert tool.validate({"x": "7"}) == {"x": 7}
+    assert time.process_time() - started < 1.0
 
 
 def test_multiple_of_a_float_with_a_huge_integer_is_checked_exactly() -> None:
