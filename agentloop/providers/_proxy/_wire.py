@@ -128,6 +128,8 @@ def _options_json(options: StreamOptions) -> dict[str, Any]:
         out["thinkingBudgets"] = dict(options.thinking_budgets)
     if options.max_retry_delay is not None:
         out["maxRetryDelayMs"] = round(options.max_retry_delay * 1000)
+    if options.cache_retention is not None:
+        out["cacheRetention"] = options.cache_retention
     return out  # options.api_key is never sent
 
 
@@ -268,6 +270,10 @@ def _decode_options(data: Any) -> dict[str, Any]:
     if delay is not None and delay < 0:
         raise ValueError(f"options.maxRetryDelayMs must be >= 0, got {delay}")
     out["max_retry_delay"] = None if delay is None else delay / 1000
+    retention = _get(data, "cacheRetention", str, "options")
+    if retention is not None and retention not in ("none", "short", "long"):
+        raise ValueError(f"options.cacheRetention must be none, short or long, got {retention!r}")
+    out["cache_retention"] = retention
     return out
 
 
