@@ -45,6 +45,11 @@ from __future__ import annotations
 
 from ._anthropic import stream_anthropic as stream_anthropic
 from ._auth import ENV_API_KEYS as ENV_API_KEYS
+from ._failures import is_context_overflow as is_context_overflow
+from ._failures import is_retryable_error as is_retryable_error
+from ._failures import is_unavailable_model as is_unavailable_model
+from ._fallback import fallback_stream as fallback_stream
+from ._fallback import should_fall_back as should_fall_back
 from ._http import HTTPOptions as HTTPOptions
 from ._json_stream import parse_streaming_json as parse_streaming_json
 from ._openai_completions import stream_openai_completions as stream_openai_completions
@@ -71,14 +76,19 @@ __all__ = (
     "HTTPOptions",
     "ProxyStreamFn",
     "calculate_cost",
+    "fallback_stream",
     "get_model",
     "get_models",
     "get_providers",
+    "is_context_overflow",
+    "is_retryable_error",
+    "is_unavailable_model",
     "local_model",
     "openai_compatible_model",
     "parse_streaming_json",
     "proxy_app",
     "register_model",
+    "should_fall_back",
     "stream_anthropic",
     "stream_openai_completions",
     "stream_openai_responses",
