@@ -21,24 +21,19 @@ and ends with `done` or `error`, and a stream function that hands both to `_http
 module uses come from single-purpose modules: `_errors` (`ProviderError`), `_auth` (keys and
 their redaction), `_request` (the request and its body's parts), `_thinking` (levels and
 budgets), `_parse` (the parser base class and JSON field readers), `_usage` (tokens and cost),
-`_stream` (the stream object and the argument check), `_json_stream` (tool-call arguments),
-`_transform` (replaying another model's transcript).
+`_stream` (the stream object and the argument check), `_cache` (prompt caching),
+`_json_stream` and `_streaming_json` (tool-call arguments), `_transform` (replaying another
+model's transcript); `_failures` and `_fallback` sit on top of the stream functions.
 
-The events and final messages are pi-ai 1.6.0's for the same bytes (checked on recorded streams
-by `tests/providers/test_differential.py`), except where agentloop keeps its own policy:
+The events and final messages are pi-ai 1.6.1's for the same bytes (checked on recorded streams
+by `tests/providers/test_differential.py`), except where agentloop keeps its own reading on
+purpose: the list, each with its reason, is in the documentation's "Models and providers" page
+("Deliberate differences from pi-ai").
 
-- Chat Completions with `n > 1`: only choice 0 is read (pi-ai appends every choice's deltas to
-  one text, which mixes the answers).
-- A Chat Completions refusal (`delta.refusal`) is text (pi-ai drops it: an empty message).
-- A stream cut before its end marker ends with agentloop's own error text (the same events and
-  content as pi-ai otherwise).
-- Responses reasoning summaries: the `"\\n\\n"` between parts is a delta between parts, and an
-  initial text in an Anthropic `content_block_start` (`redacted_thinking`'s placeholder) is a
-  delta: the deltas always add up to the final text (pi-ai also sends a separator after the last
-  part and drops it from the final text, and puts initial text in the block without a delta).
-- A new tool-call `id` at a known Chat Completions `index` starts a new call (pi-ai merges the
-  two), for servers that number every parallel call 0.
-- A Responses server that omits `output_index` still has its items routed by `item_id`.
+Around the stream functions: `is_context_overflow`, `is_retryable_error` and
+`is_unavailable_model` read a failed message (pi-ai's `isContextOverflow` and
+`isRetryableAssistantError`), and `fallback_stream` tries further models when one fails before
+answering. `StreamOptions.cache_retention` sets the prompt cache (pi-ai's `cacheRetention`).
 """
 
 from __future__ import annotations
