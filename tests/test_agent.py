@@ -6,7 +6,10 @@ then 1.6.0 for run failures and `reset()` (REFERENCE.md 10.2).
 
 from __future__ import annotations
 
+import dataclasses
+import gc
 import re
+import weakref
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -20,13 +23,16 @@ from agentloop import (
     AgentBusyError,
     AgentEnd,
     AgentEvent,
+    AgentLoopConfig,
     AgentTool,
     AgentToolResult,
     AssistantMessage,
     BeforeToolCallContext,
+    BeforeToolCallResult,
     Context,
     ImageContent,
     InvalidContextError,
+    LoopOptions,
     MessageEnd,
     MessageStart,
     MessageUpdate,
@@ -134,6 +140,23 @@ def test_custom_initial_state() -> None:
     assert agent.state.messages == messages and agent.state.messages is not messages
 
 
+OPTION_ERRORS: list[tuple[dict[str, Any], type[Exception], str]] = [
+    ({"tool_execution": "random"}, ValueError, "^tool_execution must be 'parallel' or 'sequential'"),
+    ({"max_turns": 0}, ValueError, "^max_turns must be a positive int"),
+    ({"tool_abort_grace": -1.0}, ValueError, "^tool_abort_grace must be a number of seconds"),
+    ({"max_tokens": "x"}, TypeError, "^max_tokens must be a positive int or None, got 'x'"),
+    ({"max_tokens": 0}, ValueError, "^max_tokens must be a positive int"),
+    ({"session_id": 5}, TypeError, "^session_id must be a str or None"),
+    ({"thinking_budgets": [1]}, TypeError, "^thinking_budgets must be a mapping"),
+    ({"max_retry_delay": -0.5}, ValueError, "^max_retry_delay must be a finite number of seconds >= 0"),
+    ({"convert_to_llm": None}, TypeError, "^convert_to_llm must be callable"),
+    ({"before_tool_call": 1}, TypeError, "^before_tool_call must be callable or None"),
+    ({"observe": "print"}, TypeError, "^observe must be callable or None"),
+    ({"propagate": [ValueError]}, TypeError, "^propagate must be a tuple of exception classes"),
+]
+"""Bad loop options, as the constructor and `options.replace` refuse them."""
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error", "pattern"),
     [
@@ -146,17 +169,8 @@ def test_custom_initial_state() -> None:
         ({"messages": "hello"}, TypeError, "messages must be a sequence"),
         ({"model": "gpt-4o"}, TypeError, "model must be an agentloop.Model"),
         ({"stream_fn": 42}, TypeError, "stream_fn must be callable"),
-        ({"tool_execution": "random"}, ValueError, "tool_execution"),
-        ({"max_turns": 0}, ValueError, "max_turns"),
-        ({"tool_abort_grace": -1.0}, ValueError, "tool_abort_grace"),
         ({"system_prompt": 5}, TypeError, "^system_prompt must be a str, got int"),
-        ({"max_tokens": "x"}, TypeError, "^max_tokens must be a positive int or None, got 'x'"),
-        ({"max_tokens": 0}, ValueError, "^max_tokens must be a positive int"),
-        ({"session_id": 5}, TypeError, "^session_id must be a str or None"),
-        ({"thinking_budgets": [1]}, TypeError, "^thinking_budgets must be a mapping"),
-        ({"max_retry_delay": -0.5}, ValueError, "^max_retry_delay must be a finite number of seconds >= 0"),
-        ({"convert_to_llm": None}, TypeError, "^convert_to_llm must be callable"),
-        ({"before_tool_call": 1}, TypeError, "^before_tool_call must be callable or None"),
+        *OPTION_ERRORS,
     ],
 )
 def test_constructor_argument_errors(kwargs: dict[str, Any], error: type[Exception], pattern: str) -> None:
@@ -225,6 +239,122 @@ def test_queue_mode_setters_validate() -> None:
     with pytest.raises(ValueError, match="follow_up_mode"):
         agent.follow_up_mode = "two"  # type: ignore[assignment]
     assert agent.steering_mode == "all"
+
+
+# --- identity, repr and options ---------------------------------------------------------------
+
+
+def test_two_agents_are_equal_only_if_they_are_the_same_agent() -> None:
+    first, second = Agent(), Agent()
+    assert first == first and first != second
+    first.state.messages = [user("hi")]
+    third = Agent(messages=[user("hi")])
+    assert first != second and first != third and first.options == second.options
+
+
+def test_an_agent_is_hashable_a_dict_key_and_a_weakset_member() -> None:
+    agent = Agent()
+    before = hash(agent)
+    agent.state.messages = [user("hi")]
+    agent.options = agent.options.replace(max_turns=2)
+    assert hash(agent) == before, "the hash does not follow the state"
+    other = Agent()
+    names = {agent: "first", other: "second"}
+    assert names[agent] == "first" and names[other] == "second"
+    alive: weakref.WeakSet[Agent] = weakref.WeakSet([agent, other])
+    assert agent in alive and len(alive) == 2
+    del names, other
+    gc.collect()
+    assert list(alive) == [agent]
+
+
+async def test_the_repr_shows_the_model_the_transcript_and_whether_a_run_is_going(anyio_backend: object) -> None:
+    model = Model(id="m1", provider="prov", api="api")
+    agent = Agent(model=model, tools=[echo_tool()], stream_fn=ScriptedModel(["hello"]), api_key="sk-secret")
+    assert repr(agent) == "<Agent model='m1' messages=0 tools=1 idle>"
+    during: list[str] = []
+    agent.subscribe(lambda event, signal: during.append(repr(agent)) if event.type == "message_end" else None)
+    with anyio.fail_after(5):
+        await agent.prompt("hi")
+    assert during == [
+        "<Agent model='m1' messages=1 tools=1 running>",
+        "<Agent model='m1' messages=2 tools=1 running>",
+    ]
+    agent.follow_up(user("later"))
+    assert repr(agent) == "<Agent model='m1' messages=2 tools=1 queued=1 idle>"
+    assert "sk-secret" not in repr(agent) and "sk-secret" not in repr(agent.options)
+
+
+def test_the_options_are_frozen_and_the_constructors_own() -> None:
+    agent = Agent(max_turns=3, tool_execution="sequential")
+    options = agent.options
+    assert options == LoopOptions(max_turns=3, tool_execution="sequential")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.max_turns = 4  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        agent.max_turns = 4  # type: ignore[attr-defined]
+    assert agent.options is options and options.max_turns == 3
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "pattern"),
+    [
+        *OPTION_ERRORS,
+        ({"max_turn": 3}, TypeError, "unexpected keyword argument 'max_turn'"),
+    ],
+)
+def test_replace_checks_the_new_values_naming_the_option(
+    kwargs: dict[str, Any], error: type[Exception], pattern: str
+) -> None:
+    agent = Agent(max_turns=3)
+    options = agent.options
+    with pytest.raises(error, match=pattern):
+        agent.options = agent.options.replace(**kwargs)
+    assert agent.options is options and options.max_turns == 3
+
+
+@pytest.mark.parametrize(
+    "value", [{"max_turns": 3}, None, AgentLoopConfig(model=DEFAULT_MODEL)], ids=["dict", "None", "config"]
+)
+def test_the_options_are_set_to_loop_options_only(value: Any) -> None:
+    agent = Agent()
+    with pytest.raises(TypeError, match=r"^options must be an agentloop\.LoopOptions, got "):
+        agent.options = value
+    assert agent.options == LoopOptions()
+    agent.options = shared = LoopOptions(max_turns=1)
+    assert agent.options is shared
+
+
+async def test_replaced_options_apply_from_the_next_run_on(anyio_backend: object) -> None:
+    blocked: list[str] = []
+
+    def block(ctx: BeforeToolCallContext, signal: AbortSignal) -> BeforeToolCallResult:
+        blocked.append(ctx.tool_call.id)
+        return BeforeToolCallResult(block=True, reason="not now")
+
+    script: list[Response | str] = [
+        tool_call_response(("c1", "echo", {"text": "a"})),
+        "one",
+        tool_call_response(("c2", "echo", {"text": "b"})),
+        "two",
+    ]
+    agent = Agent(stream_fn=ScriptedModel(script), tools=[echo_tool()])
+
+    def replace_at_start(event: AgentEvent, signal: AbortSignal) -> None:
+        if event.type == "agent_start" and agent.options.before_tool_call is None:
+            agent.options = agent.options.replace(before_tool_call=block)
+
+    agent.subscribe(replace_at_start)
+    with anyio.fail_after(5):
+        await agent.prompt("first")
+        assert blocked == [], "the run going on keeps the options it started with"
+        await agent.prompt("second")
+    results = [m for m in agent.state.messages if isinstance(m, ToolResultMessage)]
+    assert [(r.tool_call_id, text_of(r), r.is_error) for r in results] == [
+        ("c1", "echo a", False),
+        ("c2", "not now", True),
+    ]
+    assert blocked == ["c2"]
 
 
 # --- queues on an idle agent -----------------------------------------------------------------
@@ -978,7 +1108,7 @@ async def test_stream_options_forwarded(anyio_backend: object) -> None:
         assert keys == ["prov"]
         assert stream.models[0] is model
 
-        agent.session_id = "session-def"
+        agent.options = agent.options.replace(session_id="session-def")
         agent.state.thinking_level = "high"
         await agent.prompt("hello again")
         assert stream.options[1].session_id == "session-def"

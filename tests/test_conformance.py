@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
+from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
+from anyio.abc import TaskStatus
 
 from tests.conformance import run as runner
 
@@ -38,7 +42,7 @@ def _load(path: Path) -> list[object]:
 @pytest.mark.parametrize(("root", "name", "backend"), _cases())
 def test_scenario_matches_golden(root: Path, name: str, backend: str) -> None:
     scenario = json.loads((root / "scenarios" / f"{name}.json").read_text(encoding="utf-8"))
-    trace = anyio.run(runner.run_scenario, scenario, backend=backend)
+    trace = runner.run(scenario, backend=backend)
     # Compare as parsed JSON, the way compare.py does (key order free, true != 1).
     golden = _load(root / "golden" / f"{name}.jsonl")
     actual = json.loads(json.dumps(trace))
@@ -93,7 +97,7 @@ def _events(lines: list[object]) -> list[object]:
 @pytest.mark.parametrize(("root", "name", "backend"), _bare_cases())
 def test_scenario_in_the_bare_form_gives_the_golden_events(root: Path, name: str, backend: str) -> None:
     scenario = json.loads((root / "scenarios" / f"{name}.json").read_text(encoding="utf-8"))
-    trace = anyio.run(runner.run_scenario, scenario, "bare", backend=backend)
+    trace = runner.run(scenario, "bare", backend)
     golden = _events(_load(root / "golden" / f"{name}.jsonl"))
     actual = _events(json.loads(json.dumps(trace)))
     diff = runner_diff(golden, actual)
@@ -106,6 +110,77 @@ def test_few_scenarios_are_left_out_of_the_bare_form() -> None:
     left_out = [name for _, name, scenario in scenarios if _fires_on_a_batch_event(scenario)]
     assert len(scenarios) >= 50
     assert len(left_out) <= len(scenarios) // 10, left_out
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_busy_machine_does_not_change_a_trace(monkeypatch: pytest.MonkeyPatch, backend: str) -> None:
+    """The scenarios' delays are virtual: stalling the whole process for 60 ms before every tool
+    and hook delay, as a loaded machine may, changes no trace (on the machine's clock, it would
+    reorder the calls' progress updates and ends)."""
+    delay = runner.sleep
+
+    async def stalled(ms: float, signal: Any = None) -> None:
+        time.sleep(0.06)  # noqa: ASYNC251 - the process held up, every task with it
+        await delay(ms, signal)
+
+    monkeypatch.setattr(runner, "sleep", stalled)
+    extra = SUITES["extra"]
+    for root, name in [
+        (PUBLIC, "loop_parallel_completion_order"),
+        (extra, "loop_parallel_updates_interleaved"),
+        (extra, "loop_parallel_updates_between_ends"),
+    ]:
+        scenario = json.loads((root / "scenarios" / f"{name}.json").read_text(encoding="utf-8"))
+        trace = json.loads(json.dumps(runner.run(scenario, backend=backend)))
+        diff = runner_diff(_load(root / "golden" / f"{name}.jsonl"), trace)
+        assert diff is None, f"{name}: {diff}"
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_the_virtual_clock_ignores_a_busy_machine_and_jumps_to_the_next_timer(backend: str) -> None:
+    async def main() -> tuple[float, float]:
+        before = anyio.current_time()
+        time.sleep(0.05)  # noqa: ASYNC251 - the process held up: the virtual clock does not see it
+        busy = anyio.current_time() - before
+        before = anyio.current_time()
+        await anyio.sleep(3600)
+        return busy, anyio.current_time() - before
+
+    busy, slept = runner.run_virtual(main, backend)
+    assert busy < 0.001
+    assert 3600 <= slept < 3600.001
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_timers_with_the_same_delay_fire_one_pass_each_in_the_order_set(backend: str) -> None:
+    """Tasks woken together set their timers in the order the scheduler runs them (trio shuffles
+    it); each timer then fires in a pass of its own, in that order: a task woken by one runs on
+    until it waits before the next fires."""
+
+    async def main() -> tuple[list[int], list[str]]:
+        go = anyio.Event()
+        set_order: list[int] = []
+        log: list[str] = []
+
+        async def sleeper(i: int, *, task_status: TaskStatus[None]) -> None:
+            task_status.started()
+            await go.wait()
+            set_order.append(i)
+            await anyio.sleep(0.04)
+            log.append(f"woken:{i}")
+            await anyio.lowlevel.checkpoint()
+            log.append(f"ran on:{i}")
+
+        async with anyio.create_task_group() as tg:
+            for i in range(6):
+                await tg.start(sleeper, i)
+            go.set()
+        return set_order, log
+
+    for _ in range(5):
+        set_order, log = runner.run_virtual(main, backend)
+        assert sorted(set_order) == list(range(6))
+        assert log == [entry for i in set_order for entry in (f"woken:{i}", f"ran on:{i}")]
 
 
 def test_public_suite_is_complete() -> None:

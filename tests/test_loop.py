@@ -892,7 +892,7 @@ def test_the_loop_options_are_defined_once_for_the_config_and_the_agent() -> Non
     options = set(al.LoopOptions.__dataclass_fields__)
     assert options <= set(al.AgentLoopConfig.__dataclass_fields__)
     agent = al.Agent(max_turns=3, tool_execution="sequential")
-    assert isinstance(agent, al.LoopOptions) and agent.max_turns == 3
-    assert agent.loop_options()["tool_execution"] == "sequential"
+    assert agent.options == al.LoopOptions(max_turns=3, tool_execution="sequential")
+    assert agent.options.loop_options()["tool_execution"] == "sequential"
     with pytest.raises(TypeError, match="unexpected keyword argument 'max_turn'"):
         al.Agent(max_turn=3)

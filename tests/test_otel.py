@@ -790,6 +790,41 @@ async def test_an_instrumented_agent_traces_every_prompt_and_keeps_its_own_hooks
     assert agent.state.messages[-1].text == "again"  # type: ignore[union-attr]
 
 
+async def test_an_agent_is_instrumented_through_its_options_and_stays_traced_when_they_change(
+    anyio_backend: object, exporter: tuple[TracerProvider, InMemorySpanExporter]
+) -> None:
+    provider, memory = exporter
+    seen: list[str] = []
+    model = ScriptedModel([calls(("c1", "alpha")), "done", calls(("c2", "alpha")), "not reached"])
+    agent = al.Agent(
+        model=MODEL, tools=[spanning_tool(provider, "alpha")], stream_fn=model, observe=lambda e: seen.append(e.type)
+    )
+    before = agent.options
+    Tracing(tracer_provider=provider).instrument_agent(agent)
+    traced = agent.options
+    assert traced.observe is not before.observe and traced.wrap_tool_call is not None
+    assert traced.replace(observe=before.observe, wrap_tool_call=None) == before, "the other options are kept"
+    with anyio.fail_after(10):
+        await agent.prompt("go")
+        agent.options = agent.options.replace(max_turns=1)
+        await agent.prompt("again")
+    assert tree(memory.get_finished_spans()) == [
+        "invoke_agent",
+        "  turn",
+        "    chat m1",
+        "    execute_tool alpha",
+        "      inside c1",
+        "  turn",
+        "    chat m1",
+        "invoke_agent",
+        "  turn",
+        "    chat m1",
+        "    execute_tool alpha",
+        "      inside c2",
+    ]
+    assert seen.count("agent_start") == seen.count("agent_end") == 2
+
+
 class DropRuns(Sampler):
     """Samples every root span but a run's (ParentBased: children follow their parent)."""
 

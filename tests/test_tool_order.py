@@ -136,3 +136,34 @@ async def test_after_tool_call_runs_before_the_end_and_a_slow_hook_holds_up_only
         calls: list[tuple[str, str, dict[str, Any]]] = [("c1", "t", {}), ("c2", "t", {})]
         await run_batch(calls, [make_tool("t", log)], log, after_tool_call=after)
         assert only(log, "after", "end") == ["after:c1", "after:c2", "end:c2", "end:c1"]
+
+
+def handing_over_tool() -> al.AgentTool:
+    """c1 hands its `on_update` over and waits; c2 reports once (and waits for the delivery), then
+    reports for c1 and for itself right after one another, and lets c1 finish."""
+    handed_over: list[Any] = []
+    finished = anyio.Event()
+
+    async def execute(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> al.AgentToolResult:
+        if tool_call_id == "c1":
+            handed_over.append(on_update)
+            await finished.wait()
+        else:
+            await on_update(al.AgentToolResult.from_text("c2 first"))
+            handed_over[0](al.AgentToolResult.from_text("c1 first"))
+            on_update(al.AgentToolResult.from_text("c2 second"))
+            finished.set()
+        return al.AgentToolResult.from_text(tool_call_id)
+
+    return al.AgentTool(name="t", description="t", parameters={"type": "object"}, execute=execute)
+
+
+async def test_updates_are_delivered_in_the_order_reported_whichever_calls_report_them(anyio_backend: object) -> None:
+    # Two reports right after one another, as when two tools wake in the same scheduler pass; one
+    # task makes both here, so the order reported is the same on every backend. c2's deliveries
+    # have begun already and c1's have not: the order delivered must still be the order reported.
+    for _ in range(REPEAT):
+        log: list[str] = []
+        events = await run_batch([("c1", "t", {}), ("c2", "t", {})], [handing_over_tool()], log)
+        updates = [e.partial_result.content[0] for e in events if isinstance(e, al.ToolExecutionUpdate)]
+        assert [u.text for u in updates if isinstance(u, al.TextContent)] == ["c2 first", "c1 first", "c2 second"]

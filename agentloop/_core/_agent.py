@@ -76,26 +76,39 @@ class _ActiveRun:
         self.finished = anyio.Event()
 
 
-class Agent(LoopOptions):
+class Agent:
     """A stateful agent: a transcript, tools, listeners, and steering / follow-up queues.
 
     Example:
         ```python
-        agent = Agent(model=model, system_prompt="Be brief.", tools=[add], stream_fn=stream)
+        agent = Agent(model=model, system_prompt="Be brief.", tools=[add], stream_fn=stream, max_turns=10)
         agent.subscribe(lambda event, signal: print(event.type))
         await agent.prompt("What is 2 + 3?")
+        agent.options = agent.options.replace(before_tool_call=check)  # from the next run on
         ```
 
     Its loop options (`LoopOptions`: hooks, limits, what the stream function gets) are keyword
-    arguments and attributes of its own, passed to every run. Every callback may be a plain or an
-    async function. A run failure (an exception from the
+    arguments, kept checked and frozen in `options` and passed to every run. Every callback may
+    be a plain or an async function. A run failure (an exception from the
     stream function, a callback or a listener) does not escape `prompt()`: it becomes an error
     assistant message (`message_start`, `message_end`, `turn_end`, `agent_end`) and
     `state.error_message` (only a listener that fails again on those events makes `prompt()`
     raise, as in the reference). Cancelling the caller of `prompt()` cancels the run.
+
+    Two agents are equal only if they are the same agent; an agent is hashable (a dict key, a
+    member of a `WeakSet`).
     """
 
-    __slots__ = ("__weakref__", "_active", "_follow_up", "_listeners", "_state", "_steering", "stream_fn")
+    __slots__ = (
+        "__weakref__",
+        "_active",
+        "_follow_up",
+        "_listeners",
+        "_options",
+        "_state",
+        "_steering",
+        "stream_fn",
+    )
 
     def __init__(
         self,
@@ -111,7 +124,7 @@ class Agent(LoopOptions):
         **options: Any,
     ) -> None:
         """`options` are the loop's options (`LoopOptions`: the same names, defaults and checks)."""
-        LoopOptions.__init__(self, **options)  # bad options fail here, named as given
+        self._options = LoopOptions(**options)  # bad options fail here, named as given
         self._state = AgentState(
             system_prompt=system_prompt,
             model=model if model is not None else DEFAULT_MODEL,
@@ -126,6 +139,28 @@ class Agent(LoopOptions):
         self._follow_up = _Queue(_check_mode(follow_up_mode, "follow_up_mode"))
         self._listeners: tuple[AgentListener, ...] = ()
         self._active: _ActiveRun | None = None
+
+    def __repr__(self) -> str:
+        state = self._state
+        parts = [f"model={state.model.id!r}", f"messages={len(state.messages)}", f"tools={len(state.tools)}"]
+        queued = len(self._steering.items) + len(self._follow_up.items)
+        if queued:
+            parts.append(f"queued={queued}")
+        parts.append("idle" if self._active is None else "running")
+        return f"<Agent {' '.join(parts)}>"
+
+    # --- options -------------------------------------------------------------------------
+    @property
+    def options(self) -> LoopOptions:
+        """The loop options of every run from the next one on (frozen): change them with
+        `agent.options = agent.options.replace(name=value, ...)`, which checks the new values."""
+        return self._options
+
+    @options.setter
+    def options(self, options: LoopOptions) -> None:
+        if not isinstance(options, LoopOptions) or isinstance(options, AgentLoopConfig):
+            raise TypeError(f"options must be an agentloop.LoopOptions, got {type(options).__name__}")
+        self._options = options
 
     # --- state and listeners -------------------------------------------------------------
     @property
@@ -273,7 +308,7 @@ class Agent(LoopOptions):
             reasoning=None if state.thinking_level == "off" else state.thinking_level,
             get_steering_messages=steering,
             get_follow_up_messages=self._follow_up.drain,
-            **self.loop_options(),
+            **self._options.loop_options(),
         )
 
     async def _run(self, messages: list[AgentMessage] | None, skip_initial_steering_poll: bool = False) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -50,6 +51,7 @@ __all__ = (
 )
 
 T = TypeVar("T")
+OptionsT = TypeVar("OptionsT", bound="LoopOptions")
 
 ToolExecution: TypeAlias = ExecutionMode
 """How a batch's calls run: "parallel" (the default) or "sequential" (one at a time)."""
@@ -190,12 +192,13 @@ class ToolInvocation:
     on_update: Callable[[AgentToolResult], object]
 
 
-@dataclass(kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class LoopOptions:
     """The options of a run, defined once: `AgentLoopConfig` adds the model and the queues to them,
-    and `Agent`, `TemporalAgent` and `DBOSAgent` take theirs from them (same names, defaults and
-    meanings). Every callback may be a plain or an `async` function. Bad values raise at
-    construction (`check_options`), naming the option.
+    and `Agent`, `TemporalAgent` and `DBOSAgent` hold theirs as one (`agent.options`: same names,
+    defaults and meanings). Every callback may be a plain or an `async` function. Bad values raise
+    at construction, naming the option. Frozen: `replace(...)` makes a changed copy, checked the
+    same way.
 
     Attributes:
         convert_to_llm: `(messages) -> messages` run before every LLM call, after
@@ -273,12 +276,22 @@ class LoopOptions:
     def __post_init__(self) -> None:
         check_options(self, "")
 
+    def replace(self: OptionsT, **changes: Any) -> OptionsT:
+        """A copy with `changes` (option names as keywords), checked as at construction.
+
+        Example:
+            ```python
+            agent.options = agent.options.replace(max_turns=5, before_tool_call=check)
+            ```
+        """
+        return dataclasses.replace(self, **changes)
+
     def loop_options(self) -> dict[str, Any]:
         """The options as keyword arguments (for another `LoopOptions`, `AgentLoopConfig` or `Agent`)."""
         return {name: getattr(self, name) for name in LOOP_OPTIONS}
 
 
-@dataclass(kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class AgentLoopConfig(LoopOptions):
     """How a run behaves: the model, the reasoning level and the queue callbacks, and the loop's
     options (`LoopOptions`, whose attributes it has).

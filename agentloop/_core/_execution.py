@@ -1,9 +1,9 @@
 """Tool batches: preflight, parallel / sequential / barrier execution, hooks, bounded abort.
 
 A batch is one task group (`execute_tool_calls`): the calls' progress updates are delivered by
-tasks of it (`_updates`), and a parallel batch's calls run in tasks of their own, in the order
-`_tool_order` lays down. A batch of one call runs as a sequential batch does (the two orders
-coincide for one call).
+tasks of it, in the order reported (`_updates`), and a parallel batch's calls run in tasks of
+their own, in the order `_tool_order` lays down. A batch of one call runs as a sequential batch
+does (the two orders coincide for one call).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
-from anyio.abc import TaskGroup
 
 from .._tools._tool import AgentTool, validate_tool_arguments, within_timeout
 from .._types._abort import AbortCut
@@ -38,7 +37,7 @@ from ._config import (
 )
 from ._run import RunState
 from ._tool_order import ParallelBatch
-from ._updates import Delivery, ProgressUpdates
+from ._updates import CallUpdates, Delivery, ProgressUpdates
 from ._util import exception_text, single_exception
 
 if sys.version_info < (3, 11):  # pragma: no cover
@@ -62,7 +61,7 @@ class _Prepared:
         self.tool_call = tool_call
         self.tool = tool
         self.args = args
-        self.updates: ProgressUpdates | None = None  # set when it begins
+        self.updates: CallUpdates | None = None  # set when it begins
 
     def on_update(self, partial_result: AgentToolResult) -> Delivery:
         """What the tool reports progress through (`tool_execution_update`)."""
@@ -117,13 +116,14 @@ async def execute_tool_calls(
     run: RunState, assistant: AssistantMessage, tool_calls: Sequence[ToolCall]
 ) -> tuple[list[ToolResultMessage], bool]:
     """Run one batch; return its tool-result messages in source order and whether to terminate."""
-    batch = _Batch(run, assistant)
     try:
         async with anyio.create_task_group() as tg:
-            if run.config.tool_execution == "sequential" or len(tool_calls) == 1:
-                results = await batch.sequential(tool_calls, tg)
-            else:
-                results = await batch.parallel(tool_calls)
+            with ProgressUpdates(run.emit, tg) as updates:
+                batch = _Batch(run, assistant, updates)
+                if run.config.tool_execution == "sequential" or len(tool_calls) == 1:
+                    results = await batch.sequential(tool_calls)
+                else:
+                    results = await batch.parallel(tool_calls)
     except BaseExceptionGroup as group:
         raise single_exception(group) from None
     return results, batch.terminate
@@ -132,12 +132,13 @@ async def execute_tool_calls(
 class _Batch:
     """One batch of tool calls: preflight, execution and finalization, the hooks, the results."""
 
-    def __init__(self, run: RunState, assistant: AssistantMessage) -> None:
+    def __init__(self, run: RunState, assistant: AssistantMessage, updates: ProgressUpdates) -> None:
         self.run = run
         self.assistant = assistant
+        self.updates = updates
         self.terminate = False
 
-    async def sequential(self, tool_calls: Sequence[ToolCall], tg: TaskGroup) -> list[ToolResultMessage]:
+    async def sequential(self, tool_calls: Sequence[ToolCall]) -> list[ToolResultMessage]:
         """One call at a time: start, preflight, execute, `after_tool_call`, end, its result message.
 
         A sequential call executes even after an abort during its preflight (the tool sees the
@@ -156,7 +157,7 @@ class _Batch:
             elif recheck and run.signal.aborted:
                 fin = _aborted(tool_call)
             else:
-                fin = await self.after_tool_call(prepared, await self.execute(prepared, tg))
+                fin = await self.after_tool_call(prepared, await self.execute(prepared))
             await run.emit(fin.end_event())
             messages.append(await _emit_result(run, fin))
             self.terminate = self.terminate and fin.result.terminate is True
@@ -177,12 +178,12 @@ class _Batch:
             else:
                 runnable.append(prepared)
 
-        async def execute(prepared: _Prepared, tg: TaskGroup) -> _Finalized | None:
+        async def execute(prepared: _Prepared) -> _Finalized | None:
             if run.signal.aborted:  # aborted before the call began: answered at once
                 fin = by_index[prepared.index] = _aborted(prepared.tool_call)
                 await run.emit(fin.end_event())
                 return None
-            return await self.execute(prepared, tg)
+            return await self.execute(prepared)
 
         async def finalize(prepared: _Prepared, fin: _Finalized) -> None:
             fin = by_index[prepared.index] = await self.after_tool_call(prepared, fin)
@@ -237,11 +238,11 @@ class _Batch:
         except Exception as exc:
             return _Finalized(tool_call, _error(run, exc), True)
 
-    async def execute(self, prepared: _Prepared, tg: TaskGroup) -> _Finalized:
+    async def execute(self, prepared: _Prepared) -> _Finalized:
         """Run the tool in an abort cut (it sees an abort at once and is cut after the grace period);
         its outcome once every progress update it reported is delivered."""
         run = self.run
-        updates = prepared.updates = ProgressUpdates(run.emit, tg)
+        updates = prepared.updates = self.updates.call()
         value: object = None
         failure: AgentToolResult | None = None
         try:

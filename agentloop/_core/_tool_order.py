@@ -37,7 +37,8 @@ Worked examples (t1, t2, t3 in source order; "ends" are `tool_execution_end` eve
   finalization begins first and waits in its hook, t2's runs through: `end(t2), end(t1)`.
 
 The toolResult messages are not ordered here: they follow the assistant's source order, after the
-whole batch (`_execution`).
+whole batch (`_execution`). Nor are the progress updates: the batch delivers them in the order
+they are reported, whichever call reports them (`_updates`).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from typing import Generic, TypeVar
 
 import anyio
 import anyio.lowlevel
-from anyio.abc import TaskGroup, TaskStatus
+from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ._util import single_exception
@@ -81,7 +82,7 @@ def groups(calls: Sequence[C], is_barrier: Callable[[C], bool]) -> list[list[C]]
 class ParallelBatch(Generic[C, R]):
     """Runs a batch's calls in the reference's order (see the module's docstring).
 
-    `execute(call, task_group)` runs one call in its own task and returns its outcome, or None when
+    `execute(call)` runs one call in its own task and returns its outcome, or None when
     the call was answered without running (it emitted its own end); `finalize(call, outcome)`
     runs `after_tool_call` and emits `tool_execution_end`. `slots(call)` are the semaphores the
     call holds while it executes, taken in source order before it begins.
@@ -89,7 +90,7 @@ class ParallelBatch(Generic[C, R]):
 
     def __init__(
         self,
-        execute: Callable[[C, TaskGroup], Awaitable[R | None]],
+        execute: Callable[[C], Awaitable[R | None]],
         finalize: Callable[[C, R], Awaitable[None]],
         is_barrier: Callable[[C], bool],
         slots: Callable[[C], Sequence[anyio.Semaphore]],
@@ -115,7 +116,7 @@ class ParallelBatch(Generic[C, R]):
                     for position, call in enumerate(group):  # rule 1
                         for slot in self.slots(call):
                             await slot.acquire()
-                        await tg.start(self._call, position, call, send.clone(), tg)
+                        await tg.start(self._call, position, call, send.clone())
                 while ready := await _completed_in_one_pass(completed):  # rules 3 and 4
                     for position, outcome in ready:
                         await tg.start(self._finalize, group[position], outcome)  # rule 5
@@ -125,7 +126,6 @@ class ParallelBatch(Generic[C, R]):
         position: int,
         call: C,
         completed: MemoryObjectSendStream[tuple[int, R]],
-        tg: TaskGroup,
         *,
         task_status: TaskStatus[None],
     ) -> None:
@@ -133,7 +133,7 @@ class ParallelBatch(Generic[C, R]):
         task_status.started()
         with completed:
             try:
-                outcome = await self.execute(call, tg)
+                outcome = await self.execute(call)
             finally:
                 for slot in self.slots(call):
                     slot.release()

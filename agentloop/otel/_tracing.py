@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -102,18 +101,21 @@ class Tracing:
             raise TypeError(f"config must be an agentloop.AgentLoopConfig, got {type(config).__name__}")
         traced_stream_fn = self.wrap_stream_fn(stream_fn)
         observe, wrap_tool_call = self._hooks(config.observe, config.wrap_tool_call, config.propagate)
-        return replace(config, observe=observe, wrap_tool_call=wrap_tool_call), traced_stream_fn
+        return config.replace(observe=observe, wrap_tool_call=wrap_tool_call), traced_stream_fn
 
     def instrument_agent(self, agent: Agent) -> Agent:
-        """Trace every run of `agent` from now on (its `observe`, `wrap_tool_call` and stream
-        function are wrapped in place, its own ones kept); returns the agent.
+        """Trace every run of `agent` from its next one on (its options' `observe` and
+        `wrap_tool_call` and its stream function are replaced by tracing ones that call its own);
+        returns the agent.
 
         Instrument an agent once: a second call would trace each run twice.
         """
         if not isinstance(agent, Agent):
             raise TypeError(f"agent must be an agentloop.Agent, got {type(agent).__name__}")
         traced_stream_fn = self.wrap_stream_fn(agent.stream_fn)
-        agent.observe, agent.wrap_tool_call = self._hooks(agent.observe, agent.wrap_tool_call, agent.propagate)
+        options = agent.options
+        observe, wrap_tool_call = self._hooks(options.observe, options.wrap_tool_call, options.propagate)
+        agent.options = options.replace(observe=observe, wrap_tool_call=wrap_tool_call)
         agent.stream_fn = traced_stream_fn
         return agent
 

@@ -6,22 +6,36 @@ Every `*.json` scenario of DIR is run (format: shared/conformance/FORMAT.md) and
 written to OUT/<name>.jsonl; compare them with the golden traces using shared/conformance/compare.py.
 The harness (scripted tools, hook rules, queues, injections, listeners, normalization) mirrors
 `ref-runner.mjs`; the library side uses agentloop's public API only.
+
+A scenario runs in virtual time (`run`): the clock stands still while a task can run (but for a
+microsecond per reading, so that a timer set later is due later), and when no task can run it
+jumps to the next timer. A delay of the scenario (a tool's, a progress update's, a hook's, a
+listener's, the model's, a `sleep` action) then lasts exactly its length however loaded the
+machine is, and timers fire one at a time in the order they are due: the trace is the one an
+idle machine gives, the golden's. (A stall of a loaded machine would otherwise make timers set
+40 ms apart fire together, in an order of the scheduler's choosing, or shift one call's timers
+against another's.)
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import copy
 import json
+import math
 import re
+import selectors
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
+import trio
+from typing_extensions import TypeVarTuple, Unpack
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -799,6 +813,96 @@ async def sleep(ms: float, signal: al.AbortSignal | None = None) -> None:
             remove()
 
 
+# --- virtual time ---------------------------------------------------------------------------
+
+TICK = 1e-6
+"""How far the virtual clock moves on each time it is read: of two timers with the same delay, the
+one set later is due later (and fires in a pass of its own), as on a real machine and as in
+JavaScript."""
+
+
+class VirtualClock:
+    """The time of one run: it moves on by a tick per reading and by jumps to the next timer."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.last_read = 0.0
+
+    def read(self) -> float:
+        self.last_read = self.now
+        self.now += TICK
+        return self.last_read
+
+    def jump_to(self, deadline: float) -> None:
+        """On to `deadline`: the next reading gives it (a timer due then fires, not one set later)."""
+        self.now = max(self.now, deadline)
+
+
+class _JumpingSelector(selectors.DefaultSelector):
+    """A selector that never sleeps. The loop asks it to wait `timeout` seconds only when no task
+    can run, `timeout` being the time from its last reading of the clock to its next timer: when
+    no I/O is ready, the clock jumps to that timer instead."""
+
+    def __init__(self, clock: VirtualClock) -> None:
+        super().__init__()
+        self.clock = clock
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        ready = super().select(None if timeout is None else 0)
+        if not ready and timeout:
+            self.clock.jump_to(self.clock.last_read + timeout)
+        return ready
+
+
+class VirtualTimeLoop(asyncio.SelectorEventLoop):
+    """An asyncio event loop in virtual time."""
+
+    def __init__(self) -> None:
+        self._clock = VirtualClock()
+        super().__init__(_JumpingSelector(self._clock))
+
+    def time(self) -> float:
+        return self._clock.read()
+
+
+class TrioVirtualClock(trio.abc.Clock):
+    """Trio in virtual time. Trio asks how long to sleep only when no task can run: the clock
+    jumps to the deadline and the answer is "not at all" (forever when there is no deadline)."""
+
+    def __init__(self) -> None:
+        self._clock = VirtualClock()
+
+    def start_clock(self) -> None:
+        pass
+
+    def current_time(self) -> float:
+        return self._clock.read()
+
+    def deadline_to_sleep_time(self, deadline: float) -> float:
+        if math.isinf(deadline):
+            return deadline
+        self._clock.jump_to(deadline)
+        return 0.0
+
+
+T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
+
+
+def run_virtual(func: Callable[[Unpack[Ts]], Awaitable[T]], backend: str, *args: Unpack[Ts]) -> T:
+    """`anyio.run` in virtual time."""
+    if backend == "trio":
+        options: dict[str, Any] = {"clock": TrioVirtualClock()}
+    else:
+        options = {"loop_factory": VirtualTimeLoop}
+    return anyio.run(func, *args, backend=backend, backend_options=options)
+
+
+def run(data: dict[str, Any], form: str = "emit", backend: str = "asyncio") -> list[dict[str, Any]]:
+    """Run one scenario in virtual time on `backend` (see the module's docstring); its trace."""
+    return run_virtual(run_scenario, backend, data, form)
+
+
 async def run_scenario(data: dict[str, Any], form: str = "emit") -> list[dict[str, Any]]:
     """Run one scenario; `form="bare"` consumes a loop scenario with `async for event in agent_loop(...)`."""
     scenario = Scenario(data, form)
@@ -830,7 +934,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.only and path.stem not in args.only:
             continue
         data = json.loads(path.read_text(encoding="utf-8"))
-        trace = anyio.run(run_scenario, data, args.form, backend=args.backend)
+        trace = run(data, args.form, args.backend)
         text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in trace)
         (args.out / f"{data.get('name', path.stem)}.jsonl").write_text(text, encoding="utf-8")
     return 0

@@ -228,7 +228,7 @@ async def test_a_bad_hook_becomes_an_error_message_of_the_agent(
     assert agent.state.error_message is not None and error.__name__ in repr(error(agent.state.error_message))
     assert as_assistant(agent.state.messages[-1]).stop_reason == "error"
     assert not agent.state.is_streaming
-    setattr(agent, hook, None if hook != "convert_to_llm" else al.default_convert_to_llm)
+    agent.options = agent.options.replace(**{hook: None if hook != "convert_to_llm" else al.default_convert_to_llm})
     with anyio.fail_after(5):
         await agent.prompt("again")
     assert agent.state.error_message is None, "the agent is usable again"
