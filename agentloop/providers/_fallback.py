@@ -13,7 +13,7 @@ from .._types._stream_fn import StreamFn, StreamOptions, opened_stream
 from ._failures import is_context_overflow, is_retryable_error, is_unavailable_model
 from ._stream import AssistantMessageEventStream, check_arguments
 
-__all__ = ("fallback_stream", "should_fall_back")
+__all__ = ("FallbackOn", "fallback_stream", "should_fall_back")
 
 FallbackOn = Callable[[AssistantMessage, Model], bool]
 """Whether a model's failed (or empty) answer sends the request to the next model."""

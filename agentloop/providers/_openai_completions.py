@@ -71,6 +71,7 @@ __all__ = (
     "OPENAI_BASE_URL",
     "build_completions_request",
     "convert_messages",
+    "is_openrouter",
     "map_finish_reason",
     "openai_base_url",
     "stream_openai_completions",

@@ -53,7 +53,7 @@ _HEX = frozenset("0123456789abcdefABCDEF")
 _SIMPLE_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 
 _ROOT = ("root", None)
-Slot = tuple[str, Any]
+_Slot = tuple[str, Any]
 """Where a value goes: `("root", None)`, `("element", index)` or `("member", key)`; None for a
 position that takes no value."""
 
@@ -63,7 +63,7 @@ class _Frame:
 
     __slots__ = ("container", "key", "phase", "size", "slot")
 
-    def __init__(self, container: dict[str, Any] | list[Any], slot: Slot | None) -> None:
+    def __init__(self, container: dict[str, Any] | list[Any], slot: _Slot | None) -> None:
         self.container = container
         self.slot = slot
         self.size = 0
@@ -77,7 +77,7 @@ class _String:
 
     __slots__ = ("escape", "is_key", "parts", "size", "slot")
 
-    def __init__(self, is_key: bool, slot: Slot | None) -> None:
+    def __init__(self, is_key: bool, slot: _Slot | None) -> None:
         self.is_key = is_key
         self.slot = slot
         self.parts: list[str] = []
@@ -122,7 +122,7 @@ class StreamingJson:
         self._stack: list[_Frame] = []
         self._string: _String | None = None
         self._scalar = ""
-        self._scalar_slot: Slot | None = None
+        self._scalar_slot: _Slot | None = None
         self._path_cost = 0
         """The sum of `size + 1` over the open containers: what a fresh snapshot copies."""
         self._credit = 0
@@ -265,7 +265,7 @@ class StreamingJson:
             if self._scalar_slot is not None:
                 self._dirty = True
 
-    def _value_slot(self) -> Slot | None:
+    def _value_slot(self) -> _Slot | None:
         """Where a value starting now goes; None where this position takes no value."""
         if not self._stack:
             return _ROOT if self._root is NOTHING else None
@@ -306,7 +306,7 @@ class StreamingJson:
             self._place(slot, value)
         self._value_ended(self._stack[-1] if self._stack else None)
 
-    def _pending_scalar(self) -> tuple[Slot, Any] | None:
+    def _pending_scalar(self) -> tuple[_Slot, Any] | None:
         """The value of the unterminated scalar at the end of the text, if it shows."""
         slot, token = self._scalar_slot, self._scalar
         if slot is None or not token or len(token) > _MAX_PENDING_SCALAR:
@@ -337,7 +337,7 @@ class StreamingJson:
             return
         frame.phase = "comma"
 
-    def _place(self, slot: Slot | None, value: Any) -> None:
+    def _place(self, slot: _Slot | None, value: Any) -> None:
         """Set the value at `slot` in the open path; nothing for a value in an invalid position."""
         if slot is None:
             return
@@ -363,13 +363,13 @@ class StreamingJson:
             self._path_cost += 1
         container[key] = value
 
-    def _copy_open_path(self, pending: tuple[Slot, Any] | None) -> Any:
+    def _copy_open_path(self, pending: tuple[_Slot, Any] | None) -> Any:
         """A fresh snapshot: copies of the open containers, innermost first, each holding the
         copy of its open child."""
         if not self._stack:
             return pending[1] if pending is not None and pending[0] == _ROOT else self._root
         child: Any = NOTHING
-        child_slot: Slot | None = None
+        child_slot: _Slot | None = None
         top = len(self._stack) - 1
         for depth in range(top, -1, -1):
             frame = self._stack[depth]
@@ -383,7 +383,7 @@ class StreamingJson:
         return child if child_slot == _ROOT else self._root
 
 
-def _set_slot(container: Any, slot: Slot, value: Any) -> None:
+def _set_slot(container: Any, slot: _Slot, value: Any) -> None:
     kind, key = slot
     if kind == "element":
         if key == len(container):
