@@ -1,6 +1,6 @@
-"""LLM providers: stream functions for OpenAI Chat Completions, OpenAI Responses and Anthropic
-Messages over httpx, a model registry, and `stream_simple`, which dispatches on
-`model.api`.
+"""LLM providers: stream functions for OpenAI Chat Completions, OpenAI Responses, Anthropic
+Messages, the Gemini API, Vertex AI and Amazon Bedrock's Converse Stream over httpx, a model
+registry, and `stream_simple`, which dispatches on `model.api`.
 
 Every stream function has the signature of `agentloop.StreamFn` (plus keyword-only `http=` and
 `client=`) and returns an `AssistantMessageEventStream`: iterate it (preferably inside
@@ -16,7 +16,9 @@ context, options) -> Request` (URL, headers, JSON body; it may raise `ProviderEr
 becomes the terminal `error` event), an `SSEParser` subclass whose `feed` turns one server-sent
 event into events through the `AssistantMessageBuilder` and whose `finish` closes the open blocks
 and ends with `done` or `error`, and a stream function that hands both to `_http.run_stream`
-(which does the I/O, retries, abort, timeouts and size limits). Its registry entry in
+(which does the I/O, retries, abort, timeouts and size limits; a wire that is not server-sent
+events names its framing with a `StreamFormat`, as Bedrock's AWS event stream does, and a build
+that must wait, for credentials say, is an `async` function). Its registry entry in
 `_registry.API_STREAMS` makes `stream_simple` dispatch to it by `model.api`. The pieces each
 module uses come from single-purpose modules: `_errors` (`ProviderError`), `_auth` (keys and
 their redaction), `_request` (the request and its body's parts), `_thinking` (levels and
@@ -40,11 +42,14 @@ from __future__ import annotations
 
 from ._anthropic import stream_anthropic as stream_anthropic
 from ._auth import ENV_API_KEYS as ENV_API_KEYS
+from ._bedrock import stream_bedrock as stream_bedrock
 from ._failures import is_context_overflow as is_context_overflow
 from ._failures import is_retryable_error as is_retryable_error
 from ._failures import is_unavailable_model as is_unavailable_model
 from ._fallback import fallback_stream as fallback_stream
 from ._fallback import should_fall_back as should_fall_back
+from ._google import stream_google as stream_google
+from ._google_vertex import stream_google_vertex as stream_google_vertex
 from ._http import HTTPOptions as HTTPOptions
 from ._json_stream import parse_streaming_json as parse_streaming_json
 from ._openai_completions import stream_openai_completions as stream_openai_completions
@@ -85,6 +90,9 @@ __all__ = (
     "register_model",
     "should_fall_back",
     "stream_anthropic",
+    "stream_bedrock",
+    "stream_google",
+    "stream_google_vertex",
     "stream_openai_completions",
     "stream_openai_responses",
     "stream_proxy",

@@ -25,6 +25,7 @@ ENV_API_KEYS: dict[str, tuple[str, ...]] = {
     "minimax": ("MINIMAX_API_KEY",),
     "kimi-coding": ("KIMI_API_KEY",),
     "deepseek": ("DEEPSEEK_API_KEY",),
+    "google": ("GEMINI_API_KEY",),
 }
 """Where a provider's key is looked up when `StreamOptions.api_key` is not given. Models of any
 other provider (local servers: llama.cpp, Ollama, vLLM...) are called without a key."""

@@ -1,7 +1,8 @@
 """The model registry and `stream_simple`, the stream function that dispatches on `model.api`.
 
-A small built-in catalogue (current OpenAI and Anthropic models, prices in dollars per million
-tokens) plus the models users register, for example a local server:
+A small built-in catalogue (current OpenAI and Anthropic models, and the Amazon Bedrock models
+pi-ai lists; prices in dollars per million tokens) plus the models users register, for example a
+local server:
 
     register_model(Model(id="smollm2", api="openai-completions", provider="llama.cpp",
                          base_url="http://127.0.0.1:8080/v1", context_window=8192, max_tokens=2048))
@@ -17,6 +18,11 @@ from .._types._events import AssistantMessageEvent
 from .._types._messages import Context, Model, ModelCost
 from .._types._stream_fn import StreamOptions
 from ._anthropic import ANTHROPIC_BASE_URL, stream_anthropic
+from ._bedrock import stream_bedrock
+from ._bedrock_models import BEDROCK_MODELS
+from ._google import stream_google
+from ._google_models import GOOGLE_MODELS
+from ._google_vertex import stream_google_vertex
 from ._http import AsyncClient, HTTPOptions
 from ._openai_completions import OPENAI_BASE_URL, stream_openai_completions
 from ._openai_responses import stream_openai_responses
@@ -43,6 +49,9 @@ API_STREAMS: dict[str, ProviderStreamFn] = {
     "openai-completions": stream_openai_completions,
     "openai-responses": stream_openai_responses,
     "anthropic-messages": stream_anthropic,
+    "bedrock-converse-stream": stream_bedrock,
+    "google-generative-ai": stream_google,
+    "google-vertex": stream_google_vertex,
 }
 """The built-in wire APIs and their stream functions."""
 
@@ -138,6 +147,8 @@ _BUILTIN: tuple[Model, ...] = (
     _anthropic("claude-opus-4-5", "Claude Opus 4.5 (latest)", (5.0, 25.0, 0.5, 6.25), 64_000),
     _anthropic("claude-sonnet-4-5", "Claude Sonnet 4.5 (latest)", (3.0, 15.0, 0.3, 3.75), 64_000),
     _anthropic("claude-haiku-4-5", "Claude Haiku 4.5 (latest)", (1.0, 5.0, 0.1, 1.25), 64_000),
+    *BEDROCK_MODELS,
+    *GOOGLE_MODELS,
 )
 
 _MODELS: dict[tuple[str, str], Model] = {(m.provider, m.id): m for m in _BUILTIN}

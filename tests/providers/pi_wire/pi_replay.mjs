@@ -27,6 +27,8 @@ const providers = {
 	"openai-completions": await load("api/openai-completions.js"),
 	"openai-responses": await load("api/openai-responses.js"),
 	"anthropic-messages": await load("api/anthropic-messages.js"),
+	"google-generative-ai": await load("api/google-generative-ai.js"),
+	"google-vertex": await load("api/google-vertex.js"),
 };
 
 let input = "";
