@@ -1,4 +1,4 @@
-"""Recorded provider streams through pi-ai 1.6.0's own providers and through ours, event by event.
+"""Recorded provider streams through pi-ai 1.6.1's own providers and through ours, event by event.
 
 The recordings: `pi_wire/recordings/*.sse` (`<source>-<case>.<api>.sse`: aimock and llama.cpp
 answers made by `record_streams.py`, and `synthetic-*` streams written by hand for the edge
@@ -32,11 +32,11 @@ import httpx
 from agentloop import AbortSignal, Context, Model, StreamOptions, UserMessage, from_json, to_json
 from agentloop.providers import HTTPOptions, stream_simple
 
+from .conftest import PI_AI
+
 HERE = Path(__file__).parent
 RECORDINGS = HERE / "pi_wire" / "recordings"
-SHARED = Path(
-    os.environ.get("AGENTLOOP_SHARED_RECORDINGS", HERE.parents[2] / ".." / "shared" / "research" / "recordings")
-)
+SHARED = Path(os.environ.get("AGENTLOOP_SHARED_RECORDINGS", HERE.parents[2] / "shared" / "research" / "recordings"))
 REPLAY = HERE / "pi_wire" / "pi_replay.mjs"
 APIS = {
     "completions": "openai-completions",
@@ -173,7 +173,7 @@ async def replay_server(bodies: dict[str, bytes], content_type: bytes = b"text/e
 async def reference_events(
     recordings: list[tuple[str, str, Path]], node_modules: Path
 ) -> dict[str, list[dict[str, Any]]]:
-    """What pi-ai 1.6.0's providers emit for each recording."""
+    """What pi-ai 1.6.1's providers emit for each recording."""
     bodies = {case_id: path.read_bytes() for case_id, _, path in recordings}
     async with replay_server(bodies) as url:
         request = [
@@ -183,7 +183,7 @@ async def reference_events(
         done = await anyio.run_process(
             ["node", str(REPLAY)],
             input=json.dumps(request).encode(),
-            env={**os.environ, "NODE_PATH": str(node_modules)},
+            env={**os.environ, "NODE_PATH": str(node_modules), "PI_AI": PI_AI},
             check=False,
         )
     assert done.returncode == 0, done.stderr.decode()
@@ -285,9 +285,11 @@ async def compare(node_modules: Path) -> list[tuple[str, bool, bool, Any, Any]]:
 async def test_recorded_streams_agree_with_pi_ai_except_where_kept(
     anyio_backend: object, pi_node_modules: Path
 ) -> None:
+    live = sorted((SHARED / "openai-live").glob("*.bin"))
+    assert live, f"no shared OpenAI recordings in {SHARED / 'openai-live'} (set AGENTLOOP_SHARED_RECORDINGS)"
     with anyio.fail_after(120):
         results = await compare(pi_node_modules)
-    assert len(results) >= 45
+    assert len(results) == len(list(RECORDINGS.glob("*.sse"))) + len(live) >= 84
     differing = {case_id for case_id, same_final, same_events, _, _ in results if not (same_final and same_events)}
     kept = set(KEPT) | (set(BEFORE_1_6_1) if pi_ai_version(pi_node_modules) == "1.6.0" else set())
     assert differing == kept & {r[0] for r in results}, [
