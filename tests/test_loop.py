@@ -821,11 +821,14 @@ async def test_an_abort_in_a_parallel_batch_cuts_only_what_still_runs(anyio_back
     # batch is bounded by the grace period, and every call gets exactly one result.
     signal = al.AbortSignal()
     began: list[str] = []
+    all_slots_taken = anyio.Event()
 
     async def execute(tool_call_id: str, params: Any, sig: al.AbortSignal, on_update: Any) -> str:
         began.append(tool_call_id)
+        if tool_call_id == "c2":
+            all_slots_taken.set()
         if tool_call_id == "c0":
-            await anyio.sleep(0.01)
+            await all_slots_taken.wait()
             signal.abort()  # the other calls are running or waiting for a slot
             return "quick"
         if tool_call_id == "c1":
