@@ -219,6 +219,7 @@ def _last_number_is(answer: str, value: float) -> bool:
 
 
 @pytest.mark.servers
+@pytest.mark.timeout(660)  # its own bound below is 600 s: about 35 s of one core without load (24 prompts)
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])  # a measure of the model, not of the backend
 async def test_the_embedded_model_answers_the_arithmetic_prompts_at_its_measured_rate(
     anyio_backend: object, monkeypatch: pytest.MonkeyPatch, tmp_path: Path

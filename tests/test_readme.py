@@ -98,6 +98,7 @@ def test_the_readme_first_program_calls_a_tool_and_a_real_model_answers(backend:
     assert "calls calculator {'expression': '17 * 23'}" in shown and "391" in shown.splitlines()[-1], shown
 
 
+@pytest.mark.timeout(660)  # mypy's own bound below is 600 s: a cold cache checks agentloop and its dependencies
 def test_every_python_example_passes_mypy_strict(tmp_path: Path) -> None:
     files = []
     for i, code in enumerate(code for code in TYPED if not missing_extras(code)):
