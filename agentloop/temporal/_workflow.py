@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio  # noqa: TID251  (Temporal workflows run on asyncio only)
 import contextlib
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Any
@@ -71,7 +72,7 @@ from .._wire._model_json import model_to_json
 from ._agent import ActivityOptions, TemporalAgent
 from ._approval import PendingApprovals
 from ._context import CONTEXT_MISSING
-from ._payload import AgentRun, PayloadTooLarge, check_fits, json_size
+from ._payload import AgentRun, PayloadTooLarge, check_fits
 
 __all__ = ("AgentWorkflow", "register_agent", "registered_agent")
 
@@ -84,6 +85,25 @@ _ABORT_WAIT = timedelta(seconds=10)
 _PAGE_BYTES = 192 * 1024
 """The most envelope JSON one answer to `events` carries: under Temporal's 2 MiB payload limit,
 and under the 256 KiB above which a store would keep it (so a caller needs no store to read)."""
+
+
+def _answer_size(data: Any) -> int:
+    """The bytes of `data` in an answer to `events`: Temporal's JSON (non-ASCII as `\\u` escapes)."""
+    return len(json.dumps(data, separators=(",", ":")))
+
+
+def _part_ends(text: str) -> list[int]:
+    """Where the parts of an envelope's JSON `text` end: each part as a JSON string (as an answer
+    carries it) is at most `_PAGE_BYTES`."""
+    ends: list[int] = []
+    begin = 0
+    while begin < len(text):
+        end = min(begin + _PAGE_BYTES, len(text))  # a character takes a byte or more
+        while (size := _answer_size(text[begin:end])) > _PAGE_BYTES:
+            end = begin + max((end - begin) * _PAGE_BYTES // size, 1)
+        ends.append(end)
+        begin = end
+    return ends
 
 
 def register_agent(agent: TemporalAgent) -> None:
@@ -359,7 +379,7 @@ class AgentWorkflow:
         )
         data = envelope_to_json(envelope)
         self._log.append(data)
-        self._sizes.append(json_size(data))
+        self._sizes.append(_answer_size(data))
         self._next_seq += 1
 
     def _page(self, after_seq: int, part: int) -> dict[str, Any]:
@@ -374,13 +394,11 @@ class AgentWorkflow:
         }
         if start < len(self._log) and self._sizes[start] > _PAGE_BYTES:
             text = encode_json(self._log[start])
-            # A part travels as a JSON string: an ASCII character takes at most 2 bytes there
-            # (`"` and `\\` are escaped; the text has no control characters), any other at most 6.
-            size = _PAGE_BYTES // 2 if text.isascii() else _PAGE_BYTES // 6
-            parts = -(-len(text) // size)
-            if not 0 <= part < parts:
-                raise ValueError(f"event {self._first_seq + start} has {parts} parts, not a part {part}")
-            page.update(seq=self._first_seq + start, part=text[part * size : (part + 1) * size], parts=parts)
+            ends = _part_ends(text)
+            if not 0 <= part < len(ends):
+                raise ValueError(f"event {self._first_seq + start} has {len(ends)} parts, not a part {part}")
+            begin = ends[part - 1] if part else 0
+            page.update(seq=self._first_seq + start, part=text[begin : ends[part]], parts=len(ends))
             return page
         end, total = start, 0
         while end < len(self._log) and total + self._sizes[end] <= _PAGE_BYTES:
