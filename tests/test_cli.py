@@ -176,6 +176,7 @@ def _local_model_file() -> Path:
 
 
 @pytest.mark.servers
+@pytest.mark.timeout(300)  # the command's own bound below is 240 s: it starts llama.cpp and loads the model
 def test_the_embedded_local_model_calls_the_calculator_and_only_the_answer_is_on_stdout(tmp_path: Path) -> None:
     """A real run of the README's first command: llama.cpp with SmolLM2 (the `local` extra and the
     GGUF, as .ci/run installs them, or the command line's own cache)."""
