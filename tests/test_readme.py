@@ -115,6 +115,7 @@ def test_every_python_block_is_plain_or_tagged_in_the_attribute_form() -> None:
             assert tag_of(info) is not None, f"{page}: ```python{info} is neither run nor type-checked"
 
 
+@pytest.mark.timeout(660)  # mypy's own bound below is 600 s: a cold cache checks agentloop and its dependencies
 def test_every_python_example_passes_mypy_strict(tmp_path: Path) -> None:
     files = []
     for i, code in enumerate(code for code in TYPED if not missing_extras(code)):
