@@ -12,6 +12,8 @@ import os
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
+import anyio
+
 import agentloop as al
 from agentloop.testing import Response, ScriptedModel, ScriptedToolCall
 
@@ -24,6 +26,15 @@ def log(name: str, line: str) -> None:
     if directory:
         with open(Path(directory) / name, "a") as f:
             f.write(line + "\n")
+
+
+async def gate(variable: str) -> None:
+    """When the environment variable `variable` names a file, wait until the test creates it: a
+    tool or model call held open until the test has sent its message (whatever the machine's speed)."""
+    path = os.environ.get(variable)
+    if path:
+        while not await anyio.Path(path).exists():  # noqa: ASYNC110 (the test creates it, from another thread or process)
+            await anyio.sleep(0.02)
 
 
 def scripted(responses: Sequence[Response | str]):  # type: ignore[no-untyped-def]

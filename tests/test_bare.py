@@ -24,12 +24,18 @@ from tests.support import agent_end, last_assistant, text
 MODEL = al.Model(id="m", api="faux", provider="faux")
 
 
-def sleeper(log: list[str], seconds: float, name: str = "sleep", **tool: Any) -> al.AgentTool:
+def sleeper(
+    log: list[str], seconds: float, name: str = "sleep", *, until: anyio.Event | None = None, **tool: Any
+) -> al.AgentTool:
+    """A tool that sleeps `seconds`, then waits for `until` if given."""
+
     async def execute(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> al.AgentToolResult:
         log.append(f"start {tool_call_id}")
         on_update(al.AgentToolResult.from_text(f"working {tool_call_id}"))
         try:
             await anyio.sleep(seconds)
+            if until is not None:
+                await until.wait()
         except anyio.get_cancelled_exc_class():
             log.append(f"cancelled {tool_call_id}")
             raise
@@ -53,12 +59,19 @@ def text_only(log: list[str]) -> tuple[ScriptedModel, list[al.AgentTool], dict[s
 
 
 def parallel_tools(log: list[str]) -> tuple[ScriptedModel, list[al.AgentTool], dict[str, Any]]:
-    # c1 sleeps longer than c2: c2's tool_execution_end comes first, the results in source order
-    tools = [sleeper(log, 0.05), sleeper(log, 0.0, name="quick")]
+    # c1 runs until c2 has ended (c2's after_tool_call opens the gate): c2's tool_execution_end
+    # comes first, the results in source order
+    gate = anyio.Event()
+
+    async def after(context: al.AfterToolCallContext, signal: al.AbortSignal) -> None:  # noqa: ASYNC124 - an async hook, as users write them
+        if context.tool_call.id == "c2":
+            gate.set()
+
+    tools = [sleeper(log, 0.0, until=gate), sleeper(log, 0.0, name="quick")]
     model = ScriptedModel(
         [Response(content=[ScriptedToolCall("c1", "sleep", {}), ScriptedToolCall("c2", "quick", {})]), "done"]
     )
-    return model, tools, {}
+    return model, tools, {"after_tool_call": after}
 
 
 def sequential_tools(log: list[str]) -> tuple[ScriptedModel, list[al.AgentTool], dict[str, Any]]:
@@ -180,6 +193,16 @@ EVENT_COUNT = count_events()
 
 @pytest.mark.parametrize("closing", [True, False], ids=["aclosing", "dropped"])
 async def test_break_at_every_event_closes_the_run(anyio_backend: object, closing: bool) -> None:
+    # What the process held before the test is left out of `gc.collect()` (`break_and_drop`): a
+    # collection then scans this test's objects, not everything the test session has made.
+    gc.freeze()
+    try:
+        await break_at_every_event(anyio_backend, closing)
+    finally:
+        gc.unfreeze()
+
+
+async def break_at_every_event(anyio_backend: object, closing: bool) -> None:
     for index in range(EVENT_COUNT):
         probe = Probe(PROBE_SCRIPT)
         log: list[str] = []

@@ -191,7 +191,7 @@ def test_the_embedded_local_model_calls_the_calculator_and_only_the_answer_is_on
     )
     assert done.returncode == 0, done.stderr
     assert "SmolLM2-135M-Instruct" in done.stderr
-    assert f"right on {_command.LOCAL_MODEL_RATE} arithmetic prompts" in done.stderr
+    assert f"right on {_command.LOCAL_MODEL_RATE} new prompts measured" in done.stderr
     assert '→ calculator({"expression": "17 * 23"})' in done.stderr
     assert "← 17 * 23 = 391" in done.stderr
     assert "2 turns" in done.stderr.splitlines()[-1]
@@ -207,8 +207,24 @@ ARITHMETIC = [
     ("What is 36 * 11?", 396), ("Calculate 1234 * 5", 6170), ("What is 17 mod 5?", 2), ("What is 2.5 + 2.5?", 5),
     ("Divide 100 by 4", 25), ("What is 13 squared?", 169),
 ]  # fmt: skip
-"""The prompts the embedded model's rate is measured on (`_command.LOCAL_MODEL_RATE`): an answer is
-right when the last number it writes is the value."""
+"""Arithmetic prompts for the embedded model: an answer is right when the last number it writes is
+the value. (The rate the command line quotes, `_command.LOCAL_MODEL_RATE`, is measured by
+`benchmarks/embedded_model.py` on prompts of its own that no test uses.)"""
+ARITHMETIC_RIGHT = 15
+"""How many of `ARITHMETIC` the embedded model answered right when measured (greedy decoding: the
+same answers each time, give or take a prompt)."""
+
+COMMON = [
+    ("Hi there!", None, None),
+    ("Say hi to me.", None, None),
+    ("What is the capital of Italy?", None, None),
+    ("What is in this folder?", "list_folder", "."),
+    ("List the photos folder", "list_folder", "photos"),
+    ("Read shopping.txt", "read_file", "shopping.txt"),
+    ("What does plan.md say?", "read_file", "plan.md"),
+    ("What time is it now?", "current_time", None),
+]
+"""Everyday prompts and the tool (and path) each should use; None: an answer without a tool."""
 
 
 def _last_number_is(answer: str, value: float) -> bool:
@@ -218,34 +234,62 @@ def _last_number_is(answer: str, value: float) -> bool:
     return bool(numbers) and float(numbers[-1]) == value
 
 
-@pytest.mark.servers
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # a measure of the model, not of the backend
-async def test_the_embedded_model_answers_the_arithmetic_prompts_at_its_measured_rate(
-    anyio_backend: object, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    """The rate the banner, the help and the README quote, measured again (greedy decoding: the
-    same answers each time, give or take a prompt)."""
+@contextlib.asynccontextmanager
+async def _embedded_agents(monkeypatch: pytest.MonkeyPatch, root: Path) -> AsyncIterator[Any]:
+    """A function making an agent as the command line makes it, on the embedded model."""
     from agentloop import providers
     from agentloop.cli._constrained_tools import constrained_tool_stream
 
     monkeypatch.setenv("AGENTLOOP_MODEL_PATH", str(_local_model_file()))
+    async with _local_model.local_model_server(say=lambda line: None) as url:
+        yield lambda: al.Agent(
+            model=providers.local_model(url),
+            system_prompt=_command.SYSTEM_PROMPT,
+            tools=_tools.builtin_tools(root),
+            stream_fn=constrained_tool_stream,
+            max_tokens=160,
+        )
+
+
+@pytest.mark.servers
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # a measure of the model, not of the backend
+async def test_the_embedded_model_answers_the_arithmetic_prompts_at_its_measured_rate(
+    anyio_backend: object, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     right = 0
-    with anyio.fail_after(600):
-        async with _local_model.local_model_server(say=lambda line: None) as url:
+    with anyio.fail_after(840):
+        async with _embedded_agents(monkeypatch, tmp_path) as make_agent:
             for prompt, value in ARITHMETIC:
-                agent = al.Agent(
-                    model=providers.local_model(url),
-                    system_prompt=_command.SYSTEM_PROMPT,
-                    tools=_tools.builtin_tools(tmp_path),
-                    stream_fn=constrained_tool_stream,
-                    max_tokens=160,
-                )
+                agent = make_agent()
                 await agent.prompt(prompt)
                 last = agent.state.messages[-1]
                 right += isinstance(last, al.AssistantMessage) and _last_number_is(last.text, value)
-    measured = int(_command.LOCAL_MODEL_RATE.split(" of ")[0])
-    assert _command.LOCAL_MODEL_RATE.endswith(f" of {len(ARITHMETIC)}")
-    assert len(ARITHMETIC) >= 20 and right >= measured - 2, f"{right} of {len(ARITHMETIC)} right"
+    assert len(ARITHMETIC) >= 20 and right >= ARITHMETIC_RIGHT - 2, f"{right} of {len(ARITHMETIC)} right"
+
+
+@pytest.mark.servers
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # a measure of the model, not of the backend
+async def test_the_embedded_model_greets_answers_and_lists_and_reads_the_right_path(
+    anyio_backend: object, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "shopping.txt").write_text("milk, eggs\n", encoding="utf-8")
+    (tmp_path / "plan.md").write_text("1. rest\n", encoding="utf-8")
+    (tmp_path / "photos").mkdir()
+    wrong = []
+    with anyio.fail_after(540):
+        async with _embedded_agents(monkeypatch, tmp_path) as make_agent:
+            for prompt, tool, path in COMMON:
+                agent = make_agent()
+                await agent.prompt(prompt)
+                calls = [c for m in agent.state.messages if isinstance(m, al.AssistantMessage) for c in m.tool_calls]
+                used = [(c.name, c.arguments.get("path")) for c in calls]
+                last = agent.state.messages[-1]
+                answered = isinstance(last, al.AssistantMessage) and last.stop_reason != "error" and last.text.strip()
+                if used != ([(tool, path)] if tool else []) or not answered:
+                    wrong.append((prompt, used, last.text if isinstance(last, al.AssistantMessage) else last))
+    assert not wrong, wrong
 
 
 async def test_the_answer_alone_is_on_stdout_and_everything_else_on_stderr(
@@ -364,9 +408,12 @@ def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
         "130 aborted",
         "OPENAI_API_KEY",
         "AGENTLOOP_BACKEND",
-        "providers: anthropic, google, google-vertex, openai",
+        "providers: amazon-bedrock, anthropic, azure, google, google-vertex, mistral, openai",
     ):
         assert expected in shown
+    from agentloop.providers import get_providers
+
+    assert f"providers: {', '.join(get_providers())}" in shown  # every registered provider
 
 
 def test_base_url_with_a_model_name_makes_an_openai_compatible_model_without_a_key() -> None:
@@ -398,3 +445,210 @@ def test_the_printer_strips_control_sequences_from_model_text_and_tool_results()
         assert control not in shown
     assert "ok]52;c;aGk= [2Jgone31m" in shown  # the text is kept, without its controls
     assert "\x1b[2m" in shown or "\x1b[36m" in shown  # the printer's own colours still apply
+
+
+OWNER = """\
+import sys
+
+import anyio
+
+from agentloop.cli import embedded_model
+
+
+async def main() -> None:
+    async with embedded_model():
+        print("READY", flush=True)
+        await anyio.sleep_forever()
+
+
+anyio.run(main, backend=sys.argv[1])
+"""
+"""A program of one's own that holds the embedded model open until it is killed."""
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (Linux's /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                stat = (entry / "stat").read_text()
+                if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry.name))
+    return found
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` is a live process (a zombie, exited but not yet reaped, is not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _wait_until(condition: Any, what: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout  # an upper bound for a failing test, not a margin
+    while not condition():
+        assert time.monotonic() < deadline, f"still waiting, after {timeout} s, for {what}"
+        time.sleep(0.1)
+
+
+@pytest.mark.servers
+@pytest.mark.parametrize(
+    ("owner", "backend", "signum"),
+    [
+        ("program", "asyncio", signal.SIGTERM),
+        ("program", "trio", signal.SIGHUP),
+        ("program", "asyncio", signal.SIGKILL),
+        ("program", "trio", signal.SIGKILL),
+        ("command", "asyncio", signal.SIGHUP),
+        ("command", "trio", signal.SIGTERM),
+    ],
+)
+def test_the_embedded_models_server_dies_with_the_process_that_started_it(
+    owner: str, backend: str, signum: signal.Signals, tmp_path: Path
+) -> None:
+    """Killed by any signal, SIGKILL included, the owner of `embedded_model()` (or the command
+    line) leaves no llama.cpp server behind: the server's stdin closes with its parent."""
+    env = {**os.environ, "AGENTLOOP_MODEL_PATH": str(_local_model_file()), "AGENTLOOP_BACKEND": backend}
+    env.pop("OPENAI_API_KEY", None)
+    env.pop("ANTHROPIC_API_KEY", None)
+    if owner == "program":
+        command = [sys.executable, "-c", OWNER, backend]
+        ready = b"READY"
+    else:
+        command = [sys.executable, "-m", "agentloop", "chat", "--root", str(tmp_path)]
+        ready = b"Chat with the agent"
+    reader, writer = os.pipe()  # the chat's stdin, held open so it waits for a line
+    with subprocess.Popen(command, stdin=reader, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env) as process:
+        os.close(reader)
+        try:
+            assert process.stdout is not None
+            seen = b""
+            while ready not in seen:
+                line = process.stdout.readline()
+                assert line, f"the owner exited before the model was ready: {seen.decode()}"
+                seen += line
+            (server,) = _children(process.pid)
+            assert _running(server)
+            process.send_signal(signum)
+            assert process.wait(timeout=60) != 0
+            try:
+                _wait_until(lambda: not _running(server), f"the server (pid {server}) to exit after {signum.name}")
+            finally:
+                if _running(server):  # the test failed: leave no server behind
+                    os.kill(server, signal.SIGKILL)
+        finally:
+            os.close(writer)
+            if process.poll() is None:
+                process.kill()
+
+
+async def test_an_embedded_model_that_cannot_start_is_one_line_and_exit_1(
+    anyio_backend: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    @contextlib.asynccontextmanager
+    async def missing(**kwargs: Any) -> AsyncIterator[str]:
+        raise RuntimeError("the embedded model needs the 'local' extra")
+        yield "never"
+
+    monkeypatch.setattr(_local_model, "local_model_server", missing)
+    code, out, err = await cli(["run", "hi"])
+    assert code == _command.EXIT_MODEL_ERROR and out == ""
+    assert err.splitlines()[-1] == "agentloop: the embedded model needs the 'local' extra"
+
+
+ROOT = Path(__file__).parents[1]
+FIRST_PROGRAM_PAGES = ["README.md", "docs/getting-started.md"]
+
+
+def _first_program(page: str) -> str:
+    import re
+
+    blocks: list[str] = re.findall(
+        r"^```python[^\n]*\n(.*?)^```", (ROOT / page).read_text(encoding="utf-8"), re.S | re.M
+    )
+    return next(block for block in blocks if "embedded_model()" in block)
+
+
+def _run_fresh(program: str) -> subprocess.CompletedProcess[str]:
+    """`program` in a fresh interpreter: only what `import agentloop` loads is loaded."""
+    return subprocess.run([sys.executable, "-W", "error", "-c", program], capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("page", FIRST_PROGRAM_PAGES)
+def test_the_first_programs_other_model_runs_as_written(page: str) -> None:
+    """The first program names a server of one's own in a comment (`#     code`): that code runs
+    with the program's imports, in a fresh interpreter."""
+    import re
+
+    block = _first_program(page)
+    alternative = re.findall(r"^\s*#     (.+)$", block, re.M)
+    assert any("openai_compatible_model(" in line for line in alternative), block
+    imports = [line for line in block.splitlines() if line.startswith(("import ", "from "))]
+    done = _run_fresh("\n".join([*imports, *alternative, "print(model.id, model.base_url)"]))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "llama3.2 http://127.0.0.1:11434/v1\n"
+
+
+@pytest.mark.parametrize("page", FIRST_PROGRAM_PAGES)
+def test_every_al_attribute_the_page_names_exists_after_import_agentloop(page: str) -> None:
+    """`al.NAME` in the page's text, code or comments is an attribute of `agentloop` as imported
+    (subpackages such as `agentloop.providers` are imported by name, not reached as attributes)."""
+    import re
+
+    names = sorted(set(re.findall(r"\bal\.([A-Za-z_]\w*)", (ROOT / page).read_text(encoding="utf-8"))))
+    assert names
+    done = _run_fresh(f"import agentloop\nprint([n for n in {names!r} if not hasattr(agentloop, n)])")
+    assert done.returncode == 0 and done.stdout == "[]\n", done.stdout + done.stderr
+
+
+def test_the_install_hint_installs_the_extra_where_agentloop_came_from(tmp_path: Path) -> None:
+    import json
+
+    from agentloop.cli._install import install_target
+
+    clone, wheel = tmp_path / "clone", tmp_path / "anyio_agentloop-0.1.0-py3-none-any.whl"
+    clone.mkdir()
+    wheel.write_bytes(b"")
+    editable = json.dumps({"url": clone.as_uri(), "dir_info": {"editable": True}})
+    assert install_target("local", editable, None) == (f"{clone}[local]", True)
+    from_wheel = json.dumps({"url": wheel.as_uri(), "archive_info": {}})
+    assert install_target("mcp", from_wheel, None) == (f"{wheel}[mcp]", False)
+    gone = json.dumps({"url": (tmp_path / "gone").as_uri(), "dir_info": {}})
+    assert install_target("otel", gone, None) == ("anyio-agentloop[otel]", False)
+    assert install_target("trio", None, clone) == (f"{clone}[trio]", True)  # run from a checkout
+    assert install_target("trio", None, None) == ("anyio-agentloop[trio]", False)  # from an index
+    assert install_target("trio", "not json", None) == ("anyio-agentloop[trio]", False)
+
+
+def test_the_install_hint_of_this_environment_names_a_source_that_has_the_extra() -> None:
+    """Here agentloop is installed from a clone (or run from one): the hint names that clone, whose
+    pyproject.toml declares every extra the command line asks for."""
+    import re
+    import shlex
+
+    from agentloop.cli._install import install_command
+
+    for extra in ("local", "mcp", "trio", "otel"):
+        words = shlex.split(install_command(extra))
+        assert words[:4] == [sys.executable, "-m", "pip", "install"] or words[:2] == ["uv", "pip"], words
+        target = words[-1]
+        assert target.endswith(f"[{extra}]"), words
+        source = Path(target.removesuffix(f"[{extra}]"))
+        assert source.is_dir() and "-e" in words, words
+        pyproject = (source / "pyproject.toml").read_text(encoding="utf-8")
+        extras = pyproject.split("[project.optional-dependencies]", 1)[1].split("\n[", 1)[0]
+        assert re.search(rf"^{extra} = \[", extras, re.M), (extra, extras)
+
+
+async def test_a_missing_local_extra_names_the_install_command(
+    anyio_backend: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentloop.cli._install import install_command
+
+    monkeypatch.setitem(sys.modules, "xllamacpp", None)  # not installed
+    code, out, err = await cli(["run", "hi"])
+    assert code == _command.EXIT_MODEL_ERROR and out == ""
+    assert f"needs the 'local' extra: {install_command('local')} (or pass --model" in err.splitlines()[-1]

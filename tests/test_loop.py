@@ -269,19 +269,33 @@ async def test_prepare_arguments_runs_before_validation_and_an_abort_during_it_s
 
 
 async def test_parallel_calls_overlap_and_results_keep_source_order(anyio_backend: object) -> None:
+    # The three calls run together; c1 returns once c2 and c3 are finalized (their after_tool_call ran).
     active = [0]
     peak = [0]
+    all_began = anyio.Event()
+    others_finalized = anyio.Event()
+    finalized: list[str] = []
 
     async def execute(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> al.AgentToolResult:
         active[0] += 1
         peak[0] = max(peak[0], active[0])
-        await anyio.sleep(0.05 if tool_call_id == "c1" else 0.01)
+        if active[0] == 3:
+            all_began.set()
+        await all_began.wait()
+        if tool_call_id == "c1":
+            await others_finalized.wait()
         active[0] -= 1
         return al.AgentToolResult.from_text(tool_call_id)
 
+    async def after(context: al.AfterToolCallContext, signal: al.AbortSignal) -> None:  # noqa: ASYNC124 - an async hook, as users write them
+        finalized.append(context.tool_call.id)
+        if len(finalized) == 2:
+            others_finalized.set()
+
     tool = al.AgentTool(name="t", description="", parameters={"type": "object"}, execute=execute)
     calls = [ScriptedToolCall(f"c{i}", "t", {}) for i in (1, 2, 3)]
-    messages, events = await run([user("go")], ScriptedModel([Response(content=calls), "ok"]), [tool])
+    model = ScriptedModel([Response(content=calls), "ok"])
+    messages, events = await run([user("go")], model, [tool], after_tool_call=after)
     assert peak[0] == 3
     ends = [e.tool_call_id for e in events if isinstance(e, al.ToolExecutionEnd)]
     assert ends[-1] == "c1"  # completion order
@@ -821,11 +835,14 @@ async def test_an_abort_in_a_parallel_batch_cuts_only_what_still_runs(anyio_back
     # batch is bounded by the grace period, and every call gets exactly one result.
     signal = al.AbortSignal()
     began: list[str] = []
+    all_slots_taken = anyio.Event()
 
     async def execute(tool_call_id: str, params: Any, sig: al.AbortSignal, on_update: Any) -> str:
         began.append(tool_call_id)
+        if tool_call_id == "c2":
+            all_slots_taken.set()
         if tool_call_id == "c0":
-            await anyio.sleep(0.01)
+            await all_slots_taken.wait()
             signal.abort()  # the other calls are running or waiting for a slot
             return "quick"
         if tool_call_id == "c1":

@@ -915,7 +915,10 @@ def test_without_opentelemetry_the_import_error_says_what_to_install() -> None:
         "try:\n    import agentloop.otel\nexcept ImportError as exc:\n    print(exc)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "agentloop.otel needs the OpenTelemetry API: pip install 'anyio-agentloop[otel]'"
+    from agentloop.cli._install import install_command
+
+    assert out.strip() == f"agentloop.otel needs the OpenTelemetry API, the 'otel' extra: {install_command('otel')}"
+    assert "[otel]" in install_command("otel")
 
 
 def test_import_agentloop_does_not_import_opentelemetry() -> None:
@@ -1048,3 +1051,35 @@ async def test_tool_definitions_are_recorded_with_content(
 def test_a_meter_provider_of_the_wrong_kind_is_refused() -> None:
     with pytest.raises(TypeError, match="meter_provider must be an OpenTelemetry MeterProvider"):
         Tracing(meter_provider=object())  # type: ignore[arg-type]
+
+
+async def test_a_model_call_that_failed_without_usage_records_no_token_counts(
+    exporter: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    """The GenAI conventions: a count that is not available is not reported (a 0 would read as a
+    real call). A failed call that did report its usage still counts it."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    reader = InMemoryMetricReader()
+    meters = MeterProvider(metric_readers=[reader])
+    provider, memory = exporter
+    failing = ScriptedModel([Response(stop_reason="error", error_message="connection refused")])
+    config, stream_fn = instrument(
+        al.AgentLoopConfig(model=MODEL), failing, tracer_provider=provider, meter_provider=meters
+    )
+    await run_once(config, stream_fn)
+    found = histograms(reader)
+    assert "gen_ai.client.token.usage" not in found
+    assert [p.attributes.get("error.type") for p in found["gen_ai.client.operation.duration"]] == ["model_error"]
+    for span in memory.get_finished_spans():
+        assert not any(key.startswith("gen_ai.usage.") for key in attrs(span)), span.name
+
+    counted = ScriptedModel(
+        [Response(stop_reason="error", error_message="cut", usage=al.Usage(input=9, output=2, total_tokens=11))]
+    )
+    config, stream_fn = instrument(al.AgentLoopConfig(model=MODEL), counted, meter_provider=meters)
+    await run_once(config, stream_fn)
+    tokens = {p.attributes["gen_ai.token.type"]: p.sum for p in histograms(reader)["gen_ai.client.token.usage"]}
+    assert tokens == {"input": 9, "output": 2}
+    meters.shutdown()

@@ -103,7 +103,7 @@ def test_the_readme_loop_runs_the_whole_script_on_asyncio_and_then_on_trio() -> 
 def test_the_readme_first_program_calls_a_tool_and_a_real_model_answers(backend: str) -> None:
     from .test_cli import _local_model_file
 
-    (program,) = blocks(README, "embedded")
+    (program,) = [code for code in blocks(README, "embedded") if "anyio.run" in code]  # not its synchronous twin
     os.environ.setdefault("AGENTLOOP_MODEL_PATH", str(_local_model_file()))
     shown = run_block(program, backend, timeout=240)
     assert "calls calculator {'expression': '17 * 23'}" in shown and "391" in shown.splitlines()[-1], shown
@@ -115,6 +115,7 @@ def test_every_python_block_is_plain_or_tagged_in_the_attribute_form() -> None:
             assert tag_of(info) is not None, f"{page}: ```python{info} is neither run nor type-checked"
 
 
+@pytest.mark.timeout(660)  # mypy's own bound below is 600 s: a cold cache checks agentloop and its dependencies
 def test_every_python_example_passes_mypy_strict(tmp_path: Path) -> None:
     files = []
     for i, code in enumerate(code for code in TYPED if not missing_extras(code)):
@@ -145,8 +146,8 @@ def test_the_readme_is_short_and_quotes_the_measured_rate() -> None:
 
     flowing = " ".join(README.split())
     assert len(README) <= 10_500
-    assert f"right on {LOCAL_MODEL_RATE} arithmetic prompts measured" in flowing
-    assert f"answered {LOCAL_MODEL_RATE} arithmetic prompts right" in flowing
+    assert f"right on {LOCAL_MODEL_RATE} new prompts measured" in flowing
+    assert f"answered {LOCAL_MODEL_RATE} prompts it was not tuned on right" in flowing
 
 
 def test_the_readme_links_only_to_files_that_exist() -> None:

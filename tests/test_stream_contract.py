@@ -17,9 +17,26 @@ from .support import agent_end, as_assistant, last_assistant, text, tool_results
 MODEL = al.Model(id="m", api="faux", provider="faux")
 
 
-def make_sleeper(log: list[str], seconds: float = 10.0, honour_abort: bool = False) -> al.AgentTool:
+class Running:
+    """Set once `calls` tool calls have begun: a test aborts "while the tools run" on it, not after a delay."""
+
+    def __init__(self, calls: int) -> None:
+        self.left = calls
+        self.all_began = anyio.Event()
+
+    def began(self) -> None:
+        self.left -= 1
+        if self.left == 0:
+            self.all_began.set()
+
+
+def make_sleeper(
+    log: list[str], seconds: float = 10.0, honour_abort: bool = False, running: Running | None = None
+) -> al.AgentTool:
     async def execute(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> al.AgentToolResult:
         log.append(f"start {tool_call_id}")
+        if running is not None:
+            running.began()
         try:
             if honour_abort:
                 with anyio.move_on_after(seconds):
@@ -156,12 +173,14 @@ async def test_abort_during_a_tool_answers_every_call_and_ends(anyio_backend: ob
     log: list[str] = []
     signal = al.AbortSignal()
     model = ScriptedModel([tool_response("c1", "c2"), "never"])
-    context = al.AgentContext(tools=[make_sleeper(log, honour_abort=True)])
+    running = Running(2)
+    context = al.AgentContext(tools=[make_sleeper(log, honour_abort=True, running=running)])
 
     with anyio.fail_after(2):
         seen = await _collect_aborting(
             al.agent_loop([al.UserMessage(content="go")], context, al.AgentLoopConfig(model=MODEL), signal, model),
             signal,
+            running,
         )
     check_events(seen)
     ends = [e for e in seen if isinstance(e, al.ToolExecutionEnd)]
@@ -181,7 +200,8 @@ async def test_abort_cancels_a_tool_that_ignores_it_after_the_grace_period(anyio
     log: list[str] = []
     signal = al.AbortSignal()
     model = ScriptedModel([tool_response("c1"), "never"])
-    context = al.AgentContext(tools=[make_sleeper(log, seconds=30)])
+    running = Running(1)
+    context = al.AgentContext(tools=[make_sleeper(log, seconds=30, running=running)])
 
     with anyio.fail_after(2):
         seen = await _collect_aborting(
@@ -193,6 +213,7 @@ async def test_abort_cancels_a_tool_that_ignores_it_after_the_grace_period(anyio
                 model,
             ),
             signal,
+            running,
         )
     end = next(e for e in seen if isinstance(e, al.ToolExecutionEnd))
     assert end.is_error and text(end.result.content[0]) == "Operation aborted"
@@ -248,8 +269,10 @@ async def test_a_tool_running_an_agent_loop_on_the_same_signal_sees_it_cut_at_on
         yield builder.done("stop")
 
     inner: list[al.AgentMessage] = []
+    running = Running(1)
 
     async def execute(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> al.AgentToolResult:
+        running.began()
         config = al.AgentLoopConfig(model=MODEL)
         context = al.AgentContext()
         inner.extend(
@@ -272,6 +295,7 @@ async def test_a_tool_running_an_agent_loop_on_the_same_signal_sees_it_cut_at_on
                 model,
             ),
             signal,
+            running,
         )
     assert as_assistant(inner[-1]).stop_reason == "aborted"
     end = next(e for e in seen if isinstance(e, al.ToolExecutionEnd))
@@ -311,8 +335,10 @@ async def test_the_grace_cut_of_a_parallel_batch_answers_each_call_as_its_tool_e
     # kept; "honour" returns on the abort. What is left of a cut call (its update, the
     # after_tool_call hook, which awaits) still runs in full.
     log: list[str] = []
+    running = Running(3)
 
     async def execute(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> al.AgentToolResult:
+        running.began()
         if tool_call_id == "honour":
             await signal.wait()
             return al.AgentToolResult.from_text("stopped in time")
@@ -337,11 +363,11 @@ async def test_the_grace_cut_of_a_parallel_batch_answers_each_call_as_its_tool_e
     with anyio.fail_after(3):
         start = anyio.current_time()
         seen = await _collect_aborting(
-            al.agent_loop([al.UserMessage(content="go")], context, config, signal, model), signal
+            al.agent_loop([al.UserMessage(content="go")], context, config, signal, model), signal, running
         )
         elapsed = anyio.current_time() - start
     check_events(seen)
-    assert 0.15 <= elapsed < 2  # the abort at 0.05 s, the cut 0.1 s later, and no longer
+    assert 0.1 <= elapsed < 2  # the cut the grace period after the abort, and no longer
     assert sorted(entry for entry in log if entry.startswith("cut")) == ["cut ignore", "cut swallow"]
     ends = {e.tool_call_id: e for e in seen if isinstance(e, al.ToolExecutionEnd)}
     assert {i: (e.is_error, text(e.result.content[0])) for i, e in ends.items()} == {
@@ -370,7 +396,8 @@ async def test_leaving_the_block_after_an_abort_of_parallel_tools_cancels_everyt
     log: list[str] = []
     signal = al.AbortSignal()
     model = ScriptedModel([tool_response("c1", "c2", "c3"), "never"])
-    context = al.AgentContext(tools=[make_sleeper(log, seconds=30)])
+    running = Running(3)
+    context = al.AgentContext(tools=[make_sleeper(log, seconds=30, running=running)])
     config = al.AgentLoopConfig(model=MODEL, tool_abort_grace=0.1)
     seen: list[str] = []
     with anyio.fail_after(2):
@@ -378,7 +405,7 @@ async def test_leaving_the_block_after_an_abort_of_parallel_tools_cancels_everyt
             async for event in events:
                 seen.append(event.type)
                 if seen.count("tool_execution_start") == 3:
-                    await anyio.sleep(0.01)  # the tools are running
+                    await running.all_began.wait()  # the tools are running
                     signal.abort()
                     await anyio.sleep(leave_after)
                     break
@@ -387,7 +414,10 @@ async def test_leaving_the_block_after_an_abort_of_parallel_tools_cancels_everyt
 
 async def test_a_parallel_batch_that_stops_in_time_does_not_wait_for_the_grace_period(anyio_backend: object) -> None:
     # Grace 30 s: every tool stops soon after the abort, so nothing may wait for the period to end.
+    running = Running(3)
+
     async def execute(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> al.AgentToolResult:
+        running.began()
         await signal.wait()
         await anyio.sleep(0.02)  # still running when the grace period begins
         return al.AgentToolResult.from_text("stopped in time")
@@ -398,7 +428,7 @@ async def test_a_parallel_batch_that_stops_in_time_does_not_wait_for_the_grace_p
     config = al.AgentLoopConfig(model=MODEL, tool_abort_grace=30)
     with anyio.fail_after(2):
         seen = await _collect_aborting(
-            al.agent_loop([al.UserMessage(content="go")], context, config, signal, model), signal
+            al.agent_loop([al.UserMessage(content="go")], context, config, signal, model), signal, running
         )
     check_events(seen)
     ends = [e for e in seen if isinstance(e, al.ToolExecutionEnd)]
@@ -412,15 +442,17 @@ async def _collect(stream: al.AgentLoopStream) -> list[al.AgentEvent]:
         return [event async for event in events]
 
 
-async def _collect_aborting(stream: al.AgentLoopStream, signal: al.AbortSignal) -> list[al.AgentEvent]:
-    """Collect a run's events; `signal` aborts 0.05 s into the run."""
+async def _collect_aborting(
+    stream: al.AgentLoopStream, signal: al.AbortSignal, running: Running
+) -> list[al.AgentEvent]:
+    """Collect a run's events; `signal` aborts once its tool calls have all begun."""
 
-    async def abort_soon() -> None:
-        await anyio.sleep(0.05)
+    async def abort_while_they_run() -> None:
+        await running.all_began.wait()
         signal.abort()
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(abort_soon)
+        tg.start_soon(abort_while_they_run)
         events = await _collect(stream)
     return events
 

@@ -13,7 +13,7 @@ import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import anyio
 
@@ -57,6 +57,10 @@ class StreamOptions:
     metadata: Mapping[str, Any] | None = None
     max_retry_delay: float | None = None
     """Seconds; the longest server-requested retry delay a provider honours."""
+    cache_retention: Literal["none", "short", "long"] | None = None
+    """Prompt caching: `short` (the provider's default cache; also what None means), `long`
+    (Anthropic's 1-hour cache and OpenAI's 24-hour retention, where the model has them) or `none`
+    (no cache marks and no cache key)."""
 
     def __repr__(self) -> str:
         key = "None" if self.api_key is None else "'***'"

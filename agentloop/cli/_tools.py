@@ -177,6 +177,7 @@ def _binary(op: type[ast.operator]) -> Any:
         ast.FloorDiv: operator.floordiv,
         ast.Mod: operator.mod,
         ast.Pow: _power,
+        ast.BitXor: _power,  # `2^10`: a power, as calculators write it
     }.get(op)
 
 
@@ -203,7 +204,8 @@ _CONSTANTS = {"pi": math.pi, "e": math.e}
 
 
 def calculate(expression: str) -> float | int:
-    """Evaluate arithmetic (`+ - * / // % **`, parentheses, sqrt, abs, round, log, sin, cos, pi, e)."""
+    """Evaluate arithmetic (`+ - * / // % **`, `^` as a power too, parentheses, sqrt, abs, round,
+    log, sin, cos, pi, e)."""
     if len(expression) > 500:
         raise ToolError("the expression is longer than 500 characters")
     try:
@@ -278,7 +280,7 @@ def builtin_tools(root: Path) -> list[AgentTool]:
 
     @tool
     async def calculator(expression: str) -> str:
-        """Evaluate an arithmetic expression, for example '2 * (3 + 4) ** 2' or 'sqrt(2)'.
+        """Evaluate an arithmetic expression, for example '2 * (3 + 4) ** 2', '2 ^ 10' or 'sqrt(2)'.
 
         Args:
             expression: The expression.

@@ -61,7 +61,10 @@ from __future__ import annotations
 try:
     import opentelemetry.trace as _trace  # noqa: F401
 except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError("agentloop.otel needs the OpenTelemetry API: pip install 'anyio-agentloop[otel]'") from exc
+    from ..cli._install import install_command
+
+    hint = install_command("otel")
+    raise ImportError(f"agentloop.otel needs the OpenTelemetry API, the 'otel' extra: {hint}") from exc
 
 from ._tracing import Tracing, instrument
 

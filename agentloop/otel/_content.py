@@ -9,7 +9,14 @@ from typing import Any
 
 from .._types._messages import Usage
 
-__all__ = ("content_text", "input_tokens", "mask", "message_parts", "plain", "to_json", "tool_definitions")
+__all__ = ("content_text", "counted", "input_tokens", "mask", "message_parts", "plain", "to_json", "tool_definitions")
+
+
+def counted(usage: Usage) -> bool:
+    """Whether the call's token counts were reported: a call that failed before the provider sent
+    its usage has none, and the GenAI conventions say a count that is not available is not
+    reported (a 0 would read as a real call)."""
+    return any((usage.input, usage.output, usage.cache_read, usage.cache_write, usage.total_tokens))
 
 
 def input_tokens(usage: Usage) -> int:

@@ -10,7 +10,7 @@ from opentelemetry import metrics
 from opentelemetry.metrics import MeterProvider
 
 from .._types._messages import AssistantMessage
-from ._content import input_tokens
+from ._content import counted, input_tokens
 
 __all__ = ("ChatMetrics", "response_model")
 
@@ -45,10 +45,12 @@ class ChatMetrics:
         message: AssistantMessage | None,
         error_type: str | None,
     ) -> None:
-        """A call that ended after `seconds`: with its final message (tokens), or without one."""
+        """A call that ended after `seconds`: with its final message, or without one. Tokens are
+        recorded only when the message counts them (see `counted`)."""
         attributes = {key: on_span[key] for key in _KEYS if key in on_span}
         if message is not None:
             attributes["gen_ai.response.model"] = response_model(message)
+        if message is not None and counted(message.usage):
             self.tokens.record(input_tokens(message.usage), {**attributes, "gen_ai.token.type": "input"})
             self.tokens.record(message.usage.output, {**attributes, "gen_ai.token.type": "output"})
         if error_type is not None:

@@ -47,8 +47,8 @@ class RunSpans:
         self.turn: tuple[Span, otel_context.Context] | None = None
         self.turns = 0
         self.described = False
-        self.input_tokens = 0
-        self.output_tokens = 0
+        self.input_tokens: int | None = None  # None until a model call reports its usage
+        self.output_tokens: int | None = None
         self.api_key: str | None = None  # the key the last model call got: masked out of recorded text
         self.done = False
         self.tools_running = 0

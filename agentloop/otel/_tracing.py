@@ -20,7 +20,7 @@ from .._types._errors import ToolTimeoutError
 from .._types._events import AgentEvent, AssistantMessageEvent
 from .._types._messages import AgentToolResult, AssistantMessage, Context, Model, Usage
 from .._types._stream_fn import MaybeAwaitable, StreamFn, StreamOptions, opened_stream
-from ._content import content_text, input_tokens, mask, message_parts, plain, to_json, tool_definitions
+from ._content import content_text, counted, input_tokens, mask, message_parts, plain, to_json, tool_definitions
 from ._metrics import ChatMetrics, response_model
 from ._spans import CURRENT, ERROR_TYPES, RunSpans, chain_observe, current_in, end_span, fail_span
 
@@ -174,8 +174,9 @@ class Tracing:
         if run is not None and not run.done:
             run.last = time.time_ns()
             usage: Usage = message.usage
-            run.input_tokens += input_tokens(usage)
-            run.output_tokens += usage.output
+            if counted(usage):
+                run.input_tokens = (run.input_tokens or 0) + input_tokens(usage)
+                run.output_tokens = (run.output_tokens or 0) + usage.output
 
     def _turn_end(self, event: Any) -> None:
         run = CURRENT.get()
@@ -196,7 +197,7 @@ class Tracing:
         run.end_turn(None)
         run.done = True
         span = run.span
-        if span.is_recording():
+        if span.is_recording() and run.input_tokens is not None and run.output_tokens is not None:
             span.set_attribute("gen_ai.usage.input_tokens", run.input_tokens)
             span.set_attribute("gen_ai.usage.output_tokens", run.output_tokens)
         last = next((m for m in reversed(event.messages) if m.role == "assistant"), None)
@@ -347,9 +348,10 @@ class Tracing:
         attributes: dict[str, Any] = {
             "gen_ai.response.model": response_model(message),
             "gen_ai.response.finish_reasons": (finish_reason,),
-            "gen_ai.usage.input_tokens": input_tokens(usage),
-            "gen_ai.usage.output_tokens": usage.output,
         }
+        if counted(usage):
+            attributes["gen_ai.usage.input_tokens"] = input_tokens(usage)
+            attributes["gen_ai.usage.output_tokens"] = usage.output
         if message.response_id:
             attributes["gen_ai.response.id"] = message.response_id
         if usage.cache_read:

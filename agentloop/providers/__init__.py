@@ -1,6 +1,7 @@
 """LLM providers: stream functions for OpenAI Chat Completions, OpenAI Responses, Anthropic
-Messages, the Gemini API and Vertex AI over httpx, a model registry, and `stream_simple`, which
-dispatches on `model.api`.
+Messages, Azure OpenAI (Responses), Mistral, the Gemini API, Vertex AI and Amazon Bedrock's
+Converse Stream over httpx, a model registry, and `stream_simple`, which dispatches on
+`model.api`.
 
 Every stream function has the signature of `agentloop.StreamFn` (plus keyword-only `http=` and
 `client=`) and returns an `AssistantMessageEventStream`: iterate it (preferably inside
@@ -16,41 +17,45 @@ context, options) -> Request` (URL, headers, JSON body; it may raise `ProviderEr
 becomes the terminal `error` event), an `SSEParser` subclass whose `feed` turns one server-sent
 event into events through the `AssistantMessageBuilder` and whose `finish` closes the open blocks
 and ends with `done` or `error`, and a stream function that hands both to `_http.run_stream`
-(which does the I/O, retries, abort, timeouts and size limits). Its registry entry in
+(which does the I/O, retries, abort, timeouts and size limits; a wire that is not server-sent
+events names its framing with a `StreamFormat`, as Bedrock's AWS event stream does, and a build
+that must wait, for credentials say, is an `async` function). Its registry entry in
 `_registry.API_STREAMS` makes `stream_simple` dispatch to it by `model.api`. The pieces each
 module uses come from single-purpose modules: `_errors` (`ProviderError`), `_auth` (keys and
 their redaction), `_request` (the request and its body's parts), `_thinking` (levels and
 budgets), `_parse` (the parser base class and JSON field readers), `_usage` (tokens and cost),
-`_stream` (the stream object and the argument check), `_json_stream` (tool-call arguments),
-`_transform` (replaying another model's transcript).
+`_stream` (the stream object and the argument check), `_cache` (prompt caching),
+`_json_stream` and `_streaming_json` (tool-call arguments), `_transform` (replaying another
+model's transcript); `_failures` and `_fallback` sit on top of the stream functions.
 
-The events and final messages are pi-ai 1.6.0's for the same bytes (checked on recorded streams
-by `tests/providers/test_differential.py`), except where agentloop keeps its own policy:
+The events and final messages are pi-ai 1.6.1's for the same bytes (checked on recorded streams
+by `tests/providers/test_differential.py`), except where agentloop keeps its own reading on
+purpose: the list, each with its reason, is in the documentation's "Models and providers" page
+("Deliberate differences from pi-ai").
 
-- Chat Completions with `n > 1`: only choice 0 is read (pi-ai appends every choice's deltas to
-  one text, which mixes the answers).
-- A Chat Completions refusal (`delta.refusal`) is text (pi-ai drops it: an empty message).
-- A stream cut before its end marker ends with agentloop's own error text (the same events and
-  content as pi-ai otherwise).
-- Responses reasoning summaries: the `"\\n\\n"` between parts is a delta between parts, and an
-  initial text in an Anthropic `content_block_start` (`redacted_thinking`'s placeholder) is a
-  delta: the deltas always add up to the final text (pi-ai also sends a separator after the last
-  part and drops it from the final text, and puts initial text in the block without a delta).
-- A new tool-call `id` at a known Chat Completions `index` starts a new call (pi-ai merges the
-  two), for servers that number every parallel call 0.
-- A Responses server that omits `output_index` still has its items routed by `item_id`.
-- Gemini (pi-ai 1.6.1's reading): a `finishReason` this version does not know ends the turn as
-  `stop` (pi-ai: an error), and an error chunk reads "message (STATUS)".
+Around the stream functions: `is_context_overflow`, `is_retryable_error` and
+`is_unavailable_model` read a failed message (pi-ai's `isContextOverflow` and
+`isRetryableAssistantError`), and `fallback_stream` tries further models when one fails before
+answering. `StreamOptions.cache_retention` sets the prompt cache (pi-ai's `cacheRetention`).
 """
 
 from __future__ import annotations
 
 from ._anthropic import stream_anthropic as stream_anthropic
 from ._auth import ENV_API_KEYS as ENV_API_KEYS
+from ._azure import azure_openai_model as azure_openai_model
+from ._azure import stream_azure_openai_responses as stream_azure_openai_responses
+from ._bedrock import stream_bedrock as stream_bedrock
+from ._failures import is_context_overflow as is_context_overflow
+from ._failures import is_retryable_error as is_retryable_error
+from ._failures import is_unavailable_model as is_unavailable_model
+from ._fallback import fallback_stream as fallback_stream
+from ._fallback import should_fall_back as should_fall_back
 from ._google import stream_google as stream_google
 from ._google_vertex import stream_google_vertex as stream_google_vertex
 from ._http import HTTPOptions as HTTPOptions
 from ._json_stream import parse_streaming_json as parse_streaming_json
+from ._mistral import stream_mistral as stream_mistral
 from ._openai_completions import stream_openai_completions as stream_openai_completions
 from ._openai_responses import stream_openai_responses as stream_openai_responses
 from ._proxy._client import ProxyStreamFn as ProxyStreamFn
@@ -74,18 +79,27 @@ __all__ = (
     "AssistantMessageEventStream",
     "HTTPOptions",
     "ProxyStreamFn",
+    "azure_openai_model",
     "calculate_cost",
+    "fallback_stream",
     "get_model",
     "get_models",
     "get_providers",
+    "is_context_overflow",
+    "is_retryable_error",
+    "is_unavailable_model",
     "local_model",
     "openai_compatible_model",
     "parse_streaming_json",
     "proxy_app",
     "register_model",
+    "should_fall_back",
     "stream_anthropic",
+    "stream_azure_openai_responses",
+    "stream_bedrock",
     "stream_google",
     "stream_google_vertex",
+    "stream_mistral",
     "stream_openai_completions",
     "stream_openai_responses",
     "stream_proxy",

@@ -5,8 +5,10 @@ Blocks are routed by their `index` (not by position): a server may keep a thinki
 while the text block streams (llama.cpp does), so a block's `*_end` comes when its
 `content_block_stop` arrives, which may be after the next block started.
 
-Compat flags: `cache_control` (true: mark the system prompt and the last user message
-ephemeral-cacheable), `adaptive_thinking` (auto: Opus 4.6 on api.anthropic.com),
+Compat flags: `cache_control` (true: mark the system prompt, the last tool and the last user
+message cacheable, as `StreamOptions.cache_retention` asks), `supports_long_cache_retention`
+(true: `long` retention is the 1-hour cache), `supports_cache_control_on_tools` (true),
+`adaptive_thinking` (auto: Opus 4.6 on api.anthropic.com),
 `thinking_format` (`llama.cpp`: thinking off is sent as `chat_template_kwargs.enable_thinking:
 false`, as that server's templates think by default), `extra_body`.
 """
@@ -14,7 +16,7 @@ false`, as that server's templates think by default), `extra_body`.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from .._types._builder import AssistantMessageBuilder
@@ -31,6 +33,7 @@ from .._types._messages import (
 )
 from .._types._stream_fn import StreamOptions
 from ._auth import resolve_api_key
+from ._cache import anthropic_cache_control
 from ._errors import ProviderError
 from ._http import AsyncClient, HTTPOptions, run_stream
 from ._json_stream import ToolArguments
@@ -48,6 +51,7 @@ __all__ = (
     "anthropic_base_url",
     "build_anthropic_request",
     "convert_messages",
+    "input_schema",
     "map_stop_reason",
     "stream_anthropic",
 )
@@ -94,19 +98,22 @@ def build_anthropic_request(model: Model, context: Context, options: StreamOptio
     check_llm_messages(context)
     key = resolve_api_key(model, options)
     url = anthropic_base_url(model)
-    cache = bool(compat(model, "cache_control", True))
+    cache = anthropic_cache_control(model, options) if compat(model, "cache_control", True) else None
     max_tokens = options.max_tokens or min(model.max_tokens or 4096, 32000)
     body: dict[str, Any] = {"model": model.id, "messages": convert_messages(model, context, cache), "stream": True}
     if context.system_prompt:
         system: dict[str, Any] = {"type": "text", "text": sanitize(context.system_prompt)}
         if cache:
-            system["cache_control"] = {"type": "ephemeral"}
+            system["cache_control"] = cache
         body["system"] = [system]
     if context.tools:
-        body["tools"] = [
-            {"name": name, "description": description, "input_schema": {**parameters, "type": "object"}}
+        tools = [
+            {"name": name, "description": description, "input_schema": input_schema(parameters)}
             for name, description, parameters in tool_specs(context.tools)
         ]
+        if cache and compat(model, "supports_cache_control_on_tools", True):
+            tools[-1]["cache_control"] = cache
+        body["tools"] = tools
     betas = ["fine-grained-tool-streaming-2025-05-14"]
     level = thinking_level(options)
     adaptive = _adaptive(model, url)
@@ -141,12 +148,35 @@ def build_anthropic_request(model: Model, context: Context, options: StreamOptio
     return Request(url + "/v1/messages", headers, body, key)
 
 
+_SCHEMA_KEYWORDS = ("additionalProperties", "$schema", "$defs", "definitions")
+"""The top-level schema keywords sent besides `type`, `properties` and `required`."""
+
+
+def input_schema(parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """A tool's `input_schema`, as pi-ai sends it: an object with its `properties` and `required`,
+    plus its dialect, shared definitions and `additionalProperties`. Other top-level keywords
+    (`title`, `description`, a top-level `anyOf`/`oneOf`/`allOf`, which Anthropic answers with a
+    400) are left out."""
+    properties = parameters.get("properties")
+    required = parameters.get("required")
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {} if properties is None else properties,
+        "required": [] if required is None else required,
+    }
+    for keyword in _SCHEMA_KEYWORDS:
+        if keyword in parameters:
+            schema[keyword] = parameters[keyword]
+    return schema
+
+
 def _image(block: ImageContent) -> dict[str, Any]:
     return {"type": "image", "source": {"type": "base64", "media_type": block.mime_type, "data": block.data}}
 
 
-def convert_messages(model: Model, context: Context, cache: bool) -> list[dict[str, Any]]:
-    """The transcript as Anthropic messages (consecutive tool results share one user message)."""
+def convert_messages(model: Model, context: Context, cache: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The transcript as Anthropic messages (consecutive tool results share one user message);
+    `cache` marks the last user message's last block."""
     images_ok = "image" in model.input
     out: list[dict[str, Any]] = []
     results: list[dict[str, Any]] = []
@@ -181,7 +211,7 @@ def convert_messages(model: Model, context: Context, cache: bool) -> list[dict[s
     flush_results()
     if cache and out and out[-1]["role"] == "user":
         last = out[-1]["content"][-1]
-        out[-1]["content"][-1] = {**last, "cache_control": {"type": "ephemeral"}}
+        out[-1]["content"][-1] = {**last, "cache_control": cache}
     return out
 
 

@@ -14,6 +14,7 @@ __all__ = ("ENV_API_KEYS", "env_api_key", "redact", "resolve_api_key")
 ENV_API_KEYS: dict[str, tuple[str, ...]] = {
     "openai": ("OPENAI_API_KEY",),
     "anthropic": ("ANTHROPIC_API_KEY",),
+    "azure": ("AZURE_OPENAI_API_KEY",),
     "openrouter": ("OPENROUTER_API_KEY",),
     "groq": ("GROQ_API_KEY",),
     "xai": ("XAI_API_KEY",),

@@ -22,7 +22,6 @@ the base URL names no API version.
 from __future__ import annotations
 
 import functools
-import importlib
 import inspect
 import os
 import re
@@ -245,8 +244,9 @@ def _adc_token() -> tuple[str, str | None]:
     """A valid access token of the application default credentials, and their project (runs in a
     worker thread: loading and refreshing do blocking I/O)."""
     try:
-        auth = importlib.import_module("google.auth")
-        transport = importlib.import_module("google.auth.transport.requests")
+        import google.auth as auth
+        import google.auth.exceptions
+        import google.auth.transport.requests as transport
     except ImportError:
         raise ProviderError(
             "Vertex AI needs credentials: pass token= or an API key, or install google-auth for the "
@@ -256,7 +256,7 @@ def _adc_token() -> tuple[str, str | None]:
         if not _adc:
             try:
                 credentials, project = auth.default(scopes=[_SCOPE])
-            except auth.exceptions.DefaultCredentialsError as exc:
+            except google.auth.exceptions.DefaultCredentialsError as exc:
                 raise ProviderError(f"No Google Cloud credentials: {exc}") from None
             _adc[:] = [credentials, project]
         credentials, project = _adc

@@ -1,17 +1,21 @@
-"""The only module that uses httpx: requests, retries, timeouts, SSE reading (events by `_sse`).
+"""The only module that uses httpx: requests, retries, timeouts, reading the streamed events
+(server-sent events by `_sse`, or another framing a `StreamFormat` names).
 
-`run_stream` drives one model response: it sends the request (retrying rate limits, overload
-and server errors with exponential backoff and jitter, honouring `Retry-After`, while nothing has
-streamed yet), reads an error body before anything else on a non-2xx answer, feeds each
-server-sent event to the protocol's `SSEParser`, and makes sure exactly one terminal event ends
-the stream, whatever happens: HTTP errors, malformed data, a connection closed before the end
-marker, a timeout, or an abort of `options.signal`. An outer cancellation is not caught.
+`run_stream` drives one model response: it builds the request (a build that waits, for
+credentials say, is awaited under the abort and the total timeout), sends it (retrying rate
+limits, overload and server errors with exponential backoff and jitter, honouring `Retry-After`,
+while nothing has streamed yet; an `auth` of the request signs each attempt), reads an error
+body before anything else on a non-2xx answer, feeds each event to the protocol's `SSEParser`,
+and makes sure exactly one terminal event ends the stream, whatever happens: HTTP errors,
+malformed data, a connection closed before the end marker, a timeout, or an abort of
+`options.signal`. An outer cancellation is not caught.
 """
 
 from __future__ import annotations
 
 import email.utils
 import functools
+import inspect
 import logging
 import math
 import random
@@ -24,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import httpx
-from httpx_sse import SSEError
+from httpx_sse import ServerSentEvent, SSEError
 
 from .._types._abort import AbortCut, AbortSignal
 from .._types._builder import AssistantMessageBuilder
@@ -43,7 +47,7 @@ from ._stream import AssistantMessageEventStream, check_arguments
 if TYPE_CHECKING:
     from typing import TypeAlias
 
-__all__ = ("AsyncClient", "HTTPOptions", "run_stream")
+__all__ = ("SSE", "AsyncClient", "HTTPOptions", "StreamFormat", "run_stream")
 
 AsyncClient: TypeAlias = httpx.AsyncClient
 """The client type a stream function accepts as `client=` (httpx's)."""
@@ -111,6 +115,32 @@ class HTTPOptions:
                 raise ValueError(f"{name} must be a number of seconds >= 0, got {value!r}")
 
 
+def _http_error_text(status: int, headers: httpx.Headers, message: str) -> str:
+    return f"HTTP {status}: {message}"
+
+
+@dataclass(frozen=True, slots=True)
+class StreamFormat:
+    """How a protocol's streamed answer is read.
+
+    Attributes:
+        media_type: The content type of a streamed answer (also sent as `accept`); an answer of
+            another type is an error.
+        read: The events of the body (`event` names the kind, `data` carries it), within
+            `max_event_size` and `max_body_size`; ProviderError when a limit is passed or the
+            framing is broken.
+        error_text: The error text of a non-2xx answer, from its status, its headers and the
+            message read from its body (the key already redacted).
+    """
+
+    media_type: str
+    read: Callable[..., AsyncGenerator[ServerSentEvent, None]]
+    error_text: Callable[[int, httpx.Headers, str], str] = _http_error_text
+
+
+SSE = StreamFormat("text/event-stream", aiter_sse)
+"""Server-sent events, the format of every protocol but Bedrock's."""
+
 _ssl_context: ssl.SSLContext | None = None
 
 
@@ -171,16 +201,18 @@ def run_stream(
     model: Model,
     context: Context,
     options: StreamOptions,
-    build: Callable[[Model, Context, StreamOptions], Request],
+    build: Callable[[Model, Context, StreamOptions], Request | Awaitable[Request]],
     parser_factory: Callable[[Model, AssistantMessageBuilder], SSEParser],
     *,
     http: HTTPOptions | None = None,
     client: httpx.AsyncClient | None = None,
+    stream_format: StreamFormat = SSE,
 ) -> AssistantMessageEventStream:
     """The events of one response (see the module docstring), for a provider's stream function.
 
     `build` makes the request lazily, so that its failures (no API key, say) also become the
-    terminal `error` event; bad arguments raise TypeError at once.
+    terminal `error` event; an `async` build (one that waits for credentials) is awaited under
+    the abort and the total timeout. Bad arguments raise TypeError at once.
     """
     check_arguments(model, context, options)
     if http is None:
@@ -190,17 +222,19 @@ def run_stream(
     if client is not None and not isinstance(client, httpx.AsyncClient):
         raise TypeError(f"client must be an httpx.AsyncClient, got {type(client).__name__}")
     return AssistantMessageEventStream(
-        _run(model, options, lambda: build(model, context, options), parser_factory, http, client)
+        _run(model, context, options, build, parser_factory, http, client, stream_format)
     )
 
 
 async def _run(
     model: Model,
+    context: Context,
     options: StreamOptions,
-    prepare: Callable[[], Request],
+    build: Callable[[Model, Context, StreamOptions], Request | Awaitable[Request]],
     parser_factory: Callable[[Model, AssistantMessageBuilder], SSEParser],
     http: HTTPOptions,
     client: httpx.AsyncClient | None,
+    stream_format: StreamFormat,
 ) -> AsyncGenerator[AssistantMessageEvent, None]:
     builder = AssistantMessageBuilder(api=model.api, provider=model.provider, model=model.id)
     signal = options.signal
@@ -208,12 +242,6 @@ async def _run(
         yield builder.error("aborted", ABORTED_TEXT)
         return
     secret: str | None = options.api_key
-    try:
-        request = prepare()
-        secret = request.secret
-    except Exception as exc:  # the contract: a stream function reports, it does not raise
-        yield builder.error("error", redact(_describe(exc), secret))
-        return
     max_delay = options.max_retry_delay if options.max_retry_delay is not None else _DEFAULT_MAX_RETRY_DELAY
     deadline = anyio.current_time() + http.total_timeout if http.total_timeout is not None else float("inf")
     guard = _Guard(signal, deadline)
@@ -222,10 +250,18 @@ async def _run(
     state = _State()
     ended = False  # the terminal event was sent
     try:
+        # the contract: a failure to build (no API key, say) is reported, not raised
+        if inspect.iscoroutinefunction(build):
+            request = await guard.run(build, model, context, options)
+        else:
+            request = build(model, context, options)
+        assert isinstance(request, Request)
+        secret = request.secret
         attempt = 0
         while True:
             retry: _Retry | None = None
-            async with aclosing(_attempt(model, request, parser_factory, builder, guard, active, http, state)) as steps:
+            attempt_steps = _attempt(model, request, parser_factory, builder, guard, active, http, state, stream_format)
+            async with aclosing(attempt_steps) as steps:
                 async for step in steps:
                     if isinstance(step, _Retry):
                         retry = step
@@ -291,16 +327,19 @@ async def _attempt(
     client: httpx.AsyncClient,
     http: HTTPOptions,
     state: _State,
+    stream_format: StreamFormat,
 ) -> AsyncGenerator[AssistantMessageEvent | _Retry, None]:
     """One try: its events, or a `_Retry` when it failed in a way worth retrying."""
     secret = request.secret
-    headers = {"accept": "text/event-stream", **request.headers}
+    headers = {"accept": stream_format.media_type, **request.headers}
     try:
         body = json_text(request.body, compact=True).encode("utf-8")
         if not any(name.lower() == "content-type" for name in headers):
             headers["content-type"] = "application/json"
         http_request = client.build_request("POST", request.url, content=body, headers=headers, timeout=_timeout(http))
-        response = await guard.run(functools.partial(client.send, http_request, stream=True))
+        # an auth of the request signs each attempt; without one, the client's own applies
+        auth = {} if request.auth is None else {"auth": request.auth}
+        response = await guard.run(functools.partial(client.send, http_request, stream=True, **auth))
     except httpx.TransportError as exc:
         yield _Retry(_transport_error(exc))
         return
@@ -313,7 +352,9 @@ async def _attempt(
         if not 200 <= status < 300:
             chain = body_chunks(response)
             body = await _read_start(chain, guard)
-            text = f"HTTP {status}: {_error_message(body, response.reason_phrase, secret)}"
+            text = stream_format.error_text(
+                status, response.headers, _error_message(body, response.reason_phrase, secret)
+            )
             should = response.headers.get("x-should-retry")
             if should == "true" or (should != "false" and (status in _RETRY_STATUSES or status >= 500)):
                 yield _Retry(text, _retry_after(response.headers))
@@ -321,11 +362,11 @@ async def _attempt(
             yield builder.error("error", redact(text, secret))
             return
         content_type = response.headers.get("content-type", "")
-        if "text/event-stream" not in content_type:
+        if stream_format.media_type not in content_type:
             chain = body_chunks(response)
             body = await _read_start(chain, guard)
             text = (
-                f"Expected an event stream (text/event-stream) from {request.url}, got "
+                f"Expected an event stream ({stream_format.media_type}) from {request.url}, got "
                 f"{content_type.partition(';')[0] or 'no content type'!r}: {_error_message(body, 'empty body', secret)}"
             )
             yield builder.error("error", redact(text, secret))
@@ -335,7 +376,7 @@ async def _attempt(
             yield builder.start()
         parser = parser_factory(model, builder)
         parser.secret = secret
-        chain = aiter_sse(response, max_event_size=http.max_event_size, max_body_size=http.max_body_size)
+        chain = stream_format.read(response, max_event_size=http.max_event_size, max_body_size=http.max_body_size)
         wait = http.event_timeout if http.event_timeout is not None else math.inf
         stall = anyio.current_time() + wait  # when the message must have moved on
         while not parser.finished:

@@ -1,12 +1,15 @@
 """Tool-call arguments that arrive as JSON fragments: a best-effort preview, then a final parse.
 
 A model streams the arguments of a tool call as raw JSON text, a few characters at a time. While
-it streams, `ToolArguments.append` gives the best-effort value so far (pi-ai's
+it streams, `ToolArguments.append` gives the value so far, read incrementally by `StreamingJson`
+(pi-ai's streaming parser: each fragment read once, a fresh preview at every delta within a
+linear cost bound). At the end, `ToolArguments.final` gives the arguments and, when the text is
+not a JSON object, an error text for `ToolCall.arguments_error` (the loop then reports it to the
+model instead of running the tool with made-up arguments).
+
+`parse_streaming_json` parses a whole possibly incomplete text at once (pi-ai's
 `parseStreamingJson`: strict parse, else repair then parse, else partial parse, else `{}`; an
-unfinished `true`/`false`/`null` at the end shows as that literal, as in pi-ai's streaming parser). At
-the end, `ToolArguments.final` gives the arguments and, when the text is not a JSON object, an
-error text for `ToolCall.arguments_error` (the loop then reports it to the model instead of running
-the tool with made-up arguments).
+unfinished `true`/`false`/`null` at the end shows as that literal).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 from pydantic_core import from_json
 
 from .._wire._json_text import decode_json
+from ._streaming_json import NOTHING, StreamingJson
 
 __all__ = ("ToolArguments", "parse_final_arguments", "parse_streaming_json", "repair_json")
 
@@ -31,9 +35,6 @@ _COMPLETE_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _LITERALS = ("true", "false", "null")
 _SCALAR_ENDINGS = frozenset("truefalsneE+-")
 _MAX_PENDING_SCALAR = 64
-_PREVIEW_EVERY_DELTA = 2048
-"""Below this many characters the preview is re-parsed on every delta; above, on a geometric
-schedule, so that a long argument text costs linear parse work in total, not quadratic."""
 
 
 def repair_json(text: str) -> str:
@@ -167,37 +168,47 @@ def _excerpt(text: str, limit: int = 200) -> str:
 
 
 class ToolArguments:
-    """The argument text of one streaming tool call, and its preview."""
+    """The argument text of one streaming tool call, and its preview (pi-ai's
+    `ToolCallArgumentsStream`): the text is kept for the one full parse at the end, and a
+    `StreamingJson` reads each fragment once for the previews in between."""
 
-    __slots__ = ("_next_preview", "_parts", "_size")
+    __slots__ = ("_arguments", "_parser", "_parts", "_snapshot")
 
-    def __init__(self, initial: str = "") -> None:
-        self._parts: list[str] = [initial] if initial else []
-        self._size = len(initial)
-        self._next_preview = 0
+    def __init__(self) -> None:
+        self._parts: list[str] = []
+        self._parser = StreamingJson()
+        self._snapshot: Any = NOTHING
+        self._arguments: dict[str, Any] = {}
 
     @property
     def text(self) -> str:
         """The argument text received so far."""
         if len(self._parts) > 1:
-            self._parts = ["".join(self._parts)]
+            self._parts[:] = ["".join(self._parts)]
         return self._parts[0] if self._parts else ""
 
-    def replace(self, text: str) -> None:
-        """Replace the text (a provider that sends the complete arguments at the end)."""
-        self._parts = [text] if text else []
-        self._size = len(text)
-
-    def append(self, delta: str) -> dict[str, Any] | None:
-        """Add a fragment; return the new preview, or None when it is not recomputed this time."""
+    def append(self, delta: str) -> dict[str, Any]:
+        """Add a fragment; return the preview (the same object as before when it did not change)."""
         if delta:
             self._parts.append(delta)
-            self._size += len(delta)
-        if self._size > _PREVIEW_EVERY_DELTA:
-            if self._size < self._next_preview:
-                return None
-            self._next_preview = self._size * 3 // 2
-        return parse_streaming_json(self.text)
+        self._parser.append(delta)
+        snapshot = self._parser.snapshot()
+        if snapshot is not self._snapshot:
+            self._snapshot = snapshot
+            # Tool arguments are an object: any other partial value shows as no arguments yet.
+            self._arguments = snapshot if isinstance(snapshot, dict) else {}
+        return self._arguments
+
+    def replace(self, text: str) -> dict[str, Any]:
+        """Take the provider's complete text: the rest when it continues the text so far,
+        otherwise a new start with `text`. Returns the preview."""
+        known = self.text
+        if text.startswith(known):
+            return self.append(text[len(known) :]) if len(text) > len(known) else self._arguments
+        self._parts = []
+        self._parser = StreamingJson()
+        self._snapshot = NOTHING
+        return self.append(text)
 
     def final(self) -> tuple[dict[str, Any], str | None]:
         """The final arguments and the error text (see `parse_final_arguments`)."""

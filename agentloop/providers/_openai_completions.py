@@ -19,6 +19,10 @@ base URL when absent:
   (Mistral), `requires_assistant_after_tool_result`, `requires_tools_with_tool_history`.
 * `add_reasoning_tokens` (false): count `reasoning_tokens` on top of `completion_tokens` (for
   servers that leave them out, as Groq does; OpenAI already includes them).
+* `prompt_cache_key_mode` (`auto`: the session id is sent as `prompt_cache_key` to OpenAI, and to
+  other servers for a `long` retention; `enabled`; `disabled`), `supports_long_cache_retention`
+  (false for Together, Cloudflare and NVIDIA), `cache_control_format` (`anthropic` for
+  OpenRouter's `anthropic/` models: cache marks as Anthropic's).
 * `extra_body`: a mapping merged into the request body last.
 """
 
@@ -41,6 +45,7 @@ from .._types._messages import (
 )
 from .._types._stream_fn import StreamOptions
 from ._auth import resolve_api_key
+from ._cache import anthropic_cache_control, cache_retention, prompt_cache_key
 from ._errors import ProviderError
 from ._http import AsyncClient, HTTPOptions, run_stream
 from ._json_stream import ToolArguments
@@ -66,6 +71,7 @@ __all__ = (
     "OPENAI_BASE_URL",
     "build_completions_request",
     "convert_messages",
+    "is_openrouter",
     "map_finish_reason",
     "openai_base_url",
     "stream_openai_completions",
@@ -73,6 +79,12 @@ __all__ = (
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 _REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
+_SHORT_CACHE_HOSTS = ("api.together.", "api.cloudflare.com", "gateway.ai.cloudflare.com", "integrate.api.nvidia.com")
+"""Hosts without OpenAI's 24-hour prompt cache retention."""
+_CLEAN_NATIVE_STOPS = frozenset(
+    {"stop", "end_turn", "stop_sequence", "eos", "complete", "completed", "pause_turn", "compaction", "end_of_stream"}
+)
+"""OpenRouter `native_finish_reason`s of a clean stop (lower case)."""
 _RETRYABLE_ERRORS = frozenset(
     {"server_error", "rate_limit_exceeded", "rate_limit_error", "overloaded_error", "api_error", "overloaded"}
 )
@@ -113,6 +125,8 @@ def openai_base_url(model: Model) -> str:
 def _flags(model: Model, url: str) -> dict[str, Any]:
     official = "api.openai.com" in url
     mistral = "mistral.ai" in url
+    openrouter = is_openrouter(model, url)
+    short_cache_only = any(host in url for host in _SHORT_CACHE_HOSTS)
     return {
         "supports_store": compat(model, "supports_store", official),
         "supports_developer_role": compat(model, "supports_developer_role", official),
@@ -128,7 +142,17 @@ def _flags(model: Model, url: str) -> dict[str, Any]:
         "requires_mistral_tool_ids": compat(model, "requires_mistral_tool_ids", mistral),
         "requires_assistant_after_tool_result": compat(model, "requires_assistant_after_tool_result", False),
         "requires_tools_with_tool_history": compat(model, "requires_tools_with_tool_history", False),
+        "prompt_cache_key_mode": compat(model, "prompt_cache_key_mode", "auto"),
+        "supports_long_cache_retention": compat(model, "supports_long_cache_retention", not short_cache_only),
+        "cache_control_format": compat(
+            model, "cache_control_format", "anthropic" if openrouter and model.id.startswith("anthropic/") else None
+        ),
     }
+
+
+def is_openrouter(model: Model, url: str) -> bool:
+    """True for a model served by OpenRouter (its provider name or its URL)."""
+    return model.provider == "openrouter" or "openrouter.ai" in url
 
 
 def build_completions_request(model: Model, context: Context, options: StreamOptions) -> Request:
@@ -142,6 +166,7 @@ def build_completions_request(model: Model, context: Context, options: StreamOpt
         "messages": convert_messages(model, context, flags),
         "stream": True,
     }
+    _add_prompt_cache(body, model, options, flags, url)
     if flags["supports_usage_in_streaming"]:
         body["stream_options"] = {"include_usage": True}
     if flags["supports_store"]:
@@ -162,11 +187,61 @@ def build_completions_request(model: Model, context: Context, options: StreamOpt
     elif flags["requires_tools_with_tool_history"] and _has_tool_history(context):
         body["tools"] = []
     _add_thinking(body, model, options, flags)
+    cache = anthropic_cache_control(model, options) if flags["cache_control_format"] == "anthropic" else None
+    if cache is not None:
+        _mark_cacheable(body, cache)
     extra = compat(model, "extra_body", None)
     if extra:
         body.update(extra)
     headers = request_headers({"authorization": f"Bearer {key}"} if key else {}, model, options)
     return Request(url + "/chat/completions", headers, body, key)
+
+
+def _add_prompt_cache(
+    body: dict[str, Any], model: Model, options: StreamOptions, flags: dict[str, Any], url: str
+) -> None:
+    """`prompt_cache_key` (OpenAI's own API, a `long` retention, or the compat flag
+    `prompt_cache_key_mode: "enabled"`) and the 24-hour `prompt_cache_retention` for `long`."""
+    retention = cache_retention(options)
+    mode = flags["prompt_cache_key_mode"]
+    long_ok = retention == "long" and bool(flags["supports_long_cache_retention"])
+    key = prompt_cache_key(options)
+    if key and retention != "none" and (mode == "enabled" or (mode == "auto" and ("api.openai.com" in url or long_ok))):
+        body["prompt_cache_key"] = key
+    if long_ok:
+        body["prompt_cache_retention"] = "24h"
+
+
+def _mark_cacheable(body: dict[str, Any], cache: dict[str, Any]) -> None:
+    """Anthropic-style cache marks through an OpenAI-compatible gateway (OpenRouter's `anthropic/`
+    models): the system prompt's text, the last tool, the last message with text."""
+    messages: list[dict[str, Any]] = body["messages"]
+    for message in messages:
+        if message["role"] in ("system", "developer"):
+            _mark_text(message, cache)
+            break
+    tools = body.get("tools")
+    if tools:
+        tools[-1]["cache_control"] = cache
+    for message in reversed(messages):
+        if message["role"] in ("user", "assistant", "tool") and _mark_text(message, cache):
+            break
+
+
+def _mark_text(message: dict[str, Any], cache: dict[str, Any]) -> bool:
+    """Mark a message's last text part (a string content becomes one text part); False if none."""
+    content = message.get("content")
+    if isinstance(content, str):
+        if not content:
+            return False
+        message["content"] = [{"type": "text", "text": content, "cache_control": cache}]
+        return True
+    if isinstance(content, list):
+        for i in range(len(content) - 1, -1, -1):
+            if content[i].get("type") == "text":
+                content[i] = {**content[i], "cache_control": cache}
+                return True
+    return False
 
 
 def _has_tool_history(context: Context) -> bool:
@@ -296,7 +371,7 @@ def map_finish_reason(reason: Any) -> Literal["stop", "length", "toolUse", "erro
         return "length"
     if reason in ("tool_calls", "function_call"):
         return "toolUse"
-    if reason in ("content_filter", "error"):
+    if reason in ("content_filter", "error", "network_error"):
         return "error"
     return "stop"
 
@@ -313,6 +388,10 @@ class CompletionsParser(SSEParser):
 
     One difference from pi-ai, kept on purpose: a new `id` at a known `index` starts a new call
     (servers that number every parallel call 0 would otherwise have their calls merged).
+
+    From OpenRouter, the upstream's `native_finish_reason` is read too: an error's text names it,
+    and a `stop` with no text and no tool call whose native reason is not a clean stop is the
+    error "OpenRouter returned an empty response (native_finish_reason: ...)", as pi-ai reads it.
     """
 
     end_marker = "[DONE] marker"
@@ -327,6 +406,9 @@ class CompletionsParser(SSEParser):
         self.open_tools: list[_Tool] = []
         self.finish_reason: Any = None
         self.add_reasoning = bool(compat(model, "add_reasoning_tokens", False))
+        self.openrouter = is_openrouter(model, model.base_url)
+        self.native_finish_reason: str | None = None
+        self.visible = False  # some text that is not blank, or a tool call, has streamed
 
     def feed(self, event: str, data: str) -> Iterable[AssistantMessageEvent]:
         if data.strip() == "[DONE]":
@@ -357,6 +439,9 @@ class CompletionsParser(SSEParser):
                 self._delta(delta, out)
             if choice.get("finish_reason"):
                 self.finish_reason = choice["finish_reason"]
+            native = choice.get("native_finish_reason")
+            if self.openrouter and isinstance(native, str) and native:
+                self.native_finish_reason = native  # kept: a later chunk may repeat finish_reason alone
         if isinstance(usage, dict):
             self._usage(usage)
         return out
@@ -379,6 +464,7 @@ class CompletionsParser(SSEParser):
                     text_start = builder.text_start()
                     out.append(text_start)
                     self.text, self.has_content = text_start.content_index, True
+                self.visible = self.visible or not value.isspace()
                 out.append(builder.text_delta(value, self.text))
         calls = delta.get("tool_calls")
         if isinstance(calls, list):
@@ -402,6 +488,7 @@ class CompletionsParser(SSEParser):
             out.append(start)
             self.has_content = True
             tool = _Tool(start.content_index, call_id, name)
+            self.visible = True
             self.tools[position] = tool
             self.open_tools.append(tool)
         else:
@@ -458,9 +545,15 @@ class CompletionsParser(SSEParser):
             )
             return out
         reason = map_finish_reason(self.finish_reason)
+        native = self.native_finish_reason
         if reason == "error":
+            text = f"Provider finish_reason: {self.finish_reason}"
+            if native and native != self.finish_reason:
+                text += f" (native_finish_reason: {native})"
+            out.append(self.builder.error("error", text))
+        elif reason == "stop" and native and native.lower() not in _CLEAN_NATIVE_STOPS and not self.visible:
             out.append(
-                self.builder.error("error", f"The provider stopped the response (finish_reason {self.finish_reason!r})")
+                self.builder.error("error", f"OpenRouter returned an empty response (native_finish_reason: {native})")
             )
         else:
             if reason == "stop" and self.tools:

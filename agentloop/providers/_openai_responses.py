@@ -8,7 +8,9 @@ encrypted content, to the same model); messages become text blocks signed
 
 Compat flags: `supports_store` (true: send `store: false`), `include_encrypted_reasoning`
 (official OpenAI), `supports_xhigh`, `thinking_format` (`openai`, or `llama.cpp` for
-`thinking_budget_tokens`), `extra_body`.
+`thinking_budget_tokens`), `prompt_cache_key_mode` (`auto`, or `disabled`),
+`supports_long_cache_retention` (true), `supports_explicit_prompt_cache_mode` (false),
+`extra_body`.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from .._types._messages import (
 from .._types._stream_fn import StreamOptions
 from .._wire._json_text import encode_json
 from ._auth import resolve_api_key
+from ._cache import cache_retention, prompt_cache_key
 from ._errors import ProviderError
 from ._http import AsyncClient, HTTPOptions, run_stream
 from ._json_stream import ToolArguments
@@ -84,8 +87,7 @@ def build_responses_request(model: Model, context: Context, options: StreamOptio
         body["max_output_tokens"] = options.max_tokens
     if options.temperature is not None:
         body["temperature"] = options.temperature
-    if options.session_id:
-        body["prompt_cache_key"] = options.session_id
+    _add_prompt_cache(body, model, options)
     if context.tools:
         body["tools"] = [
             {"type": "function", "name": name, "description": description, "parameters": parameters, "strict": False}
@@ -106,6 +108,25 @@ def build_responses_request(model: Model, context: Context, options: StreamOptio
         body.update(extra)
     headers = request_headers({"authorization": f"Bearer {key}"} if key else {}, model, options)
     return Request(url + "/responses", headers, body, key)
+
+
+def _add_prompt_cache(body: dict[str, Any], model: Model, options: StreamOptions) -> None:
+    """The session id as `prompt_cache_key` (unless the retention is `none` or the compat flag
+    `prompt_cache_key_mode` is `disabled`), and `long` as a 24-hour `prompt_cache_retention`. A
+    model with `supports_explicit_prompt_cache_mode` gets `prompt_cache_options` instead:
+    `{"mode": "explicit"}` for `none`, a 30-minute TTL for `long`."""
+    retention = cache_retention(options)
+    key = prompt_cache_key(options)
+    if key and retention != "none" and compat(model, "prompt_cache_key_mode", "auto") != "disabled":
+        body["prompt_cache_key"] = key
+    long_ok = retention == "long" and bool(compat(model, "supports_long_cache_retention", True))
+    if compat(model, "supports_explicit_prompt_cache_mode", False):
+        if retention == "none":
+            body["prompt_cache_options"] = {"mode": "explicit"}
+        elif long_ok:
+            body["prompt_cache_options"] = {"ttl": "30m"}
+    elif long_ok:
+        body["prompt_cache_retention"] = "24h"
 
 
 def _text_signature(signature: str | None) -> tuple[str | None, str | None]:
@@ -190,6 +211,8 @@ def _assistant_items(message: AssistantMessage, model: Model, position: int) -> 
                 "type": "function_call",
                 "call_id": call_id,
                 "name": block.name,
+                # As OpenAI returns it: a replayed history then matches what OpenAI keeps.
+                "status": "completed",
                 "arguments": json_text(dict(block.arguments)),
             }
             # OpenAI checks that fc_ items pair with their reasoning items: leave the id out when

@@ -1,7 +1,8 @@
 """The model registry and `stream_simple`, the stream function that dispatches on `model.api`.
 
-A small built-in catalogue (current OpenAI and Anthropic models, prices in dollars per million
-tokens) plus the models users register, for example a local server:
+A built-in catalogue (current OpenAI and Anthropic models, and the Gemini, Azure OpenAI, Mistral
+and Amazon Bedrock models pi-ai 1.6.1 lists; prices in dollars per million tokens) plus the models
+users register, for example a local server:
 
     register_model(Model(id="smollm2", api="openai-completions", provider="llama.cpp",
                          base_url="http://127.0.0.1:8080/v1", context_window=8192, max_tokens=2048))
@@ -17,10 +18,16 @@ from .._types._events import AssistantMessageEvent
 from .._types._messages import Context, Model, ModelCost
 from .._types._stream_fn import StreamOptions
 from ._anthropic import ANTHROPIC_BASE_URL, stream_anthropic
+from ._azure import stream_azure_openai_responses
+from ._azure_models import AZURE_MODELS
+from ._bedrock import stream_bedrock
+from ._bedrock_models import BEDROCK_MODELS
 from ._google import stream_google
 from ._google_models import GOOGLE_MODELS
 from ._google_vertex import stream_google_vertex
 from ._http import AsyncClient, HTTPOptions
+from ._mistral import stream_mistral
+from ._mistral_models import MISTRAL_MODELS
 from ._openai_completions import OPENAI_BASE_URL, stream_openai_completions
 from ._openai_responses import stream_openai_responses
 from ._stream import AssistantMessageEventStream, check_arguments
@@ -46,8 +53,11 @@ API_STREAMS: dict[str, ProviderStreamFn] = {
     "openai-completions": stream_openai_completions,
     "openai-responses": stream_openai_responses,
     "anthropic-messages": stream_anthropic,
+    "bedrock-converse-stream": stream_bedrock,
     "google-generative-ai": stream_google,
     "google-vertex": stream_google_vertex,
+    "azure-openai-responses": stream_azure_openai_responses,
+    "mistral-conversations": stream_mistral,
 }
 """The built-in wire APIs and their stream functions."""
 
@@ -102,7 +112,13 @@ def _openai(
 
 
 def _anthropic(
-    model_id: str, name: str, cost: tuple[float, float, float, float], max_tokens: int, *, reasoning: bool = True
+    model_id: str,
+    name: str,
+    cost: tuple[float, float, float, float],
+    max_tokens: int,
+    *,
+    context_window: int = 200_000,
+    compat: Mapping[str, Any] | None = None,
 ) -> Model:
     return Model(
         id=model_id,
@@ -110,30 +126,37 @@ def _anthropic(
         api="anthropic-messages",
         provider="anthropic",
         base_url=ANTHROPIC_BASE_URL,
-        reasoning=reasoning,
+        reasoning=True,
         input=("text", "image"),
         cost=ModelCost(input=cost[0], output=cost[1], cache_read=cost[2], cache_write=cost[3]),
-        context_window=200_000,
+        context_window=context_window,
         max_tokens=max_tokens,
+        compat=compat,
     )
 
 
+_ADAPTIVE_1M: dict[str, Any] = {"context_window": 1_000_000, "compat": {"adaptive_thinking": True}}
+"""Claude 4.6: a 1M-token window, and adaptive thinking only."""
+
 _BUILTIN: tuple[Model, ...] = (
+    # Ids, names, windows and prices as pi-ai 1.6.1 lists them.
     _openai("gpt-5.1", "GPT-5.1", (1.25, 10.0, 0.125), 400_000, 128_000, reasoning=True),
     _openai("gpt-5", "GPT-5", (1.25, 10.0, 0.125), 400_000, 128_000, reasoning=True),
-    _openai("gpt-5-mini", "GPT-5 mini", (0.25, 2.0, 0.025), 400_000, 128_000, reasoning=True),
-    _openai("gpt-5-nano", "GPT-5 nano", (0.05, 0.4, 0.005), 400_000, 128_000, reasoning=True),
-    _openai("o4-mini", "o4-mini", (1.1, 4.4, 0.275), 200_000, 100_000, reasoning=True),
+    _openai("gpt-5-mini", "GPT-5 Mini", (0.25, 2.0, 0.025), 400_000, 128_000, reasoning=True),
+    _openai("gpt-5-nano", "GPT-5 Nano", (0.05, 0.4, 0.005), 400_000, 128_000, reasoning=True),
     _openai("gpt-4.1", "GPT-4.1", (2.0, 8.0, 0.5), 1_047_576, 32_768, reasoning=False),
     _openai("gpt-4.1-mini", "GPT-4.1 mini", (0.4, 1.6, 0.1), 1_047_576, 32_768, reasoning=False),
     _openai("gpt-4o", "GPT-4o", (2.5, 10.0, 1.25), 128_000, 16_384, reasoning=False),
     _openai("gpt-4o-mini", "GPT-4o mini", (0.15, 0.6, 0.075), 128_000, 16_384, reasoning=False),
-    _anthropic("claude-opus-4-5", "Claude Opus 4.5", (5.0, 25.0, 0.5, 6.25), 64_000),
-    _anthropic("claude-sonnet-4-5", "Claude Sonnet 4.5", (3.0, 15.0, 0.3, 3.75), 64_000),
-    _anthropic("claude-haiku-4-5", "Claude Haiku 4.5", (1.0, 5.0, 0.1, 1.25), 64_000),
-    _anthropic("claude-opus-4-1", "Claude Opus 4.1", (15.0, 75.0, 1.5, 18.75), 32_000),
-    _anthropic("claude-sonnet-4-0", "Claude Sonnet 4", (3.0, 15.0, 0.3, 3.75), 64_000),
+    _anthropic("claude-opus-4-6", "Claude Opus 4.6", (5.0, 25.0, 0.5, 6.25), 128_000, **_ADAPTIVE_1M),
+    _anthropic("claude-sonnet-4-6", "Claude Sonnet 4.6", (3.0, 15.0, 0.3, 3.75), 128_000, **_ADAPTIVE_1M),
+    _anthropic("claude-opus-4-5", "Claude Opus 4.5 (latest)", (5.0, 25.0, 0.5, 6.25), 64_000),
+    _anthropic("claude-sonnet-4-5", "Claude Sonnet 4.5 (latest)", (3.0, 15.0, 0.3, 3.75), 64_000),
+    _anthropic("claude-haiku-4-5", "Claude Haiku 4.5 (latest)", (1.0, 5.0, 0.1, 1.25), 64_000),
+    *BEDROCK_MODELS,
     *GOOGLE_MODELS,
+    *AZURE_MODELS,
+    *MISTRAL_MODELS,
 )
 
 _MODELS: dict[tuple[str, str], Model] = {(m.provider, m.id): m for m in _BUILTIN}

@@ -38,6 +38,8 @@ class Request:
     body: Mapping[str, Any]
     secret: str | None = None
     """The API key, redacted from every error text."""
+    auth: Any = None
+    """An `httpx.Auth` that signs each attempt (AWS SigV4), or None."""
 
     def __repr__(self) -> str:
         return f"Request(url={self.url!r})"

@@ -13,13 +13,16 @@ __all__ = ("AssistantMessageEventStream", "check_arguments")
 
 
 def check_arguments(model: object, context: object, options: object) -> None:
-    """Raise TypeError for arguments of the wrong type (a programming error, not a model failure)."""
+    """Raise TypeError for arguments of the wrong type, ValueError for an option value no provider
+    knows (a programming error, not a model failure)."""
     if not isinstance(model, Model):
         raise TypeError(f"model must be an agentloop.Model, got {type(model).__name__}")
     if not isinstance(context, Context):
         raise TypeError(f"context must be an agentloop.Context, got {type(context).__name__}")
     if not isinstance(options, StreamOptions):
         raise TypeError(f"options must be an agentloop.StreamOptions, got {type(options).__name__}")
+    if options.cache_retention not in (None, "none", "short", "long"):
+        raise ValueError(f"cache_retention must be 'none', 'short', 'long' or None, got {options.cache_retention!r}")
 
 
 class AssistantMessageEventStream:

@@ -7,7 +7,8 @@ Temporal's own exceptions propagate; the clock is the workflow's.
 
 What a caller sees: every event, in an envelope whose `seq` counts from 0 for the whole run
 (across continue-as-new), through the `events(after_seq, part)` update, a long poll, answered in
-pages that fit a payload (`_PAGE_BYTES`; an envelope larger than that in parts). Steering,
+pages that fit a payload (`_PAGE_BYTES`; an envelope larger than that in parts); a workflow about
+to end or continue as new waits while its caller is still reading (`_let_the_caller_read`). Steering,
 follow-up and abort are signals; an abort during a model call waits (at most `_ABORT_WAIT`) for
 the call's answer, the message so far, which the run keeps as a run in one process does
 (`AgentWorkflow.abort`, `_model_stream`).
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import asyncio  # noqa: TID251  (Temporal workflows run on asyncio only)
 import contextlib
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Any
@@ -70,18 +72,38 @@ from .._wire._model_json import model_to_json
 from ._agent import ActivityOptions, TemporalAgent
 from ._approval import PendingApprovals
 from ._context import CONTEXT_MISSING
-from ._payload import AgentRun, check_fits, json_size
+from ._payload import AgentRun, PayloadTooLarge, check_fits
 
 __all__ = ("AgentWorkflow", "register_agent", "registered_agent")
 
 _AGENTS: dict[str, TemporalAgent] = {}
 _DRAIN_TIMEOUT = timedelta(seconds=10)
-"""How long a workflow about to continue as new waits for an attached caller to read its events."""
+"""How long a workflow about to end or continue as new waits for an attached caller that asks for
+no events (it went away) before it stops waiting for it to read them (`_let_the_caller_read`)."""
 _ABORT_WAIT = timedelta(seconds=10)
 """How long an abort waits for the model call in flight to answer with what it has said so far."""
 _PAGE_BYTES = 192 * 1024
 """The most envelope JSON one answer to `events` carries: under Temporal's 2 MiB payload limit,
 and under the 256 KiB above which a store would keep it (so a caller needs no store to read)."""
+
+
+def _answer_size(data: Any) -> int:
+    """The bytes of `data` in an answer to `events`: Temporal's JSON (non-ASCII as `\\u` escapes)."""
+    return len(json.dumps(data, separators=(",", ":")))
+
+
+def _part_ends(text: str) -> list[int]:
+    """Where the parts of an envelope's JSON `text` end: each part as a JSON string (as an answer
+    carries it) is at most `_PAGE_BYTES`."""
+    ends: list[int] = []
+    begin = 0
+    while begin < len(text):
+        end = min(begin + _PAGE_BYTES, len(text))  # a character takes a byte or more
+        while (size := _answer_size(text[begin:end])) > _PAGE_BYTES:
+            end = begin + max((end - begin) * _PAGE_BYTES // size, 1)
+        ends.append(end)
+        begin = end
+    return ends
 
 
 def register_agent(agent: TemporalAgent) -> None:
@@ -167,7 +189,9 @@ class AgentWorkflow:
         self._signal = AbortSignal()
         self._finished = False
         self._continuing = False
-        self._read_up_to = -1
+        self._read_up_to = -1  # the caller attached through `events` has seen the events up to it
+        self._given_up_to = -1  # `events` has answered with every event up to it
+        self._pages_given = 0  # the answers of `events`
         self._turns_here = 0
         self._history_full = False
         self._held_end: AgentEnd | None = None
@@ -218,22 +242,45 @@ class AgentWorkflow:
         )
         context = AgentContext(system_prompt=agent.system_prompt, messages=tuple(run.messages), tools=agent.tools)
         stream = _model_stream(agent, self._sent, self._model_call)
-        if not state and run.prompts:
-            new = await run_agent_loop(run.prompts, context, config, self._emit, self._signal, stream)
-        elif state and run.messages and run.messages[-1].role == "assistant":
-            prompts = self._take_steering() or self._take_follow_ups()
-            new = await run_agent_loop(prompts, context, config, self._emit, self._signal, stream)
-        else:
-            new = await run_agent_loop_continue(context, config, self._emit, self._signal, stream)
-        run_messages = [*self._carried, *new]
-        transcript = [*run.messages, *new]
-        if self._history_full and self._goes_on(transcript):
-            await self._continue_as_new(agent, transcript, run_messages, turns_before)
+        try:
+            if not state and run.prompts:
+                new = await run_agent_loop(run.prompts, context, config, self._emit, self._signal, stream)
+            elif state and run.messages and run.messages[-1].role == "assistant":
+                prompts = self._take_steering() or self._take_follow_ups()
+                new = await run_agent_loop(prompts, context, config, self._emit, self._signal, stream)
+            else:
+                new = await run_agent_loop_continue(context, config, self._emit, self._signal, stream)
+            run_messages = [*self._carried, *new]
+            transcript = [*run.messages, *new]
+            if self._history_full and self._goes_on(transcript):
+                await self._continue_as_new(agent, transcript, run_messages, turns_before)
+        except PayloadTooLarge:  # the run fails: its caller first gets the events it has not read
+            self._finished = True
+            await self._let_the_caller_read(lambda: self._given_up_to >= self._next_seq - 1)
+            raise
         if self._held_end is not None:
             self._record(self._held_end)
         self._finished = True
+        await self._let_the_caller_read(lambda: self._given_up_to >= self._next_seq - 1)
         await workflow.wait_condition(workflow.all_handlers_finished)
         return run_messages
+
+    async def _let_the_caller_read(self, done: Callable[[], bool]) -> None:
+        """With a caller attached (`events` answered it), wait until `done()` while it keeps asking.
+
+        Once the workflow has closed, each page of its events is a query, which a worker answers
+        by replaying the whole history: a caller that is still reading a run's large events reads
+        them here instead, from the worker's memory. A caller that asks for nothing for
+        `_DRAIN_TIMEOUT` is taken to have gone away.
+        """
+        if self._pages_given == 0:
+            return
+        while not done():
+            given = self._pages_given
+            with contextlib.suppress(asyncio.TimeoutError):
+                await workflow.wait_condition(done, timeout=_DRAIN_TIMEOUT)
+            if self._pages_given == given:
+                return
 
     def _goes_on(self, transcript: Sequence[AgentMessage]) -> bool:
         """Whether the loop, stopped at the history limit, would have gone on."""
@@ -248,9 +295,7 @@ class AgentWorkflow:
         self, agent: TemporalAgent, transcript: list[AgentMessage], run_messages: list[AgentMessage], turns_before: int
     ) -> None:
         self._continuing = True  # waiting polls answer now
-        if self._read_up_to >= 0:  # a caller is attached: let it read this history's events first
-            with contextlib.suppress(asyncio.TimeoutError):
-                await workflow.wait_condition(lambda: self._read_up_to >= self._next_seq - 1, timeout=_DRAIN_TIMEOUT)
+        await self._let_the_caller_read(lambda: self._read_up_to >= self._next_seq - 1)  # this history's events
         await workflow.wait_condition(workflow.all_handlers_finished)
         state = {
             "runId": self._run_id,
@@ -334,7 +379,7 @@ class AgentWorkflow:
         )
         data = envelope_to_json(envelope)
         self._log.append(data)
-        self._sizes.append(json_size(data))
+        self._sizes.append(_answer_size(data))
         self._next_seq += 1
 
     def _page(self, after_seq: int, part: int) -> dict[str, Any]:
@@ -349,13 +394,11 @@ class AgentWorkflow:
         }
         if start < len(self._log) and self._sizes[start] > _PAGE_BYTES:
             text = encode_json(self._log[start])
-            # A part travels as a JSON string: an ASCII character takes at most 2 bytes there
-            # (`"` and `\\` are escaped; the text has no control characters), any other at most 6.
-            size = _PAGE_BYTES // 2 if text.isascii() else _PAGE_BYTES // 6
-            parts = -(-len(text) // size)
-            if not 0 <= part < parts:
-                raise ValueError(f"event {self._first_seq + start} has {parts} parts, not a part {part}")
-            page.update(seq=self._first_seq + start, part=text[part * size : (part + 1) * size], parts=parts)
+            ends = _part_ends(text)
+            if not 0 <= part < len(ends):
+                raise ValueError(f"event {self._first_seq + start} has {len(ends)} parts, not a part {part}")
+            begin = ends[part - 1] if part else 0
+            page.update(seq=self._first_seq + start, part=text[begin : ends[part]], parts=len(ends))
             return page
         end, total = start, 0
         while end < len(self._log) and total + self._sizes[end] <= _PAGE_BYTES:
@@ -374,7 +417,13 @@ class AgentWorkflow:
         """
         self._read_up_to = max(self._read_up_to, after_seq)
         await workflow.wait_condition(lambda: self._next_seq - 1 > after_seq or self._finished or self._continuing)
-        return self._page(after_seq, part)
+        page = self._page(after_seq, part)
+        self._pages_given += 1
+        if page["envelopes"]:
+            self._given_up_to = max(self._given_up_to, page["envelopes"][-1]["seq"])
+        elif "part" in page and part == page["parts"] - 1:
+            self._given_up_to = max(self._given_up_to, page["seq"])
+        return page
 
     @events.validator
     def _check_events(self, after_seq: int, part: int = 0) -> None:

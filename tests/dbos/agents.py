@@ -25,6 +25,7 @@ from tests.durable_scripts import (
     SLOW,
     barrier,
     broken,
+    gate,
     log,
     lookup,
     odd_details,
@@ -44,8 +45,10 @@ def dbos_config(url: str) -> DBOSConfig:
 
 @al.tool
 async def slow_lookup(key: str) -> str:
-    """Look a key up slowly: for SLOW_TOOL_SECONDS (the kill test kills the worker meanwhile)."""
+    """Look a key up slowly: until the TOOL_GATE file exists, then for SLOW_TOOL_SECONDS (the kill
+    test kills the worker meanwhile)."""
     log("tool_starts", f"slow_lookup {key} {idempotency_key()}")
+    await gate("TOOL_GATE")
     await anyio.sleep(float(os.environ.get("SLOW_TOOL_SECONDS", "0")))
     return f"{key}=42"
 
@@ -111,7 +114,8 @@ tool_turns = DBOSAgent("tool_turns", model=MODEL, tools=[lookup], stream_fn=scri
 
 
 def slow_first_answer(responses: list[Response | str]):  # type: ignore[no-untyped-def]
-    """`scripted(responses)` whose first call takes SLOW_MODEL_SECONDS (a test sends a message meanwhile)."""
+    """`scripted(responses)` whose first call waits until the MODEL_GATE file exists (a test sends a
+    message meanwhile)."""
     answer = scripted(responses)
 
     async def stream(
@@ -119,7 +123,7 @@ def slow_first_answer(responses: list[Response | str]):  # type: ignore[no-untyp
     ) -> AsyncIterator[al.AssistantMessageEvent]:
         events = answer(model, context, options)  # logs the call
         if not any(m.role == "assistant" for m in context.messages):
-            await anyio.sleep(float(os.environ.get("SLOW_MODEL_SECONDS", "0")))
+            await gate("MODEL_GATE")
         async for event in events:
             yield event
 

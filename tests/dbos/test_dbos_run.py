@@ -160,10 +160,11 @@ async def wait_for_event(workflow_id: str, kind: str, tool_call_id: str | None =
 
 
 async def test_steering_during_a_tool_reaches_the_next_turn(log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SLOW_TOOL_SECONDS", "0.5")
+    monkeypatch.setenv("TOOL_GATE", str(log / "go"))
     workflow_id = await start_agent(agents.slow, [PROMPT], id=f"steer-{uuid.uuid4().hex}")
     await wait_for_first_line(log / "tool_starts")
     await steer(workflow_id, al.UserMessage(content="and y?", timestamp=2))
+    await anyio.Path(log / "go").touch()  # the tool returns
     with anyio.fail_after(20):
         messages = await result(workflow_id)
     assert [m.role for m in messages] == ["user", "assistant", "toolResult", "user", "assistant"]
@@ -176,10 +177,11 @@ async def test_steering_during_a_model_call_reaches_the_next_turn(
 ) -> None:
     """Whatever the answer: tool calls (their step sees the message), a call that fails its checks
     (no tool step: the poll receives anyway), or no tool (the model step sees it)."""
-    monkeypatch.setenv("SLOW_MODEL_SECONDS", "0.5")
+    monkeypatch.setenv("MODEL_GATE", str(log / "go"))
     workflow_id = await start_agent(agents.slow_answers[name], [PROMPT], id=f"{name}-{uuid.uuid4().hex}")
     await wait_for_first_line(log / "model_calls")
     await steer(workflow_id, al.UserMessage(content="and y?", timestamp=2))
+    await anyio.Path(log / "go").touch()  # the model answers
     with anyio.fail_after(20):
         messages = await result(workflow_id)
     tool_turn = ["toolResult"] if name != "slow_text_answer" else []
@@ -189,10 +191,11 @@ async def test_steering_during_a_model_call_reaches_the_next_turn(
 
 
 async def test_a_follow_up_runs_when_the_agent_would_stop(log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SLOW_TOOL_SECONDS", "0.5")
+    monkeypatch.setenv("TOOL_GATE", str(log / "go"))
     workflow_id = await start_agent(agents.follow_up, [PROMPT], id=f"follow-{uuid.uuid4().hex}")
     await wait_for_first_line(log / "tool_starts")
     await follow_up(workflow_id, al.UserMessage(content="now y", timestamp=2))
+    await anyio.Path(log / "go").touch()  # the tool returns
     with anyio.fail_after(20):
         envelopes = [e async for e in stream_events(workflow_id)]
         messages = await result(workflow_id)
@@ -202,10 +205,11 @@ async def test_a_follow_up_runs_when_the_agent_would_stop(log: Path, monkeypatch
 
 
 async def test_an_abort_ends_the_run_aborted_at_the_next_step(log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SLOW_TOOL_SECONDS", "0.5")
+    monkeypatch.setenv("TOOL_GATE", str(log / "go"))
     workflow_id = await start_agent(agents.slow, [PROMPT], id=f"abort-{uuid.uuid4().hex}")
     await wait_for_first_line(log / "tool_starts")
     await abort(workflow_id)
+    await anyio.Path(log / "go").touch()  # the tool returns
     with anyio.fail_after(20):
         envelopes = [e async for e in stream_events(workflow_id)]
         messages = await result(workflow_id)
@@ -218,11 +222,12 @@ async def test_an_abort_ends_the_run_aborted_at_the_next_step(log: Path, monkeyp
 
 
 async def test_a_follow_up_sent_during_the_last_model_call_runs(log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SLOW_MODEL_SECONDS", "0.5")
+    monkeypatch.setenv("MODEL_GATE", str(log / "go"))
     agent = agents.slow_answers["slow_text_answer"]
     workflow_id = await start_agent(agent, [PROMPT], id=f"last-follow-{uuid.uuid4().hex}")
     await wait_for_first_line(log / "model_calls")
     await follow_up(workflow_id, al.UserMessage(content="and y?", timestamp=2))
+    await anyio.Path(log / "go").touch()  # the model answers
     with anyio.fail_after(20):
         messages = await result(workflow_id)
     assert [m.role for m in messages] == ["user", "assistant", "user", "assistant"]

@@ -50,6 +50,12 @@ async def read_all(workflow_id: str, client: DBOSClient, into: list[al.EventEnve
         into.append(envelope)
 
 
+async def finished_steps(client: DBOSClient, workflow_id: str, name: str) -> int:
+    """How many steps named `name` the workflow has recorded as finished (in the database)."""
+    steps = await client.list_workflow_steps_async(workflow_id, load_output=False)
+    return sum(step["function_name"] == name and step["completed_at_epoch_ms"] is not None for step in steps)
+
+
 def lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
@@ -147,7 +153,8 @@ async def test_a_worker_killed_in_a_parallel_batch_resumes_with_the_steps_in_the
                 group.start_soon(read_all, workflow_id, client, envelopes)
                 while len(lines(log / "tool_starts")) < 3:  # noqa: ASYNC110 (written by the worker process)
                     await anyio.sleep(0.05)
-                await anyio.sleep(0.5)  # the quick calls' steps are recorded
+                while await finished_steps(client, workflow_id, "slow_parallel.tool.lookup") < 2:  # noqa: ASYNC110
+                    await anyio.sleep(0.05)  # until the quick calls' steps are recorded
                 os.kill(workers[0].pid, signal.SIGKILL)
                 workers[0].wait()
                 workers.append(spawn_worker(database_url, log, tool_seconds="0"))

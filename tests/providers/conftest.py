@@ -72,20 +72,24 @@ def llama_url() -> str:
 PI_PACKAGES = (
     "@earendil-works/pi-agent-core@1.6.0",  # brings @earendil-works/pi-ai 1.6.0
     "pi-agent-core-0.73.1@npm:@mariozechner/pi-agent-core@0.73.1",
+    "pi-ai-1.6.1@npm:@earendil-works/pi-ai@1.6.1",  # the providers the recorded streams are compared with
 )
+PI_AI = "pi-ai-1.6.1"
+"""The folder (in the cache's node_modules) of the pi-ai whose providers the recordings are compared with."""
 PI_CACHE = Path(os.environ.get("AGENTLOOP_PI_CACHE", Path.home() / ".cache" / "agentloop" / "pi-npm"))
 
 
 @pytest.fixture(scope="session")
 def pi_node_modules() -> Path:
-    """The `node_modules` of the TypeScript reference (pi-agent-core 1.6.0 with pi-ai 1.6.0, and
-    pi-agent-core 0.73.1), installed by npm into a cache directory outside the repository the
-    first time, as the MCP tests install server-everything."""
+    """The `node_modules` of the TypeScript reference (pi-agent-core 1.6.0 with pi-ai 1.6.0,
+    pi-agent-core 0.73.1, and pi-ai 1.6.1 as `pi-ai-1.6.1`), installed by npm into a cache
+    directory outside the repository the first time, as the MCP tests install server-everything."""
     modules = PI_CACHE / "node_modules"
     entries = [
         modules / "@earendil-works" / "pi-agent-core",
         modules / "@earendil-works" / "pi-ai",
         modules / "pi-agent-core-0.73.1",
+        modules / PI_AI,
     ]
     if not all((entry / "dist" / "index.js").exists() for entry in entries):
         npm = shutil.which("npm")

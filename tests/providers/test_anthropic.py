@@ -267,6 +267,25 @@ async def test_invalid_tool_json_sets_arguments_error() -> None:
     assert call.arguments == {} and (call.arguments_error or "").startswith("the arguments are not valid JSON")
 
 
+async def test_a_tool_call_cut_by_max_tokens_has_no_arguments_and_an_error() -> None:
+    """The call still open when the message ends: empty arguments and `arguments_error` quoting the
+    text received (pi-ai leaves the last preview as the arguments)."""
+    items = [
+        start(),
+        block(0, type="tool_use", id="toolu_1", name="write", input={}),
+        delta(0, type="input_json_delta", partial_json='{"path": "a.txt", "content": "half of'),
+        *end("max_tokens", 16),
+    ]
+    events, final = await stream(items)
+    assert types(events)[-3:] == ["toolcall_delta", "toolcall_end", "done"]
+    assert dict(events[-3].partial.content[0].arguments) == {"path": "a.txt", "content": "half of"}  # the preview
+    call = final.tool_calls[0]
+    assert call.arguments == {} and final.stop_reason == "length"
+    assert (call.arguments_error or "").startswith("the arguments are not valid JSON") and "half of" in (
+        call.arguments_error or ""
+    )
+
+
 async def test_message_delta_without_input_tokens_keeps_them() -> None:
     items = [
         start(),
@@ -343,7 +362,14 @@ def test_request_headers_and_body() -> None:
     assert "temperature" not in body  # not allowed with thinking
     assert body["metadata"] == {"user_id": "u1"}
     assert body["system"] == [{"type": "text", "text": "sys", "cache_control": {"type": "ephemeral"}}]
-    assert body["tools"] == [{"name": "get_weather", "description": "Get the weather", "input_schema": Tool.parameters}]
+    assert body["tools"] == [
+        {
+            "name": "get_weather",
+            "description": "Get the weather",
+            "input_schema": Tool.parameters,
+            "cache_control": {"type": "ephemeral"},  # the last tool, as pi-ai marks it
+        }
+    ]
     messages = body["messages"]
     assert messages[0]["content"][1] == {
         "type": "image",

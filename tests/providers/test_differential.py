@@ -1,4 +1,4 @@
-"""Recorded provider streams through pi-ai 1.6.0's own providers and through ours, event by event.
+"""Recorded provider streams through pi-ai 1.6.1's own providers and through ours, event by event.
 
 The recordings: `pi_wire/recordings/*.sse` (`<source>-<case>.<api>.sse`: aimock and llama.cpp
 answers made by `record_streams.py`, and `synthetic-*` streams written by hand for the edge
@@ -32,11 +32,11 @@ import httpx
 from agentloop import AbortSignal, Context, Model, StreamOptions, UserMessage, from_json, to_json
 from agentloop.providers import HTTPOptions, stream_simple
 
+from .conftest import PI_AI
+
 HERE = Path(__file__).parent
 RECORDINGS = HERE / "pi_wire" / "recordings"
-SHARED = Path(
-    os.environ.get("AGENTLOOP_SHARED_RECORDINGS", HERE.parents[2] / ".." / "shared" / "research" / "recordings")
-)
+SHARED = Path(os.environ.get("AGENTLOOP_SHARED_RECORDINGS", HERE.parents[2] / "shared" / "research" / "recordings"))
 REPLAY = HERE / "pi_wire" / "pi_replay.mjs"
 APIS = {
     "completions": "openai-completions",
@@ -44,7 +44,11 @@ APIS = {
     "messages": "anthropic-messages",
     "gemini": "google-generative-ai",
     "vertex": "google-vertex",
+    "azure": "azure-openai-responses",
+    "mistral": "mistral-conversations",
 }
+ROOT_BASE_URL = {"anthropic-messages", "mistral-conversations"}
+"""The APIs whose base URL is the server's root (the others' ends in /v1)."""
 HTTP = HTTPOptions(max_retries=0)
 
 _WORDING = "a stream cut before its end: the same events and content, the error text is agentloop's own"
@@ -65,6 +69,10 @@ KEPT: dict[str, str] = {
     "aimock-dropped-responses": _WORDING,
     "aimock-hello-responses": _SUMMARY,
     "aimock-tools-responses": _SUMMARY,
+    "aimock-dropped-azure": _WORDING,
+    "aimock-hello-azure": _SUMMARY,
+    "aimock-tools-azure": _SUMMARY,
+    "synthetic-reasoning-calls-azure": _SUMMARY,
     "synthetic-no-output-index-responses": (
         "items without output_index (llama.cpp) interleaved: pi-ai files them all in one slot and loses the "
         "reasoning block's end and signature; agentloop routes them by item_id"
@@ -117,7 +125,7 @@ def cases() -> list[tuple[str, str, Path]]:
     return sorted(found)
 
 
-def _replay_app(bodies: dict[str, bytes]) -> Any:
+def _replay_app(bodies: dict[str, bytes], content_type: bytes) -> Any:
     async def app(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
             while True:
@@ -129,7 +137,7 @@ def _replay_app(bodies: dict[str, bytes]) -> Any:
             pass
         body = bodies.get(scope["path"].strip("/").split("/")[0])
         status = 200 if body is not None else 404
-        headers = [(b"content-type", b"text/event-stream" if body is not None else b"text/plain")]
+        headers = [(b"content-type", content_type if body is not None else b"text/plain")]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body or b"no such recording"})
 
@@ -137,7 +145,7 @@ def _replay_app(bodies: dict[str, bytes]) -> Any:
 
 
 @asynccontextmanager
-async def replay_server(bodies: dict[str, bytes]) -> AsyncIterator[str]:
+async def replay_server(bodies: dict[str, bytes], content_type: bytes = b"text/event-stream") -> AsyncIterator[str]:
     import sniffio
     from hypercorn.config import Config
 
@@ -155,7 +163,7 @@ async def replay_server(bodies: dict[str, bytes]) -> AsyncIterator[str]:
         from hypercorn.asyncio import serve  # type: ignore[assignment]
     stop = anyio.Event()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(functools.partial(serve, _replay_app(bodies), config, shutdown_trigger=stop.wait))
+        tg.start_soon(functools.partial(serve, _replay_app(bodies, content_type), config, shutdown_trigger=stop.wait))
         try:
             yield f"http://127.0.0.1:{port}"
         finally:
@@ -165,17 +173,17 @@ async def replay_server(bodies: dict[str, bytes]) -> AsyncIterator[str]:
 async def reference_events(
     recordings: list[tuple[str, str, Path]], node_modules: Path
 ) -> dict[str, list[dict[str, Any]]]:
-    """What pi-ai 1.6.0's providers emit for each recording."""
+    """What pi-ai 1.6.1's providers emit for each recording."""
     bodies = {case_id: path.read_bytes() for case_id, _, path in recordings}
     async with replay_server(bodies) as url:
         request = [
-            {"id": case_id, "api": api, "baseUrl": f"{url}/{case_id}" + ("" if api == "anthropic-messages" else "/v1")}
+            {"id": case_id, "api": api, "baseUrl": f"{url}/{case_id}" + ("" if api in ROOT_BASE_URL else "/v1")}
             for case_id, api, _ in recordings
         ]
         done = await anyio.run_process(
             ["node", str(REPLAY)],
             input=json.dumps(request).encode(),
-            env={**os.environ, "NODE_PATH": str(node_modules)},
+            env={**os.environ, "NODE_PATH": str(node_modules), "PI_AI": PI_AI},
             check=False,
         )
     assert done.returncode == 0, done.stderr.decode()
@@ -277,9 +285,11 @@ async def compare(node_modules: Path) -> list[tuple[str, bool, bool, Any, Any]]:
 async def test_recorded_streams_agree_with_pi_ai_except_where_kept(
     anyio_backend: object, pi_node_modules: Path
 ) -> None:
+    live = sorted((SHARED / "openai-live").glob("*.bin"))
+    assert live, f"no shared OpenAI recordings in {SHARED / 'openai-live'} (set AGENTLOOP_SHARED_RECORDINGS)"
     with anyio.fail_after(120):
         results = await compare(pi_node_modules)
-    assert len(results) >= 45
+    assert len(results) == len(list(RECORDINGS.glob("*.sse"))) + len(live) >= 84
     differing = {case_id for case_id, same_final, same_events, _, _ in results if not (same_final and same_events)}
     kept = set(KEPT) | (set(BEFORE_1_6_1) if pi_ai_version(pi_node_modules) == "1.6.0" else set())
     assert differing == kept & {r[0] for r in results}, [

@@ -1,4 +1,4 @@
-"""Partial JSON of streamed tool-call arguments (pi-ai's parseStreamingJson, then a strict end)."""
+"""Partial JSON of whole texts (pi-ai's parseStreamingJson), repairs, and the strict final parse."""
 
 from __future__ import annotations
 
@@ -92,14 +92,10 @@ def test_final_parse(text: str, arguments: dict[str, object], error: str | None)
         assert repr(text[:50])[:-1] in message
 
 
-def test_tool_arguments_preview_schedule_is_geometric_for_long_texts() -> None:
+def test_tool_arguments_replace_continues_the_text_or_starts_again() -> None:
     args = ToolArguments()
-    previews = 0
-    big = '{"content": "' + "x" * 200_000 + '"}'
-    for i in range(0, len(big), 100):
-        if args.append(big[i : i + 100]) is not None:
-            previews += 1
-    assert 20 < previews < 60  # every delta up to 2 KiB, then geometric
-    assert args.final() == ({"content": "x" * 200_000}, None)
-    args.replace('{"b": 2}')
-    assert args.text == '{"b": 2}' and args.append("") == {"b": 2}
+    args.append('{"a": 1')
+    assert args.replace('{"a": 12}') == {"a": 12} and args.text == '{"a": 12}'
+    assert args.replace('{"b": 2}') == {"b": 2} and args.text == '{"b": 2}'
+    assert args.append("") == {"b": 2}
+    assert args.final() == ({"b": 2}, None)

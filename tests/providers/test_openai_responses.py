@@ -436,6 +436,7 @@ def test_request_body_and_replay() -> None:
         "type": "function_call",
         "call_id": "call_1",
         "name": "f",
+        "status": "completed",  # as OpenAI returns it (pi-ai 1.6.1)
         "arguments": '{"x": 1}',
         "id": "fc_1",
     }
@@ -482,7 +483,13 @@ def test_replay_from_another_model_and_other_providers() -> None:
     assert "id" not in items[3]  # an fc_ id from another model is left out
     assert items[4]["output"] == "(see attached image)"
     assert items[5]["content"][0]["text"] == "deep"
-    assert items[6] == {"type": "function_call", "call_id": "toolu_01_A", "name": "g", "arguments": "{}"}
+    assert items[6] == {
+        "type": "function_call",
+        "call_id": "toolu_01_A",
+        "name": "g",
+        "status": "completed",
+        "arguments": "{}",
+    }
     assert items[7] == {"type": "function_call_output", "call_id": "toolu_01_A", "output": "r"}
 
 

@@ -100,7 +100,8 @@ async def test_stream_simple_with_an_unknown_api() -> None:
     assert [e.type for e in events] == ["error"]
     assert final.error_message == (
         "No API provider registered for api: gemini "
-        "(built in: anthropic-messages, google-generative-ai, google-vertex, openai-completions, openai-responses)"
+        "(built in: anthropic-messages, azure-openai-responses, bedrock-converse-stream, google-generative-ai, "
+        "google-vertex, mistral-conversations, openai-completions, openai-responses)"
     )
 
 

@@ -33,6 +33,7 @@ from tests.durable_scripts import (
     SLOW,
     barrier,
     broken,
+    gate,
     log,
     lookup,
     odd_details,
@@ -42,8 +43,10 @@ from tests.durable_scripts import (
 
 @al.tool
 async def slow_lookup(key: str) -> str:
-    """Look a key up slowly: for SLOW_TOOL_SECONDS (the kill test kills the worker meanwhile)."""
+    """Look a key up slowly: until the TOOL_GATE file exists, then for SLOW_TOOL_SECONDS (the kill
+    test kills the worker meanwhile)."""
     log("tool_starts", f"slow_lookup {key} {idempotency_key()}")
+    await gate("TOOL_GATE")
     await anyio.sleep(float(os.environ.get("SLOW_TOOL_SECONDS", "0")))
     return f"{key}=42"
 

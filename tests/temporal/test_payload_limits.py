@@ -5,7 +5,9 @@ at once (the tool is not run again)."""
 
 from __future__ import annotations
 
+import json
 import uuid
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +82,60 @@ async def test_the_events_of_a_finished_run_with_a_large_result_are_read_in_page
     check_envelopes(envelopes)
     assert tool_texts(envelopes) == ["x" * 600_000]
     assert [e.seq for e in again] == [e.seq for e in envelopes[3:]]
+
+
+def update_results(history: Any) -> list[bytes]:
+    """The answers of the workflow's updates (`events` pages), in history order."""
+    return [
+        event.workflow_execution_update_completed_event_attributes.outcome.success.payloads[0].data
+        for event in history.events
+        if event.HasField("workflow_execution_update_completed_event_attributes")
+    ]
+
+
+async def test_a_caller_still_reading_when_the_run_ends_gets_the_rest_from_the_worker(
+    client: Client, queue: str
+) -> None:
+    """A closed workflow's events are a query, and a worker answers one by replaying the whole
+    history: a page at a time, a run's large events would cost a replay each. The workflow waits
+    for its caller instead, and the last page (`agent_end`) is an answer of the workflow's own."""
+    with anyio.fail_after(60):
+        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
+            handle = await start(client, agents.blob_600k, queue)
+            events = stream_events(handle)
+            envelopes = [await anext(events)]
+            # the caller falls behind: the run has given its last event before the caller reads on
+            while not (await handle.query("events_now", args=[-1, 0], result_type=dict))["finished"]:  # noqa: ASYNC110
+                await anyio.sleep(0.05)
+            envelopes += [e async for e in events]
+            result = await handle.result()
+    check_envelopes(envelopes)
+    assert tool_texts(envelopes) == ["x" * 600_000]
+    assert result[-1].content[0].text == "done"
+    # every part of the last event (`agent_end`, as large as the result) was an `events` answer
+    pages = [json.loads(data) for data in update_results(await handle.fetch_history())]
+    parts_of_the_end = [page for page in pages if page.get("seq") == envelopes[-1].seq]
+    assert envelopes[-1].type == "agent_end" and parts_of_the_end
+    assert len(parts_of_the_end) == parts_of_the_end[0]["parts"] > 1
+
+
+async def test_a_caller_that_stops_reading_holds_the_end_of_the_run_only_while_it_asks(
+    client: Client, queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentloop.temporal import _workflow
+
+    monkeypatch.setattr(_workflow, "_DRAIN_TIMEOUT", timedelta(seconds=1))
+    with anyio.fail_after(60):
+        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
+            handle = await start(client, agents.blob_600k, queue)
+            seen: list[al.EventEnvelope] = []
+            async for envelope in stream_events(handle):
+                seen.append(envelope)
+                break  # the caller goes away after its first page
+            result = await handle.result()
+    assert [e.type for e in seen] == ["agent_start"]
+    assert result[-1].content[0].text == "done"
+    assert len(update_results(await handle.fetch_history())) == 1
 
 
 async def test_a_context_just_under_the_limit_runs(client: Client, queue: str) -> None:

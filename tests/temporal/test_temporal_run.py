@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -173,9 +174,10 @@ async def test_an_abort_signal_cuts_the_tool_activity_and_ends_the_run(
 
 
 async def test_a_steering_signal_reaches_the_next_turn(
-    client: Client, queue: str, monkeypatch: pytest.MonkeyPatch
+    client: Client, queue: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setenv("SLOW_TOOL_SECONDS", "2")
+    gate = tmp_path / "go"
+    monkeypatch.setenv("TOOL_GATE", str(gate))
     steer = al.UserMessage(content="also check y", timestamp=2)
     with anyio.fail_after(30):
         async with worker(client, task_queue=queue, agents=agents.ALL):
@@ -185,6 +187,7 @@ async def test_a_steering_signal_reaches_the_next_turn(
                 envelopes.append(envelope)
                 if envelope.type == "tool_execution_start":
                     await handle.signal(AgentWorkflow.steer, steer)
+                    await anyio.Path(gate).touch()  # the tool returns
             result = await handle.result()
     check_envelopes(envelopes)
     assert [m.role for m in result] == ["user", "assistant", "toolResult", "user", "assistant"]
@@ -194,9 +197,10 @@ async def test_a_steering_signal_reaches_the_next_turn(
 
 
 async def test_a_follow_up_signal_is_taken_when_the_agent_would_stop(
-    client: Client, queue: str, monkeypatch: pytest.MonkeyPatch
+    client: Client, queue: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setenv("SLOW_TOOL_SECONDS", "2")
+    gate = tmp_path / "go"
+    monkeypatch.setenv("TOOL_GATE", str(gate))
     follow = al.UserMessage(content="and y?", timestamp=3)
     with anyio.fail_after(30):
         async with worker(client, task_queue=queue, agents=agents.ALL):
@@ -204,6 +208,7 @@ async def test_a_follow_up_signal_is_taken_when_the_agent_would_stop(
             async for envelope in stream_events(handle):
                 if envelope.type == "tool_execution_start":
                     await handle.signal(AgentWorkflow.follow_up, follow)
+                    await anyio.Path(gate).touch()  # the tool returns
             result = await handle.result()
     assert [m.role for m in result] == ["user", "assistant", "toolResult", "assistant", "user", "assistant"]
     assert result[4] == follow

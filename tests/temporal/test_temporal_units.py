@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from types import SimpleNamespace
 from typing import Any
@@ -125,3 +126,56 @@ async def test_stream_events_asks_again_while_the_server_cannot_answer() -> None
         envelopes = [e async for e in stream_events(handle)]  # type: ignore[arg-type]
     assert [e.type for e in envelopes] == ["agent_start", "agent_end"]
     assert handle.asked == ["events", "events", "events_now", "events", "events_now", "describe", "events"]
+
+
+EVENT_TEXTS = {
+    "ascii": "x" * 1_000_000,
+    "escapes": 'say "hi" \\ ' * 80_000,
+    "emoji": "😀" * 100_000,
+    "cjk": "日本語" * 100_000,
+}
+
+
+@pytest.mark.parametrize("kind", EVENT_TEXTS)
+def test_every_answer_to_events_fits_a_page_and_the_parts_rebuild_the_events(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An answer is Temporal's JSON (non-ASCII as `\\u` escapes): it stays under the size a
+    context store would keep (a caller without the store reads it), and a large event comes in
+    as few parts as fit."""
+    from agentloop.temporal import _workflow
+    from agentloop.temporal._context import STORED_THRESHOLD
+
+    monkeypatch.setattr(_workflow, "_now_ms", lambda: 0)
+    text = EVENT_TEXTS[kind]
+    medium = text[: len(text) // 16]  # a page holds one or more
+    events: list[al.AgentEvent] = [
+        al.AgentStart(),
+        al.ToolExecutionEnd("c1", "blob", al.AgentToolResult.from_text(text), False),
+        *(al.ToolExecutionEnd(f"m{i}", "blob", al.AgentToolResult.from_text(medium), False) for i in range(4)),
+    ]
+    workflow = _workflow.AgentWorkflow()
+    for event in events:
+        workflow._record(event)
+
+    def answer_size(data: object) -> int:
+        return len(json.dumps(data, separators=(",", ":")))  # as Temporal's JSON converter writes it
+
+    got: list[dict[str, Any]] = []
+    parts: list[str] = []
+    answers = 0
+    while len(got) < len(events):
+        page = workflow._page(got[-1]["seq"] if got else -1, len(parts))
+        answers += 1
+        assert answer_size(page) < STORED_THRESHOLD
+        if "part" in page:
+            parts.append(page["part"])
+            if len(parts) == page["parts"]:
+                got.append(json.loads("".join(parts)))
+                parts = []
+        else:
+            got += page["envelopes"]
+    assert [al.envelope_from_json(data).event for data in got] == events
+    # the large event's JSON text, as strings in answers, fills about as many pages as it must
+    as_parts = answer_size(json.dumps(got[1], ensure_ascii=False, separators=(",", ":")))
+    assert answers <= as_parts // _workflow._PAGE_BYTES + 2 + 5  # its parts (one more at most), the rest

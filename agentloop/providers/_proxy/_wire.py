@@ -128,6 +128,8 @@ def _options_json(options: StreamOptions) -> dict[str, Any]:
         out["thinkingBudgets"] = dict(options.thinking_budgets)
     if options.max_retry_delay is not None:
         out["maxRetryDelayMs"] = round(options.max_retry_delay * 1000)
+    if options.cache_retention is not None:
+        out["cacheRetention"] = options.cache_retention
     return out  # options.api_key is never sent
 
 
@@ -268,6 +270,10 @@ def _decode_options(data: Any) -> dict[str, Any]:
     if delay is not None and delay < 0:
         raise ValueError(f"options.maxRetryDelayMs must be >= 0, got {delay}")
     out["max_retry_delay"] = None if delay is None else delay / 1000
+    retention = _get(data, "cacheRetention", str, "options")
+    if retention is not None and retention not in ("none", "short", "long"):
+        raise ValueError(f"options.cacheRetention must be none, short or long, got {retention!r}")
+    out["cache_retention"] = retention
     return out
 
 
@@ -289,11 +295,11 @@ def decode_request(body: bytes) -> tuple[Model, Context, dict[str, Any]]:
 # --- the events -----------------------------------------------------------------------------
 
 
-def _partial_object(text: str) -> dict[str, Any]:
-    """Best-effort arguments of an unfinished JSON object, as the providers preview them: at least `{}`."""
-    from .._json_stream import parse_streaming_json  # lazy: `import agentloop` stays light
+def _tool_arguments() -> Any:
+    """A tool call's argument reader, as the providers preview arguments (`ToolArguments`)."""
+    from .._json_stream import ToolArguments  # lazy: `import agentloop` stays light
 
-    return parse_streaming_json(text)
+    return ToolArguments()
 
 
 def _final_arguments(text: str) -> tuple[dict[str, Any], str | None]:
@@ -336,13 +342,14 @@ class WireDecoder:
     for an event type it does not know (ignored, as the reference does).
     """
 
-    __slots__ = ("_builder", "_ended", "_kinds", "_started")
+    __slots__ = ("_arguments", "_builder", "_ended", "_kinds", "_started")
 
     def __init__(self, model: Model) -> None:
         self._builder = AssistantMessageBuilder(api=model.api, provider=model.provider, model=model.id)
         self._kinds: list[str] = []  # the block type at each content index
         self._ended: set[int] = set()  # the content indexes whose block ended
         self._started = False
+        self._arguments: dict[int, Any] = {}  # each open tool call's `ToolArguments`, by content index
 
     def error(self, reason: Literal["error", "aborted"], message: str) -> ErrorEvent:
         """A terminal error event that keeps what was built so far."""
@@ -443,12 +450,12 @@ class WireDecoder:
             )
         if kind == "toolcall_start":
             call_id, name = self._str(data, "id", kind), self._str(data, "toolName", kind)
-            self._index(data, "toolCall", kind, new=True)
+            self._arguments[self._index(data, "toolCall", kind, new=True)] = _tool_arguments()
             return b.tool_call_start(call_id, name)
         if kind == "toolcall_delta":
             delta = self._str(data, "delta", kind)
             index = self._index(data, "toolCall", kind)
-            return b.tool_call_delta(delta, _partial_object(b.tool_call_text(index) + delta), index)
+            return b.tool_call_delta(delta, self._arguments[index].append(delta), index)
         if kind == "toolcall_end":
             return self._tool_call_end(data)
         if kind == "done":
@@ -472,6 +479,7 @@ class WireDecoder:
     def _tool_call_end(self, data: Mapping[str, Any]) -> AssistantMessageEvent:
         b = self._builder
         index = self._index(data, "toolCall", "toolcall_end", end=True)
+        self._arguments.pop(index, None)
         text = b.tool_call_text(index)
         sent = data.get("toolCall")
         if sent is not None:

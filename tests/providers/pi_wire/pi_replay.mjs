@@ -1,6 +1,6 @@
 // Streams recorded provider responses through pi-ai's own providers and prints what they emit.
 //
-//   NODE_PATH=<cache>/node_modules node pi_replay.mjs < cases.json
+//   NODE_PATH=<cache>/node_modules PI_AI=pi-ai-1.6.1 node pi_replay.mjs < cases.json
 //
 // stdin: [{"id", "api", "baseUrl"}]: each case's base URL serves its recorded body (the replay
 // server in test_differential.py). stdout: one JSON line per case, {"id", "events"}, the events
@@ -9,7 +9,8 @@
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 
-const root = path.join(process.env.NODE_PATH ?? "node_modules", "@earendil-works", "pi-ai", "dist");
+// PI_AI: the pi-ai package folder under NODE_PATH (an npm alias such as `pi-ai-1.6.1`).
+const root = path.join(process.env.NODE_PATH ?? "node_modules", process.env.PI_AI ?? "@earendil-works/pi-ai", "dist");
 const load = (file) => import(pathToFileURL(path.join(root, file)).href);
 const { normalizeContext, AssistantMessageEventStream } = await load("index.js");
 // A tool call's partial arguments as they are when the provider pushes each delta (the consumer
@@ -26,6 +27,8 @@ const providers = {
 	"openai-completions": await load("api/openai-completions.js"),
 	"openai-responses": await load("api/openai-responses.js"),
 	"anthropic-messages": await load("api/anthropic-messages.js"),
+	"azure-openai-responses": await load("api/azure-openai-responses.js"),
+	"mistral-conversations": await load("api/mistral-conversations.js"),
 	"google-generative-ai": await load("api/google-generative-ai.js"),
 	"google-vertex": await load("api/google-vertex.js"),
 };

@@ -3,11 +3,12 @@
     python tests/providers/servers.py start            # aimock and llama.cpp (see servers.py)
     set -a; . .ci-cache/providers/servers.env; set +a
     python tests/providers/pi_wire/record_streams.py   # writes pi_wire/recordings/*.sse
+    python tests/providers/pi_wire/record_streams.py mistral-conversations   # only these APIs
 
 Each request is made by agentloop's own provider (so the requests are realistic); a transport
 keeps the response bytes exactly as the server sent them, a connection dropped mid-body
 included. Only 200 event-stream answers are kept. The file name says the API:
-`<source>-<case>.<completions|responses|messages>.sse`.
+`<source>-<case>.<completions|responses|messages|azure|mistral>.sse`.
 """
 
 from __future__ import annotations
@@ -24,7 +25,13 @@ from agentloop import AbortSignal, Context, Model, StreamOptions, UserMessage
 from agentloop.providers import HTTPOptions, stream_simple
 
 OUT = Path(__file__).with_name("recordings")
-APIS = {"openai-completions": "completions", "openai-responses": "responses", "anthropic-messages": "messages"}
+APIS = {
+    "openai-completions": "completions",
+    "openai-responses": "responses",
+    "anthropic-messages": "messages",
+    "azure-openai-responses": "azure",
+    "mistral-conversations": "mistral",
+}
 HTTP = HTTPOptions(max_retries=0, idle_timeout=60)
 
 
@@ -82,7 +89,10 @@ async def record(name: str, model: Model, text: str, **options: Any) -> None:
 
 
 def server_model(url: str, api: str, model_id: str, provider: str) -> Model:
-    base = url if api == "anthropic-messages" else url + "/v1"
+    # aimock serves Azure's v1 API at /openai/v1 (llama.cpp at /v1); Mistral's base is the root
+    base = url if api in ("anthropic-messages", "mistral-conversations") else url + "/v1"
+    if api == "azure-openai-responses" and provider == "aimock":
+        base = url + "/openai/v1"
     return Model(id=model_id, api=api, provider=provider, base_url=base, reasoning=True, max_tokens=64)
 
 
@@ -92,7 +102,7 @@ async def main() -> None:
     llama = os.environ.get("AGENTLOOP_LLAMA_URL")
     if not aimock or not llama:
         sys.exit("set AGENTLOOP_AIMOCK_URL and AGENTLOOP_LLAMA_URL (python tests/providers/servers.py start)")
-    for api in APIS:
+    for api in sys.argv[1:] or APIS:
         m = server_model(aimock, api, "test-model", "aimock")
         await record("aimock-hello", m, "hello")
         await record("aimock-tools", m, "What is the weather in Paris?", tools=[Weather()])

@@ -64,6 +64,25 @@ usage: Event = {
         "prompt_tokens_details": {"cached_tokens": 5},
     },
 }
+ESCAPE_CUTS = [
+    '{"path": "C:\\',
+    "\\Users\\\\me\\",
+    '"", "note": "caf\\u00',
+    "e9 \\u0",
+    "0e9 \\ud83d",
+    "\\ude00 tab\\t",
+    'x\\d", "n": [1, tr',
+    "ue, nul",
+    "l, 1.5e",
+    "3]}",
+]
+"""Tool-call argument fragments cut inside escapes, literals and numbers."""
+LONG_ARGUMENTS = json.dumps(
+    {"path": "notes.md", "content": "".join("abcdefgh "[(i * 7 + i // 9) % 9] for i in range(5900))}
+)
+"""A 5.9 KB argument text, streamed in 7-character fragments."""
+LONG_PIECES = [LONG_ARGUMENTS[i : i + 7] for i in range(0, len(LONG_ARGUMENTS), 7)]
+
 C: dict[str, list[Item]] = {}
 C["reasoning-text"] = [
     chunk({"role": "assistant", "content": None}),
@@ -106,6 +125,18 @@ C["partial-literals"] = [
     chunk(tc(0, args='l,"b":fals')),
     chunk(tc(0, args='e,"n":1.5e')),
     chunk(tc(0, args="3}")),
+    chunk(finish="tool_calls"),
+    "[DONE]",
+]
+C["escape-cuts"] = [
+    chunk(tc(0, "c1", "write", "")),
+    *(chunk(tc(0, args=piece)) for piece in ESCAPE_CUTS),
+    chunk(finish="tool_calls"),
+    "[DONE]",
+]
+C["long-arguments"] = [
+    chunk(tc(0, "c1", "write", "")),
+    *(chunk(tc(0, args=piece)) for piece in LONG_PIECES),
     chunk(finish="tool_calls"),
     "[DONE]",
 ]
@@ -188,6 +219,20 @@ M["tool-literals"] = [
     a("content_block_delta", index=0, delta={"type": "input_json_delta", "partial_json": '{"on": tr'}),
     a("content_block_delta", index=0, delta={"type": "input_json_delta", "partial_json": 'ue, "off": nu'}),
     a("content_block_delta", index=0, delta={"type": "input_json_delta", "partial_json": "ll}"}),
+    a("content_block_stop", index=0),
+    *stop("tool_use"),
+]
+M["escape-cuts"] = [
+    start,
+    a(
+        "content_block_start",
+        index=0,
+        content_block={"type": "tool_use", "id": "toolu_e", "name": "write", "input": {}},
+    ),
+    *(
+        a("content_block_delta", index=0, delta={"type": "input_json_delta", "partial_json": piece})
+        for piece in ESCAPE_CUTS
+    ),
     a("content_block_stop", index=0),
     *stop("tool_use"),
 ]
@@ -285,6 +330,31 @@ R["function-calls"] = [
             "call_id": "call_1",
             "name": "get_weather",
             "arguments": '{"city":"Rome"}',
+        },
+    ),
+    completed(),
+]
+R["escape-cuts"] = [
+    created,
+    r(
+        "response.output_item.added",
+        output_index=0,
+        item={"type": "function_call", "id": "fc_e", "call_id": "call_e", "name": "write", "arguments": ""},
+    ),
+    *(
+        r("response.function_call_arguments.delta", item_id="fc_e", output_index=0, delta=piece)
+        for piece in ESCAPE_CUTS
+    ),
+    r("response.function_call_arguments.done", item_id="fc_e", output_index=0, arguments="".join(ESCAPE_CUTS)),
+    r(
+        "response.output_item.done",
+        output_index=0,
+        item={
+            "type": "function_call",
+            "id": "fc_e",
+            "call_id": "call_e",
+            "name": "write",
+            "arguments": "".join(ESCAPE_CUTS),
         },
     ),
     completed(),

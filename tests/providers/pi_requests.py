@@ -1,0 +1,83 @@
+"""The requests pi-ai's own providers send for a call (`pi_wire/pi_requests.mjs` on loopback), to
+compare with the requests agentloop's providers build for the same call."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+
+from agentloop import Context, Model, to_json
+
+SCRIPT = Path(__file__).parent / "pi_wire" / "pi_requests.mjs"
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call: what both implementations are given."""
+
+    id: str
+    model: Model
+    context: Context
+    options: dict[str, Any] = field(default_factory=dict)
+    """pi-ai's option names (`apiKey`, `reasoning`, `sessionId`, `maxTokens`, ...)."""
+
+
+def model_json(model: Model) -> dict[str, Any]:
+    """`model` as pi-ai's JSON (its base URL's path becomes a path on the capture server)."""
+    data: dict[str, Any] = {
+        "id": model.id,
+        "name": model.name or model.id,
+        "api": model.api,
+        "provider": model.provider,
+        "baseUrl": httpx.URL(model.base_url).path.rstrip("/") if model.base_url else "",
+        "reasoning": model.reasoning,
+        "input": list(model.input),
+        "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+        "contextWindow": 0,
+        "maxTokens": model.max_tokens,
+    }
+    levels = (model.compat or {}).get("thinking_level_map")
+    if levels is not None:
+        data["thinkingLevelMap"] = dict(levels)
+    if model.headers:
+        data["headers"] = dict(model.headers)
+    return data
+
+
+def context_json(context: Context) -> dict[str, Any]:
+    return {
+        "systemPrompt": context.system_prompt,
+        "messages": [to_json(m) for m in context.messages],
+        "tools": [{"name": t.name, "description": t.description, "parameters": t.parameters} for t in context.tools],
+    }
+
+
+async def pi_requests(calls: list[Call], node_modules: Path) -> dict[str, dict[str, Any]]:
+    """What pi-ai sent for each call: `method`, `path` (with the query), `headers`, `body`."""
+    cases = [
+        {
+            "id": c.id,
+            "api": c.model.api,
+            "model": model_json(c.model),
+            "context": context_json(c.context),
+            "options": c.options,
+        }
+        for c in calls
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AZURE_OPENAI_", "MISTRAL_"))}
+    done = await anyio.run_process(
+        ["node", str(SCRIPT)],
+        input=json.dumps(cases).encode(),
+        env={**env, "NODE_PATH": str(node_modules)},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    lines = [json.loads(line) for line in done.stdout.decode().splitlines() if line]
+    assert len(lines) == len(calls), done.stderr.decode()
+    return {line["id"]: line for line in lines}
