@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import inspect
 import math
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, overload
 
 import anyio
@@ -27,6 +29,7 @@ __all__ = (
     "tool",
     "validate_tool_arguments",
     "validated_arguments",
+    "validation_in_line",
     "within_timeout",
 )
 
@@ -203,12 +206,30 @@ def validate_tool_arguments(tool: AgentTool, tool_call: ToolCall) -> Any:
     return tool.validate(arguments)
 
 
+_VALIDATE_IN_A_THREAD: ContextVar[bool] = ContextVar("agentloop_validate_in_a_thread", default=True)
+
+
+@contextlib.contextmanager
+def validation_in_line() -> Iterator[None]:
+    """Within this block (and the tasks started in it) tool arguments are validated in the calling
+    task, not in a worker thread: for an event loop that runs no threads, as a Temporal workflow's
+    (which must stay deterministic; its tools run as activities, which validate in a thread)."""
+    token = _VALIDATE_IN_A_THREAD.set(False)
+    try:
+        yield
+    finally:
+        _VALIDATE_IN_A_THREAD.reset(token)
+
+
 async def validated_arguments(tool: AgentTool, tool_call: ToolCall) -> Any:
     """`validate_tool_arguments` in a worker thread: a validation may take its whole budget (a
     second of CPU), and the event loop's other tasks keep their turns meanwhile. Cancelling the
-    wait leaves the thread to end within its budget, its answer dropped."""
+    wait leaves the thread to end within its budget, its answer dropped. In a
+    `validation_in_line()` block it runs in the calling task."""
     if tool_call.arguments_error or _known_empty(tool, tool_call.arguments):
         return validate_tool_arguments(tool, tool_call)  # answered without validating
+    if not _VALIDATE_IN_A_THREAD.get():
+        return validate_tool_arguments(tool, tool_call)
     import anyio.to_thread
 
     return await anyio.to_thread.run_sync(validate_tool_arguments, tool, tool_call, abandon_on_cancel=True)
