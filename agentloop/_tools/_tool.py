@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import inspect
 import math
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, overload
 
 import anyio
@@ -27,6 +29,7 @@ __all__ = (
     "tool",
     "validate_tool_arguments",
     "validated_arguments",
+    "validation_in_line",
     "within_timeout",
 )
 
@@ -206,11 +209,29 @@ def validate_tool_arguments(tool: AgentTool, tool_call: ToolCall) -> Any:
     return tool.validate(arguments)
 
 
+_VALIDATE_IN_A_THREAD: ContextVar[bool] = ContextVar("agentloop_validate_in_a_thread", default=True)
+
+
+@contextlib.contextmanager
+def validation_in_line() -> Iterator[None]:
+    """Within this block (and the tasks started in it) tool arguments are validated in the calling
+    task, not in a worker thread: for an event loop that runs no threads, as a Temporal workflow's
+    (which must stay deterministic; its tools run as activities, which validate in a thread)."""
+    token = _VALIDATE_IN_A_THREAD.set(False)
+    try:
+        yield
+    finally:
+        _VALIDATE_IN_A_THREAD.reset(token)
+
+
 async def validated_arguments(tool: AgentTool, tool_call: ToolCall) -> Any:
     """`validate_tool_arguments`, first on the event loop's thread with a small budget (20 ms of
     CPU: most validations need far less); one that needs more is done again in a worker thread,
     with the whole budget (a second of CPU), while the event loop's other tasks keep their turns.
-    Cancelling the wait leaves the thread to end within its budget, its answer dropped."""
+    Cancelling the wait leaves the thread to end within its budget, its answer dropped. In a
+    `validation_in_line()` block it is done in the calling task, with the whole budget."""
+    if not _VALIDATE_IN_A_THREAD.get():
+        return validate_tool_arguments(tool, tool_call)
     from ._budget import NeedsMore, first_try
 
     try:

@@ -44,6 +44,7 @@ from temporalio.workflow import ActivityCancellationType, ActivityHandle
 from .._core._config import AgentContext, AgentLoopConfig, ToolInvocation, TurnContext, default_convert_to_llm
 from .._core._loop import run_agent_loop, run_agent_loop_continue
 from .._durable import replayed, workflow_options
+from .._tools._tool import validation_in_line
 from .._types._abort import AbortSignal
 from .._types._constants import ABORTED_TEXT
 from .._types._events import (
@@ -243,13 +244,14 @@ class AgentWorkflow:
         context = AgentContext(system_prompt=agent.system_prompt, messages=tuple(run.messages), tools=agent.tools)
         stream = _model_stream(agent, self._sent, self._model_call)
         try:
-            if not state and run.prompts:
-                new = await run_agent_loop(run.prompts, context, config, self._emit, self._signal, stream)
-            elif state and run.messages and run.messages[-1].role == "assistant":
-                prompts = self._take_steering() or self._take_follow_ups()
-                new = await run_agent_loop(prompts, context, config, self._emit, self._signal, stream)
-            else:
-                new = await run_agent_loop_continue(context, config, self._emit, self._signal, stream)
+            with validation_in_line():  # a workflow runs no threads
+                if not state and run.prompts:
+                    new = await run_agent_loop(run.prompts, context, config, self._emit, self._signal, stream)
+                elif state and run.messages and run.messages[-1].role == "assistant":
+                    prompts = self._take_steering() or self._take_follow_ups()
+                    new = await run_agent_loop(prompts, context, config, self._emit, self._signal, stream)
+                else:
+                    new = await run_agent_loop_continue(context, config, self._emit, self._signal, stream)
             run_messages = [*self._carried, *new]
             transcript = [*run.messages, *new]
             if self._history_full and self._goes_on(transcript):
