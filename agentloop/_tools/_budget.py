@@ -122,7 +122,7 @@ class Budget:
             what = f"more than {self.seconds:g} s of CPU"
             raise self._used_up(f"the arguments take {what} to check against this schema", what, False)
         if now > self.pause:  # let the other threads (the event loop's) have the interpreter
-            time.sleep(0)
+            time.sleep(_A_MICROSECOND)
             self.pause = now + _TURN
 
     def enter(self) -> None:
@@ -143,9 +143,14 @@ class Budget:
 
 
 _TURN = 0.002
-"""Seconds of CPU after which a validation lets the other threads run (`time.sleep(0)` hands
-the interpreter over at once, where the switch interval would wait for its turn): the event
-loop's thread, waiting for it, gets it every few milliseconds."""
+"""Seconds of CPU after which a validation lets the other threads run: it sleeps for a
+microsecond, so that the event loop's thread, waiting for the interpreter, gets it every few
+milliseconds. (`time.sleep(0)` is not enough: on Python 3.10 the thread that gives the interpreter
+up that way takes it back before the waiting one wakes, again and again, and the event loop waits
+for the whole validation.)"""
+
+
+_A_MICROSECOND = 1e-6
 
 _STACK_MARGIN = 150
 """Frames kept free below Python's recursion limit: what a few more levels, an error's way out
