@@ -30,7 +30,8 @@ from agentloop import (
     UserMessage,
 )
 from agentloop.providers import HTTPOptions, get_model, get_models, stream_mistral, stream_simple
-from agentloop.providers._mistral import build_mistral_request, mistral_tool_call_ids, pi_short_hash
+from agentloop.providers._mistral import build_mistral_request
+from agentloop.providers._transform import mistral_tool_call_ids, short_hash
 from agentloop.testing import check_events
 
 from ..support import as_assistant
@@ -249,10 +250,10 @@ def test_replayed_tool_call_ids_become_nine_letters_and_digits_and_results_follo
     ids = [c["id"] for c in calls]
     assert all(len(i) == 9 and i.isalnum() and i.isascii() for i in ids), ids
     assert len(set(ids)) == len(ids)
-    assert ids[0] == pi_short_hash("callabc12fc0123456789abcdef")[:9]
+    assert ids[0] == short_hash("callabc12fc0123456789abcdef")[:9]
     assert ids[1] == "callabc12"  # 9 letters and digits once the punctuation is gone: kept
-    assert ids[2] == pi_short_hash("callabc12:1")[:9]  # the same 9 characters as the call before: made distinct
-    assert ids[3] == pi_short_hash("callzz")[:9]
+    assert ids[2] == short_hash("callabc12:1")[:9]  # the same 9 characters as the call before: made distinct
+    assert ids[3] == short_hash("callzz")[:9]
     assert ids[4] == "D681PevKs"  # Mistral's own call: untouched
     results = [m for m in messages if m["role"] == "tool"]
     assert [r["tool_call_id"] for r in results] == ids
