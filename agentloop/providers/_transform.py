@@ -4,10 +4,13 @@ The port of pi-ai's `transformMessages`:
 
 * assistant messages that ended in `error` or `aborted` are dropped (incomplete turns; replaying
   them makes some APIs fail, and the model should go on from the last valid state);
-* for a message from another model (provider, API or model id differs): thinking becomes a
-  plain text block (empty thinking is dropped), redacted thinking is dropped, text and tool
-  calls lose their opaque signatures, and tool-call ids are normalised by the target API's rule,
-  the matching tool results following the same mapping;
+* for a message from another model (provider, API or model id differs): thinking is dropped
+  (its signatures are only valid for the model that wrote it, and readable thinking sent as text
+  would read as part of the visible reply), text and tool calls lose their opaque signatures,
+  and tool-call ids are normalised by the target API's rule, the matching tool results
+  following the same mapping;
+* for a message of the same model: thinking with no text, no signature and not redacted is
+  dropped; the rest is replayed as it is;
 * a tool call left without a result gets a synthetic error result, "No result provided",
   before the next assistant or user message (and at the end of the transcript), as every API
   requires an answer to each call.
@@ -206,13 +209,12 @@ def _convert_assistant(
     id_map: dict[str, str],
 ) -> AssistantMessage:
     if _is_same_model(message, model):
-        return message
+        kept = tuple(block for block in message.content if not _empty_thinking(block))
+        return message if len(kept) == len(message.content) else replace(message, content=kept)
     content: list[AssistantContent] = []
     for block in message.content:
         if isinstance(block, ThinkingContent):
-            if block.redacted or not block.thinking.strip():
-                continue
-            content.append(TextContent(block.thinking))
+            continue
         elif isinstance(block, TextContent):
             content.append(TextContent(block.text) if block.text_signature is not None else block)
         else:
@@ -226,3 +228,13 @@ def _convert_assistant(
                     call = replace(call, id=new_id)
             content.append(call)
     return replace(message, content=tuple(content))
+
+
+def _empty_thinking(block: AssistantContent) -> bool:
+    """A thinking block with nothing to replay: no text, no signature, not redacted."""
+    return (
+        isinstance(block, ThinkingContent)
+        and not block.redacted
+        and not block.thinking_signature
+        and not block.thinking.strip()
+    )

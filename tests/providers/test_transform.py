@@ -51,7 +51,21 @@ def test_same_model_messages_pass_through_unchanged() -> None:
     assert result[0] is user and result[1] is message
 
 
-def test_thinking_becomes_text_for_another_model_and_signatures_are_dropped() -> None:
+def test_empty_unsigned_thinking_of_the_same_model_is_dropped_and_signed_thinking_kept() -> None:
+    message = _assistant(
+        ThinkingContent(" "),
+        ThinkingContent("", thinking_signature="encrypted"),
+        ThinkingContent("", redacted=True),
+        TextContent("hi"),
+        stop="stop",
+    )
+    result = transform_messages([message], Model(id="gpt-5", api="openai-responses", provider="openai"))
+    converted = result[0]
+    assert isinstance(converted, AssistantMessage)
+    assert converted.content == message.content[1:]
+
+
+def test_thinking_of_another_model_is_dropped_and_signatures_are_dropped() -> None:
     message = _assistant(
         ThinkingContent("step by step", thinking_signature='{"type":"reasoning"}'),
         ThinkingContent("  "),
@@ -69,9 +83,8 @@ def test_thinking_becomes_text_for_another_model_and_signatures_are_dropped() ->
     )
     converted = result[0]
     assert isinstance(converted, AssistantMessage)
-    assert converted.content[0] == TextContent("step by step")
-    assert converted.content[1] == TextContent("answer")
-    call = converted.content[2]
+    assert converted.content[0] == TextContent("answer")  # pi-ai 1.6.1: no thinking crosses models
+    call = converted.content[1]
     assert isinstance(call, ToolCall)
     assert call.thought_signature is None
     assert call.id == normalize_anthropic_id(RESPONSES_ID)
