@@ -31,7 +31,7 @@ from agentloop.providers._bedrock import _Frozen, _SigV4
 from agentloop.providers._bedrock_stream import bedrock_error_text, map_stop_reason
 
 from .bedrock_wire.request_cases import CASES, pi_case
-from .test_bedrock_differential import pi_ai_folder
+from .conftest import PI_AI
 
 HERE = Path(__file__).parent / "bedrock_wire"
 BOTO3 = json.loads((HERE / "boto3.json").read_text())
@@ -103,7 +103,7 @@ async def test_our_bodies_are_pi_ais_except_where_kept(anyio_backend: object, pi
         done = await anyio.run_process(
             ["node", str(HERE / "pi_requests.mjs")],
             input=cases,
-            env={**os.environ, "PI_AI": pi_ai_folder(), "NODE_PATH": str(pi_node_modules)},
+            env={**os.environ, "PI_AI": PI_AI, "NODE_PATH": str(pi_node_modules)},
             check=False,
         )
     assert done.returncode == 0, done.stderr.decode()

@@ -249,7 +249,7 @@ async def test_application_default_credentials_are_loaded_refreshed_once_and_reu
 
     def recorded(self: Any, *args: Any, **kwargs: Any) -> Any:
         refreshed_on.append(threading.current_thread())
-        return send(self, *args, **kwargs)
+        return send(self, *args, **kwargs)  # type: ignore[no-untyped-call]
 
     monkeypatch.setattr(transport.Request, "__call__", recorded)
     server = Server(ok(ANSWER), ok(ANSWER))
