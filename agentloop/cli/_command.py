@@ -98,6 +98,15 @@ models:
 
 environment:
   OPENAI_API_KEY, ANTHROPIC_API_KEY   keys (the first one set picks the default model)
+  GEMINI_API_KEY                      for google:MODEL_ID
+  MISTRAL_API_KEY                     for mistral:MODEL_ID
+  AZURE_OPENAI_API_KEY                for azure:MODEL_ID, with AZURE_OPENAI_BASE_URL or
+                                      AZURE_OPENAI_RESOURCE_NAME (and AZURE_OPENAI_DEPLOYMENT_NAME_MAP)
+  GOOGLE_CLOUD_PROJECT, GOOGLE_CLOUD_LOCATION
+                                      for google-vertex:MODEL_ID, with application default
+                                      credentials (extra [vertex]), or GOOGLE_CLOUD_API_KEY alone
+  AWS_PROFILE, AWS_REGION             for amazon-bedrock:MODEL_ID (extra [bedrock]): the AWS
+                                      credential chain, or AWS_BEARER_TOKEN_BEDROCK
   AGENTLOOP_BACKEND                   asyncio (default) or trio
   AGENTLOOP_CACHE                     where the local model is kept (default ~/.cache/agentloop)
   AGENTLOOP_MODEL_PATH                a GGUF file to use instead of the downloaded one
