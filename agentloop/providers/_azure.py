@@ -34,7 +34,7 @@ from ._auth import fetch_token, resolve_api_key
 from ._errors import ProviderError
 from ._http import AsyncClient, HTTPOptions, run_stream
 from ._openai_responses import ResponsesParser, convert_input
-from ._request import Request, check_llm_messages, compat, request_headers, tool_specs
+from ._request import Request, check_llm_messages, compat, native_output, request_headers, tool_specs
 from ._stream import AssistantMessageEventStream
 from ._thinking import model_thinking_level
 
@@ -185,6 +185,9 @@ def build_azure_request(model: Model, context: Context, options: StreamOptions, 
         ]
     if model.reasoning:
         _add_reasoning(body, model, options)
+    text_format = native_output(model, options, "responses")
+    if text_format is not None:
+        body["text"] = {"format": text_format}
     return Request(url, request_headers(auth, model, options), body, secret)
 
 

@@ -41,7 +41,7 @@ from .._types._messages import (
 from .._types._stream_fn import StreamOptions
 from ._errors import ProviderError
 from ._parse import SSEParser, as_int, as_str, stream_object
-from ._request import check_llm_messages, compat, json_text, sanitize, tool_specs
+from ._request import check_llm_messages, compat, json_text, native_output, sanitize, tool_specs
 from ._thinking import clamp_thinking_level
 from ._transform import transform_messages
 from ._usage import make_usage
@@ -176,6 +176,7 @@ def build_body(model: Model, context: Context, options: StreamOptions) -> dict[s
     thinking = thinking_config(model, options)
     if thinking is not None:
         generation["thinkingConfig"] = thinking
+    generation.update(native_output(model, options, "gemini") or {})
     if generation:
         body["generationConfig"] = generation
     extra = compat(model, "extra_body", None)

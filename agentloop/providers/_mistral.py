@@ -41,7 +41,17 @@ from ._errors import ProviderError
 from ._http import AsyncClient, HTTPOptions, run_stream
 from ._json_stream import ToolArguments
 from ._parse import SSEParser, as_int, as_str, error_text, stream_object
-from ._request import Request, check_llm_messages, compat, data_url, json_text, request_headers, sanitize, tool_specs
+from ._request import (
+    Request,
+    check_llm_messages,
+    compat,
+    data_url,
+    json_text,
+    native_output,
+    request_headers,
+    sanitize,
+    tool_specs,
+)
 from ._stream import AssistantMessageEventStream
 from ._thinking import model_thinking_level
 from ._transform import mistral_id, mistral_tool_call_ids, transform_messages
@@ -111,6 +121,9 @@ def build_mistral_request(model: Model, context: Context, options: StreamOptions
     if options.max_tokens:
         body["max_tokens"] = options.max_tokens
     _add_thinking(body, model, options)
+    response_format = native_output(model, options, "chat")
+    if response_format is not None:
+        body["response_format"] = response_format
     session = options.session_id
     if session:
         body["prompt_cache_key"] = session

@@ -57,6 +57,7 @@ from ._request import (
     compat,
     data_url,
     json_text,
+    native_output,
     request_headers,
     sanitize,
     tool_specs,
@@ -187,6 +188,9 @@ def build_completions_request(model: Model, context: Context, options: StreamOpt
     elif flags["requires_tools_with_tool_history"] and _has_tool_history(context):
         body["tools"] = []
     _add_thinking(body, model, options, flags)
+    response_format = native_output(model, options, "chat")
+    if response_format is not None:
+        body["response_format"] = response_format
     cache = anthropic_cache_control(model, options) if flags["cache_control_format"] == "anthropic" else None
     if cache is not None:
         _mark_cacheable(body, cache)
