@@ -12,7 +12,19 @@ from ._requests import HTTPError, messages_of
 if TYPE_CHECKING:
     from ._app import AgentSSEApp
 
-__all__ = ("ACTIONS", "approvals")
+__all__ = (
+    "ACTIONS",
+    "Answer",
+    "abort",
+    "approvals",
+    "approve",
+    "continue_",
+    "drive",
+    "follow_up",
+    "prompt",
+    "start",
+    "steer",
+)
 
 Answer = tuple[int, dict[str, Any]]
 
