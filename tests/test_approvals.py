@@ -273,3 +273,23 @@ async def test_approve_checks_its_arguments(anyio_backend: object) -> None:
         await agent.approve("c1", 1)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="no approval is pending for tool call 'c1'"):
         await agent.approve("c1")
+
+
+async def test_an_answer_that_cannot_be_recorded_leaves_the_call_waiting(anyio_backend: object) -> None:
+    failures = iter([False, True, False, False])
+
+    async def recorder(records: list[dict[str, Any]]) -> None:
+        if next(failures):
+            raise OSError("disk full")
+
+    async def approve(agent: al.Agent, request: ApprovalRequest) -> None:
+        with pytest.raises(OSError, match="disk full"):
+            await agent.approve(request.tool_call_id)
+        assert agent.pending_approvals == [request]
+        await agent.approve(request.tool_call_id)
+
+    _, bind = answering(approve)
+    agent = agent_with(calls(ScriptedToolCall("c1", "delete", {"path": "a"})), bind, needs_approval=["delete"])
+    agent._approvals.recorder = recorder
+    await agent.prompt("clean")
+    assert results(agent) == {"c1": ("deleted a", False)}

@@ -161,7 +161,11 @@ class Approvals:
         if pending.decision is not None or self._pending.get(tool_call_id) is not pending:
             raise ValueError(f"approve: tool call {tool_call_id!r} was decided or ended meanwhile")
         pending.decision = _Decision(approved, reason, None if arguments is None else dict(arguments), args)
-        await self.record()
+        try:
+            await self.record()
+        except BaseException:
+            pending.decision = None  # not stored: the call still waits
+            raise
         pending.answered.set()
 
     async def _validated(self, pending: _Pending, arguments: dict[str, Any]) -> Any:
