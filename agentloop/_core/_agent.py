@@ -297,7 +297,9 @@ class Agent:
     async def prompt(self, input: PromptInput, images: Sequence[ImageContent] | None = None) -> None:
         """Run the agent on a text (with optional images), a message, or a list of messages.
 
-        Raises `AgentBusyError` if a run is active; use `steer()` or `follow_up()` then.
+        Raises `AgentBusyError` if a run is active; use `steer()` or `follow_up()` then. Tool
+        calls loaded from a session that waited for approval run first (ValueError while one of
+        them is still unanswered).
         """
         if self._active is not None:
             raise AgentBusyError(
