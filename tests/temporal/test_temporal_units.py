@@ -11,6 +11,7 @@ import anyio
 import pytest
 from temporalio.api.common.v1 import Payload
 from temporalio.client import RPCTimeoutOrCancelledError, WorkflowExecutionStatus
+from temporalio.common import RetryPolicy
 
 import agentloop as al
 from agentloop.temporal import ActivityOptions, AgentLoopPayloadConverter, AgentRun, TemporalAgent, idempotency_key
@@ -40,6 +41,25 @@ def test_temporal_agent_checks_its_arguments() -> None:
         ActivityOptions(start_to_close_timeout=5)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="heartbeat_timeout must be a positive timedelta"):
         ActivityOptions(heartbeat_timeout=timedelta(0))
+
+
+def test_custom_activity_options_without_a_retry_policy_keep_the_agents_default_attempts() -> None:
+    custom = ActivityOptions(start_to_close_timeout=timedelta(seconds=5))
+    agent = TemporalAgent(
+        "a",
+        model=scripts.MODEL,
+        tools=[scripts.lookup, scripts.barrier],
+        model_activity=custom,
+        tool_activities={"lookup": custom},
+        default_tool_activity=custom,
+    )
+    for tool in ("lookup", "barrier"):
+        options = agent.tool_activity_options(tool)
+        assert options.retry_policy is not None and options.retry_policy.maximum_attempts == 3
+        assert options.start_to_close_timeout == timedelta(seconds=5)
+    assert agent.model_activity.retry_policy is not None and agent.model_activity.retry_policy.maximum_attempts == 5
+    unlimited = ActivityOptions(retry_policy=RetryPolicy())  # Temporal's own default, asked for
+    assert TemporalAgent("b", model=scripts.MODEL, model_activity=unlimited).model_activity.retry_policy == RetryPolicy()
 
 
 def test_agent_run_checks_its_arguments() -> None:
