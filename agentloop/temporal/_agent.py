@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio  # noqa: TID251  (Temporal's activities run on asyncio; its cancellation is asyncio's)
 import contextvars
+import sys
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
@@ -24,6 +25,7 @@ from temporalio.exceptions import ApplicationError
 
 from .._core._config import call
 from .._core._updates import DELIVERED, Delivery
+from .._core._util import single_exception
 from .._durable import (
     IncompleteStream,
     StreamProgress,
@@ -51,6 +53,9 @@ from .._wire._encode import to_json
 from .._wire._model_json import model_from_json
 from ._context import CONTEXT_MISSING, ContextStore, StoredContexts, check_context_store
 from ._payload import PAYLOAD_LIMIT, PayloadTooLarge, check_fits, json_size
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
 
 __all__ = ("ActivityOptions", "TemporalAgent", "idempotency_key")
 
@@ -119,7 +124,6 @@ _DEFAULT_MODEL_ACTIVITY = ActivityOptions(
 _DEFAULT_TOOL_ACTIVITY = ActivityOptions(
     heartbeat_timeout=timedelta(seconds=30), retry_policy=RetryPolicy(maximum_attempts=3)
 )
-
 
 
 def _with_retry(options: ActivityOptions, default: ActivityOptions) -> ActivityOptions:
@@ -439,9 +443,13 @@ async def _heartbeating(every: float | None = None) -> AsyncIterator[None]:
             activity.heartbeat()
             await anyio.sleep(interval)
 
-    async with anyio.create_task_group() as group:
-        group.start_soon(beat)
-        try:
-            yield
-        finally:
-            group.cancel_scope.cancel()
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(beat)
+            try:
+                yield
+            finally:
+                group.cancel_scope.cancel()
+    except BaseExceptionGroup as failed:  # the body's own error, as it raised it (its flags kept)
+        exc = single_exception(failed)
+        raise exc from exc.__cause__

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import anyio
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError
 
 import agentloop as al
 from agentloop.temporal import (
@@ -167,6 +168,30 @@ failing = TemporalAgent(
     ),
 )
 ALL.append(failing)
+
+
+@al.tool
+async def freeze(account: str) -> str:
+    """Freeze an account: refused for good (a non-retryable ApplicationError)."""
+    raise ApplicationError(f"account {account} is closed", non_retryable=True)
+
+
+REFUSED: list[Response | str] = [Response(content=[ScriptedToolCall("f1", "freeze", {"account": "a-1"})]), "ok"]
+refused_beating = TemporalAgent(
+    "refused_beating",
+    model=MODEL,
+    tools=[freeze],
+    stream_fn=scripted(REFUSED),
+    default_tool_activity=ActivityOptions(heartbeat_timeout=timedelta(seconds=10)),
+)
+refused_quiet = TemporalAgent(
+    "refused_quiet",
+    model=MODEL,
+    tools=[freeze],
+    stream_fn=scripted(REFUSED),
+    default_tool_activity=ActivityOptions(heartbeat_timeout=None),
+)
+ALL.extend([refused_beating, refused_quiet])
 
 
 # --- payload sizes (tests/temporal/test_payload_limits.py) ---------------------------------------

@@ -375,6 +375,26 @@ async def test_a_model_activity_that_keeps_failing_ends_the_run_with_an_error_me
     assert attempts[0].activity_task_started_event_attributes.attempt == 2  # retried once, as configured
 
 
+@pytest.mark.parametrize("name", ["refused_beating", "refused_quiet"])
+async def test_a_tool_refusing_for_good_runs_once_and_the_model_sees_its_message(
+    client: Client, queue: str, name: str
+) -> None:
+    agent = getattr(agents, name)
+    with anyio.fail_after(30):
+        async with worker(client, task_queue=queue, agents=agents.ALL):
+            _, handle = await durable_run(client, agent, queue)
+            result = await handle.result()
+    tool_result = result[2]
+    assert isinstance(tool_result, al.ToolResultMessage) and tool_result.is_error
+    assert text(tool_result.content[0]) == "account a-1 is closed"
+    attempts = [
+        e.activity_task_started_event_attributes.attempt
+        for e in (await handle.fetch_history()).events
+        if e.HasField("activity_task_started_event_attributes")
+    ]
+    assert attempts == [1, 1, 1]  # the model, the tool (not retried), the model
+
+
 async def test_a_workflow_naming_an_unknown_agent_fails_at_once(client: Client, queue: str) -> None:
     with anyio.fail_after(30):
         async with worker(client, task_queue=queue, agents=agents.ALL):

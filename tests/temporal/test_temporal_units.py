@@ -59,7 +59,8 @@ def test_custom_activity_options_without_a_retry_policy_keep_the_agents_default_
         assert options.start_to_close_timeout == timedelta(seconds=5)
     assert agent.model_activity.retry_policy is not None and agent.model_activity.retry_policy.maximum_attempts == 5
     unlimited = ActivityOptions(retry_policy=RetryPolicy())  # Temporal's own default, asked for
-    assert TemporalAgent("b", model=scripts.MODEL, model_activity=unlimited).model_activity.retry_policy == RetryPolicy()
+    kept = TemporalAgent("b", model=scripts.MODEL, model_activity=unlimited)
+    assert kept.model_activity.retry_policy == RetryPolicy()
 
 
 def test_agent_run_checks_its_arguments() -> None:
