@@ -162,6 +162,16 @@ def _converter_for(agents: Sequence[TemporalAgent]) -> Callable[[DataConverter |
             "the agents of one worker must share one context_store (it also keeps their large payloads), "
             f"got {len(stores)} stores"
         )
+    if stores and any(a.contexts is None for a in agents):
+        # Temporal keeps large payloads through the worker's data converter, one for all its
+        # workflows: the store would keep those of the agents without one too, and their
+        # clients, with the plain data_converter, could not read their results.
+        plain = sorted(a.name for a in agents if a.contexts is None)
+        raise ValueError(
+            f"agents with a context_store and agents without ({', '.join(plain)}) cannot share a worker: "
+            "the store keeps every large payload of the worker's runs; run them on workers of their own "
+            "(another task_queue)"
+        )
 
     def converter_for(converter: DataConverter | None) -> DataConverter:
         converter = converter or data_converter

@@ -230,8 +230,6 @@ odd = TemporalAgent(
     stream_fn=scripted(ODD),
 )
 ALL.extend([blob_600k, blob_just_under, blob_just_over, blob_too_big, two_blobs, two_blobs_stored, odd])
-UNSTORED = [agent for agent in ALL if agent.contexts is None]
-"""The agents without a store: a worker of only these keeps every payload in the history."""
 
 
 # --- local activities (tests/temporal/test_local_activities.py) -----------------------------------
@@ -281,3 +279,8 @@ deaf_talker = TemporalAgent(
 )
 local_talker = TemporalAgent("local_talker", model=MODEL, stream_fn=half_answer, model_activity=LOCAL)
 ALL.extend([talker, deaf_talker, local_talker])
+
+UNSTORED = [agent for agent in ALL if agent.contexts is None]
+"""The agents without a store: a worker of only these keeps every payload in the history."""
+STORED = [agent for agent in ALL if agent.contexts is not None]
+"""The agents with the store: a worker holds these or the others (one store for all its payloads)."""
