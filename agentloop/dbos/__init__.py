@@ -1,4 +1,4 @@
-"""Durable agents on DBOS (`pip install 'anyio-agentloop[dbos]'`): asyncio only.
+"""Durable agents on DBOS (the `dbos` extra): asyncio only.
 
 The loop runs in a DBOS workflow (`DBOSAgent`, workflow `agentloop.<name>`); each model call is
 a step that consumes the provider's stream and returns the final message; each tool call is a
@@ -29,11 +29,14 @@ from typing import Any
 
 try:
     import dbos as _dbos
-except ImportError as _error:  # pragma: no cover
-    raise ImportError("agentloop.dbos needs the dbos package: pip install 'anyio-agentloop[dbos]'") from _error
+except ImportError as _error:  # pragma: no cover - depends on the environment
+    from ..cli._install import install_command
+
+    raise ImportError(f"agentloop.dbos needs the dbos package, the 'dbos' extra: {install_command('dbos')}") from _error
 
 from dbos import DBOS, DBOSClient, SetWorkflowID, WorkflowHandleAsync
 
+from .._durable import require_asyncio
 from .._types._constants import AGENT_MESSAGE_TYPES
 from .._types._messages import AgentMessage
 from .._wire._decode import from_json
@@ -72,15 +75,8 @@ QUEUE = "agentloop"
 del _dbos
 
 
-def _require_asyncio(what: str) -> None:
-    import sniffio
-
-    try:
-        library = sniffio.current_async_library()
-    except sniffio.AsyncLibraryNotFoundError:
-        return
-    if library != "asyncio":
-        raise RuntimeError(f"{what} needs asyncio: DBOS runs async workflows on asyncio only, not on {library}")
+_ASYNCIO_ONLY = "DBOS runs async workflows"
+"""Why every function here needs asyncio (`require_asyncio`)."""
 
 
 def _check_messages(messages: Sequence[AgentMessage], name: str) -> list[AgentMessage]:
@@ -119,7 +115,7 @@ async def start_agent(
     defines any (a client that imports the agents' module checks every name). A client that
     defines none cannot tell: a run of an agent no worker has stays enqueued.
     """
-    _require_asyncio("agentloop.dbos.start_agent")
+    require_asyncio("agentloop.dbos.start_agent", _ASYNCIO_ONLY)
     _check_call(id, client, "id")
     name = agent.name if isinstance(agent, DBOSAgent) else agent
     if not isinstance(name, str):
@@ -154,7 +150,7 @@ async def stream_events(
     if it failed or was cancelled before its `agent_end`. A caller that stops early closes it:
     `async with contextlib.aclosing(stream_events(...)) as events:`.
     """
-    _require_asyncio("agentloop.dbos.stream_events")
+    require_asyncio("agentloop.dbos.stream_events", _ASYNCIO_ONLY)
     _check_call(workflow_id, client)
     if isinstance(after_seq, bool) or not isinstance(after_seq, int) or after_seq < -1:
         raise ValueError(
@@ -200,7 +196,7 @@ async def result(
     Raises the workflow's error if it failed or was cancelled. `poll_interval`: seconds between
     two looks at the workflow's status.
     """
-    _require_asyncio("agentloop.dbos.result")
+    require_asyncio("agentloop.dbos.result", _ASYNCIO_ONLY)
     _check_call(workflow_id, client)
     return [from_json(m) for m in await _result_json(workflow_id, client, poll_interval)]
 
@@ -214,7 +210,7 @@ async def _send(workflow_id: str, data: dict[str, Any], topic: str, client: DBOS
 
 async def steer(workflow_id: str, message: AgentMessage, *, client: DBOSClient | None = None) -> None:
     """Queue a message for the run's next turn (taken at the end of the current turn, after its tool calls)."""
-    _require_asyncio("agentloop.dbos.steer")
+    require_asyncio("agentloop.dbos.steer", _ASYNCIO_ONLY)
     _check_call(workflow_id, client)
     _check_messages([message], "message")
     await _send(workflow_id, {"kind": "steer", "message": to_json(message)}, CONTROL_TOPIC, client)
@@ -222,7 +218,7 @@ async def steer(workflow_id: str, message: AgentMessage, *, client: DBOSClient |
 
 async def follow_up(workflow_id: str, message: AgentMessage, *, client: DBOSClient | None = None) -> None:
     """Queue a message for when the run would otherwise stop."""
-    _require_asyncio("agentloop.dbos.follow_up")
+    require_asyncio("agentloop.dbos.follow_up", _ASYNCIO_ONLY)
     _check_call(workflow_id, client)
     _check_messages([message], "message")
     await _send(workflow_id, {"kind": "follow_up", "message": to_json(message)}, CONTROL_TOPIC, client)
@@ -235,7 +231,7 @@ async def abort(workflow_id: str, *, client: DBOSClient | None = None) -> None:
     approval is denied ("Operation aborted"). To stop a workflow at once, without the loop's
     ending, cancel it: `DBOS.cancel_workflow_async(id)`.
     """
-    _require_asyncio("agentloop.dbos.abort")
+    require_asyncio("agentloop.dbos.abort", _ASYNCIO_ONLY)
     _check_call(workflow_id, client)
     await _send(workflow_id, {"kind": "abort"}, CONTROL_TOPIC, client)
     await _send(workflow_id, {"kind": "abort"}, APPROVAL_TOPIC, client)  # a call waiting for approval
@@ -255,7 +251,7 @@ async def approve(
     blocked", as a `before_tool_call` that blocks the call in one process); its tool does not
     run. An answer may come before the call waits for it; a call without one for a week is denied.
     """
-    _require_asyncio("agentloop.dbos.approve")
+    require_asyncio("agentloop.dbos.approve", _ASYNCIO_ONLY)
     _check_call(workflow_id, client)
     if not isinstance(tool_call_id, str) or not tool_call_id:
         raise ValueError(f"tool_call_id must be a non-empty str, got {tool_call_id!r}")

@@ -56,6 +56,7 @@ __all__ = (
     "AgentLoopPayloadConverter",
     "AgentRun",
     "PayloadTooLarge",
+    "UndecodableRun",
     "check_fits",
     "data_converter",
     "json_size",
@@ -199,11 +200,34 @@ class _AgentLoopJSONConverter(EncodingPayloadConverter):
         raise ValueError(f"not an agentloop payload: kind {kind!r}")
 
 
+class UndecodableRun:
+    """A run's input (`AgentRun`) that this process could not decode, and why.
+
+    The workflow fails with the reason at once: a failure to decode the input would otherwise
+    fail the workflow task, which Temporal retries without end while the run looks alive.
+    """
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
 class AgentLoopPayloadConverter(CompositePayloadConverter):
     """Temporal's default converters, with agentloop's values as `json/agentloop` first."""
 
     def __init__(self) -> None:
         super().__init__(_AgentLoopJSONConverter(), *DefaultPayloadConverter.default_encoding_payload_converters)
+
+    def from_payloads(self, payloads: Sequence[Payload], type_hints: list[type] | None = None) -> list[Any]:
+        """The values of `payloads`; a run's input that cannot be decoded is an `UndecodableRun`."""
+        try:
+            return super().from_payloads(payloads, type_hints)
+        except Exception as exc:
+            if type_hints != [AgentRun]:
+                raise
+            cause = exc.__cause__ or exc
+            return [UndecodableRun(f"{type(cause).__name__}: {cause}")]
 
 
 data_converter = DataConverter(payload_converter_class=AgentLoopPayloadConverter)

@@ -73,11 +73,13 @@ from .._wire._model_json import model_to_json
 from ._agent import ActivityOptions, TemporalAgent
 from ._approval import PendingApprovals
 from ._context import CONTEXT_MISSING
-from ._payload import AgentRun, PayloadTooLarge, check_fits
+from ._payload import AgentRun, PayloadTooLarge, UndecodableRun, check_fits
 
 __all__ = ("AgentWorkflow", "register_agent", "registered_agent")
 
 _AGENTS: dict[str, TemporalAgent] = {}
+UNDECODABLE = "AgentLoopUndecodableRun"
+"""The type of the (non-retryable) error that fails a run whose input this worker cannot decode."""
 _DRAIN_TIMEOUT = timedelta(seconds=10)
 """How long a workflow about to end or continue as new waits for an attached caller that asks for
 no events (it went away) before it stops waiting for it to read them (`_let_the_caller_read`)."""
@@ -208,6 +210,14 @@ class AgentWorkflow:
 
     @workflow.run
     async def run(self, run: AgentRun) -> list[AgentMessage]:
+        received: object = run
+        if isinstance(received, UndecodableRun):
+            raise ApplicationError(
+                f"this worker cannot decode the run's input ({received.reason}): start it with "
+                "agentloop.temporal.start_agent, from a client using agentloop's data_converter",
+                type=UNDECODABLE,
+                non_retryable=True,
+            )
         try:
             agent = registered_agent(run.agent)
         except LookupError as exc:

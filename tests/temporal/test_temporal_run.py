@@ -5,6 +5,7 @@ history (continue-as-new) that the caller does not see, and the Replayer on reco
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,7 +14,9 @@ from typing import Any
 import anyio
 import pytest
 from temporalio import exceptions as temporal_exceptions
+from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.common import RawValue
 from temporalio.worker import Replayer
 
 import agentloop as al
@@ -402,6 +405,25 @@ async def test_a_workflow_naming_an_unknown_agent_fails_at_once(client: Client, 
             with pytest.raises(WorkflowFailureError) as failure:
                 await handle.result()
     assert "no TemporalAgent named 'nobody' on this worker" in str(failure.value.cause)
+
+
+async def test_a_workflow_started_with_input_the_worker_cannot_decode_fails_at_once(client: Client, queue: str) -> None:
+    unknown_block = {"kind": "run", "agent": "one_tool", "prompts": [{"role": "user", "content": [{"type": "sound"}]}]}
+    inputs: list[Any] = [
+        {"agent": 5},  # plain JSON, not an AgentRun
+        RawValue(Payload(metadata={"encoding": b"json/agentloop"}, data=json.dumps(unknown_block).encode())),
+    ]
+    with anyio.fail_after(30):
+        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
+            for arg in inputs:
+                handle = await client.start_workflow(
+                    "agentloop.AgentWorkflow", arg, id=f"bad-{uuid.uuid4().hex}", task_queue=queue
+                )
+                with pytest.raises(WorkflowFailureError) as failure:
+                    await handle.result()
+                assert "this worker cannot decode the run's input" in str(failure.value.cause)
+                with pytest.raises(WorkflowFailureError):
+                    [e async for e in stream_events(handle)]
 
 
 async def test_a_run_without_prompts_continues_the_transcript_or_fails_saying_why(client: Client, queue: str) -> None:

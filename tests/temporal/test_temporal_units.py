@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from datetime import timedelta
 from types import SimpleNamespace
 from typing import Any
@@ -200,3 +202,16 @@ def test_every_answer_to_events_fits_a_page_and_the_parts_rebuild_the_events(
     # the large event's JSON text, as strings in answers, fills about as many pages as it must
     as_parts = answer_size(json.dumps(got[1], ensure_ascii=False, separators=(",", ":")))
     assert answers <= as_parts // _workflow._PAGE_BYTES + 2 + 5  # its parts (one more at most), the rest
+
+
+@pytest.mark.parametrize(
+    ("module", "package", "extra"),
+    [("agentloop.temporal", "temporalio", "temporal"), ("agentloop.dbos", "dbos", "dbos")],
+)
+def test_without_their_engine_the_durable_packages_say_how_to_install_it(module: str, package: str, extra: str) -> None:
+    code = f"import sys; sys.modules[{package!r}] = None\n"
+    code += f"try:\n    import {module}\nexcept ImportError as exc:\n    print(exc)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    from agentloop.cli._install import install_command
+
+    assert out.strip() == f"{module} needs the {package} package, the {extra!r} extra: {install_command(extra)}"
