@@ -23,6 +23,7 @@ RuntimeError at once.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import replace
 from typing import Any
@@ -44,6 +45,7 @@ from .._wire._encode import to_json
 from .._wire._envelope import EventEnvelope, envelope_from_json
 from ._agent import (
     APPROVAL_TOPIC,
+    CONTROL_ATTRIBUTE,
     CONTROL_TOPIC,
     EVENTS_STREAM,
     DBOSAgent,
@@ -55,6 +57,7 @@ from ._agent import (
 
 __all__ = (
     "APPROVAL_TOPIC",
+    "CONTROL_ATTRIBUTE",
     "CONTROL_TOPIC",
     "DBOSAgent",
     "EVENTS_STREAM",
@@ -202,10 +205,12 @@ async def result(
 
 
 async def _send(workflow_id: str, data: dict[str, Any], topic: str, client: DBOSClient | None) -> None:
-    if client is not None:
-        await client.send_async(workflow_id, data, topic)
-    else:
-        await DBOS.send_async(workflow_id, data, topic)
+    """Send `data` to the run on `topic`; a control message then marks the run (`CONTROL_ATTRIBUTE`)."""
+    sender = client if client is not None else DBOS
+    await sender.send_async(workflow_id, data, topic)
+    if topic == CONTROL_TOPIC:
+        mark = {CONTROL_ATTRIBUTE: uuid.uuid4().hex}
+        await sender.update_workflow_attributes_async(workflow_id, mark, merge=True)
 
 
 async def steer(workflow_id: str, message: AgentMessage, *, client: DBOSClient | None = None) -> None:
