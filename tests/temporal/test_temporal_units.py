@@ -17,6 +17,7 @@ from temporalio.common import RetryPolicy
 
 import agentloop as al
 from agentloop.temporal import ActivityOptions, AgentLoopPayloadConverter, AgentRun, TemporalAgent, idempotency_key
+from agentloop.temporal._payload import CarriedState
 from tests import durable_scripts as scripts
 
 
@@ -72,6 +73,8 @@ def test_agent_run_checks_its_arguments() -> None:
         AgentRun(agent="a", prompts="hi")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"AgentRun.messages\[0\] must be an agentloop message, got dict"):
         AgentRun(agent="a", messages=[{"role": "user"}])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match=r"AgentRun\.state is the workflow's own: leave it None, got dict"):
+        AgentRun(agent="a", state={"seq": 3})  # type: ignore[arg-type]
 
 
 def test_idempotency_key_outside_a_tool_activity_says_where_it_works() -> None:
@@ -84,7 +87,8 @@ def test_the_payload_converter_round_trips_agentloop_values_and_leaves_the_rest_
     message = al.AssistantMessage(
         content=(al.TextContent("hi"), al.ToolCall("c1", "lookup", {"key": "x"})), timestamp=5
     )
-    run = AgentRun(agent="a", prompts=[al.UserMessage(content="go", timestamp=1)], messages=[message], state={"seq": 3})
+    state = CarriedState(run_id="r", seq=3, steering=(al.UserMessage(content="s", timestamp=3),), context_key="k")
+    run = AgentRun(agent="a", prompts=[al.UserMessage(content="go", timestamp=1)], messages=[message], state=state)
     values = [message, [message, al.UserMessage(content="u", timestamp=2)], run, al.TurnEnd(message, ())]
     payloads = converter.to_payloads(values)
     assert all(p.metadata["encoding"] == b"json/agentloop" for p in payloads)
