@@ -72,7 +72,7 @@ from ._agent import ActivityOptions, TemporalAgent, idempotency_key
 from ._approval import ApprovalRequest
 from ._context import STORED_THRESHOLD, ContextStore, FileContextStore, MemoryContextStore, payload_storage
 from ._payload import PAYLOAD_LIMIT, AgentLoopPayloadConverter, AgentRun, PayloadTooLarge, data_converter
-from ._workflow import AgentWorkflow, _AgentNotFound, register_agent
+from ._workflow import AgentWorkflow, register_agent
 
 __all__ = (
     "ActivityOptions",
@@ -208,9 +208,10 @@ class AgentLoopPlugin(SimplePlugin):
             workflows=_with_agent_workflow,
             activities=[a for agent in agents for a in agent.activities],
             workflow_runner=_sandbox,
-            # A run that cannot start (an unknown agent, a transcript that cannot be continued)
-            # fails its workflow instead of retrying the workflow task forever.
-            workflow_failure_exception_types=[_AgentNotFound, InvalidContextError],
+            # A run that cannot start (a transcript that cannot be continued) fails its workflow
+            # instead of retrying the workflow task forever. A run of an agent this worker does
+            # not hold fails its workflow task: Temporal gives it to a worker again.
+            workflow_failure_exception_types=[InvalidContextError],
         )
 
 

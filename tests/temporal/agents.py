@@ -169,6 +169,9 @@ failing = TemporalAgent(
 )
 ALL.append(failing)
 
+newcomer = TemporalAgent("newcomer", model=MODEL, tools=[lookup], stream_fn=scripted(ONE_TOOL))
+"""Held by no worker until the rolling-deploy test starts one with it (not in ALL)."""
+
 
 @al.tool
 async def freeze(account: str) -> str:

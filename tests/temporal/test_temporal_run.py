@@ -398,13 +398,31 @@ async def test_a_tool_refusing_for_good_runs_once_and_the_model_sees_its_message
     assert attempts == [1, 1, 1]  # the model, the tool (not retried), the model
 
 
-async def test_a_workflow_naming_an_unknown_agent_fails_at_once(client: Client, queue: str) -> None:
-    with anyio.fail_after(30):
-        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
-            handle = await start_agent(client, "nobody", [PROMPT], id=f"nobody-{uuid.uuid4().hex}", task_queue=queue)
-            with pytest.raises(WorkflowFailureError) as failure:
-                await handle.result()
-    assert "no TemporalAgent named 'nobody' on this worker" in str(failure.value.cause)
+async def test_a_run_of_an_agent_its_worker_does_not_hold_waits_for_a_worker_that_holds_it(
+    client: Client, queue: str
+) -> None:
+    """A rolling deploy: the run lands on an old worker without the agent, then a new one takes it."""
+    with anyio.fail_after(90):
+        async with worker(client, task_queue=queue, agents=[agents.parallel]):
+            run_id = f"newcomer-{uuid.uuid4().hex}"
+            handle = await start_agent(client, "newcomer", [PROMPT], id=run_id, task_queue=queue)
+            while not (failed := await workflow_task_failures(handle)):  # noqa: ASYNC110 (the server's history)
+                await anyio.sleep(0.05)
+        async with worker(client, task_queue=queue, agents=[agents.newcomer]):
+            result = await handle.result()
+    assert "no TemporalAgent named 'newcomer' on this worker" in failed[0]
+    assert "the run waits for a worker that holds it" in failed[0]
+    assert [m.role for m in result] == ["user", "assistant", "toolResult", "assistant"]
+
+
+async def workflow_task_failures(handle: Any) -> list[str]:
+    """The messages of the run's failed workflow tasks, in history order."""
+    history = await handle.fetch_history()
+    return [
+        e.workflow_task_failed_event_attributes.failure.message
+        for e in history.events
+        if e.HasField("workflow_task_failed_event_attributes")
+    ]
 
 
 async def test_a_workflow_started_with_input_the_worker_cannot_decode_fails_at_once(client: Client, queue: str) -> None:

@@ -173,7 +173,7 @@ def test_every_answer_to_events_fits_a_page_and_the_parts_rebuild_the_events(
     from agentloop.temporal import _workflow
     from agentloop.temporal._context import STORED_THRESHOLD
 
-    monkeypatch.setattr(_workflow, "_now_ms", lambda: 0)
+    monkeypatch.setattr(_workflow, "workflow_ms", lambda: 0)
     text = EVENT_TEXTS[kind]
     medium = text[: len(text) // 16]  # a page holds one or more
     events: list[al.AgentEvent] = [
