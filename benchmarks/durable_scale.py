@@ -167,11 +167,11 @@ def _dbos_config(url: str) -> Any:
 def _dbos_worker(url: str, per_worker: int) -> None:
     from dbos import DBOS
 
-    from agentloop.dbos import QUEUE
+    from agentloop.dbos import register_queues
 
     DBOS(config=_dbos_config(url))
     DBOS.launch()
-    DBOS.register_queue(QUEUE, polling_interval_sec=0.1, worker_concurrency=per_worker)
+    register_queues(polling_interval_sec=0.1, worker_concurrency=per_worker)
     print("ready", flush=True)
     threading.Event().wait()
 

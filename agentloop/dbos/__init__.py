@@ -15,7 +15,9 @@ runs again.
         ...
 
 A caller in another process uses a `DBOSClient` (`client=`): `start_agent` then enqueues the run
-on the `agentloop` queue, which the workers register once launched (`DBOS.register_queue(QUEUE)`).
+on its agent's queue (`agentloop.<name>`), which the workers that hold the agent listen to once
+launched (`register_queues()`): a rolling deploy that adds an agent never hands its runs to an
+old worker.
 
 DBOS's Python library runs async workflows on asyncio: on trio, every function here raises
 RuntimeError at once.
@@ -63,9 +65,11 @@ __all__ = (
     "EVENTS_STREAM",
     "QUEUE",
     "abort",
+    "agent_queue",
     "approve",
     "follow_up",
     "idempotency_key",
+    "register_queues",
     "result",
     "start_agent",
     "steer",
@@ -73,7 +77,37 @@ __all__ = (
 )
 
 QUEUE = "agentloop"
-"""The DBOS queue `start_agent(..., client=...)` enqueues runs on; workers `DBOS.register_queue(QUEUE)`."""
+"""The prefix of the DBOS queues `start_agent(..., client=...)` enqueues runs on: one queue per
+agent, `agentloop.<name>` (`agent_queue`), which the workers that hold the agent listen to
+(`register_queues`)."""
+
+
+def agent_queue(agent: DBOSAgent | str, queue: str = QUEUE) -> str:
+    """The DBOS queue of the runs of `agent` (a `DBOSAgent` or its name): `<queue>.<name>`."""
+    name = agent.name if isinstance(agent, DBOSAgent) else agent
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"agent must be a DBOSAgent or its name, got {agent!r}")
+    return f"{queue}.{name}"
+
+
+def register_queues(agents: Sequence[DBOSAgent] | None = None, *, queue: str = QUEUE, **options: Any) -> list[str]:
+    """In a worker, once DBOS is launched: listen to the queue of each agent it holds (`agents`,
+    default every `DBOSAgent` this process defines); their names.
+
+    A worker dequeues only the runs of its agents: during a rolling deploy a run of an agent that
+    only the new workers hold waits for one of them, never for a worker that cannot run it.
+    Other keyword arguments go to `DBOS.register_queue` for every queue (`polling_interval_sec`,
+    `worker_concurrency`, ...).
+    """
+    held = [registered_agent(name) for name in defined_agents()] if agents is None else list(agents)
+    for agent in held:
+        if not isinstance(agent, DBOSAgent):
+            raise TypeError(f"register_queues takes DBOSAgents, got {type(agent).__name__}")
+    names = [agent_queue(agent, queue) for agent in held]
+    for name in names:
+        DBOS.register_queue(name, **options)
+    return names
+
 
 del _dbos
 
@@ -111,12 +145,13 @@ async def start_agent(
 
     `id` is the workflow id: starting the same id again attaches to the run already started.
     Without `client` the run starts in this process (DBOS launched here, the agent defined
-    here); with a `DBOSClient` it is enqueued by name on `queue`, for a worker to run. `prompts`
+    here); with a `DBOSClient` it is enqueued by name on the agent's queue (`agent_queue(agent,
+    queue)`), for a worker that holds the agent (`register_queues`) to run. `prompts`
     empty continues from `messages` (whose last message must not be an assistant message).
 
     Raises LookupError at once for a name no `DBOSAgent` of this process has, when this process
     defines any (a client that imports the agents' module checks every name). A client that
-    defines none cannot tell: a run of an agent no worker has stays enqueued.
+    defines none cannot tell: a run of an agent no worker holds stays enqueued until one does.
     """
     require_asyncio("agentloop.dbos.start_agent", _ASYNCIO_ONLY)
     _check_call(id, client, "id")
@@ -131,7 +166,7 @@ async def start_agent(
         if defined_agents() and not isinstance(agent, DBOSAgent):
             registered_agent(name)  # this process defines the agents: a name that is not one fails now
         handle: WorkflowHandleAsync[list[Any]] = await client.enqueue_async(
-            {"queue_name": queue, "workflow_name": workflow_name(name), "workflow_id": id}, request
+            {"queue_name": agent_queue(name, queue), "workflow_name": workflow_name(name), "workflow_id": id}, request
         )
         return handle.get_workflow_id()
     found = agent if isinstance(agent, DBOSAgent) else registered_agent(name)
