@@ -6,6 +6,7 @@ one was sent), DBOS's own errors propagating, and trio refused.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from typing import Any
 
 import anyio
 import pytest
-from dbos import DBOS, DBOSClient
+from dbos import DBOS, DBOSClient, SetWorkflowID
 from dbos import error as dbos_error
 
 import agentloop as al
@@ -314,7 +315,9 @@ async def test_a_cancelled_workflow_stops_at_its_next_step_and_its_caller_gets_d
     log: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("SLOW_TOOL_SECONDS", "0.5")
-    workflow_id = await start_agent(agents.slow, [PROMPT], id=f"cancel-{uuid.uuid4().hex}")
+    workflow_id = f"cancel-{uuid.uuid4().hex}"
+    with SetWorkflowID(workflow_id):  # as start_agent does, keeping the handle of the run in this process
+        handle = await DBOS.start_workflow_async(agents.slow.workflow, {"prompts": [al.to_json(PROMPT)]})
     await wait_for_first_line(log / "tool_starts")
     await DBOS.cancel_workflow_async(workflow_id)
     with anyio.fail_after(20):
@@ -323,8 +326,10 @@ async def test_a_cancelled_workflow_stops_at_its_next_step_and_its_caller_gets_d
                 pass
         with pytest.raises(dbos_error.DBOSException, match="cancelled"):
             await result(workflow_id)
-        await anyio.sleep(1)  # the tool has finished: no model call follows
-    assert lines(log / "model_calls") == ["0"]
+        running: asyncio.Future[Any] = handle.task  # type: ignore[attr-defined]
+        await asyncio.wait({running})  # the workflow's own coroutine has ended
+    assert isinstance(running.exception(), dbos_error.DBOSException)
+    assert lines(log / "model_calls") == ["0"]  # no model call followed the cancellation
     assert (await DBOS.get_workflow_status_async(workflow_id)).status == "CANCELLED"  # type: ignore[union-attr]
 
 
