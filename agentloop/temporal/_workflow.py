@@ -118,7 +118,7 @@ def registered_agent(name: str) -> TemporalAgent:
     return agent
 
 
-class AgentNotHeld(Exception):
+class _AgentNotHeld(Exception):
     """The workflow names an agent this worker does not hold: its workflow task fails, and
     Temporal gives it to a worker again (as for a workflow type a worker has not registered),
     until one that holds the agent runs it: a rolling deploy loses no run."""
@@ -173,7 +173,7 @@ class AgentWorkflow:
         try:
             agent = registered_agent(run.agent)
         except LookupError as exc:
-            raise AgentNotHeld(f"{exc}; the run waits for a worker that holds it") from None
+            raise _AgentNotHeld(f"{exc}; the run waits for a worker that holds it") from None
         self._agent = agent
         if agent.asks_approval:
             self._approvals = PendingApprovals(agent.call_needs_approval, agent.approval_timeout, workflow_ms)
