@@ -67,7 +67,7 @@ from ._payload import AgentRun, CarriedState, PayloadTooLarge, UndecodableRun, c
 __all__ = ("AgentWorkflow", "register_agent", "registered_agent")
 
 _AGENTS: dict[str, TemporalAgent] = {}
-UNDECODABLE = "AgentLoopUndecodableRun"
+_UNDECODABLE = "AgentLoopUndecodableRun"
 """The type of the (non-retryable) error that fails a run whose input this worker cannot decode."""
 _DRAIN_TIMEOUT = timedelta(seconds=10)
 """How long a workflow about to end or continue as new waits for an attached caller that asks for
@@ -167,7 +167,7 @@ class AgentWorkflow:
             raise ApplicationError(
                 f"this worker cannot decode the run's input ({received.reason}): start it with "
                 "agentloop.temporal.start_agent, from a client using agentloop's data_converter",
-                type=UNDECODABLE,
+                type=_UNDECODABLE,
                 non_retryable=True,
             )
         try:
