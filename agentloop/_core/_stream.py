@@ -3,7 +3,7 @@
 With `async with`, the loop runs as a producer task in a task group the context manager owns
 (the shape of `trio.as_safe_channel`); the caller iterates a receive-only stream inside the
 block, and leaving the block cancels the producer before the block returns. A bare `async for`
-iterates the loop's own generator (`_loop.bare_run`) in the caller's task.
+iterates the loop's own generator (`_loop.open_run` without a sink) in the caller's task.
 """
 
 from __future__ import annotations
@@ -23,17 +23,8 @@ from .._types._events import AgentEnd, AgentEvent
 from .._types._messages import AgentMessage
 from .._types._stream_fn import StreamFn
 from ._config import AgentContext, AgentLoopConfig
-from ._loop import (
-    bare_run,
-    check_config,
-    check_context,
-    check_continue,
-    check_messages,
-    drive,
-    resolve_stream_fn,
-    start_run,
-)
-from ._run import check_signal
+from ._loop import check_config, check_context, check_continue, check_messages, deliver, open_run, resolve_stream_fn
+from ._run import check_signal, sink
 from ._util import single_exception
 
 if sys.version_info < (3, 11):  # pragma: no cover
@@ -139,7 +130,7 @@ class AgentLoopStream:
         return bool(await cm.__aexit__(exc_type, exc, tb))  # noqa: ASYNC102 - the stream's own exit, bounded there
 
     def __aiter__(self) -> AsyncGenerator[AgentEvent, None]:
-        generator = self._used = bare_run(*self._arguments())
+        generator = self._used = open_run(*self._arguments())
         return generator
 
     async def aclose(self) -> None:
@@ -193,7 +184,8 @@ async def _open(arguments: _RunArguments, buffer: int) -> AsyncGenerator[AgentEv
             # before the consumer waits, and a run failing at once would cancel it unread).
             await start.wait()
             try:
-                await drive(start_run(prompts, context, config, emit, signal, stream_fn), prompts)
+                run_sink = sink(emit, config.observe)
+                await deliver(open_run(prompts, context, config, signal, stream_fn, run_sink), run_sink)
             except Exception as exc:
                 run_failure = exc
             finished = True
