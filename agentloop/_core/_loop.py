@@ -5,15 +5,16 @@ abort, `should_stop_after_turn`, `max_turns`). One way into a run, `open_run`, a
 consuming it:
 
 * with a sink (`run_agent_loop`, `async with agent_loop(...)` and the `Agent`): `deliver` hands
-  every event the generator yields to the run's one sink (`RunState.emit`), and the tasks of a
-  tool batch emit theirs to it as they happen;
+  every event the generator yields to the run's one sink (`RunState.emit`), and the steps that
+  run a model stream or a tool batch emit theirs to it as they happen;
 * bare (`async for event in agent_loop(...)`): the generator yields every event; a tool batch's,
   which its sink collects while the batch runs, once the batch has ended.
 
-No cancel scope or task group is ever open across a `yield`: a tool batch's task group opens and
-closes within one step, and the model is read by `model_call` (`_model_call`), each read in an
-abort cut of its own. What a run works on (the transcript, the config in force, the signal, the
-sink) is a `RunState` (`_run`), which the model call and the tool batches (`_execution`) share.
+No cancel scope or task group is ever open across a `yield`: a tool batch's task group and a live
+model call's abort cut open and close within one step, and a bare run reads the model with
+`model_call`, each read in an abort cut of its own (`_model_call`). What a run works on (the
+transcript, the config in force, the signal, the sink) is a `RunState` (`_run`), which the model
+call and the tool batches (`_execution`) share.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from .._types._messages import (
 from .._types._stream_fn import StreamFn, StreamOptions
 from ._config import AgentContext, AgentLoopConfig, Emit, NextTurn, TurnContext, call, default_convert_to_llm
 from ._execution import execute_tool_calls, fail_truncated_tool_calls
-from ._model_call import model_call
+from ._model_call import emit_model_call, model_call
 from ._run import RunState, Sink, sink
 
 __all__ = (
@@ -248,10 +249,10 @@ class _Run(RunState):
     async def events(self, prompts: list[AgentMessage] | None) -> AsyncGenerator[AgentEvent, None]:
         """The loop: run from new prompts (or continue, with None), yielding its events in order.
 
-        It never yields inside a cancel scope or task group: a tool batch's tasks open and close
-        within one step, and deliver their events to the sink themselves (a bare run's are
-        collected and yielded when the step ends); the model call's events are yielded as they
-        come.
+        It never yields inside a cancel scope or task group: a model stream's cut and a tool
+        batch's tasks open and close within one step. Those steps deliver their events to the
+        sink themselves (a bare run's tool events are collected and yielded when the step ends;
+        its model call's events are yielded as they come).
         """
         if prompts is not None:
             self.new_messages.extend(prompts)
@@ -283,11 +284,14 @@ class _Run(RunState):
                         self.new_messages.append(message)
                     pending = prepared = ()
                 llm_context, options = await self.request()
-                async with aclosing(model_call(self, llm_context, options)) as response:
-                    async for event in response:
-                        yield event  # noqa: ASYNC119 - the context is aclosing: it closes an inner generator, no scope
-                message = self.messages[-1]  # appended by the model call before its last event
-                assert isinstance(message, AssistantMessage)
+                if self.collected is None:
+                    message = await emit_model_call(self, llm_context, options)
+                else:
+                    async with aclosing(model_call(self, llm_context, options)) as response:
+                        async for event in response:
+                            yield event  # noqa: ASYNC119 - the context is aclosing: it closes an inner generator, no scope
+                    message = self.messages[-1]  # appended by the model call before its last event
+                    assert isinstance(message, AssistantMessage)
                 turns += 1
                 if message.stop_reason == "error" or message.stop_reason == "aborted":
                     yield TurnEnd(message, ())

@@ -1,11 +1,16 @@
-"""One model call: `model_call`, an async generator of the agent events of one model response.
+"""One model call: the agent events of one model response, read from the run's stream function.
 
-Both ways of consuming a run read the model through it. Each read from the model stream has an
-abort cut of its own (`AbortCut`), and each event is handed on outside it: no cancel scope spans a
-`yield`, and a listener that aborts the run while it receives an event is never cut; the next read
-is. Every read is a fairness point: every `FAIR_SHARE` steps of a run (a model event read, a tool
-call made) the scheduler gets a turn, so a fast model (a cache, a local server) or tools that
-never wait cannot starve the other tasks of the process.
+A run with a live sink (`run_agent_loop`, `async with agent_loop(...)`, the `Agent`) reads it with
+`emit_model_call`: one abort cut around the whole stream, each event emitted as it comes. A bare
+run reads it with `model_call`, an async generator: each read in an abort cut of its own, each
+event yielded outside it (no cancel scope spans a `yield`). Both turn the model's events into
+agent events with `_agent_event` and end with `_response`.
+
+An abort never cuts an event being delivered: `model_call` hands events on outside its cuts, and
+`emit_model_call` holds its cut while it emits (a listener that aborts must not cancel its own
+delivery) and applies it after. Every read is a fairness point (`fair_share`): every `FAIR_SHARE`
+steps of a run (a model event read, a tool call made) the scheduler gets a turn, so a fast model
+(a cache, a local server) or tools that never wait cannot starve the other tasks of the process.
 
 The stream is closed at its terminal event, as the reference's `break` out of `for await` does (a
 stream that would wait for more never holds the run). The response is appended to the run's
@@ -27,7 +32,7 @@ from .._types._messages import AssistantMessage, Context, ended_message
 from .._types._stream_fn import StreamOptions, close_events, opened_stream
 from ._run import RunState
 
-__all__ = ("FAIR_SHARE", "model_call")
+__all__ = ("FAIR_SHARE", "emit_model_call", "fair_share", "model_call")
 
 FAIR_SHARE = 48
 """A run gives the scheduler a turn at least every this many steps (a model event read, a tool
@@ -48,6 +53,49 @@ _UPDATE_TYPES = frozenset(
 )
 
 
+async def fair_share(run: RunState) -> None:
+    """Give the other tasks a turn (the run has taken `FAIR_SHARE` steps since the last one)."""
+    run.countdown = FAIR_SHARE
+    await anyio.lowlevel.checkpoint()
+
+
+async def emit_model_call(run: RunState, context: Context, options: StreamOptions) -> AssistantMessage:
+    """Call the run's stream function and emit the agent events of its response to the run's sink
+    as they come, in one abort cut; the message it ended with (appended to `run.messages`)."""
+    state = _Streaming()
+    signal = run.signal
+    emit = run.emit
+    with AbortCut(signal) as cut:
+        source = _open(run, context, options)
+        try:
+            while True:
+                run.countdown -= 1
+                if run.countdown <= 0:
+                    await fair_share(run)
+                try:
+                    event = _agent_event(run, await source.__anext__(), state)
+                except StopAsyncIteration:
+                    break
+                if event is None:
+                    if state.ended:
+                        break
+                    continue
+                cut.held = True
+                await emit(event)
+                cut.held = False
+                if signal.aborted:
+                    cut.cut()  # aborted during the delivery: a read that has to wait is cut
+        except BaseException:
+            await close_events(source)  # noqa: ASYNC102 - shielded, with a timeout, inside close_events
+            raise
+        await close_events(source, shielded=state.final is None)  # after an abort, bounded like any cleanup
+    final = _response(run, state)
+    if state.last is None:
+        await emit(MessageStart(final))
+    await emit(MessageEnd(final))
+    return final
+
+
 async def model_call(run: RunState, context: Context, options: StreamOptions) -> AsyncGenerator[AgentEvent, None]:
     """Call the run's stream function and yield the agent events of its response, the last one
     `message_end` of the message it ended with (appended to `run.messages` first).
@@ -60,8 +108,7 @@ async def model_call(run: RunState, context: Context, options: StreamOptions) ->
         while True:
             run.countdown -= 1
             if run.countdown <= 0:
-                run.countdown = FAIR_SHARE
-                await anyio.lowlevel.checkpoint()
+                await fair_share(run)
             with AbortCut(signal) as cut:
                 try:
                     raw = await source.__anext__()

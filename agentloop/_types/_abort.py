@@ -113,15 +113,19 @@ class AbortCut:
 
     `deadline` (anyio's clock) bounds the block too: `cancelled_caught` is then the abort's cut
     or the deadline (the signal tells which).
+
+    While `held` is True an abort does not cut the block (the loop holds the cut while it delivers
+    an event: a listener that aborts must not cancel its own delivery); `cut()` applies it after.
     """
 
-    __slots__ = ("_grace", "_key", "_scope", "_signal", "cancelled_caught")
+    __slots__ = ("_grace", "_key", "_scope", "_signal", "cancelled_caught", "held")
 
     def __init__(self, signal: AbortSignal, grace: float = 0.0, *, deadline: float = math.inf) -> None:
         self._signal = signal
         self._grace = grace
         self._scope = anyio.CancelScope(deadline=deadline)
         self._key = -1
+        self.held = False
         self.cancelled_caught = False
         """Whether the abort cut the block (set when the block ends)."""
 
@@ -129,7 +133,7 @@ class AbortCut:
         self._scope.__enter__()
         signal = self._signal
         if signal._aborted:
-            self._on_abort()
+            self.cut()
         else:
             self._key = signal._listen(self._on_abort)
         return self
@@ -144,7 +148,11 @@ class AbortCut:
         return bool(swallowed)
 
     def _on_abort(self) -> None:
-        """Cut the block: at once, or after the grace period."""
+        if not self.held:
+            self.cut()
+
+    def cut(self) -> None:
+        """Cut the block as the abort does: at once, or after the grace period."""
         if self._grace <= 0:
             self._scope.cancel()
         else:
