@@ -1,9 +1,12 @@
-"""Typed accessors for tests (what a run ended with, the text of a content block) and a model
-stream that waits after its terminal event."""
+"""Typed accessors for tests (what a run ended with, the text of a content block), a model
+stream that waits after its terminal event, and loopback serving (`free_port`, `served`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+import socket
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -79,3 +82,38 @@ class WaitsAfterDone:
 
     async def aclose(self) -> None:
         self.closed = True
+
+
+def free_port() -> int:
+    """A loopback port free at the time of the call (nothing listens there)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@asynccontextmanager
+async def served(app: Any, *, port: int = 0) -> AsyncIterator[str]:
+    """Serve the ASGI `app` with hypercorn on a loopback port (a free one by default) for the block;
+    yields the base URL. The socket listens before the block starts: no request races the server."""
+    import sniffio
+    from hypercorn.config import Config
+
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    sock.listen(16)  # connections queue until hypercorn accepts them
+    port = sock.getsockname()[1]
+    config = Config()
+    config.bind = [f"fd://{sock.detach()}"]
+    config.graceful_timeout = 1.0
+    if sniffio.current_async_library() == "trio":
+        from hypercorn.trio import serve
+    else:
+        from hypercorn.asyncio import serve  # type: ignore[assignment]
+    stop = anyio.Event()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(functools.partial(serve, app, config, shutdown_trigger=stop.wait))
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            stop.set()
