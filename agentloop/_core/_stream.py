@@ -16,7 +16,7 @@ from typing import NoReturn, TypeAlias
 
 import anyio
 import anyio.lowlevel
-from anyio.streams.memory import MemoryObjectReceiveStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .._types._abort import AbortSignal
 from .._types._events import AgentEnd, AgentEvent
@@ -196,16 +196,34 @@ async def _open(arguments: _RunArguments, buffer: int) -> AsyncGenerator[AgentEv
             try:
                 await deliver(open_run(prompts, context, config, signal, stream_fn, run_sink), run_sink)
             except Exception as exc:
-                await emit(_Failure(exc))
+                await _send_failure(send, exc)
 
+    consumers: BaseException | None = None  # what the consumer's block raised: it wins
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(produce)
             with receive:
-                yield AgentEventStream(receive, start)
+                try:
+                    yield AgentEventStream(receive, start)
+                except BaseException as exc:
+                    consumers = exc
+                    raise
             tg.cancel_scope.cancel()
     except BaseExceptionGroup as group:
-        raise single_exception(group) from None
+        raise single_exception(group, prefer=consumers) from None
+
+
+async def _send_failure(send: MemoryObjectSendStream[AgentEvent | _Failure], error: Exception) -> None:
+    """Send the run's failure after its events; raise it when nobody reads any more (the consumer
+    left the block: its own exception, if it raised one, then keeps this one as its context)."""
+    failure = _Failure(error)
+    try:
+        try:
+            send.send_nowait(failure)
+        except anyio.WouldBlock:
+            await send.send(failure)
+    except anyio.BrokenResourceError:
+        raise error from None
 
 
 def _check_buffer(max_buffer_size: object) -> int:
