@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import functools
 import socket
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -117,3 +119,16 @@ async def served(app: Any, *, port: int = 0) -> AsyncIterator[str]:
             yield f"http://127.0.0.1:{port}"
         finally:
             stop.set()
+
+
+def loaded_by_import(imports: str, modules: Sequence[str], *, before: str = "sys") -> list[str]:
+    """Which of `modules` a fresh interpreter has loaded after `import {before}` and then
+    `import {imports}`, not counting those `before` loaded already."""
+    code = (
+        f"import sys, {before}\n"
+        "base = set(sys.modules)\n"
+        f"import {imports}\n"
+        f"print(','.join(m for m in {tuple(modules)!r} if m in sys.modules and m not in base))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return [m for m in out.stdout.strip().split(",") if m]
