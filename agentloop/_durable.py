@@ -29,8 +29,22 @@ __all__ = (
     "durable_options",
     "final_message",
     "replayed",
+    "require_asyncio",
     "workflow_options",
 )
+
+
+def require_asyncio(what: str, engine: str) -> None:
+    """Raise RuntimeError if `what` is called on another async library than asyncio, which
+    `engine` (saying what runs on asyncio only) needs."""
+    import sniffio
+
+    try:
+        library = sniffio.current_async_library()
+    except sniffio.AsyncLibraryNotFoundError:
+        return
+    if library != "asyncio":
+        raise RuntimeError(f"{what} needs asyncio: {engine} on asyncio only, not on {library}")
 
 
 class IncompleteStream(RuntimeError):

@@ -16,6 +16,7 @@ from .._types._abort import AbortSignal
 from .._types._errors import AgentBusyError
 from .._types._events import AgentEvent, AgentStart, MessageEnd
 from .._types._messages import AgentMessage, AssistantMessage, TextContent, ToolResultMessage, now_ms
+from ..approvals._request import ApprovalRequest
 from ._backend import Writer, encode_message
 from ._model import JSONDict, Meta, SessionError, SessionInfo, SessionSettings, check_title
 
@@ -56,6 +57,8 @@ class Session:
         self._agent: Agent | None = None
         self._listener = self._on_event
         self._stored_settings: JSONDict = meta.settings
+        approvals = meta.settings.get("approvals")
+        self._approvals: builtins.list[JSONDict] = approvals if isinstance(approvals, builtins.list) else []
 
     # --- what it holds -----------------------------------------------------------------------
     @property
@@ -74,6 +77,15 @@ class Session:
     def messages(self) -> tuple[AgentMessage, ...]:
         """The stored transcript."""
         return tuple(self._messages)
+
+    @property
+    def pending_approvals(self) -> builtins.list[ApprovalRequest]:
+        """The stored tool calls waiting for a person's decision, oldest first.
+
+        Answer them on the agent the session resumes (`agent.approve`): its next run first runs
+        the calls answered, then goes on.
+        """
+        return [ApprovalRequest.from_json(record) for record in self._approvals if record.get("decision") is None]
 
     @property
     def closed(self) -> bool:
@@ -181,9 +193,12 @@ class Session:
         thinking level and the model (when one is stored) are set from the session; the tools
         stay the agent's own (`info.settings.tool_names` says which ones the session used).
         Then: `continue_()` when the last message is a prompt or a tool result, else `prompt()`.
+        Tool calls stored waiting for approval wait again in the agent (`agent.pending_approvals`):
+        once they are answered (`agent.approve`), its next run first runs them.
         """
         self._check_attachable(agent)
-        missing = missing_tool_results(self._messages)
+        asked = {record["toolCallId"] for record in self._approvals}
+        missing = [result for result in missing_tool_results(self._messages) if result.tool_call_id not in asked]
         if missing:
             await self.append(missing)
         if restore_settings:
@@ -193,6 +208,8 @@ class Session:
             if settings.model is not None:
                 agent.state.model = settings.model
         agent.state.messages = self._messages
+        if self._approvals:
+            agent._approvals.restore(self._approvals, agent.state.tools)
         await self._sync_settings(agent)
         self._subscribe(agent)
         return agent
@@ -202,6 +219,8 @@ class Session:
         agent, self._agent = self._agent, None
         if agent is not None:
             self._unsubscribe()
+            if agent._approvals.recorder == self._record_approvals:
+                agent._approvals.recorder = None
 
     def _check_attachable(self, agent: Agent) -> None:
         if not isinstance(agent, Agent):
@@ -216,6 +235,15 @@ class Session:
     def _subscribe(self, agent: Agent) -> None:
         self._agent = agent
         self._unsubscribe = agent.subscribe(self._listener, first=True)
+        agent._approvals.recorder = self._record_approvals
+
+    async def _record_approvals(self, records: builtins.list[JSONDict]) -> None:
+        """Store the agent's calls waiting for approval (with the transcript they belong to)."""
+        agent = self._agent
+        if agent is None or self._closed:  # pragma: no cover - detached meanwhile
+            return
+        self._approvals = records
+        await self._sync(agent)
 
     async def _on_event(self, event: AgentEvent, signal: AbortSignal) -> None:
         agent = self._agent
@@ -250,6 +278,8 @@ class Session:
 
     async def _sync_settings(self, agent: Agent) -> None:
         settings = SessionSettings.of(agent).to_json()
+        if self._approvals:
+            settings["approvals"] = self._approvals
         if settings != self._stored_settings:
             await self._update({"settings": settings})
 

@@ -16,8 +16,8 @@ is decided.
 from __future__ import annotations
 
 import asyncio  # noqa: TID251  (Temporal workflows run on asyncio only)
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -26,38 +26,9 @@ from temporalio import workflow
 from .._core._config import BeforeToolCallContext, BeforeToolCallResult
 from .._types._abort import AbortSignal
 from .._types._messages import ToolCall
+from ..approvals._request import ApprovalRequest
 
 __all__ = ("ApprovalRequest", "PendingApprovals")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ApprovalRequest:
-    """A tool call waiting for a person's decision (`pending_approvals` lists them)."""
-
-    tool_call_id: str
-    """The id to pass to `approve`."""
-    tool_name: str
-    arguments: Mapping[str, Any] = field(default_factory=dict)
-    """The arguments the model gave, as JSON."""
-    requested_at: int = 0
-    """When the run started waiting, in ms since the epoch (the workflow's clock)."""
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "toolCallId": self.tool_call_id,
-            "toolName": self.tool_name,
-            "arguments": dict(self.arguments),
-            "requestedAt": self.requested_at,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ApprovalRequest:
-        return cls(
-            tool_call_id=data["toolCallId"],
-            tool_name=data["toolName"],
-            arguments=data["arguments"],
-            requested_at=data["requestedAt"],
-        )
 
 
 @dataclass(frozen=True, slots=True)
