@@ -169,7 +169,7 @@ def test_a_native_panic_in_the_validator_is_a_validation_error(monkeypatch: pyte
         raise PanicException("__eq__ failed!")
 
     tool = make_tool({"type": "object", "properties": {"x": {"type": "integer"}}})
-    monkeypatch.setattr("agentloop._tools._tool._validate_with_schema", panic)
+    monkeypatch.setattr("agentloop._tools._tool.validate_with_schema", panic)
     with pytest.raises(ValueError, match=r"root: the validator failed \(PanicException: __eq__ failed!\)"):
         tool.validate({"x": 1})
 
