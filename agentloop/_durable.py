@@ -145,7 +145,7 @@ DURABLE_OPTIONS = ("api_key", "get_api_key", *_IN_WORKFLOW)
 in the workflow's own code, which must replay the same way after a crash (the hooks,
 `convert_to_llm`, `transform_context`...), options the engine sets itself (`wrap_tool_call`,
 `propagate`, `clock`), or options its model call does not carry (`headers`, `metadata`,
-`thinking_budgets`, `max_retry_delay`)."""
+`thinking_budgets`, `max_retry_delay`, `cache_retention`)."""
 
 
 def durable_options(kind: str, options: dict[str, Any]) -> LoopOptions:

@@ -390,5 +390,6 @@ class _Run(RunState):
             headers=config.headers,
             metadata=config.metadata,
             max_retry_delay=config.max_retry_delay,
+            cache_retention=config.cache_retention,
         )
         return Context(system_prompt=self.system_prompt, messages=tuple(llm_messages), tools=self.tools), options
