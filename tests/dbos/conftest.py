@@ -15,6 +15,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.durable_checks import workers as workers  # the worker processes a test starts
+
 if importlib.util.find_spec("dbos") is None:  # without the [dbos] extra: nothing to test here
     collect_ignore_glob = ["*.py"]
 

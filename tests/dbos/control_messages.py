@@ -24,7 +24,7 @@ import agentloop as al
 from agentloop.dbos import abort, result, start_agent, steer, stream_events
 from agentloop.dbos._agent import _control_mark
 from tests.dbos.agents import dbos_config, payment  # the agents' workflows are registered before the launch
-from tests.dbos.support import PROMPT
+from tests.durable_checks import PROMPT
 
 
 async def answers() -> dict[str, Any]:

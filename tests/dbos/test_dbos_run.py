@@ -36,8 +36,8 @@ from agentloop.dbos import (
 )
 from tests import durable_scripts as scripts
 
+from ..durable_checks import PROMPT, check_envelopes, comparable, in_process, lines, normalized, text
 from . import agents, control_messages
-from .support import PROMPT, check_envelopes, comparable, normalized, text
 
 pytestmark = pytest.mark.usefixtures("launched_dbos")
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,18 +47,6 @@ ROOT = Path(__file__).resolve().parents[2]
 def log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("AGENTLOOP_TEST_LOG", str(tmp_path))
     yield tmp_path
-
-
-def lines(path: Path) -> list[str]:
-    return path.read_text().splitlines() if path.exists() else []
-
-
-async def in_process(agent: DBOSAgent) -> tuple[list[al.AgentEvent], list[al.AgentMessage]]:
-    events: list[al.AgentEvent] = []
-    config = al.AgentLoopConfig(model=agent.model, **agent.options.loop_options())
-    context = al.AgentContext(system_prompt=agent.system_prompt, tools=agent.tools)
-    new = await al.run_agent_loop([PROMPT], context, config, events.append, stream_fn=agent.stream_fn)
-    return events, new
 
 
 async def durable(agent: DBOSAgent) -> tuple[str, list[al.EventEnvelope], list[al.AgentMessage]]:

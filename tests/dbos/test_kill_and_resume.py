@@ -9,13 +9,9 @@ waits for an approval.
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
-import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -26,25 +22,14 @@ import agentloop as al
 from agentloop.dbos import agent_queue, approve, result, start_agent, stream_events
 from agentloop.dbos._agent import workflow_name
 
-from .support import PROMPT, check_envelopes, comparable, normalized, text
-
-ROOT = Path(__file__).resolve().parents[2]
+from .. import durable_checks
+from ..durable_checks import PROMPT, check_envelopes, comparable, kill, lines, normalized, text
 
 
 def spawn_worker(url: str, log: Path, tool_seconds: str, newcomer: bool = False) -> subprocess.Popen[str]:
     """A worker process with the test agents (and, with `newcomer`, the agent only new workers hold)."""
-    env = {**os.environ, "AGENTLOOP_TEST_LOG": str(log), "SLOW_TOOL_SECONDS": tool_seconds}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tests.dbos.worker_process", url, *(["newcomer"] if newcomer else [])],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    assert process.stdout is not None
-    assert process.stdout.readline().strip() == "ready"
-    return process
+    args = [url, *(["newcomer"] if newcomer else [])]
+    return durable_checks.spawn_worker("tests.dbos.worker_process", *args, log=log, tool_seconds=tool_seconds)
 
 
 async def read_all(workflow_id: str, client: DBOSClient, into: list[al.EventEnvelope]) -> None:
@@ -56,26 +41,6 @@ async def finished_steps(client: DBOSClient, workflow_id: str, name: str) -> int
     """How many steps named `name` the workflow has recorded as finished (in the database)."""
     steps = await client.list_workflow_steps_async(workflow_id, load_output=False)
     return sum(step["function_name"] == name and step["completed_at_epoch_ms"] is not None for step in steps)
-
-
-def lines(path: Path) -> list[str]:
-    return path.read_text().splitlines() if path.exists() else []
-
-
-@pytest.fixture
-def workers() -> Iterator[list[subprocess.Popen[str]]]:
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for process in started:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        assert process.stdout is not None
-        process.stdout.close()
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -105,8 +70,7 @@ async def test_a_worker_killed_mid_tool_is_replaced_and_the_run_resumes(
                 while not any(e.type == "tool_execution_start" for e in envelopes):  # noqa: ASYNC110
                     await anyio.sleep(0.05)
                 killed_at = time.monotonic()
-                os.kill(workers[0].pid, signal.SIGKILL)
-                workers[0].wait()
+                kill(workers[0])
                 seen_before_kill = len(envelopes)
                 workers.append(spawn_worker(database_url, log, tool_seconds="0"))
                 messages = await result(workflow_id, client=client)
@@ -157,8 +121,7 @@ async def test_a_worker_killed_in_a_parallel_batch_resumes_with_the_steps_in_the
                     await anyio.sleep(0.05)
                 while await finished_steps(client, workflow_id, "slow_parallel.tool.lookup") < 2:  # noqa: ASYNC110
                     await anyio.sleep(0.05)  # until the quick calls' steps are recorded
-                os.kill(workers[0].pid, signal.SIGKILL)
-                workers[0].wait()
+                kill(workers[0])
                 workers.append(spawn_worker(database_url, log, tool_seconds="0"))
                 messages = await result(workflow_id, client=client)
 
@@ -198,8 +161,7 @@ async def test_a_call_waiting_for_approval_outlives_its_worker(
                 group.start_soon(read_all, workflow_id, client, envelopes)
                 while not any(e.type == "tool_execution_start" for e in envelopes):  # noqa: ASYNC110
                     await anyio.sleep(0.05)
-                os.kill(workers[0].pid, signal.SIGKILL)
-                workers[0].wait()
+                kill(workers[0])
                 workers.append(spawn_worker(url, log, tool_seconds="0"))
                 await approve(workflow_id, "m1", client=client)
                 messages = await result(workflow_id, client=client)

@@ -10,24 +10,21 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.durable_checks import workers as workers  # the worker processes a test starts
+from tests.support import free_port
+
 if importlib.util.find_spec("temporalio") is None:  # without the [temporal] extra: nothing to test here
     collect_ignore_glob = ["*.py"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def temporal_cli() -> str:
@@ -39,7 +36,7 @@ def temporal_cli() -> str:
 
 @pytest.fixture(scope="session")
 def temporal_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = _free_port()
+    port = free_port()
     db = tmp_path_factory.mktemp("temporal") / "dev.db"
     server = subprocess.Popen(
         [
@@ -90,3 +87,9 @@ async def client(temporal_address: str) -> AsyncIterator[Any]:
     from agentloop.temporal import data_converter
 
     yield await Client.connect(temporal_address, data_converter=data_converter)
+
+
+@pytest.fixture
+def queue() -> str:
+    """A task queue of the test's own."""
+    return f"q-{uuid.uuid4().hex}"

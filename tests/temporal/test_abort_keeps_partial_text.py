@@ -18,9 +18,9 @@ import agentloop as al
 from agentloop.temporal import AgentLoopPlugin, AgentWorkflow, start_agent, stream_events, worker
 from agentloop.temporal._workflow import _ABORT_WAIT
 
+from ..durable_checks import PROMPT, check_envelopes
 from ..support import as_assistant, text
 from . import agents
-from .test_temporal_run import PROMPT, check_envelopes
 
 
 async def abort_mid_answer(

@@ -28,14 +28,9 @@ from agentloop.temporal import (
 )
 from tests import durable_scripts as scripts
 
+from ..durable_checks import PROMPT, check_envelopes, comparable, in_process
 from ..support import as_assistant, text
 from . import agents
-from .test_temporal_run import PROMPT, check_envelopes, comparable
-
-
-@pytest.fixture
-def queue() -> str:
-    return f"q-{uuid.uuid4().hex}"
 
 
 async def next_pending(handle: Any, after: str | None = None) -> ApprovalRequest:
@@ -56,10 +51,7 @@ async def in_process_with(agent: TemporalAgent, decisions: dict[str, str | None]
             return al.BeforeToolCallResult(block=True, reason=decisions[ctx.tool_call.id])
         return None
 
-    events: list[al.AgentEvent] = []
-    config = al.AgentLoopConfig(model=agent.model, before_tool_call=before)
-    context = al.AgentContext(system_prompt=agent.system_prompt, tools=agent.tools)
-    await al.run_agent_loop([PROMPT], context, config, events.append, stream_fn=agent.stream_fn)
+    events, _ = await in_process(agent, before_tool_call=before)
     return events
 
 
@@ -89,7 +81,9 @@ async def test_approved_calls_run_and_a_denied_one_is_blocked_as_in_process(
     assert (second.tool_call_id, dict(second.arguments)) == ("g3", {"path": "/etc"})
     check_envelopes(envelopes)
     expected = await in_process_with(agents.guarded, {"g3": "not /etc"})
-    assert comparable([e.event for e in envelopes]) == comparable(expected)
+    assert comparable([e.event for e in envelopes], ends_in_id_order=True) == comparable(
+        expected, ends_in_id_order=True
+    )
     results = {m.tool_call_id: m for m in result if isinstance(m, al.ToolResultMessage)}
     assert not results["g1"].is_error and text(results["g1"].content[0]) == "deleted /tmp/a"
     assert results["g3"].is_error and text(results["g3"].content[0]) == "not /etc"
@@ -105,7 +99,9 @@ async def test_a_denial_without_a_reason_reads_as_the_reference_block(client: Cl
             await approve(handle, (await next_pending(handle, after="g1")).tool_call_id, approved=False)
             envelopes = [e async for e in stream_events(handle)]
     expected = await in_process_with(agents.guarded, {"g1": None, "g3": None})
-    assert comparable([e.event for e in envelopes]) == comparable(expected)
+    assert comparable([e.event for e in envelopes], ends_in_id_order=True) == comparable(
+        expected, ends_in_id_order=True
+    )
     ends = [e.event for e in envelopes if isinstance(e.event, al.ToolExecutionEnd) and e.event.is_error]
     assert [text(end.result.content[0]) for end in ends] == ["Tool execution was blocked"] * 2
 

@@ -26,7 +26,7 @@ from temporalio.client import Client
 from agentloop.temporal import TemporalAgent, start_agent, stream_events, worker
 
 from ..conformance.run import MODEL, Scenario, build_message, event_line
-from .test_temporal_run import ends_as_sets
+from ..durable_checks import ends_as_sets
 
 PUBLIC = Path(__file__).resolve().parents[1] / "conformance" / "public"
 NOT_STREAMED = frozenset({"message_update", "tool_execution_update"})

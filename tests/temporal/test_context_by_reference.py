@@ -5,7 +5,6 @@ resend (never the run), and a worker that has nothing cached reads it from the s
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +25,9 @@ from agentloop.temporal import (
 )
 from tests import durable_scripts as scripts
 
+from ..durable_checks import comparable, in_process, normalized
 from . import agents
-from .test_temporal_run import check_envelopes, comparable, durable_run, in_process, normalized
-
-
-@pytest.fixture
-def queue() -> str:
-    return f"q-{uuid.uuid4().hex}"
+from .runs import durable_run, run_as_in_process
 
 
 async def model_requests(client: Client, workflow_id: str) -> list[tuple[str, dict[str, Any]]]:
@@ -53,13 +48,9 @@ async def model_requests(client: Client, workflow_id: str) -> list[tuple[str, di
 
 
 async def test_calls_carry_only_what_is_new_and_the_run_is_the_in_process_run(client: Client, queue: str) -> None:
-    expected, expected_messages = await in_process(agents.by_reference)
-    with anyio.fail_after(60):
-        async with worker(client, task_queue=queue, agents=agents.STORED):
-            envelopes, handle = await durable_run(client, agents.by_reference, queue)
-            result = await handle.result()
-    check_envelopes(envelopes)
-    assert comparable([e.event for e in envelopes]) == comparable(expected)
+    _, handle, result, expected_messages = await run_as_in_process(
+        client, queue, agents.by_reference, seconds=60, held=agents.STORED
+    )
     assert normalized([al.to_json(m) for m in result]) == normalized([al.to_json(m) for m in expected_messages])
     requests = [request["context"] for kind, request in await model_requests(client, handle.id)]
     assert len(requests) == 6  # six turns over two histories (four turns each at most)
@@ -84,7 +75,9 @@ async def test_a_worker_with_nothing_cached_reads_the_context_from_the_store(cli
     finally:
         contexts.cache_size = 256
     expected, _ = await in_process(agents.by_reference)
-    assert comparable([e.event for e in envelopes]) == comparable(expected)
+    assert comparable([e.event for e in envelopes], ends_in_id_order=True) == comparable(
+        expected, ends_in_id_order=True
+    )
     assert agents.STORE.reads - reads >= 5  # every call after the first
     assert [kind for kind, _ in await model_requests(client, handle.id)] == ["scheduled"] * 6
 
@@ -103,7 +96,9 @@ async def test_a_store_that_lost_the_context_costs_a_resend_not_the_run(client: 
         contexts.cache_size = 256
         agents.STORE.forgetting = False
     expected, expected_messages = await in_process(agents.by_reference)
-    assert comparable([e.event for e in envelopes]) == comparable(expected)
+    assert comparable([e.event for e in envelopes], ends_in_id_order=True) == comparable(
+        expected, ends_in_id_order=True
+    )
     assert normalized([al.to_json(m) for m in result]) == normalized([al.to_json(m) for m in expected_messages])
     requests = await model_requests(client, handle.id)
     # each call by reference fails (the store has nothing) and is sent again whole

@@ -7,13 +7,9 @@ final transcript equals an uninterrupted run's. The Replayer passes on the recor
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
-import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -24,42 +20,15 @@ from temporalio.worker import Replayer
 import agentloop as al
 from agentloop.temporal import AgentLoopPlugin, start_agent, stream_events
 
+from .. import durable_checks
+from ..durable_checks import PROMPT, check_envelopes, comparable, kill, lines, normalized
 from . import agents
-from .test_temporal_run import PROMPT, check_envelopes, comparable, normalized
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def spawn_worker(address: str, queue: str, log: Path, tool_seconds: str, stored: bool = False) -> subprocess.Popen[str]:
     """A worker process holding the agents without a store, or (`stored`) those with it."""
-    env = {**os.environ, "AGENTLOOP_TEST_LOG": str(log), "SLOW_TOOL_SECONDS": tool_seconds}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tests.temporal.worker_process", address, queue, *(["stored"] if stored else [])],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    assert process.stdout is not None
-    assert process.stdout.readline().strip() == "ready"
-    return process
-
-
-def lines(path: Path) -> list[str]:
-    return path.read_text().splitlines() if path.exists() else []
-
-
-@pytest.fixture
-def workers() -> Iterator[list[subprocess.Popen[str]]]:
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for process in started:
-        if process.poll() is None:
-            process.terminate()
-            process.wait(10)
-        assert process.stdout is not None
-        process.stdout.close()
+    args = [address, queue, *(["stored"] if stored else [])]
+    return durable_checks.spawn_worker("tests.temporal.worker_process", *args, log=log, tool_seconds=tool_seconds)
 
 
 @pytest.mark.parametrize("agent", ["slow", "slow_by_reference"])
@@ -85,8 +54,7 @@ async def test_a_worker_killed_mid_tool_is_replaced_and_the_run_resumes(
             while not lines(log / "tool_starts"):  # noqa: ASYNC110 (written by the worker process)
                 await anyio.sleep(0.05)
             killed_at = time.monotonic()
-            os.kill(workers[0].pid, signal.SIGKILL)
-            workers[0].wait()
+            kill(workers[0])
             seen_before_kill = len(envelopes)
             workers.append(spawn_worker(temporal_address, queue, log, tool_seconds="0", stored=stored))
             result = await handle.result()
@@ -110,7 +78,9 @@ async def test_a_worker_killed_mid_tool_is_replaced_and_the_run_resumes(
         clean_envelopes = [e async for e in stream_events(clean)]
         clean_result = await clean.result()
     assert normalized([al.to_json(m) for m in result]) == normalized([al.to_json(m) for m in clean_result])
-    assert comparable([e.event for e in envelopes]) == comparable([e.event for e in clean_envelopes])
+    assert comparable([e.event for e in envelopes], ends_in_id_order=True) == comparable(
+        [e.event for e in clean_envelopes], ends_in_id_order=True
+    )
 
     history = await handle.fetch_history()
     held = agents.STORED if stored else agents.UNSTORED
@@ -152,8 +122,7 @@ async def test_an_approval_pending_when_the_worker_is_killed_is_still_pending_on
             assert await pending() == ["g1"]
             await approve(handle, "g1")
             assert await pending() == ["g3"]
-            os.kill(workers[0].pid, signal.SIGKILL)
-            workers[0].wait()
+            kill(workers[0])
             seen_before_kill = len(envelopes)
             workers.append(spawn_worker(temporal_address, queue, log, tool_seconds="0"))
             assert await pending() == ["g3"]  # rebuilt from the history by the new worker

@@ -16,14 +16,10 @@ from temporalio.worker import Replayer
 import agentloop as al
 from agentloop.temporal import ActivityOptions, AgentLoopPlugin, AgentWorkflow, start_agent, stream_events, worker
 
+from ..durable_checks import PROMPT, check_envelopes
 from ..support import as_assistant, text
 from . import agents
-from .test_temporal_run import PROMPT, check_envelopes, comparable, durable_run, in_process
-
-
-@pytest.fixture
-def queue() -> str:
-    return f"q-{uuid.uuid4().hex}"
+from .runs import run_as_in_process
 
 
 def test_a_local_activity_takes_no_heartbeat_timeout() -> None:
@@ -37,13 +33,7 @@ def test_a_local_activity_takes_no_heartbeat_timeout() -> None:
 async def test_local_calls_give_the_events_of_the_in_process_loop_and_are_markers_in_the_history(
     client: Client, queue: str
 ) -> None:
-    expected, expected_messages = await in_process(agents.local_calls)
-    with anyio.fail_after(30):
-        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
-            envelopes, handle = await durable_run(client, agents.local_calls, queue)
-            result = await handle.result()
-    check_envelopes(envelopes)
-    assert comparable([e.event for e in envelopes]) == comparable(expected)
+    _, handle, result, expected_messages = await run_as_in_process(client, queue, agents.local_calls)
     assert [m.role for m in result] == [m.role for m in expected_messages]
     history = await handle.fetch_history()
     assert not any(e.HasField("activity_task_scheduled_event_attributes") for e in history.events)

@@ -25,13 +25,8 @@ from agentloop.temporal import (
     worker,
 )
 
+from ..durable_checks import PROMPT, check_envelopes
 from . import agents
-from .test_temporal_run import PROMPT, check_envelopes
-
-
-@pytest.fixture
-def queue() -> str:
-    return f"q-{uuid.uuid4().hex}"
 
 
 @pytest.fixture

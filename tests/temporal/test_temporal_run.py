@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,63 +31,10 @@ from agentloop.temporal import (
     worker,
 )
 
-from ..conformance.run import event_line
+from ..durable_checks import PROMPT, check_envelopes, normalized
 from ..support import as_assistant, text
 from . import agents
-
-PROMPT = al.UserMessage(content="go", timestamp=1)
-
-
-def normalized(value: Any) -> Any:
-    """A JSON form without timestamps (the workflow's clock is not the test's)."""
-    if isinstance(value, dict):
-        return {k: normalized(v) for k, v in value.items() if k != "timestamp"}
-    if isinstance(value, list):
-        return [normalized(v) for v in value]
-    return value
-
-
-def comparable(events: Sequence[al.AgentEvent]) -> list[Any]:
-    """The conformance runner's trace of a run (timestamps dropped, a streaming assistant message
-    as its content so far), without `message_update`: the model activity consumes the token
-    deltas, and the workflow's stream yields `start` and `done` only. The calls of a parallel
-    batch end in the order their activities finish (in one process a tie goes by source order),
-    so consecutive `tool_execution_end` lines are put in tool call id order."""
-    return ends_as_sets([event_line(event) for event in events if event.type != "message_update"])
-
-
-def ends_as_sets(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The trace with each run of consecutive `tool_execution_end` lines in tool call id order."""
-    out: list[dict[str, Any]] = []
-    ends: list[dict[str, Any]] = []
-    for line in lines:
-        if line["type"] == "tool_execution_end":
-            ends.append(line)
-            continue
-        out += sorted(ends, key=lambda end: end["toolCallId"])
-        ends = []
-        out.append(line)
-    return out + sorted(ends, key=lambda end: end["toolCallId"])
-
-
-async def in_process(agent: TemporalAgent) -> tuple[list[al.AgentEvent], list[al.AgentMessage]]:
-    events: list[al.AgentEvent] = []
-    config = al.AgentLoopConfig(model=agent.model, **agent.options.loop_options())
-    context = al.AgentContext(system_prompt=agent.system_prompt, tools=agent.tools)
-    new = await al.run_agent_loop([PROMPT], context, config, events.append, stream_fn=agent.stream_fn)
-    return events, new
-
-
-async def durable_run(client: Client, agent: TemporalAgent, queue: str) -> tuple[list[al.EventEnvelope], Any]:
-    handle = await start_agent(client, agent.name, [PROMPT], id=f"{agent.name}-{uuid.uuid4().hex}", task_queue=queue)
-    envelopes = [e async for e in stream_events(handle)]
-    return envelopes, handle
-
-
-def check_envelopes(envelopes: Sequence[al.EventEnvelope]) -> None:
-    assert [e.seq for e in envelopes] == list(range(len(envelopes)))
-    assert len({e.run_id for e in envelopes}) == 1
-    al.testing.check_events([e.event for e in envelopes])
+from .runs import durable_run, run_as_in_process
 
 
 async def tool_activity_steps(handle: Any) -> list[tuple[str, str]]:
@@ -112,32 +58,14 @@ async def tool_activity_steps(handle: Any) -> list[tuple[str, str]]:
     return steps
 
 
-@pytest.fixture
-def queue() -> str:
-    return f"q-{uuid.uuid4().hex}"
-
-
 async def test_a_run_with_a_tool_gives_the_events_of_the_in_process_loop(client: Client, queue: str) -> None:
-    expected, expected_messages = await in_process(agents.one_tool)
-    with anyio.fail_after(30):
-        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
-            envelopes, handle = await durable_run(client, agents.one_tool, queue)
-            result = await handle.result()
-    check_envelopes(envelopes)
-    assert comparable([e.event for e in envelopes]) == comparable(expected)
+    _, _, result, expected_messages = await run_as_in_process(client, queue, agents.one_tool)
     assert normalized([al.to_json(m) for m in result]) == normalized([al.to_json(m) for m in expected_messages])
     assert [m.role for m in result] == ["user", "assistant", "toolResult", "assistant"]
 
 
 async def test_parallel_tools_a_barrier_and_a_failing_tool_as_in_process(client: Client, queue: str) -> None:
-    expected, _ = await in_process(agents.parallel)
-    with anyio.fail_after(30):
-        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
-            envelopes, handle = await durable_run(client, agents.parallel, queue)
-            result = await handle.result()
-    check_envelopes(envelopes)
-    got = comparable([e.event for e in envelopes])
-    assert got == comparable(expected)
+    _, handle, result, _ = await run_as_in_process(client, queue, agents.parallel)
     # In the history: the barrier's activity is scheduled after p1's has completed, and p3 and p4
     # (scheduled together, in parallel) after the barrier's has completed.
     steps = await tool_activity_steps(handle)
@@ -249,13 +177,7 @@ async def test_cancelling_the_workflow_mid_tool_cancels_it_and_is_no_tool_result
 
 
 async def test_continue_as_new_after_n_turns_is_one_run_to_the_caller_and_replays(client: Client, queue: str) -> None:
-    expected, expected_messages = await in_process(agents.many_turns)
-    with anyio.fail_after(60):
-        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
-            envelopes, handle = await durable_run(client, agents.many_turns, queue)
-            result = await handle.result()
-    check_envelopes(envelopes)
-    assert comparable([e.event for e in envelopes]) == comparable(expected)
+    envelopes, handle, result, expected_messages = await run_as_in_process(client, queue, agents.many_turns, seconds=60)
     assert normalized([al.to_json(m) for m in result]) == normalized([al.to_json(m) for m in expected_messages])
     assert max(e.turn for e in envelopes) == 6
     # 6 turns, 2 per history: three workflow runs, the first two continued as new
@@ -270,13 +192,7 @@ async def test_continue_as_new_after_n_turns_is_one_run_to_the_caller_and_replay
 
 
 async def test_max_turns_counts_the_turns_of_every_history(client: Client, queue: str) -> None:
-    expected, expected_messages = await in_process(agents.capped)
-    with anyio.fail_after(60):
-        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
-            envelopes, handle = await durable_run(client, agents.capped, queue)
-            result = await handle.result()
-    check_envelopes(envelopes)
-    assert comparable([e.event for e in envelopes]) == comparable(expected)
+    _, _, result, expected_messages = await run_as_in_process(client, queue, agents.capped, seconds=60)
     assert len([m for m in result if m.role == "assistant"]) == 4
     assert normalized([al.to_json(m) for m in result]) == normalized([al.to_json(m) for m in expected_messages])
 
@@ -467,14 +383,10 @@ async def test_a_worker_without_a_workflow_cache_replays_every_step_to_the_same_
     client: Client, queue: str, agent: TemporalAgent
 ) -> None:
     """`max_cached_workflows=0`: every workflow task rebuilds the run from its history (replay)."""
-    expected, expected_messages = await in_process(agent)
-    with anyio.fail_after(60):
-        held = agents.STORED if agent.contexts is not None else agents.UNSTORED
-        async with worker(client, task_queue=queue, agents=held, max_cached_workflows=0):
-            envelopes, handle = await durable_run(client, agent, queue)
-            result = await handle.result()
-    check_envelopes(envelopes)
-    assert comparable([e.event for e in envelopes]) == comparable(expected)
+    held = agents.STORED if agent.contexts is not None else agents.UNSTORED
+    _, _, result, expected_messages = await run_as_in_process(
+        client, queue, agent, seconds=60, held=held, max_cached_workflows=0
+    )
     assert normalized([al.to_json(m) for m in result]) == normalized([al.to_json(m) for m in expected_messages])
 
 
