@@ -103,11 +103,12 @@ async def served(app: Any, *, port: int = 0) -> AsyncIterator[str]:
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
-    sock.listen(16)  # connections queue until hypercorn accepts them
+    sock.listen(64)  # connections queue until hypercorn accepts them
     port = sock.getsockname()[1]
     config = Config()
     config.bind = [f"fd://{sock.detach()}"]
     config.graceful_timeout = 1.0
+    config.accesslog = None
     if sniffio.current_async_library() == "trio":
         from hypercorn.trio import serve
     else:

@@ -23,7 +23,8 @@ from agentloop.cli import _command
 from agentloop.cli._command import UsageError
 from agentloop.testing import Response, ScriptedModel, ScriptedToolCall
 
-from .mcp.conftest import SMALL_SERVER, _free_port
+from .mcp.conftest import SMALL_SERVER
+from .support import free_port
 from .test_cli_terminal import FakeServer
 from .test_cli_terminal import server as server  # the fixture: an OpenAI-compatible server on loopback
 
@@ -69,7 +70,7 @@ BROKEN: dict[str, tuple[dict[str, Any], str]] = {
 def broken_servers_file(tmp_path: Path, case: str) -> tuple[Path, str]:
     entry, expected = BROKEN[case]
     if "url" in entry:
-        entry = {"url": entry["url"].format(port=_free_port())}  # nothing listens there
+        entry = {"url": entry["url"].format(port=free_port())}  # nothing listens there
     return servers_file(tmp_path, entry), expected
 
 

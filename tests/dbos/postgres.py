@@ -11,10 +11,11 @@ import contextlib
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
+
+from tests.support import free_port
 
 
 class PostgresMissing(RuntimeError):
@@ -29,12 +30,6 @@ def postgres_bin(name: str) -> str:
             "(Debian: apt-get install postgresql; .ci/run installs it)"
         )
     return found
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _as_server_user(command: list[str]) -> list[str]:

@@ -15,6 +15,8 @@ from typing import TextIO
 
 import pytest
 
+from ..support import free_port
+
 EVERYTHING = "@modelcontextprotocol/server-everything@2026.8.31"
 CACHE = Path(os.environ.get("AGENTLOOP_MCP_CACHE", Path.home() / ".cache" / "agentloop" / "mcp-npm"))
 SMALL_SERVER = Path(__file__).with_name("small_server.py")
@@ -53,12 +55,6 @@ def devnull() -> Iterator[TextIO]:
         yield sink
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _serve(command: list[str], port: int, env: dict[str, str], log: TextIO) -> Iterator[str]:
     process = subprocess.Popen(command, env={**os.environ, **env}, stdout=log, stderr=log)
     try:
@@ -84,12 +80,12 @@ def _serve(command: list[str], port: int, env: dict[str, str], log: TextIO) -> I
 @pytest.fixture(scope="session")
 def everything_url(everything_js: str, devnull: TextIO) -> Iterator[str]:
     """server-everything over streamable HTTP on a free loopback port."""
-    port = _free_port()
+    port = free_port()
     yield from _serve(["node", everything_js, "streamableHttp"], port, {"PORT": str(port)}, devnull)
 
 
 @pytest.fixture(scope="session")
 def small_url(devnull: TextIO) -> Iterator[str]:
     """The small SDK server over streamable HTTP on a free loopback port."""
-    port = _free_port()
+    port = free_port()
     yield from _serve([sys.executable, str(SMALL_SERVER), "http", str(port)], port, {}, devnull)

@@ -22,7 +22,8 @@ pytest.importorskip("mcp", reason="agentloop.mcp needs the [mcp] extra (the MCP 
 from agentloop.mcp import MCPServerStdio, MCPServerStreamableHTTP
 from agentloop.testing import Response, ScriptedModel, ScriptedToolCall, check_events
 
-from .conftest import SDK_READERS_LEFT_OPEN, SMALL_SERVER, _free_port, _serve
+from ..support import free_port
+from .conftest import SDK_READERS_LEFT_OPEN, SMALL_SERVER, _serve
 
 HOSTILE = os.path.join(os.path.dirname(__file__), "hostile_server.py")
 MODEL = al.Model(id="scripted", api="scripted")
@@ -41,7 +42,7 @@ def texts(result: al.AgentToolResult) -> list[str]:
 @pytest.fixture
 def doomed_url(devnull: TextIO) -> Iterator[tuple[str, int]]:
     """The small SDK server over HTTP, of this test alone (the test kills it), and its pid."""
-    port = _free_port()
+    port = free_port()
     served = _serve([sys.executable, str(SMALL_SERVER), "http", str(port)], port, {}, devnull)
     url = next(served)
     found = subprocess.run(["pgrep", "-n", "-f", f"small_server.py http {port}"], capture_output=True, text=True)
@@ -138,7 +139,7 @@ async def test_a_server_that_never_initializes_raises_timeout_error(devnull: Tex
 
 async def test_a_server_that_cannot_start_raises_connection_error() -> None:
     with pytest.raises(ConnectionError, match="could not start"):
-        async with MCPServerStreamableHTTP(f"http://127.0.0.1:{_free_port()}/mcp", init_timeout=10):
+        async with MCPServerStreamableHTTP(f"http://127.0.0.1:{free_port()}/mcp", init_timeout=10):
             pass
 
 

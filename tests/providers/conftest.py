@@ -10,15 +10,12 @@ that says how to start it, never a skip.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import shutil
-import socket
 import subprocess
 import urllib.request
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -41,7 +38,7 @@ from agentloop import (
 from agentloop.providers import HTTPOptions
 from agentloop.testing import check_events
 
-from ..support import as_assistant
+from ..support import as_assistant, served
 
 SERVERS_HELP = "start them with `python tests/providers/servers.py start` and source the env file it prints"
 
@@ -223,39 +220,10 @@ def _replay_app(bodies: Mapping[str, bytes], content_type: bytes) -> Any:
     return app
 
 
-@asynccontextmanager
-async def serve_asgi(app: Any, *, port: int = 0) -> AsyncIterator[str]:
-    """`app` served by hypercorn on a loopback port (a free one by default) for the block; yields
-    its base URL."""
-    import sniffio
-    from hypercorn.config import Config
-
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
-    sock.listen(64)  # connections queue until hypercorn accepts them
-    port = sock.getsockname()[1]
-    config = Config()
-    config.bind = [f"fd://{sock.detach()}"]
-    config.graceful_timeout = 1.0
-    config.accesslog = None
-    if sniffio.current_async_library() == "trio":
-        from hypercorn.trio import serve
-    else:
-        from hypercorn.asyncio import serve  # type: ignore[assignment]
-    stop = anyio.Event()
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(functools.partial(serve, app, config, shutdown_trigger=stop.wait))
-        try:
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            stop.set()
-
-
 def replay_server(bodies: Mapping[str, bytes], content_type: bytes = b"text/event-stream") -> Any:
     """A loopback server answering `/{id}/...` with the body of recording `id` (an async context
     manager yielding its URL)."""
-    return serve_asgi(_replay_app(bodies, content_type))
+    return served(_replay_app(bodies, content_type))
 
 
 async def pi_events(

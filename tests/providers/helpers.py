@@ -14,6 +14,7 @@ from agentloop import (
     AssistantMessage,
     AssistantMessageEvent,
     Context,
+    ErrorEvent,
     Model,
     StreamOptions,
     UserMessage,
@@ -117,3 +118,23 @@ async def collect(stream: AssistantMessageEventStream) -> tuple[list[AssistantMe
 
 def types(events: Sequence[AssistantMessageEvent]) -> list[str]:
     return [e.type for e in events]
+
+
+async def aborted_at_first_text(stream: AssistantMessageEventStream, signal: AbortSignal) -> AssistantMessage:
+    """Read `stream`, aborting `signal` at its first text delta: the stream must end with an
+    `aborted` error event; returns that event's partial message."""
+    events: list[AssistantMessageEvent] = []
+    async with stream:
+        async for event in stream:
+            events.append(event)
+            if event.type == "text_delta":
+                signal.abort()
+    last = events[-1]
+    assert isinstance(last, ErrorEvent) and last.reason == "aborted", types(events)
+    return last.error
+
+
+def streamed(kind: str, deltas: int) -> list[str]:
+    """The event types of one content block streamed alone: `streamed("text", 2)` is
+    `["text_start", "text_delta", "text_delta", "text_end"]`."""
+    return [f"{kind}_start", *[f"{kind}_delta"] * deltas, f"{kind}_end"]

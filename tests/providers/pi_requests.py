@@ -102,3 +102,19 @@ def our_request(
     request = build(call.model, call.context, options)
     headers = {k.lower(): v for k, v in request.headers.items()}
     return httpx.URL(request.url).raw_path.decode(), headers, json.loads(json.dumps(request.body))
+
+
+async def same_path_and_body_as_pi(
+    calls: list[Call], node_modules: Path, build: Callable[[Model, Context, StreamOptions], Request]
+) -> list[tuple[str, dict[str, str], dict[str, str]]]:
+    """Each call's request as ours builds it (`build`) and as pi-ai sends it: the paths (with the
+    query) and the bodies must be the same. For each call: its id, our headers and pi-ai's."""
+    with anyio.fail_after(120):
+        theirs = await pi_requests(calls, node_modules)
+    out = []
+    for call in calls:
+        path, headers, body = our_request(call, build)
+        reference = theirs[call.id]
+        assert (path, body) == (reference["path"], reference["body"]), call.id
+        out.append((call.id, headers, reference["headers"]))
+    return out

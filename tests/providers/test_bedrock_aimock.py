@@ -19,7 +19,7 @@ from agentloop import AbortSignal, Context, Model, StreamOptions, ThinkingConten
 from agentloop.providers import stream_bedrock
 
 from .conftest import AIMOCK_HTTP, Weather, aimock_weather_turn
-from .helpers import collect, types
+from .helpers import aborted_at_first_text, collect, types
 
 pytestmark = pytest.mark.servers
 
@@ -111,15 +111,8 @@ async def test_a_disconnect_mid_stream(aimock_url: str) -> None:
 
 async def test_abort_mid_stream(aimock_url: str) -> None:
     signal = AbortSignal()
-    seen: list[Any] = []
     ctx = Context(messages=[UserMessage(content="slow-story")])
     options = StreamOptions(signal=signal, api_key="aimock-bearer")
     with anyio.fail_after(20):
-        async with stream_bedrock(aimock_model(aimock_url), ctx, options, http=FAST) as stream:
-            async for event in stream:
-                seen.append(event)
-                if event.type == "text_delta":
-                    signal.abort()
-    assert types(seen)[-1] == "error" and seen[-1].reason == "aborted"
-    final = seen[-1].error
+        final = await aborted_at_first_text(stream_bedrock(aimock_model(aimock_url), ctx, options, http=FAST), signal)
     assert final.stop_reason == "aborted" and final.text and len(final.text) < 30

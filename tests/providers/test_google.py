@@ -25,7 +25,7 @@ from agentloop import (
 from agentloop.providers import HTTPOptions, get_model, get_models, stream_google, stream_simple
 from agentloop.providers._google_shared import map_stop_reason, thinking_config
 
-from .helpers import Server, collect, context, ok, options, types
+from .helpers import Server, collect, context, ok, options, streamed, types
 
 NO_RETRY = HTTPOptions(max_retries=0)
 SIGNATURE = "c2lnbmF0dXJlLTE="
@@ -78,18 +78,7 @@ async def test_text_and_thinking_stream_as_blocks_with_usage_and_the_key_in_a_he
     )
     priced = gemini(cost=get_model("google", "gemini-2.5-flash").cost)
     events, final = await run(server, priced, api_key="AIza-secret")
-    assert types(events) == [
-        "start",
-        "thinking_start",
-        "thinking_delta",
-        "thinking_delta",
-        "thinking_end",
-        "text_start",
-        "text_delta",
-        "text_delta",
-        "text_end",
-        "done",
-    ]
+    assert types(events) == ["start", *streamed("thinking", 2), *streamed("text", 2), "done"]
     assert final.content == (ThinkingContent("Hmm, a greeting.", thinking_signature=SIGNATURE), TextContent("Hello!"))
     assert final.stop_reason == "stop"
     assert final.response_id == "r-1"

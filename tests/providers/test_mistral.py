@@ -33,8 +33,8 @@ from agentloop.providers._transform import mistral_tool_call_ids, short_hash
 
 from ..support import as_assistant
 from .conftest import Weather, aimock_weather_turn
-from .helpers import FAST, Server, collect, ok, options, sse_data, types
-from .pi_requests import Call, our_request, pi_requests
+from .helpers import FAST, Server, collect, ok, options, sse_data, streamed, types
+from .pi_requests import Call, our_request, same_path_and_body_as_pi
 
 IMAGE = ImageContent(data="aGVsbG8=", mime_type="image/png")
 
@@ -189,14 +189,9 @@ def ours(call: Call) -> tuple[str, dict[str, str], dict[str, Any]]:
 
 
 async def test_requests_are_the_ones_pi_ai_sends(anyio_backend: object, pi_node_modules: Path) -> None:
-    with anyio.fail_after(120):
-        theirs = await pi_requests(CALLS, pi_node_modules)
-    for call in CALLS:
-        path, headers, body = ours(call)
-        reference = theirs[call.id]
-        assert (path, body) == (reference["path"], reference["body"]), call.id
+    for call_id, headers, reference in await same_path_and_body_as_pi(CALLS, pi_node_modules, build_mistral_request):
         for name in ("authorization", "x-affinity"):
-            assert headers.get(name) == reference["headers"].get(name), (call.id, name)
+            assert headers.get(name) == reference.get(name), (call_id, name)
 
 
 def test_thinking_levels_become_reasoning_effort_or_prompt_mode() -> None:
@@ -298,18 +293,7 @@ async def test_thinking_then_text_with_usage_and_cost() -> None:
         chunk({"content": ""}, "stop", usage=USAGE),
     )
     events, final = await stream(body, m)
-    assert types(events) == [
-        "start",
-        "thinking_start",
-        "thinking_delta",
-        "thinking_delta",
-        "thinking_end",
-        "text_start",
-        "text_delta",
-        "text_delta",
-        "text_end",
-        "done",
-    ]
+    assert types(events) == ["start", *streamed("thinking", 2), *streamed("text", 2), "done"]
     assert final.content == (ThinkingContent("Plan it."), TextContent("Hello"))
     assert final.stop_reason == "stop" and final.response_id == "cmpl-1"
     usage = final.usage

@@ -23,7 +23,7 @@ from agentloop import (
 from agentloop.providers import stream_openai_responses
 from agentloop.providers._openai_responses import build_responses_request
 
-from .helpers import FAST, Server, collect, context, model, ok, options, sse_events, types
+from .helpers import FAST, Server, collect, context, model, ok, options, sse_events, streamed, types
 
 IMAGE = ImageContent(data="aGVsbG8=", mime_type="image/jpeg")
 REASONING_ITEM = {
@@ -113,20 +113,7 @@ async def stream(
 async def test_reasoning_summary_then_text() -> None:
     m = model("openai-responses", cost=ModelCost(input=2.0, output=8.0, cache_read=0.5))
     events, final = await stream([*reasoning_and_text(), completed()], m)
-    assert types(events) == [
-        "start",
-        "thinking_start",
-        "thinking_delta",
-        "thinking_delta",
-        "thinking_delta",
-        "thinking_delta",
-        "thinking_end",
-        "text_start",
-        "text_delta",
-        "text_delta",
-        "text_end",
-        "done",
-    ]
+    assert types(events) == ["start", *streamed("thinking", 4), *streamed("text", 2), "done"]
     thinking, text = final.content
     assert isinstance(thinking, ThinkingContent) and thinking.thinking == "Plan A\n\nPlan B"
     assert json.loads(thinking.thinking_signature or "") == REASONING_ITEM

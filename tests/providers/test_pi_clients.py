@@ -37,7 +37,7 @@ from agentloop.providers._proxy._client import stream_proxy
 from agentloop.providers._proxy._server import proxy_app
 from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedThinking, ScriptedToolCall, check_events
 
-from .conftest import serve_asgi
+from .. import support
 
 DRIVER = Path(__file__).with_name("pi_wire") / "pi_agent.mjs"
 TOKEN = "pi-client-token"
@@ -78,7 +78,7 @@ def script() -> list[Response]:
 async def served() -> AsyncIterator[tuple[str, ScriptedModel]]:
     """A fresh `proxy_app` over hypercorn on a loopback port; yields its URL and its model."""
     model = ScriptedModel(script())
-    async with serve_asgi(proxy_app(model, token=TOKEN)) as url:
+    async with support.served(proxy_app(model, token=TOKEN)) as url:
         yield url, model
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import hmac
 import json
-import socket
 from collections.abc import AsyncIterator, Callable, MutableMapping, Sequence
 from contextlib import aclosing
 from dataclasses import replace
@@ -58,7 +57,7 @@ from agentloop.testing import (
     check_events,
 )
 
-from .conftest import serve_asgi
+from ..support import served
 
 TOKEN = "s3cret-proxy-token"
 URL = "http://proxy.test"
@@ -1313,17 +1312,6 @@ def test_factories_check_their_arguments_and_hide_the_token() -> None:
 
 
 # --- a real ASGI server on loopback (hypercorn runs on asyncio and trio) -------------------------
-
-
-def free_port() -> int:
-    """A loopback port free at the time of the call."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-served = serve_asgi
-"""Serve an app with hypercorn on a loopback port (a free one by default); yields the base URL."""
 
 
 async def test_real_server_full_run(anyio_backend: object) -> None:

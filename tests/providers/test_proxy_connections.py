@@ -18,7 +18,8 @@ from agentloop.providers._proxy._client import stream_proxy
 from agentloop.providers._proxy._server import proxy_app
 from agentloop.testing import Response, ScriptedModel, ScriptedText
 
-from .test_proxy import TOKEN, collect, final, free_port, served
+from ..support import free_port, served
+from .test_proxy import TOKEN, collect, final
 
 REQUESTS = 20
 

@@ -33,7 +33,7 @@ from agentloop.testing import check_events
 
 from ..support import as_assistant
 from .conftest import AIMOCK_HTTP, Weather, aimock_weather_turn
-from .helpers import collect, types
+from .helpers import aborted_at_first_text, collect, types
 
 pytestmark = pytest.mark.servers
 
@@ -180,16 +180,10 @@ async def test_a_disconnect_mid_stream(aimock_url: str, api: str) -> None:
 @pytest.mark.parametrize("api", APIS)
 async def test_abort_mid_stream(aimock_url: str, api: str) -> None:
     signal = AbortSignal()
-    seen: list[Any] = []
     ctx = Context(messages=[UserMessage(content="slow-story")])
     with anyio.fail_after(20):
-        async with stream_simple(aimock_model(aimock_url, api), ctx, opts(signal=signal), http=FAST) as stream:
-            async for event in stream:
-                seen.append(event)
-                if event.type == "text_delta":
-                    signal.abort()
-    assert types(seen)[-1] == "error" and seen[-1].reason == "aborted"
-    final = seen[-1].error
+        stream = stream_simple(aimock_model(aimock_url, api), ctx, opts(signal=signal), http=FAST)
+        final = await aborted_at_first_text(stream, signal)
     assert final.stop_reason == "aborted" and final.text and len(final.text) < 30
 
 
