@@ -8,7 +8,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -17,6 +17,7 @@ import pytest
 import agentloop as al
 
 from .conformance.run import event_line
+from .support import stop
 
 PROMPT = al.UserMessage(content="go", timestamp=1)
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,6 +117,25 @@ def spawn_worker(module: str, *args: str, log: Path, tool_seconds: str) -> subpr
     return process
 
 
+def run_example(script: str, env: Mapping[str, str], ready: str) -> subprocess.CompletedProcess[str]:
+    """Run `examples/<script>` as written: its `worker` process (whose first line must contain
+    `ready`), then its `client` process to its end; the worker is stopped after. Both get the
+    environment with `env` added. Returns the client's completed process."""
+    example = [sys.executable, str(ROOT / "examples" / script)]
+    environment = {**os.environ, **env}
+    worker = subprocess.Popen(
+        [*example, "worker"], env=environment, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    try:
+        assert worker.stdout is not None
+        assert ready in worker.stdout.readline()
+        return subprocess.run([*example, "client"], env=environment, capture_output=True, text=True, timeout=60)
+    finally:
+        stop(worker, timeout=20)
+        assert worker.stdout is not None
+        worker.stdout.close()
+
+
 def kill(process: subprocess.Popen[str]) -> None:
     """SIGKILL a worker process and wait until it is gone."""
     os.kill(process.pid, signal.SIGKILL)
@@ -129,11 +149,6 @@ def workers() -> Iterator[list[subprocess.Popen[str]]]:
     yield started
     for process in started:
         if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop(process)
         assert process.stdout is not None
         process.stdout.close()

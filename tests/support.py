@@ -1,5 +1,6 @@
 """Typed accessors for tests (what a run ended with, the text of a content block), a model
-stream that waits after its terminal event, and loopback serving (`free_port`, `served`)."""
+stream that waits after its terminal event, loopback serving (`free_port`, `served`), and child
+processes (`stop`)."""
 
 from __future__ import annotations
 
@@ -120,6 +121,16 @@ async def served(app: Any, *, port: int = 0) -> AsyncIterator[str]:
             yield f"http://127.0.0.1:{port}"
         finally:
             stop.set()
+
+
+def stop(process: subprocess.Popen[Any], timeout: float = 10) -> None:
+    """End a child process: terminated, and killed if it has not exited within `timeout` seconds."""
+    process.terminate()
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def loaded_by_import(imports: str, modules: Sequence[str], *, before: str = "sys") -> list[str]:

@@ -15,7 +15,7 @@ from typing import TextIO
 
 import pytest
 
-from ..support import free_port
+from ..support import free_port, stop
 
 EVERYTHING = "@modelcontextprotocol/server-everything@2026.8.31"
 CACHE = Path(os.environ.get("AGENTLOOP_MCP_CACHE", Path.home() / ".cache" / "agentloop" / "mcp-npm"))
@@ -69,12 +69,7 @@ def _serve(command: list[str], port: int, env: dict[str, str], log: TextIO) -> I
                 time.sleep(0.1)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@ import subprocess
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import anyio
 import httpx
@@ -39,6 +39,7 @@ from agentloop.providers import HTTPOptions
 from agentloop.testing import check_events
 
 from ..support import as_assistant, served
+from .helpers import Weather as Weather  # the tool of aimock's fixtures
 
 SERVERS_HELP = "start them with `python tests/providers/servers.py start` and source the env file it prints"
 
@@ -132,18 +133,6 @@ def pi_node_modules() -> Path:
 
 AIMOCK_HTTP = HTTPOptions(backoff=0.01, max_backoff=0.05, idle_timeout=30)
 """Quick retries, and room for a loaded machine between events."""
-
-
-class Weather:
-    """The tool aimock's fixtures call (`aimock-fixtures.json`)."""
-
-    name = "get_weather"
-    description = "Get the weather"
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {"location": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
-        "required": ["location"],
-    }
 
 
 async def _weather(tool_call_id: str, params: Any, signal: Any, on_update: Any) -> str:

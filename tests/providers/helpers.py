@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from typing import Any, ClassVar
 
 import anyio
 import httpx
@@ -23,6 +23,18 @@ from agentloop.providers import AssistantMessageEventStream, HTTPOptions
 
 SSE_HEADERS = {"content-type": "text/event-stream"}
 FAST = HTTPOptions(backoff=0.001, max_backoff=0.01)
+
+
+class Weather:
+    """The tool aimock's fixtures call (`aimock-fixtures.json`)."""
+
+    name = "get_weather"
+    description = "Get the weather"
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {"location": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+        "required": ["location"],
+    }
 
 
 def chat_chunk(delta: dict[str, Any] | None = None, finish: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -138,3 +150,17 @@ def streamed(kind: str, deltas: int) -> list[str]:
     """The event types of one content block streamed alone: `streamed("text", 2)` is
     `["text_start", "text_delta", "text_delta", "text_end"]`."""
     return [f"{kind}_start", *[f"{kind}_delta"] * deltas, f"{kind}_end"]
+
+
+def receive_once(body: bytes, disconnected: anyio.Event) -> Callable[[], Awaitable[dict[str, Any]]]:
+    """An ASGI `receive`: the whole request `body` at the first call; after it, the client's
+    disconnect once `disconnected` is set."""
+    request = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive() -> dict[str, Any]:
+        if request:
+            return request.pop()
+        await disconnected.wait()
+        return {"type": "http.disconnect"}
+
+    return receive

@@ -58,6 +58,7 @@ from agentloop.testing import (
 )
 
 from ..support import served
+from .helpers import receive_once
 
 TOKEN = "s3cret-proxy-token"
 URL = "http://proxy.test"
@@ -177,15 +178,7 @@ class StreamingASGITransport(httpx.AsyncBaseTransport):
         started = anyio.Event()
         disconnected = anyio.Event()
         head: dict[str, Any] = {}
-        delivered = False
-
-        async def receive() -> dict[str, Any]:
-            nonlocal delivered
-            if not delivered:
-                delivered = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            await disconnected.wait()
-            return {"type": "http.disconnect"}
+        receive = receive_once(body, disconnected)
 
         async def send(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start":

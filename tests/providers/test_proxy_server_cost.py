@@ -19,6 +19,7 @@ from agentloop.providers import stream_simple
 from agentloop.providers._proxy._server import proxy_app
 from agentloop.providers._proxy._wire import encode_request
 
+from .helpers import receive_once
 from .test_proxy import CONTEXT, MODEL, TOKEN, opts
 
 DELTAS = 2000
@@ -40,18 +41,10 @@ def never_waits(model: Model, context: Context, options: StreamOptions) -> Async
 async def test_the_server_yields_every_few_events_not_every_event(anyio_backend: object) -> None:
     app = proxy_app(never_waits, token=TOKEN, keepalive=None)
     body = encode_request(MODEL, CONTEXT, opts())
-    delivered = False
     chunks: list[bytes] = []
     finished = anyio.Event()
+    receive = receive_once(body, finished)
     turns = 0
-
-    async def receive() -> dict[str, Any]:
-        nonlocal delivered
-        if not delivered:
-            delivered = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        await finished.wait()
-        return {"type": "http.disconnect"}
 
     async def send(message: MutableMapping[str, Any]) -> None:  # a client that always keeps up: never waits
         if message["type"] == "http.response.body":
@@ -65,18 +58,10 @@ async def test_the_server_yields_every_few_events_not_every_event(anyio_backend:
             turns += 1
             await anyio.lowlevel.checkpoint()
 
-    scope = {
-        "type": "http",
-        "method": "POST",
-        "path": "/api/stream",
-        "root_path": "",
-        "query_string": b"",
-        "headers": [(b"authorization", f"Bearer {TOKEN}".encode()), (b"content-type", b"application/json")],
-    }
     with anyio.fail_after(20):
         async with anyio.create_task_group() as tg:
             tg.start_soon(other_task)
-            await app(scope, receive, send)
+            await app(SCOPE, receive, send)
     assert b"".join(chunks).count(b'"type":"text_delta"') == DELTAS
     assert DELTAS // 64 <= turns <= DELTAS // 8  # a turn every few events: not starved, not per event
 
@@ -92,17 +77,7 @@ SCOPE: dict[str, Any] = {
 
 
 def receiving(finished: anyio.Event) -> Any:
-    delivered = False
-
-    async def receive() -> dict[str, Any]:
-        nonlocal delivered
-        if not delivered:
-            delivered = True
-            return {"type": "http.request", "body": encode_request(MODEL, CONTEXT, opts()), "more_body": False}
-        await finished.wait()
-        return {"type": "http.disconnect"}
-
-    return receive
+    return receive_once(encode_request(MODEL, CONTEXT, opts()), finished)
 
 
 async def test_events_ready_together_go_out_in_one_body_chunk(anyio_backend: object) -> None:

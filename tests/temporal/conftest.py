@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests.durable_checks import workers as workers  # the worker processes a test starts
-from tests.support import free_port
+from tests.support import free_port, stop
 
 if importlib.util.find_spec("temporalio") is None:  # without the [temporal] extra: nothing to test here
     collect_ignore_glob = ["*.py"]
@@ -66,12 +66,7 @@ def temporal_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             time.sleep(0.1)
         yield address
     finally:
-        server.terminate()
-        try:
-            server.wait(10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        stop(server)
 
 
 @pytest.fixture

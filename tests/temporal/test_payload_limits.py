@@ -6,7 +6,6 @@ at once (the tool is not run again)."""
 from __future__ import annotations
 
 import json
-import uuid
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -18,25 +17,20 @@ from temporalio.client import Client, WorkflowFailureError
 import agentloop as al
 from agentloop.temporal import (
     PAYLOAD_LIMIT,
-    TemporalAgent,
-    start_agent,
     stored_data_converter,
     stream_events,
     worker,
 )
 
-from ..durable_checks import PROMPT, check_envelopes
+from ..durable_checks import check_envelopes
 from . import agents
+from .runs import run_on_worker, start
 
 
 @pytest.fixture
 def tool_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("AGENTLOOP_TEST_LOG", str(tmp_path))
     return tmp_path / "tool_starts"
-
-
-async def start(client: Client, agent: TemporalAgent, queue: str) -> Any:
-    return await start_agent(client, agent.name, [PROMPT], id=f"{agent.name}-{uuid.uuid4().hex}", task_queue=queue)
 
 
 def tool_texts(envelopes: list[al.EventEnvelope]) -> list[str]:
@@ -57,12 +51,7 @@ async def largest_payload(handle: Any) -> int:
 
 
 async def test_a_caller_streaming_a_run_with_a_600_kb_result_gets_every_event(client: Client, queue: str) -> None:
-    with anyio.fail_after(120):
-        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
-            handle = await start(client, agents.blob_600k, queue)
-            envelopes = [e async for e in stream_events(handle)]
-            result = await handle.result()
-    check_envelopes(envelopes)
+    envelopes, _, result = await run_on_worker(client, queue, agents.blob_600k, seconds=120)
     assert tool_texts(envelopes) == ["x" * 600_000]
     assert result[-1].content[0].text == "done"
 
@@ -134,12 +123,7 @@ async def test_a_caller_that_stops_reading_holds_the_end_of_the_run_only_while_i
 
 
 async def test_a_context_just_under_the_limit_runs(client: Client, queue: str) -> None:
-    with anyio.fail_after(180):
-        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
-            handle = await start(client, agents.blob_just_under, queue)
-            envelopes = [e async for e in stream_events(handle)]
-            result = await handle.result()
-    check_envelopes(envelopes)
+    _, handle, result = await run_on_worker(client, queue, agents.blob_just_under, seconds=180)
     assert result[-1].content[0].text == "done"
     assert PAYLOAD_LIMIT - 2_000 < await largest_payload(handle) < 2 * 1024 * 1024
 
@@ -177,12 +161,7 @@ async def test_two_large_results_without_a_store_fail_the_run_instead_of_hanging
 async def test_a_tool_result_over_the_limit_is_an_error_result_and_the_tool_runs_once(
     client: Client, queue: str, tool_log: Path
 ) -> None:
-    with anyio.fail_after(120):
-        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
-            handle = await start(client, agents.blob_too_big, queue)
-            envelopes = [e async for e in stream_events(handle)]
-            result = await handle.result()
-    check_envelopes(envelopes)
+    _, _, result = await run_on_worker(client, queue, agents.blob_too_big, seconds=120)
     tool_result = result[2]
     assert isinstance(tool_result, al.ToolResultMessage) and tool_result.is_error
     assert isinstance(tool_result.content[0], al.TextContent)

@@ -31,10 +31,10 @@ from agentloop.temporal import (
     worker,
 )
 
-from ..durable_checks import PROMPT, check_envelopes, normalized
+from ..durable_checks import PROMPT, check_envelopes, normalized, run_example
 from ..support import as_assistant, text
 from . import agents
-from .runs import durable_run, run_as_in_process
+from .runs import durable_run, run_as_in_process, run_on_worker
 
 
 async def tool_activity_steps(handle: Any) -> list[tuple[str, str]]:
@@ -255,24 +255,7 @@ def test_the_docs_temporal_example_runs_as_written(temporal_address: str) -> Non
 
 
 def test_the_example_worker_and_client_run_as_written(temporal_address: str) -> None:
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "TEMPORAL_ADDRESS": temporal_address}
-    example = [sys.executable, str(root / "examples" / "temporal_agent.py")]
-    worker_process = subprocess.Popen([*example, "worker"], env=env, stdout=subprocess.PIPE, text=True)
-    try:
-        assert worker_process.stdout is not None
-        assert "worker polling" in worker_process.stdout.readline()
-        result = subprocess.run([*example, "client"], env=env, capture_output=True, text=True, timeout=60)
-    finally:
-        worker_process.terminate()
-        worker_process.wait(10)
-        assert worker_process.stdout is not None
-        worker_process.stdout.close()
+    result = run_example("temporal_agent.py", {"TEMPORAL_ADDRESS": temporal_address}, ready="worker polling")
     assert result.returncode == 0, result.stderr
     assert "add -> 5" in result.stdout and "'2 + 3 = 5.'" in result.stdout
     assert result.stdout.splitlines()[-1].endswith("agent_end")
@@ -281,11 +264,7 @@ def test_the_example_worker_and_client_run_as_written(temporal_address: str) -> 
 async def test_a_model_activity_that_keeps_failing_ends_the_run_with_an_error_message(
     client: Client, queue: str
 ) -> None:
-    with anyio.fail_after(30):
-        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
-            envelopes, handle = await durable_run(client, agents.failing, queue)
-            result = await handle.result()
-    check_envelopes(envelopes)
+    _, handle, result = await run_on_worker(client, queue, agents.failing)
     assert result[-1].stop_reason == "error"
     assert result[-1].error_message == "The model call failed: RuntimeError: provider exploded"
     attempts = [

@@ -17,16 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 
 from agentloop import AbortSignal, Context, Model, StreamOptions, UserMessage
-from agentloop.providers import HTTPOptions, stream_bedrock
+from agentloop.providers import stream_bedrock
 
 sys.path.insert(0, str(Path(__file__).parents[3]))  # the repository, when run as a script
-from tests.providers.pi_wire.record_streams import Recorder, Weather
+from tests.providers.pi_wire.record_streams import Weather, recorded
 
 OUT = Path(__file__).with_name("recordings")
-HTTP = HTTPOptions(max_retries=0, idle_timeout=60)
 CASES: dict[str, tuple[str, dict[str, Any]]] = {
     "hello": ("hello", {}),
     "tools": ("weather", {"tools": [Weather()]}),
@@ -46,17 +44,11 @@ async def record(url: str, name: str, text: str, tools: list[Any]) -> None:
         reasoning=True,
         max_tokens=1000,
     )
-    recorder = Recorder()
-    async with httpx.AsyncClient(transport=recorder) as client:
-        context = Context(system_prompt="You are terse.", messages=[UserMessage(content=text)], tools=tools)
-        options = StreamOptions(signal=AbortSignal(), api_key="bedrock-token")
-        async with stream_bedrock(model, context, options, http=HTTP, client=client) as events:
-            async for _ in events:
-                pass
-    for status, kind, body in recorder.bodies:
-        if status == 200 and "application/vnd.amazon.eventstream" in kind:
-            (OUT / f"aimock-{name}.eventstream").write_bytes(body)
-            print(f"aimock-{name}: {len(body)} bytes")
+    context = Context(system_prompt="You are terse.", messages=[UserMessage(content=text)], tools=tools)
+    options = StreamOptions(signal=AbortSignal(), api_key="bedrock-token")
+    for body in await recorded(stream_bedrock, model, context, options, "application/vnd.amazon.eventstream"):
+        (OUT / f"aimock-{name}.eventstream").write_bytes(body)
+        print(f"aimock-{name}: {len(body)} bytes")
 
 
 async def main() -> None:

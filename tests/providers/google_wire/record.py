@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 
 from agentloop import (
     AbortSignal,
@@ -34,12 +33,11 @@ from agentloop import (
     ToolResultMessage,
     UserMessage,
 )
-from agentloop.providers import HTTPOptions, stream_simple
+from agentloop.providers import stream_simple
 
-from ..pi_wire.record_streams import Recorder, Weather
+from ..pi_wire.record_streams import Weather, recorded
 
 OUT = Path(__file__).parents[1] / "pi_wire" / "recordings"
-HTTP = HTTPOptions(max_retries=0, idle_timeout=60)
 SUFFIX = {"google-generative-ai": "gemini", "google-vertex": "vertex"}
 
 
@@ -49,19 +47,11 @@ def aimock_model(url: str, api: str) -> Model:
 
 
 async def record(name: str, model: Model, context: Context, **options: Any) -> None:
-    recorder = Recorder()
-    async with httpx.AsyncClient(transport=recorder) as client:
-        stream = stream_simple(
-            model, context, StreamOptions(signal=AbortSignal(), api_key="k-local", **options), http=HTTP, client=client
-        )
-        async with stream as events:
-            async for _ in events:
-                pass
-    for status, kind, body in recorder.bodies:
-        if status == 200 and "text/event-stream" in kind:
-            path = OUT / f"{name}.{SUFFIX[model.api]}.sse"
-            path.write_bytes(body)
-            print(f"{path.name}: {len(body)} bytes")
+    stream_options = StreamOptions(signal=AbortSignal(), api_key="k-local", **options)
+    for body in await recorded(stream_simple, model, context, stream_options):
+        path = OUT / f"{name}.{SUFFIX[model.api]}.sse"
+        path.write_bytes(body)
+        print(f"{path.name}: {len(body)} bytes")
 
 
 def ask(text: str, **extra: Any) -> Context:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,10 @@ import anyio
 import httpx
 
 from agentloop import AbortSignal, Context, Model, StreamOptions, UserMessage
-from agentloop.providers import HTTPOptions, stream_simple
+from agentloop.providers import AssistantMessageEventStream, HTTPOptions, stream_simple
+
+sys.path.insert(0, str(Path(__file__).parents[3]))  # the repository, when run as a script
+from tests.providers.helpers import Weather as Weather  # the tool of aimock's fixtures
 
 OUT = Path(__file__).with_name("recordings")
 APIS = {
@@ -33,16 +37,6 @@ APIS = {
     "mistral-conversations": "mistral",
 }
 HTTP = HTTPOptions(max_retries=0, idle_timeout=60)
-
-
-class Weather:
-    name = "get_weather"
-    description = "Get the weather"
-    parameters: dict[str, Any] = {  # noqa: RUF012
-        "type": "object",
-        "properties": {"location": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
-        "required": ["location"],
-    }
 
 
 class Recorder(httpx.AsyncBaseTransport):
@@ -70,22 +64,33 @@ class Recorder(httpx.AsyncBaseTransport):
         await self._inner.aclose()
 
 
+async def recorded(
+    stream_fn: Callable[..., AssistantMessageEventStream],
+    model: Model,
+    context: Context,
+    options: StreamOptions,
+    content_type: str = "text/event-stream",
+) -> list[bytes]:
+    """Make one request with `stream_fn` (a provider's stream) through a `Recorder`, reading the
+    stream to its end; the bodies of the answers with status 200 and `content_type`."""
+    recorder = Recorder()
+    async with (
+        httpx.AsyncClient(transport=recorder) as client,
+        stream_fn(model, context, options, http=HTTP, client=client) as events,
+    ):
+        async for _ in events:
+            pass
+    return [body for status, kind, body in recorder.bodies if status == 200 and content_type in kind]
+
+
 async def record(name: str, model: Model, text: str, **options: Any) -> None:
     tools = options.pop("tools", [])
-    recorder = Recorder()
-    async with httpx.AsyncClient(transport=recorder) as client:
-        context = Context(system_prompt="You are terse.", messages=[UserMessage(content=text)], tools=tools)
-        stream = stream_simple(
-            model, context, StreamOptions(signal=AbortSignal(), api_key="sk-local", **options), http=HTTP, client=client
-        )
-        async with stream as events:
-            async for _ in events:
-                pass
-    for status, kind, body in recorder.bodies:
-        if status == 200 and "text/event-stream" in kind:
-            path = OUT / f"{name}.{APIS[model.api]}.sse"
-            path.write_bytes(body)
-            print(f"{path.name}: {len(body)} bytes")
+    context = Context(system_prompt="You are terse.", messages=[UserMessage(content=text)], tools=tools)
+    stream_options = StreamOptions(signal=AbortSignal(), api_key="sk-local", **options)
+    for body in await recorded(stream_simple, model, context, stream_options):
+        path = OUT / f"{name}.{APIS[model.api]}.sse"
+        path.write_bytes(body)
+        print(f"{path.name}: {len(body)} bytes")
 
 
 def server_model(url: str, api: str, model_id: str, provider: str) -> Model:
