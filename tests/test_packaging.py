@@ -12,15 +12,21 @@ import pytest
 ROOT = Path(__file__).parents[1]
 
 
-def test_the_wheel_holds_every_file_of_the_package_and_the_agentloop_script(tmp_path: Path) -> None:
+def built_wheel(directory: Path) -> Path:
+    """The wheel pip builds from the repository into `directory`."""
     built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(directory), str(ROOT)],
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert built.returncode == 0, built.stderr
-    (wheel,) = tmp_path.glob("*.whl")
+    (wheel,) = directory.glob("*.whl")
+    return wheel
+
+
+def test_the_wheel_holds_every_file_of_the_package_and_the_agentloop_script(tmp_path: Path) -> None:
+    wheel = built_wheel(tmp_path)
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         (entry_points,) = [name for name in names if name.endswith(".dist-info/entry_points.txt")]
@@ -61,14 +67,7 @@ def test_the_built_wheel_in_a_fresh_venv_runs_the_first_command_and_the_readme_p
 
     from .test_cli import _local_model_file
 
-    built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert built.returncode == 0, built.stderr
-    (wheel,) = tmp_path.glob("*.whl")
+    wheel = built_wheel(tmp_path)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     installed = subprocess.run(

@@ -318,19 +318,25 @@ async def test_an_idle_stream_times_out() -> None:
     assert final.error_message == "The request timed out after 0.3 s (total_timeout)"
 
 
-async def test_abort_mid_stream_ends_with_aborted_and_the_partial_content() -> None:
-    signal = AbortSignal()
-    closed = anyio.Event()
+def held_open(first: bytes, closed: anyio.Event) -> httpx.Response:
+    """A 200 event stream that sends `first`, then holds the connection open for 30 s; `closed`
+    is set once the body is closed."""
 
     async def body() -> AsyncIterator[bytes]:
         try:
-            yield sse_data(chat_chunk({"content": "Hello"}), done=False)
+            yield first
             await anyio.sleep(30)
             yield b""
         finally:
             closed.set()
 
-    server = Server(httpx.Response(200, headers=SSE_HEADERS, content=body()))
+    return httpx.Response(200, headers=SSE_HEADERS, content=body())
+
+
+async def test_abort_mid_stream_ends_with_aborted_and_the_partial_content() -> None:
+    signal = AbortSignal()
+    closed = anyio.Event()
+    server = Server(held_open(sse_data(chat_chunk({"content": "Hello"}), done=False), closed))
     async with server.client() as client:
         with anyio.fail_after(5):
             stream = stream_openai_completions(CHAT, context(), options(signal=signal), client=client)
@@ -380,16 +386,7 @@ async def test_an_already_aborted_signal_makes_no_request() -> None:
 
 async def test_an_outer_cancellation_propagates_and_closes_the_response() -> None:
     closed = anyio.Event()
-
-    async def body() -> AsyncIterator[bytes]:
-        try:
-            yield sse_data(chat_chunk({"content": "Hi"}), done=False)
-            await anyio.sleep(30)
-            yield b""
-        finally:
-            closed.set()
-
-    server = Server(httpx.Response(200, headers=SSE_HEADERS, content=body()))
+    server = Server(held_open(sse_data(chat_chunk({"content": "Hi"}), done=False), closed))
     seen = []
     async with server.client() as client:
         with anyio.move_on_after(0.3) as scope:

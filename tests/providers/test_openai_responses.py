@@ -124,24 +124,23 @@ async def test_reasoning_summary_then_text() -> None:
     assert final.usage.cost.total == pytest.approx((30 * 2 + 20 * 0.5 + 10 * 8) / 1e6)
 
 
+def function_call(n: int, name: str, arguments: str) -> dict[str, Any]:
+    """The output item of function call `n` (`fc_<n>`, `call_<n>`) with its arguments so far."""
+    return {"type": "function_call", "id": f"fc_{n}", "call_id": f"call_{n}", "name": name, "arguments": arguments}
+
+
 async def test_parallel_function_calls() -> None:
     items = [
         created(),
         {
             "type": "response.output_item.added",
             "output_index": 0,
-            "item": {
-                "type": "function_call",
-                "id": "fc_1",
-                "call_id": "call_1",
-                "name": "get_weather",
-                "arguments": "",
-            },
+            "item": function_call(1, "get_weather", ""),
         },
         {
             "type": "response.output_item.added",
             "output_index": 1,
-            "item": {"type": "function_call", "id": "fc_2", "call_id": "call_2", "name": "get_time", "arguments": ""},
+            "item": function_call(2, "get_time", ""),
         },
         {"type": "response.function_call_arguments.delta", "item_id": "fc_1", "output_index": 0, "delta": '{"city": '},
         {
@@ -160,24 +159,12 @@ async def test_parallel_function_calls() -> None:
         {
             "type": "response.output_item.done",
             "output_index": 0,
-            "item": {
-                "type": "function_call",
-                "id": "fc_1",
-                "call_id": "call_1",
-                "name": "get_weather",
-                "arguments": '{"city": "Paris"}',
-            },
+            "item": function_call(1, "get_weather", '{"city": "Paris"}'),
         },
         {
             "type": "response.output_item.done",
             "output_index": 1,
-            "item": {
-                "type": "function_call",
-                "id": "fc_2",
-                "call_id": "call_2",
-                "name": "get_time",
-                "arguments": '{"tz": "UTC"}',
-            },
+            "item": function_call(2, "get_time", '{"tz": "UTC"}'),
         },
         completed(),
     ]

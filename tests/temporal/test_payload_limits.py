@@ -190,10 +190,7 @@ async def test_with_a_store_large_results_and_transcripts_go_by_reference(
 async def test_details_that_are_not_json_are_an_error_result_at_once_and_the_tool_runs_once(
     client: Client, queue: str, tool_log: Path
 ) -> None:
-    with anyio.fail_after(60):
-        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
-            handle = await start(client, agents.odd, queue)
-            result = await handle.result()
+    _, _, result = await run_on_worker(client, queue, agents.odd, seconds=60)
     tool_result = result[2]
     assert isinstance(tool_result, al.ToolResultMessage) and tool_result.is_error
     assert isinstance(tool_result.content[0], al.TextContent)

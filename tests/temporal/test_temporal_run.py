@@ -34,7 +34,7 @@ from agentloop.temporal import (
 from ..durable_checks import PROMPT, check_envelopes, normalized, run_example
 from ..support import as_assistant, text
 from . import agents
-from .runs import durable_run, run_as_in_process, run_on_worker
+from .runs import run_as_in_process, run_on_worker
 
 
 async def tool_activity_steps(handle: Any) -> list[tuple[str, str]]:
@@ -278,10 +278,7 @@ async def test_a_tool_refusing_for_good_runs_once_and_the_model_sees_its_message
     client: Client, queue: str, name: str
 ) -> None:
     agent = getattr(agents, name)
-    with anyio.fail_after(30):
-        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
-            _, handle = await durable_run(client, agent, queue)
-            result = await handle.result()
+    _, handle, result = await run_on_worker(client, queue, agent)
     tool_result = result[2]
     assert isinstance(tool_result, al.ToolResultMessage) and tool_result.is_error
     assert text(tool_result.content[0]) == "account a-1 is closed"
