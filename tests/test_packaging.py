@@ -76,27 +76,17 @@ def test_the_built_wheel_in_a_fresh_venv_runs_the_first_command_and_the_readme_p
     assert installed.returncode == 0, installed.stderr
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
     env["AGENTLOOP_MODEL_PATH"] = str(_local_model_file())
-    first = subprocess.run(
-        [str(venv / "bin" / "agentloop"), "run", "What is 17 * 23?"],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        env=env,
-        cwd=tmp_path,
-    )
+
+    def in_venv(*command: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(command, capture_output=True, text=True, timeout=240, env=env, cwd=tmp_path)
+
+    first = in_venv(str(venv / "bin" / "agentloop"), "run", "What is 17 * 23?")
     assert first.returncode == 0, first.stderr
     assert first.stdout.count("\n") == 1 and "391" in first.stdout, first.stdout
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     program, twin = re.findall(r"```python \{ \.embedded \}\n(.*?)```", readme, re.S)  # async, then sync
     for code in (program, twin):
-        ran = subprocess.run(
-            [str(venv / "bin" / "python"), "-c", code],
-            capture_output=True,
-            text=True,
-            timeout=240,
-            env=env,
-            cwd=tmp_path,
-        )
+        ran = in_venv(str(venv / "bin" / "python"), "-c", code)
         assert ran.returncode == 0, ran.stderr
         assert "391" in ran.stdout.splitlines()[-1], ran.stdout
         assert code is twin or "calls calculator" in ran.stdout, ran.stdout

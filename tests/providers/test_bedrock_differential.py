@@ -28,7 +28,7 @@ from .test_differential import sequence
 
 HERE = Path(__file__).parent / "bedrock_wire"
 RECORDINGS = HERE / "recordings"
-REPLAY = HERE / "pi_replay.mjs"
+REPLAY = HERE.parent / "pi_wire" / "pi_replay.mjs"
 EVENT_STREAM = "application/vnd.amazon.eventstream"
 
 _INCOMPLETE = "a stream cut short: the same events and content, the error text is agentloop's own"
@@ -59,7 +59,8 @@ async def reference_events(recordings: list[tuple[str, Path]], node_modules: Pat
     """What pi-ai's Bedrock provider emits for each recording."""
 
     def requests(url: str) -> list[dict[str, Any]]:
-        return [{"id": case_id, "baseUrl": f"{url}/{case_id}"} for case_id, _ in recordings]
+        api = "bedrock-converse-stream"
+        return [{"id": case_id, "api": api, "baseUrl": f"{url}/{case_id}"} for case_id, _ in recordings]
 
     bodies = {case_id: path.read_bytes() for case_id, path in recordings}
     return await pi_events(REPLAY, bodies, requests, node_modules, EVENT_STREAM.encode())

@@ -38,6 +38,13 @@ def tool_texts(envelopes: list[al.EventEnvelope]) -> list[str]:
     return [block.text for end in ends for block in end.result.content if isinstance(block, al.TextContent)]
 
 
+def error_result_text(message: al.AgentMessage) -> str:
+    """The text of `message`, which must be a tool result that is an error, with a text block."""
+    assert isinstance(message, al.ToolResultMessage) and message.is_error
+    assert isinstance(message.content[0], al.TextContent)
+    return message.content[0].text
+
+
 async def largest_payload(handle: Any) -> int:
     """The size of the largest payload in the workflow's history."""
     largest = 0
@@ -162,10 +169,7 @@ async def test_a_tool_result_over_the_limit_is_an_error_result_and_the_tool_runs
     client: Client, queue: str, tool_log: Path
 ) -> None:
     _, _, result = await run_on_worker(client, queue, agents.blob_too_big, seconds=120)
-    tool_result = result[2]
-    assert isinstance(tool_result, al.ToolResultMessage) and tool_result.is_error
-    assert isinstance(tool_result.content[0], al.TextContent)
-    assert f"the result of tool 'blob' is {PAYLOAD_LIMIT + 1} bytes" in tool_result.content[0].text
+    assert f"the result of tool 'blob' is {PAYLOAD_LIMIT + 1} bytes" in error_result_text(result[2])
     assert (await anyio.Path(tool_log).read_text()).splitlines() == [f"blob {PAYLOAD_LIMIT - agents.TOOL_OVERHEAD + 1}"]
     assert result[-1].content[0].text == "done"
 
@@ -191,8 +195,5 @@ async def test_details_that_are_not_json_are_an_error_result_at_once_and_the_too
     client: Client, queue: str, tool_log: Path
 ) -> None:
     _, _, result = await run_on_worker(client, queue, agents.odd, seconds=60)
-    tool_result = result[2]
-    assert isinstance(tool_result, al.ToolResultMessage) and tool_result.is_error
-    assert isinstance(tool_result.content[0], al.TextContent)
-    assert "returned details that are not JSON values" in tool_result.content[0].text
+    assert "returned details that are not JSON values" in error_result_text(result[2])
     assert (await anyio.Path(tool_log).read_text()).splitlines() == ["odd_details k"]

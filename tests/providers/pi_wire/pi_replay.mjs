@@ -1,11 +1,13 @@
-// Streams recorded provider responses through pi-ai's own providers and prints what they emit.
+// Streams recorded provider responses through pi-ai's own providers and prints what they emit
+// (Bedrock's through the AWS SDK's BedrockRuntimeClient: the key is a bearer token, so the SDK
+// signs nothing and needs no AWS account).
 //
 //   NODE_PATH=<cache>/node_modules PI_AI=pi-ai-1.6.1 node pi_replay.mjs < cases.json
 //
 // stdin: [{"id", "api", "baseUrl"}]: each case's base URL serves its recorded body (the replay
-// server in test_differential.py). stdout: one JSON line per case, {"id", "events"}, the events
-// without their `partial` (the done/error event keeps its final message; a toolcall_delta has the
-// call's `partialArguments` then).
+// server of test_differential.py and test_bedrock_differential.py). stdout: one JSON line per
+// case, {"id", "events"}, the events without their `partial` (the done/error event keeps its final
+// message; a toolcall_delta has the call's `partialArguments` then).
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 
@@ -23,15 +25,11 @@ AssistantMessageEventStream.prototype.push = function (event) {
 	}
 	return push.call(this, event);
 };
-const providers = {
-	"openai-completions": await load("api/openai-completions.js"),
-	"openai-responses": await load("api/openai-responses.js"),
-	"anthropic-messages": await load("api/anthropic-messages.js"),
-	"azure-openai-responses": await load("api/azure-openai-responses.js"),
-	"mistral-conversations": await load("api/mistral-conversations.js"),
-	"google-generative-ai": await load("api/google-generative-ai.js"),
-	"google-vertex": await load("api/google-vertex.js"),
-};
+// Each API's provider is the module of its name (`api/openai-completions.js`, ...).
+const providers = {};
+const provider = async (api) => (providers[api] ??= await load(`api/${api}.js`));
+// Bedrock's SDK over HTTP/1.1 (the replay server's) in a region of its own choosing.
+const BEDROCK_ENV = { AWS_BEDROCK_FORCE_HTTP1: "1", AWS_REGION: "us-east-1" };
 
 let input = "";
 for await (const chunk of process.stdin) input += chunk;
@@ -53,7 +51,9 @@ for (const { id, api, baseUrl } of JSON.parse(input)) {
 		maxTokens: 1000,
 	};
 	const events = [];
-	const stream = providers[api].stream(model, context, { apiKey: "sk-replay", maxRetries: 0 });
+	const options = { apiKey: "sk-replay", maxRetries: 0 };
+	if (api === "bedrock-converse-stream") options.env = BEDROCK_ENV;
+	const stream = (await provider(api)).stream(model, context, options);
 	for await (const event of stream) {
 		const { partial, ...rest } = event;
 		events.push(rest);
