@@ -8,7 +8,7 @@ import functools
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -85,6 +85,21 @@ class WaitsAfterDone:
 
     async def aclose(self) -> None:
         self.closed = True
+
+
+async def text_then_waits(
+    model: al.Model, text: str, on_close: Callable[[], object]
+) -> AsyncIterator[al.AssistantMessageEvent]:
+    """A model stream that starts a text block with `text`, then waits forever; `on_close()` is
+    called when it is closed."""
+    builder = al.AssistantMessageBuilder(api=model.api, provider=model.provider, model=model.id)
+    try:
+        yield builder.start()
+        yield builder.text_start()
+        yield builder.text_delta(text)
+        await anyio.sleep_forever()
+    finally:
+        on_close()
 
 
 def free_port() -> int:

@@ -19,6 +19,7 @@ import pytest
 from anyio.abc import TaskStatus
 
 from tests.conformance import run as runner
+from tests.conformance.compare import first_difference
 
 HERE = Path(__file__).parent / "conformance"
 SHARED = Path(os.environ.get("AGENTLOOP_CONFORMANCE_DIR", HERE.parents[2] / "shared" / "conformance"))
@@ -47,7 +48,7 @@ def test_scenario_matches_golden(root: Path, name: str, backend: str) -> None:
     golden = _load(root / "golden" / f"{name}.jsonl")
     actual = json.loads(json.dumps(trace))
     for i, (want, got) in enumerate(zip(golden, actual, strict=False)):  # the lengths are compared after
-        diff = runner_diff(want, got)
+        diff = first_difference(want, got)
         assert diff is None, f"line {i + 1}: {diff}\n golden: {want}\n actual: {got}"
     assert len(actual) == len(golden), f"{len(actual)} lines, golden has {len(golden)}"
 
@@ -100,7 +101,7 @@ def test_scenario_in_the_bare_form_gives_the_golden_events(root: Path, name: str
     trace = runner.run(scenario, "bare", backend)
     golden = _events(_load(root / "golden" / f"{name}.jsonl"))
     actual = _events(json.loads(json.dumps(trace)))
-    diff = runner_diff(golden, actual)
+    diff = first_difference(golden, actual)
     assert diff is None, diff
 
 
@@ -132,7 +133,7 @@ def test_a_busy_machine_does_not_change_a_trace(monkeypatch: pytest.MonkeyPatch,
     ]:
         scenario = json.loads((root / "scenarios" / f"{name}.json").read_text(encoding="utf-8"))
         trace = json.loads(json.dumps(runner.run(scenario, backend=backend)))
-        diff = runner_diff(_load(root / "golden" / f"{name}.jsonl"), trace)
+        diff = first_difference(_load(root / "golden" / f"{name}.jsonl"), trace)
         assert diff is None, f"{name}: {diff}"
 
 
@@ -189,24 +190,3 @@ def test_public_suite_is_complete() -> None:
     goldens = {p.stem for p in (PUBLIC / "golden").glob("*.jsonl")}
     assert len(names) >= 60
     assert names == goldens
-
-
-def runner_diff(a: object, b: object, path: str = "") -> str | None:
-    if isinstance(a, dict) and isinstance(b, dict):
-        for key in sorted(set(a) | set(b)):
-            if key not in a or key not in b:
-                return f"{path}.{key}: missing in {'golden' if key not in a else 'actual'}"
-            diff = runner_diff(a[key], b[key], f"{path}.{key}")
-            if diff:
-                return diff
-        return None
-    if isinstance(a, list) and isinstance(b, list):
-        if len(a) != len(b):
-            return f"{path}: length {len(a)} != {len(b)}"
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            diff = runner_diff(x, y, f"{path}[{i}]")
-            if diff:
-                return diff
-        return None
-    same = (type(a) is type(b) and a == b) if isinstance(a, bool) or isinstance(b, bool) else a == b
-    return None if same else f"{path or '.'}: {a!r} != {b!r}"

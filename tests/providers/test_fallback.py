@@ -27,6 +27,7 @@ from agentloop import (
 from agentloop._types._builder import AssistantMessageBuilder
 from agentloop.providers import HTTPOptions, fallback_stream, stream_simple
 
+from ..support import text_then_waits
 from .helpers import Server, chat_chunk, collect, context, model, ok, options, sse_data, sse_events, types
 
 Script = Callable[[AssistantMessageBuilder], list[AssistantMessageEvent]]
@@ -160,15 +161,8 @@ async def test_fallback_on_decides() -> None:
 async def test_closing_early_closes_the_model_that_answers() -> None:
     closed: list[str] = []
 
-    async def slow(model: Model, context: Context, options: StreamOptions) -> AsyncIterator[AssistantMessageEvent]:
-        builder = AssistantMessageBuilder(api=model.api, provider=model.provider, model=model.id)
-        try:
-            yield builder.start()
-            yield builder.text_start()
-            yield builder.text_delta("a")
-            await anyio.sleep_forever()
-        finally:
-            closed.append(model.id)
+    def slow(model: Model, context: Context, options: StreamOptions) -> AsyncIterator[AssistantMessageEvent]:
+        return text_then_waits(model, "a", lambda: closed.append(model.id))
 
     stream = fallback_stream([BACKUP], stream_fn=slow)(PRIMARY, context(), options())
     with anyio.fail_after(10):

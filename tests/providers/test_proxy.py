@@ -57,7 +57,7 @@ from agentloop.testing import (
     check_events,
 )
 
-from ..support import served
+from ..support import served, text_then_waits
 from .helpers import receive_once
 
 TOKEN = "s3cret-proxy-token"
@@ -249,17 +249,7 @@ class Watched:
 
     def __call__(self, model: Model, context: Context, options: StreamOptions) -> AsyncIterator[AssistantMessageEvent]:
         self.signal = options.signal
-        return self._run(model)
-
-    async def _run(self, model: Model) -> AsyncIterator[AssistantMessageEvent]:
-        b = AssistantMessageBuilder(api=model.api, provider=model.provider, model=model.id)
-        try:
-            yield b.start()
-            yield b.text_start()
-            yield b.text_delta("Hel")
-            await anyio.sleep_forever()
-        finally:
-            self.closed.set()
+        return text_then_waits(model, "Hel", self.closed.set)
 
 
 # --- client and server together: event fidelity -----------------------------------------------
