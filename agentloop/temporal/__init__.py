@@ -80,7 +80,6 @@ __all__ = (
     "AgentLoopPlugin",
     "AgentRun",
     "AgentWorkflow",
-    "ApprovalRequest",
     "ContextStore",
     "EventsLostError",
     "FileContextStore",

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import agentloop as al
+from agentloop.wire import EventEnvelope
 
 from ..conformance.run import event_line
 
@@ -27,7 +28,7 @@ def comparable(events: Sequence[al.AgentEvent]) -> list[Any]:
     return [event_line(event) for event in events if event.type != "message_update"]
 
 
-def check_envelopes(envelopes: Sequence[al.EventEnvelope]) -> None:
+def check_envelopes(envelopes: Sequence[EventEnvelope]) -> None:
     """Every event once, in order (seq 0..n-1), of one run, and a well-formed run."""
     assert [e.seq for e in envelopes] == list(range(len(envelopes)))
     assert len({e.run_id for e in envelopes}) == 1

@@ -36,10 +36,10 @@ from agentloop import (
     StreamFn,
     StreamOptions,
     UserMessage,
-    to_json,
 )
 from agentloop.providers import HTTPOptions
 from agentloop.testing import check_events
+from agentloop.wire import to_json
 
 from ..support import as_assistant
 

@@ -39,6 +39,7 @@ from agentloop.providers import (
     stream_proxy,
 )
 from agentloop.testing import ScriptedModel
+from agentloop.wire import dumps
 
 from ..support import free_port, run_tool, text
 
@@ -145,7 +146,7 @@ def assert_secret_absent(secret: str, *things: Any) -> None:
 def assert_events_clean(secret: str, events: list[Any]) -> None:
     for event in events:
         assert_secret_absent(secret, event)
-        assert secret not in al.dumps(event)
+        assert secret not in dumps(event)
 
 
 @pytest.mark.parametrize("failure", sorted(FAILURES))

@@ -24,6 +24,7 @@ from agentloop.temporal import (
     stream_events,
     worker,
 )
+from agentloop.wire import EventEnvelope
 
 from . import agents
 from .test_temporal_run import PROMPT, check_envelopes
@@ -44,7 +45,7 @@ async def start(client: Client, agent: TemporalAgent, queue: str) -> Any:
     return await start_agent(client, agent.name, [PROMPT], id=f"{agent.name}-{uuid.uuid4().hex}", task_queue=queue)
 
 
-def tool_texts(envelopes: list[al.EventEnvelope]) -> list[str]:
+def tool_texts(envelopes: list[EventEnvelope]) -> list[str]:
     ends = [e.event for e in envelopes if isinstance(e.event, al.ToolExecutionEnd)]
     return [block.text for end in ends for block in end.result.content if isinstance(block, al.TextContent)]
 
@@ -128,7 +129,7 @@ async def test_a_caller_that_stops_reading_holds_the_end_of_the_run_only_while_i
     with anyio.fail_after(60):
         async with worker(client, task_queue=queue, agents=agents.UNSTORED):
             handle = await start(client, agents.blob_600k, queue)
-            seen: list[al.EventEnvelope] = []
+            seen: list[EventEnvelope] = []
             async for envelope in stream_events(handle):
                 seen.append(envelope)
                 break  # the caller goes away after its first page
@@ -153,7 +154,7 @@ async def test_a_context_just_over_the_limit_fails_the_run_saying_why(client: Cl
     with anyio.fail_after(180):
         async with worker(client, task_queue=queue, agents=agents.UNSTORED):
             handle = await start(client, agents.blob_just_over, queue)
-            seen: list[al.EventEnvelope] = []
+            seen: list[EventEnvelope] = []
             with pytest.raises(WorkflowFailureError) as streamed:
                 async for envelope in stream_events(handle):
                     seen.append(envelope)

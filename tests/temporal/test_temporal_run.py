@@ -31,6 +31,7 @@ from agentloop.temporal import (
     stream_events,
     worker,
 )
+from agentloop.wire import EventEnvelope, to_json
 
 from ..conformance.run import event_line
 from ..support import as_assistant, text
@@ -79,13 +80,13 @@ async def in_process(agent: TemporalAgent) -> tuple[list[al.AgentEvent], list[al
     return events, new
 
 
-async def durable_run(client: Client, agent: TemporalAgent, queue: str) -> tuple[list[al.EventEnvelope], Any]:
+async def durable_run(client: Client, agent: TemporalAgent, queue: str) -> tuple[list[EventEnvelope], Any]:
     handle = await start_agent(client, agent.name, [PROMPT], id=f"{agent.name}-{uuid.uuid4().hex}", task_queue=queue)
     envelopes = [e async for e in stream_events(handle)]
     return envelopes, handle
 
 
-def check_envelopes(envelopes: Sequence[al.EventEnvelope]) -> None:
+def check_envelopes(envelopes: Sequence[EventEnvelope]) -> None:
     assert [e.seq for e in envelopes] == list(range(len(envelopes)))
     assert len({e.run_id for e in envelopes}) == 1
     al.testing.check_events([e.event for e in envelopes])
@@ -125,7 +126,7 @@ async def test_a_run_with_a_tool_gives_the_events_of_the_in_process_loop(client:
             result = await handle.result()
     check_envelopes(envelopes)
     assert comparable([e.event for e in envelopes]) == comparable(expected)
-    assert normalized([al.to_json(m) for m in result]) == normalized([al.to_json(m) for m in expected_messages])
+    assert normalized([to_json(m) for m in result]) == normalized([to_json(m) for m in expected_messages])
     assert [m.role for m in result] == ["user", "assistant", "toolResult", "assistant"]
 
 
@@ -233,7 +234,7 @@ async def test_cancelling_the_workflow_mid_tool_cancels_it_and_is_no_tool_result
             with pytest.raises(WorkflowFailureError) as failure:
                 await handle.result()
             # a caller that comes later gets the events, then the workflow's failure
-            later: list[al.EventEnvelope] = []
+            later: list[EventEnvelope] = []
             with pytest.raises(WorkflowFailureError):
                 async for envelope in stream_events(handle):
                     later.append(envelope)
@@ -256,7 +257,7 @@ async def test_continue_as_new_after_n_turns_is_one_run_to_the_caller_and_replay
             result = await handle.result()
     check_envelopes(envelopes)
     assert comparable([e.event for e in envelopes]) == comparable(expected)
-    assert normalized([al.to_json(m) for m in result]) == normalized([al.to_json(m) for m in expected_messages])
+    assert normalized([to_json(m) for m in result]) == normalized([to_json(m) for m in expected_messages])
     assert max(e.turn for e in envelopes) == 6
     # 6 turns, 2 per history: three workflow runs, the first two continued as new
     runs = [r async for r in client.list_workflows(f"WorkflowId = '{handle.id}'")]
@@ -278,14 +279,14 @@ async def test_max_turns_counts_the_turns_of_every_history(client: Client, queue
     check_envelopes(envelopes)
     assert comparable([e.event for e in envelopes]) == comparable(expected)
     assert len([m for m in result if m.role == "assistant"]) == 4
-    assert normalized([al.to_json(m) for m in result]) == normalized([al.to_json(m) for m in expected_messages])
+    assert normalized([to_json(m) for m in result]) == normalized([to_json(m) for m in expected_messages])
 
 
 async def test_a_caller_that_reconnects_gets_each_event_once_in_order(client: Client, queue: str) -> None:
     with anyio.fail_after(30):
         async with worker(client, task_queue=queue, agents=agents.UNSTORED):
             handle = await start_agent(client, "many_turns", [PROMPT], id=f"rc-{uuid.uuid4().hex}", task_queue=queue)
-            first: list[al.EventEnvelope] = []
+            first: list[EventEnvelope] = []
             async for envelope in stream_events(handle):
                 first.append(envelope)
                 if len(first) == 7:
@@ -475,7 +476,7 @@ async def test_a_worker_without_a_workflow_cache_replays_every_step_to_the_same_
             result = await handle.result()
     check_envelopes(envelopes)
     assert comparable([e.event for e in envelopes]) == comparable(expected)
-    assert normalized([al.to_json(m) for m in result]) == normalized([al.to_json(m) for m in expected_messages])
+    assert normalized([to_json(m) for m in result]) == normalized([to_json(m) for m in expected_messages])
 
 
 async def test_a_run_that_does_not_exist_is_an_error_at_once(client: Client) -> None:
