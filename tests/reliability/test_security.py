@@ -508,7 +508,6 @@ _DANGEROUS_CALLS = {
 _DANGEROUS_MODULES = {"pickle", "cPickle", "marshal", "shelve", "dill", "yaml", "code", "codeop"}
 ALLOWED = {
     # (file, what): why it is safe
-    ("__init__.py", "importlib.import_module"): "lazy exports: the module name comes from a constant table",
     ("_local_model.py", "subprocess"): "starts pip and llama.cpp with a fixed argument list, no shell",
 }
 
