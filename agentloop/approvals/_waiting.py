@@ -34,7 +34,7 @@ from .._types._messages import (
     error_result,
     now_ms,
 )
-from ._request import ApprovalRequest, NeedsApproval
+from ._request import ApprovalRequest, NeedsApproval, check_decision, needs_approval_of
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -118,12 +118,7 @@ class Approvals:
         return callable(self.needs_approval) or bool(self.needs_approval)
 
     def _named(self, tool_call: ToolCall) -> bool:
-        if not callable(self.needs_approval):
-            return tool_call.name in self.needs_approval
-        answer = self.needs_approval(tool_call)
-        if type(answer) is not bool:
-            raise TypeError(f"needs_approval must return a bool, got {type(answer).__name__}")
-        return answer
+        return needs_approval_of(self.needs_approval, tool_call)
 
     # --- what a person sees and does ----------------------------------------------------------
     def listed(self) -> list[ApprovalRequest]:
@@ -138,12 +133,7 @@ class Approvals:
     async def approve(
         self, tool_call_id: str, approved: bool, reason: str | None, arguments: Mapping[str, Any] | None
     ) -> None:
-        if not isinstance(tool_call_id, str):
-            raise TypeError(f"approve: tool_call_id must be a str, got {type(tool_call_id).__name__}")
-        if type(approved) is not bool:
-            raise TypeError(f"approve: approved must be a bool, got {type(approved).__name__}")
-        if reason is not None and not isinstance(reason, str):
-            raise TypeError(f"approve: reason must be a str or None, got {type(reason).__name__}")
+        check_decision(tool_call_id, approved, reason)
         if arguments is not None and not isinstance(arguments, Mapping):
             raise TypeError(f"approve: arguments must be a mapping or None, got {type(arguments).__name__}")
         pending = self._pending.get(tool_call_id)

@@ -68,6 +68,7 @@ from .._durable import require_asyncio
 from .._types._errors import InvalidContextError
 from .._types._messages import AgentMessage
 from .._wire._envelope import EventEnvelope, envelope_from_json
+from ..approvals._request import check_decision
 from ._agent import ActivityOptions, TemporalAgent, idempotency_key
 from ._approval import ApprovalRequest
 from ._context import STORED_THRESHOLD, ContextStore, FileContextStore, MemoryContextStore, payload_storage
@@ -377,12 +378,7 @@ async def approve(
     Raises ValueError if that call is not pending (unknown, already decided, or the run is over).
     """
     require_asyncio("agentloop.temporal.approve", _ASYNCIO_ONLY)
-    if not isinstance(tool_call_id, str):
-        raise TypeError(f"approve: tool_call_id must be a str, got {type(tool_call_id).__name__}")
-    if type(approved) is not bool:
-        raise TypeError(f"approve: approved must be a bool, got {type(approved).__name__}")
-    if reason is not None and not isinstance(reason, str):
-        raise TypeError(f"approve: reason must be a str or None, got {type(reason).__name__}")
+    check_decision(tool_call_id, approved, reason)
     try:
         await handle.execute_update("approve", args=[tool_call_id, approved, reason])
     except WorkflowUpdateFailedError as exc:

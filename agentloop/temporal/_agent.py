@@ -51,6 +51,7 @@ from .._types._stream_fn import StreamFn, StreamOptions
 from .._wire._decode import from_json
 from .._wire._encode import to_json
 from .._wire._model_json import model_from_json
+from ..approvals._request import needs_approval_of
 from ._context import CONTEXT_MISSING, ContextStore, StoredContexts, check_context_store
 from ._payload import PAYLOAD_LIMIT, PayloadTooLarge, check_fits, json_size
 
@@ -277,12 +278,7 @@ class TemporalAgent:
         return callable(self.needs_approval) or bool(self.needs_approval)
 
     def call_needs_approval(self, tool_call: ToolCall) -> bool:
-        if not callable(self.needs_approval):
-            return tool_call.name in self.needs_approval
-        answer = self.needs_approval(tool_call)
-        if type(answer) is not bool:
-            raise TypeError(f"needs_approval must return a bool, got {type(answer).__name__}")
-        return answer
+        return needs_approval_of(self.needs_approval, tool_call)
 
     def tool_activity_options(self, tool_name: str) -> ActivityOptions:
         return self.tool_activities.get(tool_name, self.default_tool_activity)

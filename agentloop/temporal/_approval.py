@@ -26,7 +26,7 @@ from temporalio import workflow
 from .._core._config import BeforeToolCallContext, BeforeToolCallResult
 from .._types._abort import AbortSignal
 from .._types._messages import ToolCall
-from ..approvals._request import ApprovalRequest
+from ..approvals._request import ApprovalRequest, check_decision
 
 __all__ = ("ApprovalRequest", "PendingApprovals")
 
@@ -59,12 +59,7 @@ class PendingApprovals:
 
     def check(self, tool_call_id: object, approved: object, reason: object) -> None:
         """Reject a decision that cannot be taken (the `approve` update's validator)."""
-        if not isinstance(tool_call_id, str):
-            raise TypeError(f"approve: tool_call_id must be a str, got {type(tool_call_id).__name__}")
-        if type(approved) is not bool:
-            raise TypeError(f"approve: approved must be a bool, got {type(approved).__name__}")
-        if reason is not None and not isinstance(reason, str):
-            raise TypeError(f"approve: reason must be a str or None, got {type(reason).__name__}")
+        check_decision(tool_call_id, approved, reason)
         if tool_call_id not in self._pending:
             raise ValueError(
                 f"approve: no approval is pending for tool call {tool_call_id!r} (pending: {list(self._pending)})"
