@@ -98,7 +98,9 @@ async def test_a_compaction_is_stored_and_a_reload_rebuilds_the_compacted_contex
             await agent2.prompt("Read the files again.")
             assert agent2.state.error_message is None
         first = model2.requests[0]
-        assert text_of(first.messages[0]) == text_of(data.context()[0])  # the model saw the summary, not the history
+        summary = data.context()[0]
+        assert isinstance(summary, al.UserMessage)
+        assert text_of(first.messages[0]) == text_of(summary)  # the model saw the summary, not the history
         assert len(first.messages) < len(data.messages)
         reloaded = await store.load(session_id)
         assert len(reloaded.compactions) > len(data.compactions)  # the resumed run compacted, recorded too
