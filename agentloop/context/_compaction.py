@@ -157,7 +157,7 @@ class CompactionState:
     def context(self, messages: Sequence[AgentMessage]) -> list[AgentMessage]:
         """What the model sees of `messages` (the transcript this state was saved with): the
         summary as a user message, then the messages from `first_kept_index` on."""
-        return [summary_message(self.summary), *messages[self.first_kept_index :]]
+        return [_summary_message(self.summary), *messages[self.first_kept_index :]]
 
     @classmethod
     def from_json(cls, data: Any) -> CompactionState:
@@ -182,7 +182,7 @@ class CompactionState:
         return cls(summary, indexes[0], indexes[1], files[0], files[1])
 
 
-def summary_message(summary: str) -> UserMessage:
+def _summary_message(summary: str) -> UserMessage:
     """The user message that stands for the compacted messages."""
     return UserMessage(content=SUMMARY_PREFIX + summary + SUMMARY_SUFFIX)
 
@@ -344,7 +344,7 @@ class Compactor:
 
     def _set(self, summary: str, first_kept: AgentMessage) -> None:
         self._summary = summary
-        self._summary_message = summary_message(summary)
+        self._summary_message = _summary_message(summary)
         self._first_kept = first_kept
 
     # --- the view -------------------------------------------------------------------------
