@@ -122,16 +122,31 @@ async def test_calls_completing_in_the_same_pass_are_finalized_in_source_order(
         assert only(log, "end") == [f"end:{i}" for i in ids]
 
 
+class WatchedLog(list[str]):
+    """A log that also says when c2's call has ended."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c2_ended = anyio.Event()
+
+    def append(self, entry: str) -> None:
+        super().append(entry)
+        if entry == "end:c2":
+            self.c2_ended.set()
+
+
 async def test_after_tool_call_runs_before_the_end_and_a_slow_hook_holds_up_only_its_own_call(
     anyio_backend: object,
 ) -> None:
+    # c1's hook waits until c2's call has ended: were c2's end held up by c1's hook, the batch
+    # would never finish and `run_batch` would fail.
     for _ in range(REPEAT // 2):
-        log: list[str] = []
+        log = WatchedLog()
 
-        async def after(ctx: al.AfterToolCallContext, signal: al.AbortSignal, log: list[str] = log) -> None:
+        async def after(ctx: al.AfterToolCallContext, signal: al.AbortSignal, log: WatchedLog = log) -> None:
             log.append(f"after:{ctx.tool_call.id}")
             if ctx.tool_call.id == "c1":
-                await anyio.sleep(0.03)
+                await log.c2_ended.wait()
 
         calls: list[tuple[str, str, dict[str, Any]]] = [("c1", "t", {}), ("c2", "t", {})]
         await run_batch(calls, [make_tool("t", log)], log, after_tool_call=after)

