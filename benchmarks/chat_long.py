@@ -94,6 +94,8 @@ def main() -> int:
             }
         )
         print(json.dumps(turns[-1]), flush=True)
+        with open(args.log, "wb") as f:  # kept as it grows: a run cut short keeps its log
+            f.write(out)
     os.write(fd, b"\x04")
     read_until(fd, b"s", 60, out)  # the summary line ends in seconds
     _, status = os.waitpid(pid, 0)
