@@ -32,8 +32,8 @@ from ._core._stream import AgentEventStream as AgentEventStream
 from ._core._stream import AgentLoopStream as AgentLoopStream
 from ._core._stream import agent_loop as agent_loop
 from ._core._stream import agent_loop_continue as agent_loop_continue
+from ._tools._decorator import tool as tool
 from ._tools._tool import AgentTool as AgentTool
-from ._tools._tool import tool as tool
 from ._tools._tool import within_timeout as within_timeout
 from ._types._abort import AbortCut as AbortCut
 from ._types._abort import AbortSignal as AbortSignal

@@ -29,8 +29,22 @@ __all__ = (
     "durable_options",
     "final_message",
     "replayed",
+    "require_asyncio",
     "workflow_options",
 )
+
+
+def require_asyncio(what: str, engine: str) -> None:
+    """Raise RuntimeError if `what` is called on another async library than asyncio, which
+    `engine` (saying what runs on asyncio only) needs."""
+    import sniffio
+
+    try:
+        library = sniffio.current_async_library()
+    except sniffio.AsyncLibraryNotFoundError:
+        return
+    if library != "asyncio":
+        raise RuntimeError(f"{what} needs asyncio: {engine} on asyncio only, not on {library}")
 
 
 class IncompleteStream(RuntimeError):
@@ -131,7 +145,7 @@ DURABLE_OPTIONS = ("api_key", "get_api_key", *_IN_WORKFLOW)
 in the workflow's own code, which must replay the same way after a crash (the hooks,
 `convert_to_llm`, `transform_context`...), options the engine sets itself (`wrap_tool_call`,
 `propagate`, `clock`), or options its model call does not carry (`headers`, `metadata`,
-`thinking_budgets`, `max_retry_delay`)."""
+`thinking_budgets`, `max_retry_delay`, `cache_retention`)."""
 
 
 def durable_options(kind: str, options: dict[str, Any]) -> LoopOptions:

@@ -44,7 +44,7 @@ sys.path.insert(0, str(_HERE.parent))  # the repository: `agentloop` and `tests.
 from dbos import DBOS, DBOSClient, SetWorkflowID  # noqa: E402
 
 import agentloop as al  # noqa: E402
-from agentloop.dbos import EVENTS_STREAM, QUEUE, DBOSAgent, result, start_agent, stream_events  # noqa: E402
+from agentloop.dbos import EVENTS_STREAM, DBOSAgent, register_queues, result, start_agent, stream_events  # noqa: E402
 from agentloop.testing import Response, ScriptedModel, ScriptedToolCall  # noqa: E402
 
 PROMPT = al.UserMessage(content="go")
@@ -200,7 +200,7 @@ def serve(url: str) -> None:
     """A worker process of the throughput measurement."""
     DBOS(config=config(url))
     DBOS.launch()
-    DBOS.register_queue(QUEUE, polling_interval_sec=0.05)
+    register_queues(polling_interval_sec=0.05)
     print("ready", flush=True)
     threading.Event().wait()
 

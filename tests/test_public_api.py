@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import subprocess
-import sys
 import types
 import typing
 from pathlib import Path
@@ -13,6 +11,8 @@ import pytest
 
 import agentloop
 import agentloop.testing
+
+from .support import loaded_by_import
 
 
 def test_all_lists_exactly_the_public_names() -> None:
@@ -46,15 +46,17 @@ def test_type_hints_of_every_export_resolve(name: str) -> None:
 
 
 def test_importing_agentloop_loads_no_http_stack_nor_validators_nor_the_command_line() -> None:
-    code = (
-        "import sys, agentloop\n"
-        "heavy = [m for m in ('httpx', 'httpx_sse', 'jsonschema', 'pydantic', 'json', 'agentloop._tools._coerce',"
-        " 'agentloop.cli', 'argparse')"
-        " if m in sys.modules]\n"
-        "print(','.join(heavy))"
+    heavy = (
+        "httpx",
+        "httpx_sse",
+        "jsonschema",
+        "pydantic",
+        "json",
+        "agentloop._tools._coerce",
+        "agentloop.cli",
+        "argparse",
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == ""
+    assert loaded_by_import("agentloop", heavy) == []
 
 
 def test_version_is_a_string() -> None:

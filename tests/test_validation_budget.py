@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gc
 import itertools
-import statistics
 import subprocess
 import sys
 import threading
@@ -170,7 +169,7 @@ def test_a_native_panic_in_the_validator_is_a_validation_error(monkeypatch: pyte
         raise PanicException("__eq__ failed!")
 
     tool = make_tool({"type": "object", "properties": {"x": {"type": "integer"}}})
-    monkeypatch.setattr("agentloop._tools._tool._validate_with_schema", panic)
+    monkeypatch.setattr("agentloop._tools._tool.validate_with_schema", panic)
     with pytest.raises(ValueError, match=r"root: the validator failed \(PanicException: __eq__ failed!\)"):
         tool.validate({"x": 1})
 
@@ -283,8 +282,9 @@ async def test_fifty_costly_calls_in_one_answer_leave_the_loop_its_turns(
     thread, and a ticker task keeps its turns during every validation there.
 
     The machine may be loaded, so instead of a wall-clock margin the test counts and compares:
-    the ticker must have run during nearly every validation, and its longest wait must be shorter
-    than one validation (on the loop, it waits for at least one whole validation). The garbage
+    the ticker must have run during nearly every validation, and its longest wait must be a small
+    part of the time the validations took together (on the loop, it waited for all of them at once;
+    a loaded machine may keep the loop's thread off the CPU for about as long as one of them). The garbage
     collector stops every thread while it runs, for a time that grows with the whole heap: what
     the test suite made before this test is frozen out of its collections, so that its pauses
     are those of this test's own objects."""
@@ -323,8 +323,8 @@ async def test_fifty_costly_calls_in_one_answer_leave_the_loop_its_turns(
     assert ticked >= 45, f"the ticker ran during {ticked} of 50 validations"
     first, last = tool.spans[0][0], tool.spans[-1][1]
     longest = max(b - a for a, b in itertools.pairwise(ticks) if first <= b and a <= last)
-    one = statistics.median(end - start for start, end, _ in tool.spans)
-    assert longest < one, f"longest wait {longest:.3f} s, one validation {one:.3f} s"
+    together = sum(end - start for start, end, _ in tool.spans)
+    assert longest < together / 10, f"longest wait {longest:.3f} s, the validations together {together:.3f} s"
 
 
 async def test_trees_nested_too_deeply_end_as_error_results_of_the_run(anyio_backend: object) -> None:

@@ -8,7 +8,8 @@ as finalized only once every listener has processed its `tool_execution_end`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -27,6 +28,8 @@ from .._types._messages import (
     UserMessage,
 )
 from .._types._stream_fn import MaybeAwaitable, StreamFn
+from ..approvals._request import ApprovalRequest
+from ..approvals._waiting import Approvals, NeedsApprovalOption
 from ._config import AgentContext, AgentLoopConfig, LoopOptions, QueueMode, notify
 from ._loop import check_messages, resolve_stream_fn, run_agent_loop, run_agent_loop_continue
 from ._state import AgentState
@@ -102,6 +105,7 @@ class Agent:
     __slots__ = (
         "__weakref__",
         "_active",
+        "_approvals",
         "_follow_up",
         "_listeners",
         "_options",
@@ -121,10 +125,20 @@ class Agent:
         stream_fn: StreamFn | None = None,
         steering_mode: QueueMode = "one-at-a-time",
         follow_up_mode: QueueMode = "one-at-a-time",
+        needs_approval: NeedsApprovalOption = (),
+        approval_timeout: float | timedelta | None = None,
+        on_approval_request: Callable[[ApprovalRequest], MaybeAwaitable[None]] | None = None,
         **options: Any,
     ) -> None:
-        """`options` are the loop's options (`LoopOptions`: the same names, defaults and checks)."""
+        """`options` are the loop's options (`LoopOptions`: the same names, defaults and checks).
+
+        `needs_approval` names the tools whose calls wait for `approve` (or is a function of
+        the call that says so); `approval_timeout` (seconds or a timedelta) blocks a call not
+        decided in time; `on_approval_request(request)`, plain or async, is called when a call
+        starts waiting (within the wait: an abort or the timeout cuts it). See `agentloop.approvals`.
+        """
         self._options = LoopOptions(**options)  # bad options fail here, named as given
+        self._approvals = Approvals(needs_approval, approval_timeout, on_approval_request)
         self._state = AgentState(
             system_prompt=system_prompt,
             model=model if model is not None else DEFAULT_MODEL,
@@ -239,6 +253,29 @@ class Agent:
         """What the next poll would deliver: steering first, else follow-ups (not consumed)."""
         return self._steering.peek() or self._follow_up.peek()
 
+    # --- approvals -----------------------------------------------------------------------
+    @property
+    def pending_approvals(self) -> list[ApprovalRequest]:
+        """The tool calls waiting for a person's decision, oldest first."""
+        return self._approvals.listed()
+
+    async def approve(
+        self,
+        tool_call_id: str,
+        approved: bool = True,
+        reason: str | None = None,
+        *,
+        arguments: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Decide a pending tool call: approved, it runs (with `arguments` instead of the model's,
+        when given: they are validated against the tool's schema now, `ValueError` if they do
+        not fit); denied (`approved=False`), the model gets an error result with `reason`
+        (default "Tool execution was blocked").
+
+        Raises ValueError if that call is not pending (unknown, already decided, or over).
+        """
+        await self._approvals.approve(tool_call_id, approved, reason, arguments)
+
     # --- runs ----------------------------------------------------------------------------
     def abort(self) -> None:
         """Abort the active run (no-op when idle). Synchronous; the run ends with `agent_end`."""
@@ -260,14 +297,18 @@ class Agent:
     async def prompt(self, input: PromptInput, images: Sequence[ImageContent] | None = None) -> None:
         """Run the agent on a text (with optional images), a message, or a list of messages.
 
-        Raises `AgentBusyError` if a run is active; use `steer()` or `follow_up()` then.
+        Raises `AgentBusyError` if a run is active; use `steer()` or `follow_up()` then. Tool
+        calls loaded from a session that waited for approval run first (ValueError while one of
+        them is still unanswered).
         """
         if self._active is not None:
             raise AgentBusyError(
                 "Agent is already processing a prompt. Use steer() or followUp() to queue messages, "
                 "or wait for completion."
             )
-        await self._run(_prompt_messages(input, images or ()))
+        messages = _prompt_messages(input, images or ())
+        await self._resolve_parked()
+        await self._run(messages)
 
     async def continue_(self) -> None:
         """Continue from the transcript: retry after an error, or resume after a crash.
@@ -277,6 +318,7 @@ class Agent:
         """
         if self._active is not None:
             raise AgentBusyError("Agent is already processing. Wait for completion before continuing.")
+        await self._resolve_parked()
         messages = self._state.messages
         if not messages:
             raise InvalidContextError("No messages to continue from")
@@ -293,6 +335,15 @@ class Agent:
             raise InvalidContextError("Cannot continue from message role: assistant")
         await self._run(None)
 
+    async def _resolve_parked(self) -> None:
+        """Run the calls answered after a restart (loaded from a session): their results join the
+        transcript before the run goes on."""
+        approvals = self._approvals
+        if approvals.parked:
+            results = await approvals.resolve_parked(self._state.tools)
+            self._state.messages = [*self._state.messages, *results]
+            await approvals.record()
+
     def _config(self, skip_initial_steering_poll: bool = False) -> AgentLoopConfig:
         skip = [skip_initial_steering_poll]
 
@@ -303,12 +354,17 @@ class Agent:
             return self._steering.drain()
 
         state = self._state
+        options = self._options.loop_options()
+        approvals = self._approvals
+        if approvals.asks or options.get("before_tool_call") is not None:
+            options["before_tool_call"] = approvals.before_tool_call(options.get("before_tool_call"))
+            options["wrap_tool_call"] = approvals.wrap_tool_call(options.get("wrap_tool_call"))
         return AgentLoopConfig(
             model=state.model,
             reasoning=None if state.thinking_level == "off" else state.thinking_level,
             get_steering_messages=steering,
             get_follow_up_messages=self._follow_up.drain,
-            **self._options.loop_options(),
+            **options,
         )
 
     async def _run(self, messages: list[AgentMessage] | None, skip_initial_steering_poll: bool = False) -> None:

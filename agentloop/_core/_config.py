@@ -225,6 +225,8 @@ class LoopOptions:
         headers: Passed to the stream function in its `StreamOptions`.
         metadata: Passed to the stream function in its `StreamOptions`.
         max_retry_delay: Passed to the stream function in its `StreamOptions`.
+        cache_retention: `"none"`, `"short"` or `"long"` (prompt caching, where the provider has
+            it): passed to the stream function in its `StreamOptions`.
         max_parallel_tool_calls: At most this many calls of a parallel batch execute at once
             (None: all); the others wait their turn, in source order.
         wrap_tool_call: `(invocation, proceed) -> result` around every tool execution (after
@@ -267,6 +269,7 @@ class LoopOptions:
     headers: Mapping[str, str] | None = None
     metadata: Mapping[str, Any] | None = None
     max_retry_delay: float | None = None
+    cache_retention: Literal["none", "short", "long"] | None = None
     max_parallel_tool_calls: int | None = None
     wrap_tool_call: Callable[[ToolInvocation, Callable[[], Awaitable[object]]], MaybeAwaitable[object]] | None = None
     propagate: tuple[type[BaseException], ...] = ()
@@ -378,6 +381,9 @@ def check_options(options: LoopOptions, prefix: str) -> None:
             raise TypeError(f"{prefix}max_retry_delay must be a finite number of seconds >= 0 or None, got {delay!r}")
         if delay < 0:
             raise ValueError(f"{prefix}max_retry_delay must be a finite number of seconds >= 0 or None, got {delay!r}")
+    retention = options.cache_retention
+    if retention not in (None, "none", "short", "long"):
+        raise ValueError(f"{prefix}cache_retention must be 'none', 'short', 'long' or None, got {retention!r}")
     budgets = options.thinking_budgets
     if budgets is not None:
         if not isinstance(budgets, Mapping):

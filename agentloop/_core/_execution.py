@@ -120,7 +120,7 @@ async def execute_tool_calls(
         async with anyio.create_task_group() as tg:
             with ProgressUpdates(run.emit, tg) as updates:
                 batch = _Batch(run, assistant, updates)
-                if run.config.tool_execution == "sequential" or len(tool_calls) == 1:
+                if run.config.tool_execution == "sequential":
                     results = await batch.sequential(tool_calls)
                 else:
                     results = await batch.parallel(tool_calls)
@@ -142,11 +142,10 @@ class _Batch:
         """One call at a time: start, preflight, execute, `after_tool_call`, end, its result message.
 
         A sequential call executes even after an abort during its preflight (the tool sees the
-        aborted signal), as in the reference; a batch of one in parallel mode answers it
-        "Operation aborted" instead, as a parallel call that has not begun.
+        aborted signal), as in the reference; a parallel call that has not begun is answered
+        "Operation aborted" instead.
         """
         run = self.run
-        recheck = run.config.tool_execution != "sequential"
         messages = []
         self.terminate = True
         for index, tool_call in enumerate(tool_calls):
@@ -154,8 +153,6 @@ class _Batch:
             prepared = await self.prepare(index, tool_call)
             if isinstance(prepared, _Finalized):
                 fin = prepared
-            elif recheck and run.signal.aborted:
-                fin = _aborted(tool_call)
             else:
                 fin = await self.after_tool_call(prepared, await self.execute(prepared))
             await run.emit(fin.end_event())

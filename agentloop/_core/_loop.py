@@ -1,34 +1,31 @@
 """The one implementation of the agent loop: `_Run.events`, an async generator of events.
 
 It is pi-agent-core's `runLoop` with the behaviour of agentloop's profile (barriers, bounded
-abort, `should_stop_after_turn`, `max_turns`). Two ways of consuming it:
+abort, `should_stop_after_turn`, `max_turns`). One way into a run, `open_run`, and two ways of
+consuming it:
 
-* `drive` (for `run_agent_loop`, `async with agent_loop(...)` and the `Agent`): every event goes
-  to the run's one sink (`RunState.emit`) as it happens; the generator emits a model stream's and
-  a tool batch's events itself, inside the step that runs them, and `drive` emits the ones it
-  yields.
-* `bare_run` (for a bare `async for event in agent_loop(...)`): the generator yields every
-  event; a tool batch's, which its sink collects while the batch runs, once the batch has ended.
+* with a sink (`run_agent_loop`, `async with agent_loop(...)` and the `Agent`): `deliver` hands
+  every event the generator yields to the run's one sink (`RunState.emit`), and the steps that
+  run a model stream or a tool batch emit theirs to it as they happen;
+* bare (`async for event in agent_loop(...)`): the generator yields every event; a tool batch's,
+  which its sink collects while the batch runs, once the batch has ended.
 
-No cancel scope or task group is ever open across a `yield`: abort cuts (`AbortCut`) and a
-batch's task group open and close within one step. A model stream is read by `respond` (a live
-sink: one cut around the whole stream) or `respond_bare` (a cut around each read); both turn its
-events into agent events with `agent_event`, and both close it at its terminal event, as the
-reference's `break` out of `for await` does (a stream that would wait for more never holds the
-run). What a run works on (the transcript, the config in force, the signal, the sink) is a
-`RunState` (`_run`), which the tool batches (`_execution`) share.
+No cancel scope or task group is ever open across a `yield`: a tool batch's task group and a live
+model call's abort cut open and close within one step, and a bare run reads the model with
+`model_call`, each read in an abort cut of its own (`_model_call`). What a run works on (the
+transcript, the config in force, the signal, the sink) is a `RunState` (`_run`), which the model
+call and the tool batches (`_execution`) share.
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
 from typing import Any
 
 from .._tools._tool import AgentTool
-from .._types._abort import AbortCut, AbortSignal
-from .._types._constants import ABORTED_TEXT, AGENT_MESSAGE_TYPES
+from .._types._abort import AbortSignal
+from .._types._constants import AGENT_MESSAGE_TYPES
 from .._types._errors import InvalidContextError
 from .._types._events import (
     AgentEnd,
@@ -36,7 +33,6 @@ from .._types._events import (
     AgentStart,
     MessageEnd,
     MessageStart,
-    MessageUpdate,
     TurnEnd,
     TurnStart,
 )
@@ -46,38 +42,23 @@ from .._types._messages import (
     Context,
     Message,
     ToolResultMessage,
-    ended_message,
 )
-from .._types._stream_fn import StreamFn, StreamOptions, close_events, opened_stream
+from .._types._stream_fn import StreamFn, StreamOptions
 from ._config import AgentContext, AgentLoopConfig, Emit, NextTurn, TurnContext, call, default_convert_to_llm
 from ._execution import execute_tool_calls, fail_truncated_tool_calls
+from ._model_call import emit_model_call, model_call
 from ._run import RunState, Sink, sink
 
 __all__ = (
-    "bare_run",
     "check_config",
     "check_context",
     "check_continue",
     "check_messages",
-    "drive",
+    "deliver",
+    "open_run",
     "resolve_stream_fn",
     "run_agent_loop",
     "run_agent_loop_continue",
-    "start_run",
-)
-
-_UPDATE_TYPES = frozenset(
-    {
-        "text_start",
-        "text_delta",
-        "text_end",
-        "thinking_start",
-        "thinking_delta",
-        "thinking_end",
-        "toolcall_start",
-        "toolcall_delta",
-        "toolcall_end",
-    }
 )
 
 
@@ -151,11 +132,7 @@ async def run_agent_loop(
     """
     prompts = check_messages(prompts, "prompts")
     check_config(config)
-    run = _Run(
-        check_context(context), config, sink(_check_emit(emit), config.observe), signal, resolve_stream_fn(stream_fn)
-    )
-    await drive(run, prompts)
-    return run.new_messages
+    return await _run_to_end(prompts, check_context(context), config, _check_emit(emit), signal, stream_fn)
 
 
 async def run_agent_loop_continue(
@@ -172,53 +149,61 @@ async def run_agent_loop_continue(
     check_context(context)
     check_continue(context)
     check_config(config)
-    run = _Run(context, config, sink(_check_emit(emit), config.observe), signal, resolve_stream_fn(stream_fn))
-    await drive(run, None)
-    return run.new_messages
+    return await _run_to_end(None, context, config, _check_emit(emit), signal, stream_fn)
 
 
-async def drive(run: _Run, prompts: list[AgentMessage] | None) -> None:
-    """Run to the end, every event through the run's sink, in order: the events the loop yields
-    are emitted here, the ones it emits itself (a model stream's, a tool batch's) as they happen."""
-    async with aclosing(run.events(prompts)) as events:
-        async for event in events:
-            await run.emit(event)
-
-
-def start_run(
+async def _run_to_end(
     prompts: list[AgentMessage] | None,
     context: AgentContext,
     config: AgentLoopConfig,
-    emit: Sink,
+    emit: Emit,
     signal: AbortSignal | None,
-    stream_fn: StreamFn,
-) -> _Run:
-    """The run of `async with agent_loop(...)`, whose sink is the stream's (arguments checked)."""
-    return _Run(context, config, sink(emit, config.observe), signal, stream_fn)
+    stream_fn: StreamFn | None,
+) -> list[AgentMessage]:
+    """Run with every event through `emit`; the messages the run added (from `agent_end`)."""
+    run_sink = sink(emit, config.observe)
+    return await deliver(open_run(prompts, context, config, signal, resolve_stream_fn(stream_fn), run_sink), run_sink)
 
 
-def bare_run(
+def open_run(
     prompts: list[AgentMessage] | None,
     context: AgentContext,
     config: AgentLoopConfig,
     signal: AbortSignal | None,
     stream_fn: StreamFn,
+    emit: Sink | None = None,
 ) -> AsyncGenerator[AgentEvent, None]:
-    """The run of a bare `async for event in agent_loop(...)`: the loop's own generator.
+    """The one way into a run (arguments checked): its events, in order, from new prompts (or
+    continuing, with None).
 
-    No task runs beside it, so nothing is delivered behind the consumer's back: the loop yields
-    every event itself, and a tool batch's events, collected while the batch runs, are yielded
-    once it has ended.
+    With a sink (`emit`, adapted by `sink`), the events of a tool batch's tasks go to it as they
+    happen, and the caller hands every event the generator yields to the same sink (`deliver`).
+    Without one (a bare `async for`), no task runs beside the generator and it yields every event
+    itself: a tool batch's, collected while the batch runs, once the batch has ended; each one
+    passed to `config.observe` first, when there is one.
     """
+    if emit is not None:
+        return _Run(context, config, emit, signal, stream_fn).events(prompts)
     collected: list[AgentEvent] = []
 
     async def collect(event: AgentEvent) -> None:
         collected.append(event)
 
-    run = _Run(context, config, collect, signal, stream_fn, collected)
+    events = _Run(context, config, collect, signal, stream_fn, collected).events(prompts)
     if config.observe is None:
-        return run.events(prompts)
-    return _observed(run.events(prompts), config.observe)
+        return events
+    return _observed(events, config.observe)
+
+
+async def deliver(events: AsyncGenerator[AgentEvent, None], emit: Sink) -> list[AgentMessage]:
+    """Hand every event of a run opened with `emit` to it, in order; the messages the run added
+    (its last event, `agent_end`, says them)."""
+    event = None
+    async with aclosing(events):
+        async for event in events:
+            await emit(event)
+    assert isinstance(event, AgentEnd)
+    return list(event.messages)
 
 
 async def _observed(
@@ -266,7 +251,8 @@ class _Run(RunState):
 
         It never yields inside a cancel scope or task group: a model stream's cut and a tool
         batch's tasks open and close within one step. Those steps deliver their events to the
-        sink themselves; a bare run's are collected and yielded when the step ends.
+        sink themselves (a bare run's tool events are collected and yielded when the step ends;
+        its model call's events are yielded as they come).
         """
         if prompts is not None:
             self.new_messages.extend(prompts)
@@ -297,13 +283,14 @@ class _Run(RunState):
                         self.messages.append(message)
                         self.new_messages.append(message)
                     pending = prepared = ()
+                llm_context, options = await self.request()
                 if self.collected is None:
-                    message = await self.respond()
+                    message = await emit_model_call(self, llm_context, options)
                 else:
-                    async with aclosing(self.respond_bare()) as response:
+                    async with aclosing(model_call(self, llm_context, options)) as response:
                         async for event in response:
                             yield event  # noqa: ASYNC119 - the context is aclosing: it closes an inner generator, no scope
-                    message = self.messages[-1]  # appended by `response()`
+                    message = self.messages[-1]  # appended by the model call before its last event
                     assert isinstance(message, AssistantMessage)
                 turns += 1
                 if message.stop_reason == "error" or message.stop_reason == "aborted":
@@ -403,157 +390,6 @@ class _Run(RunState):
             headers=config.headers,
             metadata=config.metadata,
             max_retry_delay=config.max_retry_delay,
+            cache_retention=config.cache_retention,
         )
         return Context(system_prompt=self.system_prompt, messages=tuple(llm_messages), tools=self.tools), options
-
-    async def respond(self) -> AssistantMessage:
-        """One model call with a live sink: its events emitted as they come, in one abort cut.
-
-        An abort ends the stream at once, but never cuts an event being delivered (a listener
-        that aborts): the cut is held meanwhile, and applied after.
-        """
-        llm_context, options = await self.request()
-        state = _Streaming()
-        signal = self.signal
-        with AbortCut(signal) as cut:
-            source = self.open_stream(llm_context, options)
-            try:
-                while True:
-                    self.countdown -= 1
-                    if self.countdown <= 0:
-                        await self.fair_share()
-                    try:
-                        event = self.agent_event(await source.__anext__(), state)
-                    except StopAsyncIteration:
-                        break
-                    if event is None:
-                        if state.ended:
-                            break
-                        continue
-                    cut.held = True
-                    await self.emit(event)
-                    cut.held = False
-                    if signal.aborted:
-                        cut.cut()  # aborted during the delivery: a read that has to wait is cut
-            except BaseException:
-                await close_events(source)  # noqa: ASYNC102 - shielded, with a timeout, inside close_events
-                raise
-            await close_events(source, shielded=state.final is None)  # after an abort, bounded like any cleanup
-        final = self.response(state)
-        if state.last is None:
-            await self.emit(MessageStart(final))
-        await self.emit(MessageEnd(final))
-        return final
-
-    async def respond_bare(self) -> AsyncGenerator[AgentEvent, None]:
-        """One model call in a bare run: its events yielded as they come, each read in an abort cut of
-        its own (no cut spans a `yield`); `response()` is the message."""
-        llm_context, options = await self.request()
-        state = _Streaming()
-        signal = self.signal
-        source = self.open_stream(llm_context, options)
-        try:
-            while True:
-                self.countdown -= 1
-                if self.countdown <= 0:
-                    await self.fair_share()
-                with AbortCut(signal) as cut:
-                    try:
-                        raw = await source.__anext__()
-                    except StopAsyncIteration:
-                        break
-                if cut.cancelled_caught:
-                    break
-                event = self.agent_event(raw, state)
-                if event is None:
-                    if state.ended:
-                        break
-                    continue
-                yield event
-        except BaseException:
-            await close_events(source)  # noqa: ASYNC102 - shielded, with a timeout, inside close_events
-            raise
-        await close_events(source, shielded=state.final is None)
-        final = self.response(state)
-        if state.last is None:
-            yield MessageStart(final)
-        yield MessageEnd(final)
-
-    def response(self, state: _Streaming) -> AssistantMessage:
-        """The message a model stream ended with (made up when it ended without one), appended to the transcript."""
-        last = state.last
-        final = state.final
-        if final is None:
-            partial = None if last is None else last.partial
-            if self.signal.aborted:
-                final = self.ended(partial, "aborted", ABORTED_TEXT)
-            else:
-                final = self.ended(partial, "error", "The model stream ended without a done or error event")
-        elif not isinstance(final, AssistantMessage):
-            raise TypeError(f"stream function finished with {type(final).__name__}, expected AssistantMessage")
-        self.messages.append(final)
-        self.new_messages.append(final)
-        return final
-
-    def open_stream(self, llm_context: Context, options: StreamOptions) -> Any:
-        """Call the stream function: its events, as an async iterator (an async generator as it is,
-        the other shapes through `_opened`)."""
-        source: Any = self.stream_fn(self.model, llm_context, options)
-        if inspect.isasyncgen(source):
-            return source
-        return _opened(source)
-
-    def agent_event(self, event: Any, state: _Streaming) -> AgentEvent | None:
-        """The agent event for one model stream event, or None: none to emit, and the stream has
-        `state.ended` when this event ends it (its terminal event, or an abort before it)."""
-        if self.signal.aborted:
-            # Aborted before this event was delivered: it is not, unless it is the stream's own
-            # aborted ending, which is kept (as in the reference).
-            if getattr(event, "type", None) == "error" and event.error.stop_reason == "aborted":
-                state.final = event.error
-            state.ended = True
-            return None
-        try:
-            kind = event.type
-        except AttributeError:
-            kind = None  # not an event: the TypeError below says so
-        if kind in _UPDATE_TYPES:
-            if state.last is None:
-                return None  # no `start` yet: the reference drops block events too
-            state.last = event
-            return MessageUpdate(None, event)
-        if kind == "start":
-            state.last = event
-            return MessageStart(event.partial)
-        if kind == "done":
-            state.final = event.message
-        elif kind == "error":
-            state.final = event.error
-        else:
-            raise TypeError(f"stream function yielded an unknown event: {event!r}")
-        state.ended = True
-        return None
-
-    def ended(self, partial: AssistantMessage | None, reason: Any, text: str) -> AssistantMessage:
-        return ended_message(self.model, reason, text, self.clock(), partial)
-
-
-class _Streaming:
-    """What the loop saw of one model response, kept when it is cut."""
-
-    __slots__ = ("ended", "final", "last")
-
-    def __init__(self) -> None:
-        self.last: Any = None  # the latest event that carries the partial message
-        self.final: Any = None  # the message of its terminal event
-        self.ended = False  # it ended: its terminal event, or an abort
-
-
-async def _opened(source: Any) -> AsyncGenerator[Any, None]:
-    """The events of what a stream function returned when it is not an async generator (awaited and
-    entered by `opened_stream`). In a bare run an async context manager it returns stays entered
-    across the run's yields, so one that holds a cancel scope or a task group is for the `async
-    with` form only."""
-    async with opened_stream(source) as events:
-        async for event in events:
-            yield event  # noqa: ASYNC119 - a stream function's own context manager (see above)

@@ -13,8 +13,6 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-import anyio.lowlevel
-
 from .._tools._tool import AgentTool
 from .._types._abort import AbortSignal
 from .._types._events import AgentEvent
@@ -25,15 +23,10 @@ from ._config import AgentContext, AgentLoopConfig, Emit, default_convert_to_llm
 if TYPE_CHECKING:
     from typing import TypeAlias
 
-__all__ = ("FAIR_SHARE", "RunState", "Sink", "check_signal", "sink")
+__all__ = ("RunState", "Sink", "check_signal", "sink")
 
 Sink: TypeAlias = Callable[[AgentEvent], Awaitable[None]]
 """The one sink of a run: every event is awaited through it."""
-
-FAIR_SHARE = 48
-"""A run gives the scheduler a turn at least every this many steps (a model event read, a tool call
-made), and the proxy server every this many events it streams: a fast model (a cache, a local
-server) or tools that never wait cannot starve the other tasks of the process."""
 
 
 def check_signal(signal: object) -> None:
@@ -96,15 +89,10 @@ class RunState:
         self.stream_fn = stream_fn
         self.clock = config.clock if config.clock is not None else now_ms
         self.emit = emit
-        self.countdown = FAIR_SHARE  # steps left before the run gives the scheduler a turn
+        self.countdown = 0  # steps left before the run gives the scheduler a turn (`_model_call`)
         self._llm_source: list[AgentMessage] | None = None
         self._llm_seen = 0
         self._llm_messages: list[Message] = []
-
-    async def fair_share(self) -> None:
-        """Give the other tasks a turn (the run has taken `FAIR_SHARE` steps since the last one)."""
-        self.countdown = FAIR_SHARE
-        await anyio.lowlevel.checkpoint()
 
     def default_llm_messages(self) -> list[Message]:
         """`default_convert_to_llm` of the transcript, converting only the messages added since the

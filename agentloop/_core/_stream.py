@@ -3,7 +3,7 @@
 With `async with`, the loop runs as a producer task in a task group the context manager owns
 (the shape of `trio.as_safe_channel`); the caller iterates a receive-only stream inside the
 block, and leaving the block cancels the producer before the block returns. A bare `async for`
-iterates the loop's own generator (`_loop.bare_run`) in the caller's task.
+iterates the loop's own generator (`_loop.open_run` without a sink) in the caller's task.
 """
 
 from __future__ import annotations
@@ -16,24 +16,15 @@ from typing import NoReturn, TypeAlias
 
 import anyio
 import anyio.lowlevel
-from anyio.streams.memory import MemoryObjectReceiveStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .._types._abort import AbortSignal
 from .._types._events import AgentEnd, AgentEvent
 from .._types._messages import AgentMessage
 from .._types._stream_fn import StreamFn
 from ._config import AgentContext, AgentLoopConfig
-from ._loop import (
-    bare_run,
-    check_config,
-    check_context,
-    check_continue,
-    check_messages,
-    drive,
-    resolve_stream_fn,
-    start_run,
-)
-from ._run import check_signal
+from ._loop import check_config, check_context, check_continue, check_messages, deliver, open_run, resolve_stream_fn
+from ._run import check_signal, sink
 from ._util import single_exception
 
 if sys.version_info < (3, 11):  # pragma: no cover
@@ -66,7 +57,7 @@ class AgentEventStream:
 
     __slots__ = ("_receive", "_start")
 
-    def __init__(self, receive: MemoryObjectReceiveStream[AgentEvent], start: anyio.Event) -> None:
+    def __init__(self, receive: MemoryObjectReceiveStream[AgentEvent | _Failure], start: anyio.Event) -> None:
         self._receive = receive
         self._start = start
 
@@ -74,20 +65,21 @@ class AgentEventStream:
         return self
 
     async def __anext__(self) -> AgentEvent:
-        """The next event: a cancellation point; a scheduling point when it has to wait."""
+        """The next event: a cancellation point; a scheduling point when it has to wait. The run's
+        failure is raised here, after the events sent before it."""
         if not self._start.is_set():
             self._start.set()  # the run starts on the first pull
         await anyio.lowlevel.checkpoint_if_cancelled()
         try:
-            return self._receive.receive_nowait()
-        except anyio.WouldBlock:
-            pass
+            try:
+                item = self._receive.receive_nowait()
+            except anyio.WouldBlock:
+                item = await self._receive.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
             raise StopAsyncIteration from None
-        try:
-            return await self._receive.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            raise StopAsyncIteration from None
+        if isinstance(item, _Failure):
+            raise item.error
+        return item
 
     async def result(self) -> list[AgentMessage]:
         """Drain the stream and return the messages the run added (from `agent_end`)."""
@@ -139,7 +131,7 @@ class AgentLoopStream:
         return bool(await cm.__aexit__(exc_type, exc, tb))  # noqa: ASYNC102 - the stream's own exit, bounded there
 
     def __aiter__(self) -> AsyncGenerator[AgentEvent, None]:
-        generator = self._used = bare_run(*self._arguments())
+        generator = self._used = open_run(*self._arguments())
         return generator
 
     async def aclose(self) -> None:
@@ -154,56 +146,59 @@ class AgentLoopStream:
         raise TypeError(_USAGE)
 
 
+class _Failure:
+    """The run's failure, sent after its last event: the consumer's iteration raises it."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
 @asynccontextmanager
 async def _open(arguments: _RunArguments, buffer: int) -> AsyncGenerator[AgentEventStream, None]:
     """The stream of `async with`: the run goes on in a task of the block's task group, its sink
-    a memory object stream the block's consumer reads."""
+    a memory object stream the block's consumer reads (`trio.as_safe_channel`'s shape). Leaving
+    the block cancels the run; the run's failure reaches the consumer as the stream's last item."""
     prompts, context, config, signal, stream_fn = arguments
-    send, receive = anyio.create_memory_object_stream[AgentEvent](buffer)
-    waiting = anyio.Lock()  # held while an event waits for room: the later ones line up behind it
+    send, receive = anyio.create_memory_object_stream[AgentEvent | _Failure](buffer)
+    waiting = anyio.Lock()  # held while an item waits for room: the later ones line up behind it
     start = anyio.Event()
     run_scope = anyio.CancelScope()
 
-    async def emit(event: AgentEvent) -> None:
-        # Events keep the order of the calls, whichever task makes them: an event that finds no
-        # room waits its turn in the lock's queue (first come, first served), and no later event
+    async def emit(item: AgentEvent | _Failure) -> None:
+        # Items keep the order of the calls, whichever task makes them: an item that finds no
+        # room waits its turn in the lock's queue (first come, first served), and no later item
         # goes past it.
         try:
             if not waiting.locked():
                 try:
-                    send.send_nowait(event)
+                    send.send_nowait(item)
                     return
                 except anyio.WouldBlock:
                     pass
             async with waiting:
-                await send.send(event)
+                await send.send(item)
         except anyio.BrokenResourceError:
             # Nobody listens any more: stop the whole run as a cancellation (several parallel
             # tools may notice at once; an error from each would surface as a group).
             run_scope.cancel()
             await anyio.lowlevel.checkpoint()
 
-    finished = False  # the run returned or failed: leaving the block has nothing to cancel
-    run_failure: Exception | None = None  # raised when the block is left, after the events sent before it
-
     async def produce() -> None:
-        nonlocal finished, run_failure
-        with run_scope:
+        # The sending side closes once the run has ended, every task of it with it: the
+        # iteration ends, and no delivery finds the stream closed under it.
+        with send, run_scope:
             # Parked until the first pull (spawning the task then instead lets trio run the run
             # before the consumer waits, and a run failing at once would cancel it unread).
             await start.wait()
+            run_sink = sink(emit, config.observe)
             try:
-                await drive(start_run(prompts, context, config, emit, signal, stream_fn), prompts)
+                await deliver(open_run(prompts, context, config, signal, stream_fn, run_sink), run_sink)
             except Exception as exc:
-                run_failure = exc
-            finished = True
-        if finished:
-            send.close()  # every event is sent: the iteration ends
-        # Otherwise the sending side closes after the whole group: a delivery still waiting when
-        # the run is cancelled must see a consumer that left, not a stream closed under it.
+                await _send_failure(send, exc)
 
-    consumers: BaseException | None = None  # what the consumer's block raised
-    failure: BaseException | None = None
+    consumers: BaseException | None = None  # what the consumer's block raised: it wins
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(produce)
@@ -213,18 +208,22 @@ async def _open(arguments: _RunArguments, buffer: int) -> AsyncGenerator[AgentEv
                 except BaseException as exc:
                     consumers = exc
                     raise
-            if not finished:
-                tg.cancel_scope.cancel()
+            tg.cancel_scope.cancel()
     except BaseExceptionGroup as group:
-        failure = single_exception(group, prefer=consumers)
-    finally:
-        send.close()
-        if consumers is not None and run_failure is not None and consumers.__context__ is None:
-            consumers.__context__ = run_failure  # the run failed as it was cancelled: kept, not hidden
-    if failure is not None:
-        raise failure
-    if run_failure is not None:
-        raise run_failure
+        raise single_exception(group, prefer=consumers) from None
+
+
+async def _send_failure(send: MemoryObjectSendStream[AgentEvent | _Failure], error: Exception) -> None:
+    """Send the run's failure after its events; raise it when nobody reads any more (the consumer
+    left the block: its own exception, if it raised one, then keeps this one as its context)."""
+    failure = _Failure(error)
+    try:
+        try:
+            send.send_nowait(failure)
+        except anyio.WouldBlock:
+            await send.send(failure)
+    except anyio.BrokenResourceError:
+        raise error from None
 
 
 def _check_buffer(max_buffer_size: object) -> int:
@@ -261,8 +260,9 @@ def agent_loop(
     Cancellation and early exit: leaving the block (by `break`, an exception, or an outer
     cancellation) cancels the run, the model stream and any running tool before the block
     returns; the consumer's own exception comes out unwrapped, a callback's exception comes out of
-    the `async with`, and an outer timeout stays a plain cancellation. To stop a run but still get
-    its aborted message and `agent_end`, call `signal.abort()` and keep iterating. A bare
+    the iteration after the events before it, and an outer timeout stays a plain cancellation. To
+    stop a run but still get its aborted message and `agent_end`, call `signal.abort()` and keep
+    iterating. A bare
     `async for` is cleaned up when its generator is closed: at once inside
     `contextlib.aclosing(agent_loop(...))`, else when the event loop finalizes it.
     """

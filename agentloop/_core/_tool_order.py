@@ -36,6 +36,9 @@ Worked examples (t1, t2, t3 in source order; "ends" are `tool_execution_end` eve
 * t1's `after_tool_call` waits 20 ms, t2's returns at once, both tools return at once: t1's
   finalization begins first and waits in its hook, t2's runs through: `end(t2), end(t1)`.
 
+A group of one call (a barrier, a batch of one) runs in the batch's own task: with nothing beside
+it, rules 1, 3 and 4 have nothing to order, and rule 5 is its finalization after its execution.
+
 The toolResult messages are not ordered here: they follow the assistant's source order, after the
 whole batch (`_execution`). Nor are the progress updates: the batch delivers them in the order
 they are reported, whichever call reports them (`_updates`).
@@ -109,6 +112,9 @@ class ParallelBatch(Generic[C, R]):
             raise single_exception(group_failure) from None
 
     async def _run_group(self, group: list[C]) -> None:
+        if len(group) == 1:
+            await self._run_alone(group[0])
+            return
         send, completed = anyio.create_memory_object_stream[tuple[int, R]](math.inf)
         with completed:
             async with anyio.create_task_group() as tg:
@@ -120,6 +126,18 @@ class ParallelBatch(Generic[C, R]):
                 while ready := await _completed_in_one_pass(completed):  # rules 3 and 4
                     for position, outcome in ready:
                         await tg.start(self._finalize, group[position], outcome)  # rule 5
+
+    async def _run_alone(self, call: C) -> None:
+        slots = self.slots(call)
+        for slot in slots:
+            await slot.acquire()
+        try:
+            outcome = await self.execute(call)
+        finally:
+            for slot in slots:
+                slot.release()
+        if outcome is not None:
+            await self.finalize(call, outcome)
 
     async def _call(
         self,

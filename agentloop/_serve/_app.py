@@ -13,6 +13,13 @@ Routes (JSON bodies and answers; errors are `{"error": "..."}` with a 4xx status
     POST   /sessions/{id}/follow-up     queue a message for when the agent stops    202
     POST   /sessions/{id}/abort         abort the run                               200 {"aborted"}
     POST   /sessions/{id}/ticket        a ticket for one event stream               200 {"ticket", "expiresIn"}
+    GET    /sessions/{id}/approvals     the tool calls waiting for approval         200 {"approvals": [...]}
+    POST   /sessions/{id}/approve       {"toolCallId", "approved", "reason",        200 {"approved", "running"}
+                                        "arguments"} (409 if not pending, 422 if the arguments are invalid)
+
+A tool call waits for approval when the agent says so (`Agent(needs_approval=...)`); a client
+learns of it from its `tool_execution_start` event and `GET .../approvals`. The calls of a
+session taken up from the store after a restart wait again: answer them, then `continue`.
 
 Every event of a session is one SSE message: `id:` is `<epoch>-<n>`, the event's number `n` in
 the session's event log (1, 2, 3, ... across runs) after an epoch that is new each time the app
@@ -64,8 +71,7 @@ import inspect
 import re
 import secrets
 import sys
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -74,17 +80,15 @@ import anyio.abc
 
 from .._core._agent import Agent
 from .._core._util import single_exception
-from .._sessions import SessionLockedError, SessionNotFoundError, SessionStore, check_session_id
+from .._sessions import SessionStore, check_session_id
 from .._types._stream_fn import MaybeAwaitable
-from .._wire._asgi import SSE_HEADERS, Receive, Scope, Send, header
-from .._wire._json_text import encode_json
+from .._wire._asgi import Receive, Scope, Send, header
+from . import _actions, _registry, _stream
 from ._live import LiveSession
 from ._requests import (
     Disconnected,
     HTTPError,
     check_access,
-    last_event_id,
-    messages_of,
     query_value,
     read_json,
     send_json_answer,
@@ -258,30 +262,6 @@ class AgentSSEApp:
         with anyio.CancelScope(shield=True):
             await live.close()
 
-    @asynccontextmanager
-    async def _place(self) -> AsyncIterator[None]:
-        """A place for one more session, held for the block (which adds it to `_sessions`).
-
-        Checked and taken with no wait in between, so concurrent creations cannot all pass the
-        check: past `max_sessions` (counting the places taken), the least recently used idle
-        session that a store keeps is evicted to make room; 503 when there is none."""
-        if len(self._sessions) + self._placing >= self.max_sessions:
-            idle = [live for live in self._sessions.values() if live.idle]
-            if self.store is None or not idle:
-                raise HTTPError(503, f"the app holds {self.max_sessions} sessions already (see max_sessions)")
-            victim = min(idle, key=lambda live: live.last_used)
-            del self._sessions[victim.id]
-        else:
-            victim = None
-        self._placing += 1
-        try:
-            if victim is not None:
-                with anyio.CancelScope(shield=True):
-                    await victim.close()
-            yield
-        finally:
-            self._placing -= 1
-
     async def _shut_down(self) -> None:
         assert self._closing is not None
         self._stopping = True  # no new runs
@@ -363,9 +343,9 @@ class AgentSSEApp:
         await self._authorized(scope, session_id)
         if session_id is None:
             if method == "POST":
-                await self._create(scope, receive, send)
+                await _registry.create(self, scope, receive, send)
             elif method == "GET":
-                await send_json_answer(send, 200, {"sessions": await self._list()})
+                await send_json_answer(send, 200, {"sessions": await _registry.listed(self)})
             else:
                 raise HTTPError(405, f"{method} is not allowed on /sessions", [(b"allow", b"GET, POST")])
             return
@@ -375,9 +355,9 @@ class AgentSSEApp:
             raise HTTPError(404, str(exc)) from None
         if action is None:
             if method == "GET":
-                await send_json_answer(send, 200, (await self._live(session_id)).state())
+                await send_json_answer(send, 200, (await _registry.live(self, session_id)).state())
             elif method == "DELETE":
-                await self._delete(session_id)
+                await _registry.delete(self, session_id)
                 await send({"type": "http.response.start", "status": 204, "headers": []})
                 await send({"type": "http.response.body", "body": b""})
             else:
@@ -387,23 +367,26 @@ class AgentSSEApp:
             if method != "GET":
                 raise HTTPError(405, "the event stream is read with GET", [(b"allow", b"GET")])
             self._spend_ticket(scope, session_id)
-            await self._events(await self._live(session_id), scope, receive, send)
+            await _stream.events(self, await _registry.live(self, session_id), scope, receive, send)
             return
-        handler = {
-            "prompt": self._prompt,
-            "continue": self._continue,
-            "steer": self._steer,
-            "follow-up": self._follow_up,
-            "follow_up": self._follow_up,
-            "abort": self._abort,
-            "ticket": self._ticket,
-        }.get(action)
-        if handler is None:
-            raise HTTPError(404, f"no action {action!r}: prompt, continue, steer, follow-up, abort, ticket or events")
+        if action == "approvals":
+            if method != "GET":
+                raise HTTPError(405, "the approvals are read with GET", [(b"allow", b"GET")])
+            status, answer = await _actions.approvals(self, await _registry.live(self, session_id))
+            await send_json_answer(send, status, answer)
+            return
+        handler = _actions.ACTIONS.get(action)
+        if handler is None and action != "ticket":
+            raise HTTPError(
+                404,
+                f"no action {action!r}: prompt, continue, steer, follow-up, abort, approve, approvals, ticket "
+                "or events",
+            )
         if method != "POST":
             raise HTTPError(405, f"{action} is a POST", [(b"allow", b"POST")])
         body = await read_json(scope, receive, self.max_body_size)
-        status, answer = await handler(await self._live(session_id), body)
+        live = await _registry.live(self, session_id)
+        status, answer = await (self._ticket(live, body) if handler is None else handler(self, live, body))
         await send_json_answer(send, status, answer)
 
     # --- sessions ----------------------------------------------------------------------------
@@ -418,202 +401,3 @@ class AgentSSEApp:
     def _check_running(self) -> None:
         if self._task_group is None or self._stopping:
             raise HTTPError(503, "the app is not running: serve it with an ASGI server that runs the lifespan protocol")
-
-    async def _create(self, scope: Scope, receive: Receive, send: Send) -> None:
-        self._check_running()
-        body = await read_json(scope, receive, self.max_body_size)
-        title = body.get("title")
-        if title is not None and not isinstance(title, str):
-            raise HTTPError(400, "'title' must be a string")
-        async with self._place():
-            session_id = uuid.uuid4().hex
-            agent = await self._make_agent(session_id)
-            session = None
-            if self.store is not None:
-                await self.store.create(agent=agent, title=title, session_id=session_id)
-                session = await self.store.open(session_id)
-                await session.attach(agent)
-            live = self._sessions[session_id] = LiveSession(
-                session_id, agent, session, self.replay_limit, self.replay_bytes, self.compact
-            )
-            live.last_used = anyio.current_time()
-        await send_json_answer(send, 201, {"id": session_id, "lastEventId": live.last_event_id})
-
-    async def _list(self) -> list[dict[str, Any]]:
-        out: dict[str, dict[str, Any]] = {}
-        if self.store is not None:
-            for info in await self.store.list():
-                out[info.id] = {"id": info.id, "title": info.title, "messageCount": info.message_count}
-        for live in self._sessions.values():
-            entry = out.setdefault(live.id, {"id": live.id, "title": None})
-            entry["messageCount"] = len(live.agent.state.messages)
-        for entry in out.values():
-            found = self._sessions.get(entry["id"])
-            entry["isStreaming"] = found is not None and found.busy
-        return list(out.values())
-
-    async def _live(self, session_id: str) -> LiveSession:
-        live = self._sessions.get(session_id)
-        if live is None:
-            live = await self._load(session_id)
-        live.last_used = anyio.current_time()
-        return live
-
-    async def _load(self, session_id: str) -> LiveSession:
-        live = self._sessions.get(session_id)
-        if live is not None:
-            return live
-        if self.store is None or self._load_lock is None:
-            raise HTTPError(404, f"no session {session_id!r}")
-        self._check_running()
-        async with self._load_lock:
-            live = self._sessions.get(session_id)
-            if live is not None:
-                return live
-            try:
-                session = await self.store.open(session_id)
-            except SessionNotFoundError:
-                raise HTTPError(404, f"no session {session_id!r}") from None
-            except SessionLockedError as exc:
-                raise HTTPError(409, str(exc)) from None
-            try:
-                async with self._place():  # once the session is known to exist
-                    agent = await self._make_agent(session_id)
-                    await session.resume(agent, restore_settings=False)
-                    live = self._sessions[session_id] = LiveSession(
-                        session_id, agent, session, self.replay_limit, self.replay_bytes, self.compact
-                    )
-            except BaseException:
-                with anyio.CancelScope(shield=True):
-                    await session.aclose()
-                raise
-            return live
-
-    async def _delete(self, session_id: str) -> None:
-        live = self._sessions.get(session_id)
-        if live is None and self.store is None:
-            raise HTTPError(404, f"no session {session_id!r}")
-        if live is not None:
-            if live.busy:
-                raise HTTPError(409, "a run is going: abort it and wait for agent_end before deleting")
-            del self._sessions[session_id]
-            live.deleted = True
-            live.notify()
-            await live.close()
-        if self.store is not None:
-            try:
-                await self.store.delete(session_id)
-            except SessionNotFoundError:
-                if live is None:
-                    raise HTTPError(404, f"no session {session_id!r}") from None
-            except SessionLockedError as exc:
-                raise HTTPError(409, str(exc)) from None
-
-    # --- actions -----------------------------------------------------------------------------
-    def _start(self, live: LiveSession, run: Callable[[], Awaitable[None]]) -> None:
-        self._check_running()
-        if live.busy:
-            raise HTTPError(409, "the agent is running: steer, follow-up or abort it, or wait for agent_end")
-        assert self._task_group is not None
-        live.busy = True
-        self._task_group.start_soon(self._drive, live, run)
-
-    async def _drive(self, live: LiveSession, run: Callable[[], Awaitable[None]]) -> None:
-        try:
-            await run()
-        except Exception as exc:  # what the Agent could not turn into events (a storage failure, ...)
-            live.publish("error", encode_json({"error": str(exc) or type(exc).__name__}))
-        finally:
-            live.busy = False
-            live.notify()
-
-    async def _prompt(self, live: LiveSession, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        messages = messages_of(body)
-        self._start(live, lambda: live.agent.prompt(messages))
-        return 202, {"accepted": True, "lastEventId": live.last_event_id}
-
-    async def _continue(self, live: LiveSession, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        agent = live.agent
-        transcript = agent.state.messages
-        if not live.busy:
-            if not transcript:
-                raise HTTPError(409, "nothing to continue: the session has no messages; send a prompt")
-            if transcript[-1].role == "assistant" and not agent.has_queued_messages():
-                raise HTTPError(409, "cannot continue after the assistant's answer: send a prompt")
-        self._start(live, agent.continue_)
-        return 202, {"accepted": True, "lastEventId": live.last_event_id}
-
-    async def _steer(self, live: LiveSession, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        for message in messages_of(body):
-            live.agent.steer(message)
-        return 202, {"queued": True, "running": live.busy}
-
-    async def _follow_up(self, live: LiveSession, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        for message in messages_of(body):
-            live.agent.follow_up(message)
-        return 202, {"queued": True, "running": live.busy}
-
-    async def _abort(self, live: LiveSession, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        running = live.agent.signal is not None
-        live.agent.abort()
-        return 200, {"aborted": running}
-
-    # --- the event stream --------------------------------------------------------------------
-    async def _events(self, live: LiveSession, scope: Scope, receive: Receive, send: Send) -> None:
-        asked = last_event_id(scope)
-        last = 0 if asked is None else live.number_of(asked)
-        if live.clients >= self.max_clients:
-            raise HTTPError(429, f"this session has {self.max_clients} event streams open already (see max_clients)")
-        live.clients += 1
-        try:
-            await self._stream(live, asked, last, receive, send)
-        finally:
-            live.clients -= 1
-            live.last_used = anyio.current_time()
-
-    async def _stream(
-        self, live: LiveSession, asked: str | None, last: int | None, receive: Receive, send: Send
-    ) -> None:
-        closing = self._closing
-        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-        first = b"retry: 1000\n\n"
-        disconnected = False
-        async with anyio.create_task_group() as tg:
-
-            async def watch() -> None:
-                nonlocal disconnected
-                while (await receive())["type"] != "http.disconnect":
-                    pass
-                disconnected = True
-                tg.cancel_scope.cancel()
-
-            tg.start_soon(watch)
-            await send({"type": "http.response.body", "body": first, "more_body": True})
-            while True:
-                changed = live.changes()
-                if last is None or not live.first_id - 1 <= last <= live.last_id:
-                    # A gap: an id of another epoch, or events the log no longer keeps (dropped
-                    # before the client came, or while it was reading slower than they came).
-                    # Taken before the send: if the log turns over during it, the next round
-                    # sees that gap too.
-                    gap = live.reset(asked)
-                    last, asked = live.first_id - 1, None
-                    await send({"type": "http.response.body", "body": gap, "more_body": True})
-                    continue
-                frames = live.after(last, self.send_bytes)
-                if frames:
-                    last = frames[-1][0]
-                    asked = live.event_id(last)
-                    await send(
-                        {"type": "http.response.body", "body": b"".join(f for _, f in frames), "more_body": True}
-                    )
-                    continue
-                if live.deleted or (closing is not None and closing.is_set()):
-                    break  # after the last events were sent
-                with anyio.move_on_after(self.keepalive) as timeout:
-                    await changed.wait()
-                if timeout.cancelled_caught:
-                    await send({"type": "http.response.body", "body": b": keepalive\n\n", "more_body": True})
-            tg.cancel_scope.cancel()
-        if not disconnected:
-            await send({"type": "http.response.body", "body": b"", "more_body": False})

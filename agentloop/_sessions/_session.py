@@ -16,6 +16,7 @@ from .._types._abort import AbortSignal
 from .._types._errors import AgentBusyError
 from .._types._events import AgentEvent, AgentStart, MessageEnd
 from .._types._messages import AgentMessage, AssistantMessage, TextContent, ToolResultMessage, now_ms
+from ..approvals._request import ApprovalRequest
 from ..context._compaction import CompactionEnd, CompactionEvent, CompactionState, Compactor
 from ._backend import Writer, encode_message
 from ._model import JSONDict, Meta, SessionError, SessionInfo, SessionSettings, check_title
@@ -60,6 +61,8 @@ class Session:
         self._compactions = builtins.list(meta.compaction_states(len(messages)))
         self._compactor: Compactor | None = None
         self._unsubscribe_compactor: Callable[[], None] | None = None
+        approvals = meta.settings.get("approvals")
+        self._approvals: builtins.list[JSONDict] = approvals if isinstance(approvals, builtins.list) else []
 
     # --- what it holds -----------------------------------------------------------------------
     @property
@@ -94,6 +97,15 @@ class Session:
         kept one on (the whole transcript when the session was never compacted)."""
         state = self.compaction
         return builtins.list(self._messages) if state is None else state.context(self._messages)
+
+    @property
+    def pending_approvals(self) -> builtins.list[ApprovalRequest]:
+        """The stored tool calls waiting for a person's decision, oldest first.
+
+        Answer them on the agent the session resumes (`agent.approve`): its next run first runs
+        the calls answered, then goes on.
+        """
+        return [ApprovalRequest.from_json(record) for record in self._approvals if record.get("decision") is None]
 
     @property
     def closed(self) -> bool:
@@ -226,12 +238,15 @@ class Session:
         stay the agent's own (`info.settings.tool_names` says which ones the session used).
         With `compactor` (the agent's, from `Compaction(...).attach(agent)`), the latest stored
         compaction is restored into it (the model sees its summary and the messages after it)
-        and each new compaction is recorded. Then: `continue_()` when the last message is a
-        prompt or a tool result, else `prompt()`.
+        and each new compaction is recorded.
+        Then: `continue_()` when the last message is a prompt or a tool result, else `prompt()`.
+        Tool calls stored waiting for approval wait again in the agent (`agent.pending_approvals`):
+        once they are answered (`agent.approve`), its next run first runs them.
         """
         self._check_attachable(agent)
         self._check_compactor(agent, compactor)
-        missing = missing_tool_results(self._messages)
+        asked = {record["toolCallId"] for record in self._approvals}
+        missing = [result for result in missing_tool_results(self._messages) if result.tool_call_id not in asked]
         if missing:
             await self.append(missing)
         if restore_settings:
@@ -243,6 +258,8 @@ class Session:
         agent.state.messages = self._messages
         if compactor is not None and self._compactions:
             compactor.restore(self._compactions[-1])
+        if self._approvals:
+            agent._approvals.restore(self._approvals, agent.state.tools)
         await self._sync_settings(agent)
         self._subscribe(agent, compactor)
         return agent
@@ -252,6 +269,8 @@ class Session:
         agent, self._agent = self._agent, None
         if agent is not None:
             self._unsubscribe()
+            if agent._approvals.recorder == self._record_approvals:
+                agent._approvals.recorder = None
         unsubscribe, self._unsubscribe_compactor = self._unsubscribe_compactor, None
         self._compactor = None
         if unsubscribe is not None:
@@ -278,9 +297,18 @@ class Session:
     def _subscribe(self, agent: Agent, compactor: Compactor | None = None) -> None:
         self._agent = agent
         self._unsubscribe = agent.subscribe(self._listener, first=True)
+        agent._approvals.recorder = self._record_approvals
         if compactor is not None:
             self._compactor = compactor
             self._unsubscribe_compactor = compactor.subscribe(self._on_compaction)
+
+    async def _record_approvals(self, records: builtins.list[JSONDict]) -> None:
+        """Store the agent's calls waiting for approval (with the transcript they belong to)."""
+        agent = self._agent
+        if agent is None or self._closed:  # pragma: no cover - detached meanwhile
+            return
+        self._approvals = records
+        await self._sync(agent)
 
     async def _on_compaction(self, event: CompactionEvent) -> None:
         agent, compactor = self._agent, self._compactor
@@ -326,6 +354,8 @@ class Session:
 
     async def _sync_settings(self, agent: Agent) -> None:
         settings = SessionSettings.of(agent).to_json()
+        if self._approvals:
+            settings["approvals"] = self._approvals
         if settings != self._stored_settings:
             await self._update({"settings": settings})
 

@@ -1,22 +1,22 @@
-"""Tools: `AgentTool`, the `@tool` decorator, and argument validation at the untrusted boundary."""
+"""Tools: `AgentTool`, and the validation of a call's arguments at the untrusted boundary (the checks
+themselves are in `_checks`, the `@tool` decorator in `_decorator`)."""
 
 from __future__ import annotations
 
 import contextlib
-import copy
-import functools
 import inspect
 import math
 import re
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import anyio
 
 from .._types._abort import AbortSignal
 from .._types._errors import ToolTimeoutError
-from .._types._messages import AgentToolResult, TextContent, ToolCall
+from .._types._messages import AgentToolResult, ToolCall
+from ._checks import failure, first_line, validate_with_model, validate_with_schema
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -26,7 +26,6 @@ __all__ = (
     "ExecutionMode",
     "OnUpdate",
     "ToolExecute",
-    "tool",
     "validate_tool_arguments",
     "validated_arguments",
     "validation_in_line",
@@ -152,27 +151,27 @@ class AgentTool:
 
         if argument_depth_over(arguments, MAX_ARGUMENT_DEPTH):
             line = f"  - root: the arguments nest more than {MAX_ARGUMENT_DEPTH} arrays and objects deep"
-            raise _failure(self.name, [line], arguments)
+            raise failure(self.name, [line], arguments)
         from . import _schema_checks  # noqa: F401 - jsonschema's import is not the validation's cost
 
         try:
             with budget():
                 if self._model is not None:
-                    return _validate_with_model(self, arguments)
-                return _validate_with_schema(self, arguments)
+                    return validate_with_model(self, arguments)
+                return validate_with_schema(self, arguments)
         except NeedsMore:
             raise  # a first try: done again in a worker thread
         except TooCostly as exc:  # a schema whose checks multiply or nest, or arguments too large for it
-            raise _failure(self.name, [f"  - root: {exc}"], arguments) from None
+            raise failure(self.name, [f"  - root: {exc}"], arguments) from None
         except RecursionError:  # not reached with the nesting limits; kept as the last resort
-            raise _failure(self.name, ["  - root: the schema or the arguments nest too deeply"], arguments) from None
+            raise failure(self.name, ["  - root: the schema or the arguments nest too deeply"], arguments) from None
         except Exception:
             raise
         except (KeyboardInterrupt, SystemExit, GeneratorExit):
             raise
         except BaseException as exc:  # native code's panics (pyo3's PanicException) are not Exceptions
-            line = f"  - root: the validator failed ({type(exc).__name__}: {_first_line(exc)})"
-            raise _failure(self.name, [line], arguments) from None
+            line = f"  - root: the validator failed ({type(exc).__name__}: {first_line(exc)})"
+            raise failure(self.name, [line], arguments) from None
 
     def __repr__(self) -> str:
         return f"AgentTool(name={self.name!r})"
@@ -246,379 +245,3 @@ async def validated_arguments(tool: AgentTool, tool_call: ToolCall) -> Any:
 
 def _known_empty(tool: AgentTool, arguments: Mapping[str, Any]) -> bool:
     return not arguments and bool(tool._empty_ok) and type(tool).validate is _BASE_VALIDATE
-
-
-def _failure(name: str, lines: list[str], arguments: Any) -> ValueError:
-    import json
-
-    from ._budget import MAX_ARGUMENT_DEPTH, argument_depth_over
-
-    if argument_depth_over(arguments, MAX_ARGUMENT_DEPTH):
-        received = f"(not shown: they nest more than {MAX_ARGUMENT_DEPTH} arrays and objects deep)"
-    else:
-        received = json.dumps(arguments, indent=2, ensure_ascii=False, default=repr)
-    body = "\n".join(lines) or "  - root: Unknown validation error"
-    return ValueError(f'Validation failed for tool "{name}":\n{body}\n\nReceived arguments:\n{received}')
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else "no message"
-
-
-def _validator(tool: AgentTool) -> Any:
-    """The tool's JSON-schema validator, built once (jsonschema is imported on first use).
-
-    Schemas may come from third parties and arguments from the model, so validating never
-    reaches the network (`$ref`s resolve within the schema and the JSON-schema meta-schemas
-    only), never runs a backtracking regular expression, and stops when the validation's budget
-    is used up (`_schema_checks`, `_budget`). Checking the schema against its meta-schema is
-    part of the first validation's budget; a schema found invalid, or to need more checks (or
-    nesting) than the budget has, stays so (every call gets the same error at once).
-    """
-    validator = tool._validator
-    if isinstance(validator, str):
-        raise ValueError(validator)
-    if validator is None:
-        import jsonschema
-
-        from ._budget import NeedsMore, TooCostly
-        from ._schema_checks import bounded_validator_class, check_schema, local_registry, memo_safe
-
-        schema = dict(tool.parameters)
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        try:
-            check_schema(cls, schema)
-        except jsonschema.SchemaError as exc:
-            tool._validator = f'tool "{tool.name}" has an invalid JSON schema: {exc.message}'
-            raise ValueError(tool._validator) from None
-        except TooCostly as exc:
-            if isinstance(exc, NeedsMore):
-                raise
-            message = f'tool "{tool.name}" has a JSON schema that takes {exc.what} to check'
-            if exc.lasting:  # too many checks, too deep: so it will be each time
-                tool._validator = message
-            raise ValueError(message) from None
-        tool._memo_safe = memo_safe(schema)
-        validator = tool._validator = bounded_validator_class(cls)(schema, registry=local_registry())
-    return validator
-
-
-def _json_copy(value: Any) -> Any:
-    """A deep copy of a JSON value (tools may change their arguments; the transcript's stay)."""
-    if type(value) is dict:
-        return {key: _json_copy(item) for key, item in value.items()}
-    if type(value) is list:
-        return [_json_copy(item) for item in value]
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    return copy.deepcopy(value)
-
-
-def _coerced(tool: AgentTool, arguments: Mapping[str, Any]) -> tuple[Any, bool]:
-    """A copy of the arguments with the reference's coercions applied, and whether it was valid as sent."""
-    from ._budget import TooCostly, current
-
-    validator = _validator(tool)
-    budget = current()
-    if budget is not None and tool._memo_safe:
-        budget.memo = {}  # the schema check is done: from here on, what a node found for a value is kept
-    if not arguments:  # a call without arguments: whether {} is valid is known once per tool
-        empty_ok = tool._empty_ok
-        if empty_ok is None:
-            try:
-                empty_ok = tool._empty_ok = bool(validator.is_valid({}))
-            except TooCostly:
-                raise
-            except Exception:
-                empty_ok = tool._empty_ok = False
-        if empty_ok:
-            return {}, True
-    args = _json_copy(dict(arguments))
-    try:
-        if validator.is_valid(args):
-            return args, True  # nothing to coerce: a valid value converts to itself
-    except TooCostly:
-        raise
-    except Exception:  # an unresolvable $ref: coerce what can be, the validation reports the rest
-        pass
-
-    from ._budget import value_key
-    from ._coerce import coerce_arguments  # only arguments that need converting pay for it
-
-    nodes: dict[int, Any] = {}
-    answers: dict[tuple[int, object], tuple[Any, bool | None]] = {}
-
-    def passes(node: Any, value: Any) -> bool | None:
-        if not isinstance(node, dict):
-            return None
-        key = (id(node), value_key(value))
-        known = answers.get(key)
-        if known is not None:
-            return known[1]
-        sub = nodes.get(id(node))
-        if sub is None:
-            sub = nodes[id(node)] = validator.evolve(schema=node)
-        try:
-            answer: bool | None = bool(sub.is_valid(value))
-        except TooCostly:
-            raise
-        except Exception:
-            answer = None
-        answers[key] = (value, answer)  # the value kept alive: its id stays its own
-        return answer
-
-    return coerce_arguments(validator.schema, args, passes), False
-
-
-def _validate_with_schema(tool: AgentTool, arguments: Mapping[str, Any]) -> Any:
-    validator = _validator(tool)
-    args, valid = _coerced(tool, arguments)
-    if valid:
-        return args
-    schema = validator.schema
-    found: list[tuple[list[tuple[int, ...]], str]] = []
-    reported: set[tuple[Any, ...]] = set()
-    for error in _errors(validator, args):
-        at = list(error.absolute_path)
-        base = ".".join(str(p) for p in at)
-        if error.validator == "required" and isinstance(error.instance, dict):
-            required = list(error.validator_value)
-            for missing in required:
-                if missing not in error.instance and (*at, missing) not in reported:
-                    reported.add((*at, missing))
-                    path = f"{base}.{missing}" if base else str(missing)
-                    key = [*_error_order(schema, at), (1, required.index(missing))]
-                    found.append((key, f"  - {path}: must have required property '{missing}'"))
-            continue
-        found.append(([*_error_order(schema, at), (0,)], f"  - {base or 'root'}: {error.message}"))
-    if found:
-        found.sort(key=lambda item: item[0])
-        raise _failure(tool.name, [line for _, line in found], arguments)
-    return args
-
-
-def _errors(validator: Any, args: Any) -> list[Any]:
-    """Every validation error; a `$ref` that names nothing is an error, not a crash."""
-    import jsonschema
-    import referencing.exceptions
-
-    try:
-        return list(validator.iter_errors(args))
-    except referencing.exceptions.Unresolvable as exc:
-        error = jsonschema.ValidationError(
-            f"the schema has a $ref that cannot be resolved ({exc}; references outside the schema are not fetched)"
-        )
-        return [error]
-
-
-def _error_order(schema: Any, path: list[Any]) -> list[tuple[int, ...]]:
-    """Where an error sorts, as the reference lists them: at each object, the value's own
-    problems first, then its missing required properties, then its properties in schema order
-    (depth first); array items by index."""
-    key: list[tuple[int, ...]] = []
-    node = schema
-    for part in path:
-        node = node if isinstance(node, dict) else {}
-        if isinstance(part, int):
-            key.append((2, part))
-            items = node.get("items", node.get("prefixItems"))
-            node = items[part] if isinstance(items, list) and part < len(items) else items
-        else:
-            found = node.get("properties")
-            properties: dict[str, Any] = found if isinstance(found, dict) else {}
-            names = list(properties)
-            key.append((2, names.index(part) if part in properties else len(names)))
-            node = properties.get(part)
-    return key
-
-
-def _validate_with_model(tool: AgentTool, arguments: Mapping[str, Any]) -> Any:
-    import pydantic
-
-    # The reference's coercions first (7 -> "7", null for optional fields...), then the model.
-    args, _ = _coerced(tool, arguments)
-    try:
-        return tool._model.model_validate(args)
-    except pydantic.ValidationError as exc:
-        lines = [f"  - {'.'.join(str(p) for p in err['loc']) or 'root'}: {err['msg']}" for err in exc.errors()]
-        raise _failure(tool.name, lines, arguments) from None
-
-
-# --- @tool ----------------------------------------------------------------------------------
-
-F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
-_INJECTED = ("tool_call_id", "signal", "on_update")
-
-
-@overload
-def tool(fn: Callable[..., Any], /) -> AgentTool: ...
-@overload
-def tool(
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    label: str | None = None,
-    execution_mode: ExecutionMode | None = None,
-    timeout: float | None = None,
-    max_concurrency: int | None = None,
-) -> Callable[[Callable[..., Any]], AgentTool]: ...
-
-
-def tool(
-    fn: Callable[..., Any] | None = None,
-    /,
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    label: str | None = None,
-    execution_mode: ExecutionMode | None = None,
-    timeout: float | None = None,
-    max_concurrency: int | None = None,
-) -> AgentTool | Callable[[Callable[..., Any]], AgentTool]:
-    """Build an `AgentTool` from a typed function: `async def`, or a plain `def` run in a worker thread.
-
-    The schema and validation come from the signature (through pydantic, with lax coercion and
-    numbers accepted for strings), the description from the docstring's first paragraph, and each
-    parameter's description from its `Args:` entry. Parameters named `tool_call_id`, `signal` and
-    `on_update` are not arguments for the model: the loop passes them in. The function may return
-    a `str` (one text block), an `AgentToolResult`, or any JSON-serialisable value (sent as JSON
-    text, kept as `details`).
-
-    A plain `def` runs in a worker thread (`anyio.to_thread.run_sync`), so blocking code does not
-    stall the event loop; its `on_update` may be called from the thread. A thread cannot be
-    cancelled: when the abort's grace period ends (or the tool's timeout), the call is answered at
-    once and the thread is left to finish on its own, its result dropped. A long-running sync
-    tool should check `signal.aborted` now and then.
-
-    `name`, `description`, `label`, `execution_mode`, `timeout` and `max_concurrency` are those
-    of `AgentTool`.
-
-    Example:
-        ```python
-        @tool
-        async def add(a: int, b: int) -> str:
-            '''Add two integers.'''
-            return str(a + b)
-        ```
-    """
-
-    def build(func: Callable[..., Any]) -> AgentTool:
-        if not callable(func) or inspect.isclass(func):
-            raise TypeError(f"@tool needs a function, got {func!r}")
-        return _tool_from_function(func, name, description, label, execution_mode, timeout, max_concurrency)
-
-    return build(fn) if fn is not None else build
-
-
-def _docstring_parts(doc: str) -> tuple[str, dict[str, str]]:
-    doc = inspect.cleandoc(doc)
-    summary = doc.split("\n\n", 1)[0].strip()
-    params: dict[str, str] = {}
-    match = re.search(r"^(?:Args|Arguments|Parameters):\s*\n((?:[ \t]+.*\n?|\s*\n)+)", doc, re.M)
-    if match:
-        current = None
-        for line in match.group(1).splitlines():
-            item = re.match(r"^\s{1,8}(\w+)(?:\s*\([^)]*\))?:\s*(.*)$", line)
-            if item:
-                current = item.group(1)
-                params[current] = item.group(2).strip()
-            elif current and line.strip():
-                params[current] += " " + line.strip()
-    return summary, params
-
-
-def _tool_from_function(
-    func: Callable[..., Any],
-    name: str | None,
-    description: str | None,
-    label: str | None,
-    execution_mode: ExecutionMode | None,
-    timeout: float | None = None,
-    max_concurrency: int | None = None,
-) -> AgentTool:
-    import pydantic
-
-    summary, param_docs = _docstring_parts(func.__doc__ or "")
-    hints = _resolved_hints(func)
-    fields: dict[str, Any] = {}
-    injected = []
-    for param in inspect.signature(func).parameters.values():
-        if param.name in _INJECTED:
-            injected.append(param.name)
-            continue
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            raise TypeError(f"@tool function {func.__name__!r} cannot take *args or **kwargs")
-        annotation = hints.get(param.name, Any)
-        default = ... if param.default is param.empty else param.default
-        fields[param.name] = (
-            annotation,
-            pydantic.Field(default, description=param_docs.get(param.name)),
-        )
-    model = pydantic.create_model(
-        f"{func.__name__}_arguments",
-        __config__=pydantic.ConfigDict(coerce_numbers_to_str=True, extra="ignore"),
-        **fields,
-    )
-
-    in_thread = not inspect.iscoroutinefunction(func)
-
-    async def execute(tool_call_id: str, params: Any, signal: AbortSignal, on_update: OnUpdate) -> AgentToolResult:
-        kwargs = {key: getattr(params, key) for key in fields}
-        update: object = functools.partial(_update_from_thread, on_update) if in_thread else on_update
-        extra = {"tool_call_id": tool_call_id, "signal": signal, "on_update": update}
-        kwargs.update({key: extra[key] for key in injected})
-        if in_thread:
-            import anyio.to_thread
-
-            return _as_result(await anyio.to_thread.run_sync(functools.partial(func, **kwargs), abandon_on_cancel=True))
-        return _as_result(await func(**kwargs))
-
-    return AgentTool(
-        name=name or func.__name__,
-        description=description if description is not None else summary,
-        parameters=model,
-        execute=execute,
-        label=label,
-        execution_mode=execution_mode,
-        timeout=timeout,
-        max_concurrency=max_concurrency,
-    )
-
-
-def _update_from_thread(on_update: OnUpdate, partial_result: AgentToolResult) -> None:
-    """A sync tool's `on_update`, called from its worker thread: handed to the event loop."""
-    import anyio.from_thread
-
-    anyio.from_thread.run_sync(on_update, partial_result)
-
-
-def _resolved_hints(func: Callable[..., Any]) -> dict[str, Any]:
-    import typing
-
-    try:
-        return typing.get_type_hints(func)
-    except Exception as exc:
-        raise TypeError(f"@tool could not resolve the type hints of {func.__name__!r}: {exc}") from None
-
-
-def _as_result(value: Any) -> AgentToolResult:
-    if isinstance(value, AgentToolResult):
-        return value
-    if isinstance(value, str):
-        return AgentToolResult(content=(TextContent(value),))
-    import json
-
-    try:
-        text = json.dumps(value, ensure_ascii=False, default=_json_default)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(
-            f"a @tool function must return str, AgentToolResult or a JSON value, got {type(value).__name__}"
-        ) from exc
-    return AgentToolResult(content=(TextContent(text),), details=value)
-
-
-def _json_default(value: Any) -> Any:
-    if hasattr(value, "model_dump"):
-        return value.model_dump(mode="json")
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "MaybeAwaitable",
+    "OutputSchema",
     "StreamFn",
     "StreamOptions",
     "StreamSource",
@@ -38,6 +39,20 @@ __all__ = (
 T = TypeVar("T")
 MaybeAwaitable: TypeAlias = T | Awaitable[T]
 """Callbacks may be plain or `async` functions."""
+
+
+@dataclass(frozen=True, slots=True)
+class OutputSchema:
+    """A JSON schema the model's text answer must follow, for providers that constrain their
+    output to one (OpenAI's `response_format`/`text.format`, Gemini's `responseJsonSchema`)."""
+
+    name: str
+    """The schema's name (letters, digits, `_` and `-`: OpenAI's rule)."""
+    schema: Mapping[str, Any]
+    """A JSON schema of an object."""
+    strict: bool = False
+    """OpenAI's strict mode; only for a schema it accepts (every object's properties all
+    required, `additionalProperties: false`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,6 +76,10 @@ class StreamOptions:
     """Prompt caching: `short` (the provider's default cache; also what None means), `long`
     (Anthropic's 1-hour cache and OpenAI's 24-hour retention, where the model has them) or `none`
     (no cache marks and no cache key)."""
+    output_schema: OutputSchema | None = None
+    """Ask for a text answer that is JSON following this schema, where the provider can constrain
+    its output (OpenAI Chat Completions and Responses, Azure OpenAI, Gemini and Vertex AI); the
+    other providers end the stream with an error saying so."""
 
     def __repr__(self) -> str:
         key = "None" if self.api_key is None else "'***'"

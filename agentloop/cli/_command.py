@@ -4,6 +4,7 @@
     python -m agentloop chat                          a conversation; a line typed while the agent
                                                       works steers it
     --model provider:id  --base-url URL  --root DIR  --jsonl  --thinking show|hide  --max-turns N
+    --approve (ask y/n/reason at the terminal before each tool call runs)
 
 Every argument is checked before anything starts: a bad one is one line on stderr and exit code 2.
 The answer (or, with --jsonl, the JSON lines) is all that goes to stdout, so `answer=$(agentloop
@@ -25,7 +26,7 @@ import signal
 import sys
 import threading
 import typing
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -34,14 +35,16 @@ from urllib.parse import urlsplit
 import anyio
 import anyio.from_thread
 import anyio.lowlevel
+import anyio.to_thread
 from anyio.abc import TaskStatus
-from anyio.streams.memory import MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .._core._agent import Agent
 from .._core._util import exception_text
 from .._types._events import AgentEnd, MessageEnd
-from .._types._messages import AssistantMessage, Model, ToolResultMessage, UserMessage
+from .._types._messages import AssistantMessage, Model, ToolCall, ToolResultMessage, UserMessage
 from .._types._stream_fn import StreamFn
+from ._approve import TerminalApprover
 from ._printer import PROMPT_MARKER, Printer, spinner
 from ._tools import builtin_tools
 
@@ -103,6 +106,15 @@ models:
 
 environment:
   OPENAI_API_KEY, ANTHROPIC_API_KEY   keys (the first one set picks the default model)
+  GEMINI_API_KEY                      for google:MODEL_ID
+  MISTRAL_API_KEY                     for mistral:MODEL_ID
+  AZURE_OPENAI_API_KEY                for azure:MODEL_ID, with AZURE_OPENAI_BASE_URL or
+                                      AZURE_OPENAI_RESOURCE_NAME (and AZURE_OPENAI_DEPLOYMENT_NAME_MAP)
+  GOOGLE_CLOUD_PROJECT, GOOGLE_CLOUD_LOCATION
+                                      for google-vertex:MODEL_ID, with application default
+                                      credentials (extra [vertex]), or GOOGLE_CLOUD_API_KEY alone
+  AWS_PROFILE, AWS_REGION             for amazon-bedrock:MODEL_ID (extra [bedrock]): the AWS
+                                      credential chain, or AWS_BEARER_TOKEN_BEDROCK
   AGENTLOOP_BACKEND                   asyncio (default) or trio
   AGENTLOOP_CACHE                     where the local model is kept (default ~/.cache/agentloop)
   AGENTLOOP_MODEL_PATH                a GGUF file to use instead of the downloaded one
@@ -167,6 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
         )
         sub.add_argument("--max-turns", type=int, default=8, help="stop after this many turns (default 8)")
         sub.add_argument("--max-tokens", type=int, default=None, help="cap each response's tokens")
+        sub.add_argument("--approve", action="store_true", help="ask before each tool call runs (y/n/reason)")
         sub.add_argument("--mcp", metavar="SERVERS.JSON", help="add the tools of the MCP servers of an mcpServers file")
     return parser
 
@@ -362,6 +375,7 @@ async def run_cli(args: argparse.Namespace, stdin: TextIO, out: TextIO, err: Tex
                 _mcp_tools(args.mcp_servers, printer) as mcp_tools,
             ):
                 printer.status = ""
+                approver = TerminalApprover(printer.say, _stdin_line(stdin))
                 agent = Agent(
                     model=model,
                     system_prompt=SYSTEM_PROMPT,
@@ -372,7 +386,10 @@ async def run_cli(args: argparse.Namespace, stdin: TextIO, out: TextIO, err: Tex
                     # The tiny embedded model often stops after reasoning: it reasons only when asked to.
                     thinking_level="low" if local and args.thinking == "show" else "off",
                     thinking_budgets={"low": 24} if local else None,
+                    needs_approval=_every_call if args.approve else (),
+                    on_approval_request=approver,
                 )
+                approver.agent = agent
                 agent.subscribe(printer.listener)
                 compactor = _compaction(agent, printer, local)
                 printer.on_closed = agent.abort
@@ -384,7 +401,7 @@ async def run_cli(args: argparse.Namespace, stdin: TextIO, out: TextIO, err: Tex
                         code = _exit_code(agent, interrupts)
                         _note_max_turns(agent, args.max_turns, interrupts, printer)
                     else:
-                        code = await chat(agent, stdin, printer, interrupts, args.max_turns, compactor)
+                        code = await chat(agent, stdin, printer, interrupts, args.max_turns, approver, compactor)
                     tg.cancel_scope.cancel()
                 printer.status = ""
         except StartError as exc:
@@ -517,10 +534,12 @@ async def chat(
     printer: Printer,
     interrupts: Interrupts,
     max_turns: int,
+    approver: TerminalApprover | None = None,
     compactor: Compactor | None = None,
 ) -> int:
     """Read lines: idle, a line is a prompt. Typed on a terminal while the agent works, a line
-    steers the current run; piped in, every line is a prompt of its own, in order. `/compact
+    steers the current run; piped in, every line is a prompt of its own, in order. While a tool
+    call waits for approval (`--approve`), the next line is the answer. `/compact
     [instructions]` compacts the context now (with a `compactor`)."""
     interactive = stdin.isatty()
     if interactive:
@@ -533,13 +552,20 @@ async def chat(
     code = EXIT_OK
     send, receive = anyio.create_memory_object_stream[str](16)
     threading.Thread(target=_pump_lines, args=(stdin, send, anyio.lowlevel.current_token()), daemon=True).start()
-    async with anyio.create_task_group() as tg, receive:
+    answers_send, answers = anyio.create_memory_object_stream[str](1)
+    async with anyio.create_task_group() as tg, receive, answers_send, answers:
         # unbounded: each line a person or a pipe gave is kept until its turn
         prompt_send, prompt_receive = anyio.create_memory_object_stream[str](math.inf)
+        if approver is not None:
+            # typed: the line typed while a call waits; piped: the next line, in order
+            approver.read_line = _next_line(answers if interactive else prompt_receive)
 
         async def route() -> None:
             async with prompt_send:
                 async for line in receive:
+                    if interactive and agent.pending_approvals:
+                        await answers_send.send(line)
+                        continue
                     text = line.strip()
                     if not text:
                         if interactive and not agent.state.is_streaming:
@@ -571,6 +597,30 @@ async def chat(
                 _note_max_turns(agent, max_turns, interrupts, printer)
         tg.cancel_scope.cancel()
     return code
+
+
+def _every_call(tool_call: ToolCall) -> bool:
+    return True
+
+
+def _stdin_line(stdin: TextIO) -> Callable[[], Awaitable[str | None]]:
+    """A line of stdin (None at its end): where `run --approve` reads its answers."""
+
+    async def read() -> str | None:
+        line = await anyio.to_thread.run_sync(stdin.readline, abandon_on_cancel=True)
+        return line or None
+
+    return read
+
+
+def _next_line(lines: MemoryObjectReceiveStream[str]) -> Callable[[], Awaitable[str | None]]:
+    async def read() -> str | None:
+        try:
+            return await lines.receive()
+        except anyio.EndOfStream:
+            return None
+
+    return read
 
 
 def _pump_lines(stdin: TextIO, send: MemoryObjectSendStream[str], token: anyio.lowlevel.EventLoopToken) -> None:

@@ -26,7 +26,8 @@ from typing import Any
 
 import anyio
 
-from .._tools._tool import AgentTool, tool
+from .._tools._decorator import tool
+from .._tools._tool import AgentTool
 from .._types._errors import ToolError
 from .._types._messages import AgentToolResult, TextContent
 

@@ -1,4 +1,4 @@
-"""Durable agents on DBOS (`pip install 'anyio-agentloop[dbos]'`): asyncio only.
+"""Durable agents on DBOS (the `dbos` extra): asyncio only.
 
 The loop runs in a DBOS workflow (`DBOSAgent`, workflow `agentloop.<name>`); each model call is
 a step that consumes the provider's stream and returns the final message; each tool call is a
@@ -15,7 +15,9 @@ runs again.
         ...
 
 A caller in another process uses a `DBOSClient` (`client=`): `start_agent` then enqueues the run
-on the `agentloop` queue, which the workers register once launched (`DBOS.register_queue(QUEUE)`).
+on its agent's queue (`agentloop.<name>`), which the workers that hold the agent listen to once
+launched (`register_queues()`): a rolling deploy that adds an agent never hands its runs to an
+old worker.
 
 DBOS's Python library runs async workflows on asyncio: on trio, every function here raises
 RuntimeError at once.
@@ -23,17 +25,21 @@ RuntimeError at once.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import replace
 from typing import Any
 
 try:
     import dbos as _dbos
-except ImportError as _error:  # pragma: no cover
-    raise ImportError("agentloop.dbos needs the dbos package: pip install 'anyio-agentloop[dbos]'") from _error
+except ImportError as _error:  # pragma: no cover - depends on the environment
+    from ..cli._install import install_command
+
+    raise ImportError(f"agentloop.dbos needs the dbos package, the 'dbos' extra: {install_command('dbos')}") from _error
 
 from dbos import DBOS, DBOSClient, SetWorkflowID, WorkflowHandleAsync
 
+from .._durable import require_asyncio
 from .._types._constants import AGENT_MESSAGE_TYPES
 from .._types._messages import AgentMessage
 from .._wire._decode import from_json
@@ -41,6 +47,7 @@ from .._wire._encode import to_json
 from .._wire._envelope import EventEnvelope, envelope_from_json
 from ._agent import (
     APPROVAL_TOPIC,
+    CONTROL_ATTRIBUTE,
     CONTROL_TOPIC,
     EVENTS_STREAM,
     DBOSAgent,
@@ -52,14 +59,17 @@ from ._agent import (
 
 __all__ = (
     "APPROVAL_TOPIC",
+    "CONTROL_ATTRIBUTE",
     "CONTROL_TOPIC",
     "DBOSAgent",
     "EVENTS_STREAM",
     "QUEUE",
     "abort",
+    "agent_queue",
     "approve",
     "follow_up",
     "idempotency_key",
+    "register_queues",
     "result",
     "start_agent",
     "steer",
@@ -67,20 +77,43 @@ __all__ = (
 )
 
 QUEUE = "agentloop"
-"""The DBOS queue `start_agent(..., client=...)` enqueues runs on; workers `DBOS.register_queue(QUEUE)`."""
+"""The prefix of the DBOS queues `start_agent(..., client=...)` enqueues runs on: one queue per
+agent, `agentloop.<name>` (`agent_queue`), which the workers that hold the agent listen to
+(`register_queues`)."""
+
+
+def agent_queue(agent: DBOSAgent | str, queue: str = QUEUE) -> str:
+    """The DBOS queue of the runs of `agent` (a `DBOSAgent` or its name): `<queue>.<name>`."""
+    name = agent.name if isinstance(agent, DBOSAgent) else agent
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"agent must be a DBOSAgent or its name, got {agent!r}")
+    return f"{queue}.{name}"
+
+
+def register_queues(agents: Sequence[DBOSAgent] | None = None, *, queue: str = QUEUE, **options: Any) -> list[str]:
+    """In a worker, once DBOS is launched: listen to the queue of each agent it holds (`agents`,
+    default every `DBOSAgent` this process defines); their names.
+
+    A worker dequeues only the runs of its agents: during a rolling deploy a run of an agent that
+    only the new workers hold waits for one of them, never for a worker that cannot run it.
+    Other keyword arguments go to `DBOS.register_queue` for every queue (`polling_interval_sec`,
+    `worker_concurrency`, ...).
+    """
+    held = [registered_agent(name) for name in defined_agents()] if agents is None else list(agents)
+    for agent in held:
+        if not isinstance(agent, DBOSAgent):
+            raise TypeError(f"register_queues takes DBOSAgents, got {type(agent).__name__}")
+    names = [agent_queue(agent, queue) for agent in held]
+    for name in names:
+        DBOS.register_queue(name, **options)
+    return names
+
 
 del _dbos
 
 
-def _require_asyncio(what: str) -> None:
-    import sniffio
-
-    try:
-        library = sniffio.current_async_library()
-    except sniffio.AsyncLibraryNotFoundError:
-        return
-    if library != "asyncio":
-        raise RuntimeError(f"{what} needs asyncio: DBOS runs async workflows on asyncio only, not on {library}")
+_ASYNCIO_ONLY = "DBOS runs async workflows"
+"""Why every function here needs asyncio (`require_asyncio`)."""
 
 
 def _check_messages(messages: Sequence[AgentMessage], name: str) -> list[AgentMessage]:
@@ -112,14 +145,15 @@ async def start_agent(
 
     `id` is the workflow id: starting the same id again attaches to the run already started.
     Without `client` the run starts in this process (DBOS launched here, the agent defined
-    here); with a `DBOSClient` it is enqueued by name on `queue`, for a worker to run. `prompts`
+    here); with a `DBOSClient` it is enqueued by name on the agent's queue (`agent_queue(agent,
+    queue)`), for a worker that holds the agent (`register_queues`) to run. `prompts`
     empty continues from `messages` (whose last message must not be an assistant message).
 
     Raises LookupError at once for a name no `DBOSAgent` of this process has, when this process
     defines any (a client that imports the agents' module checks every name). A client that
-    defines none cannot tell: a run of an agent no worker has stays enqueued.
+    defines none cannot tell: a run of an agent no worker holds stays enqueued until one does.
     """
-    _require_asyncio("agentloop.dbos.start_agent")
+    require_asyncio("agentloop.dbos.start_agent", _ASYNCIO_ONLY)
     _check_call(id, client, "id")
     name = agent.name if isinstance(agent, DBOSAgent) else agent
     if not isinstance(name, str):
@@ -132,7 +166,7 @@ async def start_agent(
         if defined_agents() and not isinstance(agent, DBOSAgent):
             registered_agent(name)  # this process defines the agents: a name that is not one fails now
         handle: WorkflowHandleAsync[list[Any]] = await client.enqueue_async(
-            {"queue_name": queue, "workflow_name": workflow_name(name), "workflow_id": id}, request
+            {"queue_name": agent_queue(name, queue), "workflow_name": workflow_name(name), "workflow_id": id}, request
         )
         return handle.get_workflow_id()
     found = agent if isinstance(agent, DBOSAgent) else registered_agent(name)
@@ -154,7 +188,7 @@ async def stream_events(
     if it failed or was cancelled before its `agent_end`. A caller that stops early closes it:
     `async with contextlib.aclosing(stream_events(...)) as events:`.
     """
-    _require_asyncio("agentloop.dbos.stream_events")
+    require_asyncio("agentloop.dbos.stream_events", _ASYNCIO_ONLY)
     _check_call(workflow_id, client)
     if isinstance(after_seq, bool) or not isinstance(after_seq, int) or after_seq < -1:
         raise ValueError(
@@ -200,21 +234,23 @@ async def result(
     Raises the workflow's error if it failed or was cancelled. `poll_interval`: seconds between
     two looks at the workflow's status.
     """
-    _require_asyncio("agentloop.dbos.result")
+    require_asyncio("agentloop.dbos.result", _ASYNCIO_ONLY)
     _check_call(workflow_id, client)
     return [from_json(m) for m in await _result_json(workflow_id, client, poll_interval)]
 
 
 async def _send(workflow_id: str, data: dict[str, Any], topic: str, client: DBOSClient | None) -> None:
-    if client is not None:
-        await client.send_async(workflow_id, data, topic)
-    else:
-        await DBOS.send_async(workflow_id, data, topic)
+    """Send `data` to the run on `topic`; a control message then marks the run (`CONTROL_ATTRIBUTE`)."""
+    sender = client if client is not None else DBOS
+    await sender.send_async(workflow_id, data, topic)
+    if topic == CONTROL_TOPIC:
+        mark = {CONTROL_ATTRIBUTE: uuid.uuid4().hex}
+        await sender.update_workflow_attributes_async(workflow_id, mark, merge=True)
 
 
 async def steer(workflow_id: str, message: AgentMessage, *, client: DBOSClient | None = None) -> None:
     """Queue a message for the run's next turn (taken at the end of the current turn, after its tool calls)."""
-    _require_asyncio("agentloop.dbos.steer")
+    require_asyncio("agentloop.dbos.steer", _ASYNCIO_ONLY)
     _check_call(workflow_id, client)
     _check_messages([message], "message")
     await _send(workflow_id, {"kind": "steer", "message": to_json(message)}, CONTROL_TOPIC, client)
@@ -222,7 +258,7 @@ async def steer(workflow_id: str, message: AgentMessage, *, client: DBOSClient |
 
 async def follow_up(workflow_id: str, message: AgentMessage, *, client: DBOSClient | None = None) -> None:
     """Queue a message for when the run would otherwise stop."""
-    _require_asyncio("agentloop.dbos.follow_up")
+    require_asyncio("agentloop.dbos.follow_up", _ASYNCIO_ONLY)
     _check_call(workflow_id, client)
     _check_messages([message], "message")
     await _send(workflow_id, {"kind": "follow_up", "message": to_json(message)}, CONTROL_TOPIC, client)
@@ -235,7 +271,7 @@ async def abort(workflow_id: str, *, client: DBOSClient | None = None) -> None:
     approval is denied ("Operation aborted"). To stop a workflow at once, without the loop's
     ending, cancel it: `DBOS.cancel_workflow_async(id)`.
     """
-    _require_asyncio("agentloop.dbos.abort")
+    require_asyncio("agentloop.dbos.abort", _ASYNCIO_ONLY)
     _check_call(workflow_id, client)
     await _send(workflow_id, {"kind": "abort"}, CONTROL_TOPIC, client)
     await _send(workflow_id, {"kind": "abort"}, APPROVAL_TOPIC, client)  # a call waiting for approval
@@ -255,7 +291,7 @@ async def approve(
     blocked", as a `before_tool_call` that blocks the call in one process); its tool does not
     run. An answer may come before the call waits for it; a call without one for a week is denied.
     """
-    _require_asyncio("agentloop.dbos.approve")
+    require_asyncio("agentloop.dbos.approve", _ASYNCIO_ONLY)
     _check_call(workflow_id, client)
     if not isinstance(tool_call_id, str) or not tool_call_id:
         raise ValueError(f"tool_call_id must be a non-empty str, got {tool_call_id!r}")

@@ -21,27 +21,28 @@ an identity (`tool_execution_end/<call id>/0`, `turn_start//2`, ...), and the re
 first of each, so a caller sees every event once, whatever order a replay emitted them in.
 
 Control messages (steering, follow-up, abort) cost recorded `recv`s only when one was sent (a
-`recv` that finds nothing costs as much as two steps). A step ends, after its work, by looking
-whether a control message waits for the run (`_control_message_waiting`, one read) and records
-the answer in its output; the loop's poll receives (every message waiting) only when a step saw
-one since the last poll, and at a run's first poll (a message may have been sent before it
-began). The answers are recorded, so a replay makes the same `recv`s. A message sent while a
-step runs is seen by it and taken at the poll that follows; one sent in the moment between a
-step's look and the poll is taken at the poll after the next step, as a message sent just after
-a poll is in a run in one process.
+`recv` that finds nothing costs as much as two steps). Their senders (`steer`, `follow_up`,
+`abort`) send the message, then set the run's `CONTROL_ATTRIBUTE` (a DBOS workflow attribute) to
+a new value. A step ends, after its work, by reading that attribute (`_control_mark`, one read
+of the run's status) and records it in its output, with whether it changed since the run last
+saw it; the loop's poll receives (every message waiting) only when a step saw a change since the
+last poll, and at a run's first poll (a message may have been sent before it began). The answers
+are recorded, so a replay makes the same `recv`s. A message sent while a step runs is seen by it
+and taken at the poll that follows; one sent in the moment between a step's look and the poll is
+taken at the poll after the next step, as a message sent just after a poll is in a run in one
+process.
 """
 
 from __future__ import annotations
 
 import contextvars
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 import anyio
-import sqlalchemy as sa
 from dbos import DBOS
-from dbos._dbos import _get_dbos_instance
-from dbos._error import DBOSBaseException, DBOSException
+from dbos import error as dbos_error
 
 from .._core._config import AgentContext, AgentLoopConfig, call
 from .._core._loop import run_agent_loop, run_agent_loop_continue
@@ -82,6 +83,7 @@ from .._wire._json_text import encode_json
 
 __all__ = (
     "APPROVAL_TOPIC",
+    "CONTROL_ATTRIBUTE",
     "CONTROL_TOPIC",
     "DBOSAgent",
     "EVENTS_STREAM",
@@ -94,40 +96,34 @@ __all__ = (
 EVENTS_STREAM = "agentloop.events"
 """The DBOS stream a run's events are written to (each value a list of `{"id", "envelope"}`)."""
 CONTROL_TOPIC = "agentloop.control"
-"""The DBOS topic of steering, follow-up and abort messages (`{"kind": ..., "message": ...}`)."""
+"""The DBOS topic of steering, follow-up and abort messages (`{"kind": ..., "message": ...}`).
+
+Send them with `steer`, `follow_up` and `abort`: a message sent to the topic by hand is taken
+only once the run's `CONTROL_ATTRIBUTE` changes (or at its first poll)."""
+CONTROL_ATTRIBUTE = "agentloop.control"
+"""The workflow attribute the senders of control messages set to a new value after each message:
+a run's step that finds a value it has not seen makes the next poll receive."""
 APPROVAL_TOPIC = "agentloop.approval"
 """The DBOS topic of approvals (`{"toolCallId", "approved", "reason"}`), and of aborts (`{"kind": "abort"}`)."""
 
-_ENGINE_ERRORS: tuple[type[BaseException], ...] = (DBOSException, DBOSBaseException)
+_ENGINE_ERRORS: tuple[type[BaseException], ...] = (dbos_error.DBOSException, dbos_error.DBOSBaseException)
 _AGENTS: dict[str, DBOSAgent] = {}
 _current_call: contextvars.ContextVar[str] = contextvars.ContextVar("agentloop_dbos_tool_call")
 
 
-def _control_message_waiting(workflow_id: str) -> bool:
-    """Whether a control message (on `CONTROL_TOPIC`) waits for the workflow, not received yet.
+def _control_mark(workflow_id: str) -> str:
+    """The run's `CONTROL_ATTRIBUTE` ('' before any control message), read from its status
+    without its input or output. Blocking: run it in a worker thread.
 
-    One read of DBOS's notifications table, as `recv` makes before it waits
-    (`SystemDatabase.recv_check`). That table is DBOS's private schema: on any error the answer
-    is True, so that a DBOS that changed it makes the run receive at every poll (a recorded
-    `recv` more per poll), never miss a message. Blocking: run it in a worker thread.
+    On any error, a new value: the run then receives at its next poll (a recorded `recv` more),
+    never misses a message.
     """
     try:
-        system_database = _get_dbos_instance()._sys_db
-        notifications = system_database.tables.notifications
-        query = (
-            sa.select(notifications.c.topic)
-            .where(
-                notifications.c.destination_uuid == workflow_id,
-                notifications.c.topic == CONTROL_TOPIC,
-                notifications.c.consumed == sa.false(),
-            )
-            .limit(1)
-        )
-        with system_database.engine.connect() as connection:
-            connection.execution_options(isolation_level="AUTOCOMMIT")  # no transaction to begin and end
-            return connection.execute(query).first() is not None
+        found = DBOS.list_workflows(workflow_ids=[workflow_id], load_input=False, load_output=False)
+        value = (found[0].attributes or {}).get(CONTROL_ATTRIBUTE, "")
     except Exception:
-        return True
+        return f"unread-{uuid.uuid4().hex}"
+    return value if isinstance(value, str) else str(value)
 
 
 def idempotency_key() -> str:
@@ -282,6 +278,7 @@ class _DurableRun:
         # The next poll receives: a control message may wait. True at the start (one may have
         # been sent before the run began), then set when a step saw one; cleared by the poll.
         self.waiting = True
+        self.control_seen = ""  # the run's CONTROL_ATTRIBUTE, as its steps last read it
         self.answers: dict[str, dict[str, Any]] = {}  # approvals that came before their call waited
 
     async def run(self, request: dict[str, Any]) -> list[Any]:
@@ -383,13 +380,13 @@ class _DurableRun:
         )
         final: AssistantMessage = from_json(data["message"])
         self._saw(final.timestamp)
-        self.waiting = self.waiting or data["waiting"]
+        self._saw_control(data)
         async for event in replayed(final):
             yield event
 
     async def _call_model(self, model: Model, context: Context, options: StreamOptions) -> dict[str, Any]:
         """The model step: write the events so far, consume the provider's stream; return the
-        final message (`message`) and whether a control message waits (`waiting`)."""
+        final message (`message`) and what its look for control messages found (`waiting`, `control`)."""
         await self.publish()
         agent = self.agent
         stream_fn = agent.stream_fn
@@ -412,11 +409,18 @@ class _DurableRun:
         except Exception as exc:  # get_api_key or a stream function that broke its contract: the call failed
             text = f"The model call failed: {type(exc).__name__}: {exception_text(exc)}"
             final = ended_message(model, "error", text, now_ms())
-        return {"message": to_json(final), "waiting": await self._look_for_control_message()}
+        return {"message": to_json(final), **await self._look_for_control_message()}
 
-    async def _look_for_control_message(self) -> bool:
-        """In a step, after its work: whether a control message waits for this run (in a worker thread)."""
-        return await anyio.to_thread.run_sync(_control_message_waiting, self.workflow_id)
+    async def _look_for_control_message(self) -> dict[str, Any]:
+        """In a step, after its work: the run's control mark (`control`), and whether it changed
+        since the run last saw it (`waiting`: a control message waits)."""
+        mark = await anyio.to_thread.run_sync(_control_mark, self.workflow_id)
+        return {"waiting": mark != self.control_seen, "control": mark}
+
+    def _saw_control(self, output: dict[str, Any]) -> None:
+        """After a step: what its look for control messages found (recorded)."""
+        self.waiting = self.waiting or output["waiting"]
+        self.control_seen = output.get("control", self.control_seen)
 
     # --- tool calls --------------------------------------------------------------------------------
 
@@ -441,7 +445,7 @@ class _DurableRun:
             {"name": f"{self.agent.name}.tool.{name}"}, self._run_tool, call_id, name, proceed
         )
         self._saw(out["time"])
-        self.waiting = self.waiting or out["waiting"]
+        self._saw_control(out)
         if "error" in out:
             raise _ToolFailed(out["error"])
         if "text" in out:
@@ -467,8 +471,8 @@ class _DurableRun:
 
     async def _run_tool(self, call_id: str, name: str, proceed: Callable[[], Awaitable[object]]) -> dict[str, Any]:
         """The tool step: write the events so far, run the tool (within its timeout); return its
-        outcome (`text`, `result` or `error`), when it ended (`time`) and whether a control
-        message waits (`waiting`)."""
+        outcome (`text`, `result` or `error`), when it ended (`time`) and what its look for
+        control messages found (`waiting`, `control`)."""
         await self.publish()
         token = _current_call.set(call_id)
         try:
@@ -482,7 +486,7 @@ class _DurableRun:
         finally:
             _current_call.reset(token)
         outcome["time"] = now_ms()
-        outcome["waiting"] = await self._look_for_control_message()
+        outcome.update(await self._look_for_control_message())
         return outcome
 
 

@@ -13,7 +13,7 @@ from .._types._errors import AgentLoopError
 from .._types._events import AgentEvent, MessageUpdate, ToolCallDeltaEvent, ToolCallStartEvent
 from .._types._messages import AgentToolResult, TextContent, ToolCall
 
-__all__ = ("OutputError", "OutputTool")
+__all__ = ("OutputError", "OutputTool", "error_lines", "output_adapter")
 
 T = TypeVar("T")
 
@@ -68,15 +68,7 @@ class OutputTool(AgentTool, Generic[T]):
     ) -> None:
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}")
-        try:
-            adapter: TypeAdapter[T] = TypeAdapter(output_type)
-            schema = adapter.json_schema()
-        except Exception as exc:
-            raise TypeError(f"output_type must be a type pydantic can validate, got {output_type!r}: {exc}") from None
-        if schema.get("type") != "object":
-            raise TypeError(
-                f"output_type must be a pydantic model, a dataclass or a TypedDict (a JSON object), got {output_type!r}"
-            )
+        adapter, schema = output_adapter(output_type)
         title = getattr(output_type, "__name__", "result")
         super().__init__(
             name=name,
@@ -156,9 +148,28 @@ class OutputTool(AgentTool, Generic[T]):
         return value
 
 
-def _error_text(name: str, exc: ValidationError) -> str:
+def output_adapter(output_type: type[T]) -> tuple[TypeAdapter[T], dict[str, Any]]:
+    """The validator of an output type and its JSON schema; TypeError unless it is a JSON object."""
+    try:
+        adapter: TypeAdapter[T] = TypeAdapter(output_type)
+        schema = adapter.json_schema()
+    except Exception as exc:
+        raise TypeError(f"output_type must be a type pydantic can validate, got {output_type!r}: {exc}") from None
+    if schema.get("type") != "object":
+        raise TypeError(
+            f"output_type must be a pydantic model, a dataclass or a TypedDict (a JSON object), got {output_type!r}"
+        )
+    return adapter, schema
+
+
+def error_lines(exc: ValidationError) -> list[str]:
+    """One line per validation error: where, and what is wrong."""
     lines = []
     for error in exc.errors(include_url=False):
         where = ".".join(str(part) for part in error["loc"]) or "root"
         lines.append(f"  - {where}: {error['msg']}")
-    return f'Validation failed for tool "{name}":\n' + "\n".join(lines)
+    return lines
+
+
+def _error_text(name: str, exc: ValidationError) -> str:
+    return f'Validation failed for tool "{name}":\n' + "\n".join(error_lines(exc))

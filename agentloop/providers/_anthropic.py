@@ -38,7 +38,16 @@ from ._errors import ProviderError
 from ._http import AsyncClient, HTTPOptions, run_stream
 from ._json_stream import ToolArguments
 from ._parse import SSEParser, as_int, as_str, error_text, is_one_of, stream_object
-from ._request import Request, base_url, check_llm_messages, compat, request_headers, sanitize, tool_specs
+from ._request import (
+    Request,
+    base_url,
+    check_llm_messages,
+    compat,
+    native_output,
+    request_headers,
+    sanitize,
+    tool_specs,
+)
 from ._stream import AssistantMessageEventStream
 from ._thinking import thinking_budget, thinking_level
 from ._transform import normalize_anthropic_id, transform_messages
@@ -96,6 +105,7 @@ def _adaptive(model: Model, url: str) -> bool:
 def build_anthropic_request(model: Model, context: Context, options: StreamOptions) -> Request:
     """The `Request` for one response."""
     check_llm_messages(context)
+    native_output(model, options, None)  # none on this wire: an output schema fails the call
     key = resolve_api_key(model, options)
     url = anthropic_base_url(model)
     cache = anthropic_cache_control(model, options) if compat(model, "cache_control", True) else None

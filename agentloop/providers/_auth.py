@@ -1,15 +1,20 @@
-"""API keys: where a provider's key comes from, and its redaction from every text a stream shows."""
+"""API keys and tokens: where a provider's key comes from, a caller's token function, and the
+redaction of both from every text a stream shows."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
+from collections.abc import Awaitable, Callable
+
+import anyio.to_thread
 
 from .._types._messages import Model
 from .._types._stream_fn import StreamOptions
 from ._errors import ProviderError
 
-__all__ = ("ENV_API_KEYS", "env_api_key", "redact", "resolve_api_key")
+__all__ = ("ENV_API_KEYS", "env_api_key", "fetch_token", "redact", "resolve_api_key")
 
 ENV_API_KEYS: dict[str, tuple[str, ...]] = {
     "openai": ("OPENAI_API_KEY",),
@@ -54,6 +59,26 @@ def resolve_api_key(model: Model, options: StreamOptions) -> str | None:
             "(AgentLoopConfig.api_key / get_api_key)."
         )
     return key
+
+
+async def fetch_token(source: str | Callable[[], str | Awaitable[str]], what: str) -> str:
+    """The token `source` gives: a str as it is, an async function's result, or a plain
+    function's, run in a worker thread (it may block on the network, as a credential refresh
+    does). ProviderError naming `what` when the function fails or gives no non-empty str."""
+    token: object = source
+    if callable(source):
+        try:
+            if inspect.iscoroutinefunction(source):
+                token = await source()
+            else:
+                token = await anyio.to_thread.run_sync(source, abandon_on_cancel=True)
+                if inspect.isawaitable(token):
+                    token = await token
+        except Exception as exc:
+            raise ProviderError(f"{what} failed: {type(exc).__name__}: {exc}") from None
+    if not isinstance(token, str) or not token:
+        raise ProviderError(f"{what} returned {type(token).__name__}, not a token (a non-empty str)")
+    return token
 
 
 def redact(text: str, secret: str | None) -> str:

@@ -22,26 +22,20 @@ Where each setting comes from, first found first:
 
 from __future__ import annotations
 
-import inspect
+import functools
 import os
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
-import anyio.to_thread
-
-from .._types._abort import AbortCut
-from .._types._builder import AssistantMessageBuilder
-from .._types._constants import ABORTED_TEXT
-from .._types._events import AssistantMessageEvent
 from .._types._messages import Context, Model, ModelCost
 from .._types._stream_fn import StreamOptions
-from ._auth import resolve_api_key
+from ._auth import fetch_token, resolve_api_key
 from ._errors import ProviderError
 from ._http import AsyncClient, HTTPOptions, run_stream
 from ._openai_responses import ResponsesParser, convert_input
-from ._request import Request, check_llm_messages, compat, request_headers, tool_specs
-from ._stream import AssistantMessageEventStream, check_arguments
+from ._request import Request, check_llm_messages, compat, native_output, request_headers, tool_specs
+from ._stream import AssistantMessageEventStream
 from ._thinking import model_thinking_level
 
 __all__ = (
@@ -86,50 +80,19 @@ def stream_azure_openai_responses(
     """
     if azure_ad_token_provider is None:
         return run_stream(model, context, options, build_azure_request, AzureResponsesParser, http=http, client=client)
-    check_arguments(model, context, options)
     if not callable(azure_ad_token_provider):
         kind = type(azure_ad_token_provider).__name__
         raise TypeError(f"azure_ad_token_provider must be a function returning a token, got {kind}")
-    return AssistantMessageEventStream(_with_token(model, context, options, azure_ad_token_provider, http, client))
+    build = functools.partial(_build_with_token, provider=azure_ad_token_provider)
+    return run_stream(model, context, options, build, AzureResponsesParser, http=http, client=client)
 
 
-async def _with_token(
-    model: Model,
-    context: Context,
-    options: StreamOptions,
-    provider: TokenProvider,
-    http: HTTPOptions | None,
-    client: AsyncClient | None,
-) -> AsyncGenerator[AssistantMessageEvent, None]:
-    """The response's events, once the token provider has given a token for it."""
-    token: Any = None
-    failure: str | None = None
-    with AbortCut(options.signal):
-        try:
-            if inspect.iscoroutinefunction(provider):
-                token = await provider()
-            else:
-                token = await anyio.to_thread.run_sync(provider, abandon_on_cancel=True)
-                if inspect.isawaitable(token):
-                    token = await token
-        except Exception as exc:  # the contract: a stream function reports, it does not raise
-            failure = f"The Azure AD token provider failed: {type(exc).__name__}: {exc}"
-    builder = AssistantMessageBuilder(api=model.api, provider=model.provider, model=model.id)
-    if options.signal.aborted:
-        yield builder.error("aborted", ABORTED_TEXT)
-        return
-    if failure is None and (not isinstance(token, str) or not token):
-        failure = f"The Azure AD token provider returned {type(token).__name__}, not a token (a non-empty str)"
-    if failure is not None:
-        yield builder.error("error", failure)
-        return
-
-    def build(model: Model, context: Context, options: StreamOptions) -> Request:
-        return build_azure_request(model, context, options, token=token)
-
-    async with run_stream(model, context, options, build, AzureResponsesParser, http=http, client=client) as events:
-        async for event in events:
-            yield event
+async def _build_with_token(
+    model: Model, context: Context, options: StreamOptions, *, provider: TokenProvider
+) -> Request:
+    """The `Request` for one response, once the token provider has given a token for it."""
+    token = await fetch_token(provider, "The Azure AD token provider")
+    return build_azure_request(model, context, options, token=token)
 
 
 # --- where the request goes -----------------------------------------------------------------
@@ -222,6 +185,9 @@ def build_azure_request(model: Model, context: Context, options: StreamOptions, 
         ]
     if model.reasoning:
         _add_reasoning(body, model, options)
+    text_format = native_output(model, options, "responses")
+    if text_format is not None:
+        body["text"] = {"format": text_format}
     return Request(url, request_headers(auth, model, options), body, secret)
 
 

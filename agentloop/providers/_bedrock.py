@@ -47,7 +47,7 @@ from .._types._stream_fn import StreamOptions
 from ._bedrock_stream import EVENT_STREAM, BedrockParser, http_error_text, read_event_stream
 from ._errors import ProviderError
 from ._http import AsyncClient, HTTPOptions, StreamFormat, run_stream
-from ._request import Request, check_llm_messages, compat, sanitize, tool_specs
+from ._request import Request, check_llm_messages, compat, native_output, sanitize, tool_specs
 from ._stream import AssistantMessageEventStream
 from ._transform import normalize_anthropic_id, transform_messages
 
@@ -366,6 +366,7 @@ def converse_body(
     no thinking `display`.
     """
     check_llm_messages(context)
+    native_output(model, options, None)  # none on this wire: an output schema fails the call
     level = options.reasoning if options.reasoning not in (None, "off") and model.reasoning else None
     claude = _is_claude(model)
     max_tokens = options.max_tokens or model.max_tokens or None

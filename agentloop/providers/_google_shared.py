@@ -41,7 +41,8 @@ from .._types._messages import (
 from .._types._stream_fn import StreamOptions
 from ._errors import ProviderError
 from ._parse import SSEParser, as_int, as_str, stream_object
-from ._request import check_llm_messages, compat, json_text, sanitize, tool_specs
+from ._request import check_llm_messages, compat, json_text, native_output, sanitize, tool_specs
+from ._thinking import clamp_thinking_level
 from ._transform import transform_messages
 from ._usage import make_usage
 
@@ -57,7 +58,6 @@ __all__ = (
     "uses_thinking_level",
 )
 
-_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
 _BUDGETS = {
     "2.5-pro": {"minimal": 128, "low": 2048, "medium": 8192, "high": 32768},
     "2.5-flash-lite": {"minimal": 512, "low": 2048, "medium": 8192, "high": 24576},
@@ -96,33 +96,6 @@ def _level_map(model: Model) -> Mapping[str, Any]:
     return levels if isinstance(levels, Mapping) else {}
 
 
-def _supported(model: Model) -> list[str]:
-    if not model.reasoning:
-        return ["off"]
-    levels = _level_map(model)
-    supported = []
-    for level in _LEVELS:
-        if level in levels and levels[level] is None:
-            continue
-        if level in ("xhigh", "max") and level not in levels:
-            continue
-        supported.append(level)
-    return supported
-
-
-def _clamp(model: Model, level: str) -> str:
-    """The level nearest to `level` that the model supports: the next higher, else the next lower."""
-    supported = _supported(model)
-    if level in supported:
-        return level
-    wanted = _LEVELS.index(level) if level in _LEVELS else -1
-    if wanted >= 0:
-        for candidate in (*_LEVELS[wanted:], *reversed(_LEVELS[:wanted])):
-            if candidate in supported:
-                return candidate
-    return supported[0] if supported else "off"
-
-
 def _google_level(model: Model, level: str) -> str:
     mapped = _level_map(model).get(level)
     resolved = mapped.lower() if isinstance(mapped, str) else level
@@ -151,11 +124,11 @@ def thinking_config(model: Model, options: StreamOptions) -> dict[str, Any] | No
     if not model.reasoning:
         return None
     requested = options.reasoning
-    level = _clamp(model, requested) if requested is not None and requested != "off" else "off"
+    level = clamp_thinking_level(model, requested) if requested is not None and requested != "off" else "off"
     if level == "off":  # the least the model allows: no budget, or its lowest level
         if not uses_thinking_level(model):
             return {"thinkingBudget": 0}
-        fallback = _clamp(model, "off")
+        fallback = clamp_thinking_level(model, "off")
         if fallback == "off":
             return {"thinkingBudget": 0}
         return {"thinkingLevel": _google_level(model, fallback).upper()}
@@ -203,6 +176,7 @@ def build_body(model: Model, context: Context, options: StreamOptions) -> dict[s
     thinking = thinking_config(model, options)
     if thinking is not None:
         generation["thinkingConfig"] = thinking
+    generation.update(native_output(model, options, "gemini") or {})
     if generation:
         body["generationConfig"] = generation
     extra = compat(model, "extra_body", None)

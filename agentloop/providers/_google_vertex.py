@@ -2,8 +2,9 @@
 
 Who the request is sent as, in this order:
 
-1. `token=`: an OAuth access token, or a function (plain or async) that returns one, sent as
-   `Authorization: Bearer` (called for each request: it may cache and refresh as it likes);
+1. `token=`: an OAuth access token, or a function that returns one, sent as
+   `Authorization: Bearer` (called for each request: it may cache and refresh as it likes; an
+   async function is awaited, a plain one runs in a worker thread, as it may block);
 2. an API key (`options.api_key`, else `$GOOGLE_CLOUD_API_KEY`): Vertex AI express mode, the key
    in `x-goog-api-key`, no project or location;
 3. application default credentials from Google's own `google-auth` library (the `vertex` extra):
@@ -22,24 +23,18 @@ the base URL names no API version.
 from __future__ import annotations
 
 import functools
-import inspect
 import os
 import re
 import threading
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import anyio
 import anyio.to_thread
 
-from .._types._abort import AbortCut
-from .._types._builder import AssistantMessageBuilder
-from .._types._constants import ABORTED_TEXT
-from .._types._events import AssistantMessageEvent
 from .._types._messages import Context, Model
 from .._types._stream_fn import StreamOptions
-from ._auth import redact
+from ._auth import fetch_token
 from ._errors import ProviderError
 from ._google_shared import GoogleParser, build_body, model_path
 from ._http import AsyncClient, HTTPOptions, run_stream
@@ -126,72 +121,32 @@ def stream_google_vertex(
             raise TypeError(f"{name} must be a str, got {type(value).__name__}")
     if token is not None and not isinstance(token, str) and not callable(token):
         raise TypeError(f"token must be a str or a function returning one, got {type(token).__name__}")
-    if http is not None and not isinstance(http, HTTPOptions):
-        raise TypeError(f"http must be an agentloop.providers.HTTPOptions, got {type(http).__name__}")
-    if client is not None and not isinstance(client, AsyncClient):
-        raise TypeError(f"client must be an httpx.AsyncClient, got {type(client).__name__}")
-    return AssistantMessageEventStream(
-        _events(model, context, options, http or HTTPOptions(), client, project, location, token)
-    )
+    build = functools.partial(_build, project=project, location=location, token=token)
+    return run_stream(model, context, options, build, VertexParser, http=http, client=client)
 
 
-async def _events(
+async def _build(
     model: Model,
     context: Context,
     options: StreamOptions,
-    http: HTTPOptions,
-    client: AsyncClient | None,
+    *,
     project: str | None,
     location: str | None,
     token: TokenSource | None,
-) -> AsyncGenerator[AssistantMessageEvent, None]:
-    """Get the credentials (an abort or the total timeout cuts the wait), then stream."""
-    builder = AssistantMessageBuilder(api=model.api, provider=model.provider, model=model.id)
-    signal = options.signal
-    deadline = anyio.current_time() + http.total_timeout if http.total_timeout is not None else float("inf")
-    auth: _Auth | None = None
-    failure: str | None = None
-    with AbortCut(signal, deadline=deadline) as cut:
-        try:
-            auth = await _credentials(model, options, project, location, token)
-        except Exception as exc:  # the contract: a stream function reports, it does not raise
-            failure = str(exc) if isinstance(exc, ProviderError) else f"{type(exc).__name__}: {exc}"
-    if cut.cancelled_caught or signal.aborted:
-        if signal.aborted:
-            yield builder.error("aborted", ABORTED_TEXT)
-        else:
-            yield builder.error("error", f"Getting Google Cloud credentials took longer than {http.total_timeout:g} s")
-        return
-    if auth is None:
-        secret = token if isinstance(token, str) else options.api_key
-        yield builder.error("error", redact(failure or "No Google Cloud credentials", secret))
-        return
-    build = functools.partial(_build, auth=auth)
-    async with run_stream(model, context, options, build, VertexParser, http=http, client=client) as events:
-        async for event in events:
-            yield event
-
-
-async def _credentials(
-    model: Model, options: StreamOptions, project: str | None, location: str | None, token: TokenSource | None
-) -> _Auth:
+) -> Request:
+    """The `Request` for one response, once its credentials are known (`run_stream` awaits this
+    under the abort and the total timeout)."""
     project = project or os.environ.get("GOOGLE_CLOUD_PROJECT") or os.environ.get("GCLOUD_PROJECT") or None
     location = location or os.environ.get("GOOGLE_CLOUD_LOCATION") or None
     if token is not None:
-        value = token() if callable(token) else token
-        if inspect.isawaitable(value):
-            value = await value
-        if not isinstance(value, str) or not value:
-            raise ProviderError(f"The token function returned {type(value).__name__}, not an access token")
-        return _Auth(token=value, project=project, location=location)
-    key = (options.api_key or os.environ.get("GOOGLE_CLOUD_API_KEY") or "").strip()
-    if key and key != _NO_KEY and not (key.startswith("<") and key.endswith(">")):
-        return _Auth(key=key)
-    access, adc_project = await anyio.to_thread.run_sync(_adc_token, abandon_on_cancel=True)
-    return _Auth(token=access, project=project or adc_project, location=location)
-
-
-def _build(model: Model, context: Context, options: StreamOptions, *, auth: _Auth) -> Request:
+        auth = _Auth(token=await fetch_token(token, "The token function"), project=project, location=location)
+    else:
+        key = (options.api_key or os.environ.get("GOOGLE_CLOUD_API_KEY") or "").strip()
+        if key and key != _NO_KEY and not (key.startswith("<") and key.endswith(">")):
+            auth = _Auth(key=key)
+        else:
+            access, adc_project = await anyio.to_thread.run_sync(_adc_token, abandon_on_cancel=True)
+            auth = _Auth(token=access, project=project or adc_project, location=location)
     return build_vertex_request(model, context, options, auth)
 
 

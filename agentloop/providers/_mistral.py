@@ -20,7 +20,7 @@ the call's headers set one).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from .._types._builder import AssistantMessageBuilder
@@ -41,10 +41,20 @@ from ._errors import ProviderError
 from ._http import AsyncClient, HTTPOptions, run_stream
 from ._json_stream import ToolArguments
 from ._parse import SSEParser, as_int, as_str, error_text, stream_object
-from ._request import Request, check_llm_messages, compat, data_url, json_text, request_headers, sanitize, tool_specs
+from ._request import (
+    Request,
+    check_llm_messages,
+    compat,
+    data_url,
+    json_text,
+    native_output,
+    request_headers,
+    sanitize,
+    tool_specs,
+)
 from ._stream import AssistantMessageEventStream
 from ._thinking import model_thinking_level
-from ._transform import transform_messages
+from ._transform import mistral_id, mistral_tool_call_ids, transform_messages
 from ._usage import make_usage
 
 __all__ = (
@@ -52,13 +62,10 @@ __all__ = (
     "MistralParser",
     "build_mistral_request",
     "convert_messages",
-    "mistral_tool_call_ids",
-    "pi_short_hash",
     "stream_mistral",
 )
 
 MISTRAL_BASE_URL = "https://api.mistral.ai"
-_ID_LENGTH = 9
 _NO_IMAGE = "(image omitted: model does not support images)"
 _NO_TOOL_IMAGE = "(tool image omitted: model does not support images)"
 _CACHED_FIELDS = (
@@ -92,71 +99,6 @@ def stream_mistral(
     return run_stream(model, context, options, build_mistral_request, MistralParser, http=http, client=client)
 
 
-# --- tool-call ids --------------------------------------------------------------------------
-
-
-def pi_short_hash(text: str) -> str:
-    """pi-ai's `shortHash` (two 32-bit multiplicative hashes of the UTF-16 code units, in base
-    36), so that ids derived here are the ones pi-ai derives."""
-    mask = 0xFFFFFFFF
-    h1, h2 = 0xDEADBEEF, 0x41C6CE57
-    units = text.encode("utf-16-le", "surrogatepass")
-    for i in range(0, len(units), 2):
-        unit = units[i] | units[i + 1] << 8
-        h1 = ((h1 ^ unit) * 2654435761) & mask
-        h2 = ((h2 ^ unit) * 1597334677) & mask
-    h1 = (((h1 ^ (h1 >> 16)) * 2246822507) & mask) ^ (((h2 ^ (h2 >> 13)) * 3266489909) & mask)
-    h2 = (((h2 ^ (h2 >> 16)) * 2246822507) & mask) ^ (((h1 ^ (h1 >> 13)) * 3266489909) & mask)
-    return _base36(h2) + _base36(h1)
-
-
-def _base36(value: int) -> str:
-    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-    out = ""
-    while True:
-        value, rest = divmod(value, 36)
-        out = digits[rest] + out
-        if not value:
-            return out
-
-
-def _alnum(text: str) -> str:
-    return "".join(c for c in text if c.isascii() and c.isalnum())
-
-
-def _derive_id(tool_id: str, attempt: int) -> str:
-    normalized = _alnum(tool_id)
-    if attempt == 0 and len(normalized) == _ID_LENGTH:
-        return normalized
-    seed = normalized or tool_id
-    if attempt:
-        seed = f"{seed}:{attempt}"
-    return _alnum(pi_short_hash(seed))[:_ID_LENGTH]
-
-
-def mistral_tool_call_ids() -> Callable[[str], str]:
-    """A function giving each tool-call id of one request its Mistral id (9 letters and digits),
-    the same id for the same input and never one id for two inputs."""
-    ids: dict[str, str] = {}
-    owners: dict[str, str] = {}
-
-    def normalize(tool_id: str) -> str:
-        known = ids.get(tool_id)
-        if known is not None:
-            return known
-        attempt = 0
-        while True:
-            candidate = _derive_id(tool_id, attempt)
-            owner = owners.get(candidate)
-            if owner is None or owner == tool_id:
-                ids[tool_id] = candidate
-                owners[candidate] = tool_id
-                return candidate
-            attempt += 1
-
-    return normalize
-
-
 # --- the request ----------------------------------------------------------------------------
 
 
@@ -179,6 +121,9 @@ def build_mistral_request(model: Model, context: Context, options: StreamOptions
     if options.max_tokens:
         body["max_tokens"] = options.max_tokens
     _add_thinking(body, model, options)
+    response_format = native_output(model, options, "chat")
+    if response_format is not None:
+        body["response_format"] = response_format
     session = options.session_id
     if session:
         body["prompt_cache_key"] = session
@@ -393,7 +338,7 @@ class MistralParser(SSEParser):
         position = position if isinstance(position, int) and not isinstance(position, bool) else None
         call_id = call.get("id")
         if not isinstance(call_id, str) or not call_id or call_id == "null":
-            call_id = _derive_id(f"toolcall:{position or 0}", 0)
+            call_id = mistral_id(f"toolcall:{position or 0}")
         key: Any = position if position is not None else call_id
         state = self.calls.get(key)
         if state is None:

@@ -57,13 +57,14 @@ from ._request import (
     compat,
     data_url,
     json_text,
+    native_output,
     request_headers,
     sanitize,
     tool_specs,
 )
 from ._stream import AssistantMessageEventStream
 from ._thinking import thinking_budget, thinking_level
-from ._transform import normalize_completions_id, normalize_mistral_id, transform_messages
+from ._transform import mistral_tool_call_ids, normalize_completions_id, transform_messages
 from ._usage import make_usage
 
 __all__ = (
@@ -187,6 +188,9 @@ def build_completions_request(model: Model, context: Context, options: StreamOpt
     elif flags["requires_tools_with_tool_history"] and _has_tool_history(context):
         body["tools"] = []
     _add_thinking(body, model, options, flags)
+    response_format = native_output(model, options, "chat")
+    if response_format is not None:
+        body["response_format"] = response_format
     cache = anthropic_cache_control(model, options) if flags["cache_control_format"] == "anthropic" else None
     if cache is not None:
         _mark_cacheable(body, cache)
@@ -267,10 +271,10 @@ def _add_thinking(body: dict[str, Any], model: Model, options: StreamOptions, fl
 
 def convert_messages(model: Model, context: Context, flags: dict[str, Any]) -> list[dict[str, Any]]:
     """The transcript as Chat Completions messages."""
-    mistral_ids = flags["requires_mistral_tool_ids"]
+    mistral_ids = mistral_tool_call_ids() if flags["requires_mistral_tool_ids"] else None
 
     def tool_id(value: str) -> str:
-        return normalize_mistral_id(value) if mistral_ids else value
+        return mistral_ids(value) if mistral_ids is not None else value
 
     images_ok = "image" in model.input
     out: list[dict[str, Any]] = []

@@ -41,7 +41,17 @@ from ._http import AsyncClient, HTTPOptions, run_stream
 from ._json_stream import ToolArguments
 from ._openai_completions import openai_base_url
 from ._parse import SSEParser, as_int, as_str, error_text, is_one_of, stream_object
-from ._request import Request, check_llm_messages, compat, data_url, json_text, request_headers, sanitize, tool_specs
+from ._request import (
+    Request,
+    check_llm_messages,
+    compat,
+    data_url,
+    json_text,
+    native_output,
+    request_headers,
+    sanitize,
+    tool_specs,
+)
 from ._stream import AssistantMessageEventStream
 from ._thinking import thinking_budget, thinking_level
 from ._transform import normalize_responses_id, short_hash, transform_messages
@@ -103,6 +113,9 @@ def build_responses_request(model: Model, context: Context, options: StreamOptio
         body["reasoning"] = {"effort": level, "summary": "auto"}
         if compat(model, "include_encrypted_reasoning", official):
             body["include"] = ["reasoning.encrypted_content"]
+    text_format = native_output(model, options, "responses")
+    if text_format is not None:
+        body["text"] = {"format": text_format}
     extra = compat(model, "extra_body", None)
     if extra:
         body.update(extra)

@@ -13,7 +13,7 @@ from typing import Any
 
 from .._types._constants import LLM_MESSAGE_TYPES
 from .._types._messages import Context, ImageContent, Model
-from .._types._stream_fn import StreamOptions
+from .._types._stream_fn import OutputSchema, StreamOptions
 from ._errors import ProviderError
 
 __all__ = (
@@ -23,6 +23,7 @@ __all__ = (
     "compat",
     "data_url",
     "json_text",
+    "native_output",
     "request_headers",
     "sanitize",
     "tool_specs",
@@ -137,3 +138,24 @@ def tool_specs(tools: Sequence[Any]) -> list[tuple[str, str, Mapping[str, Any]]]
             parameters = {"type": "object", "properties": {}}
         specs.append((str(tool.name), str(getattr(tool, "description", "") or ""), parameters))
     return specs
+
+
+def native_output(model: Model, options: StreamOptions, wire: str | None) -> dict[str, Any] | None:
+    """The body's entry for `options.output_schema` in the provider's `wire` dialect (`chat`:
+    Chat Completions' `response_format`; `responses`: Responses' `text.format`; `gemini`:
+    `generationConfig` members), None without one; ProviderError for a provider without it
+    (`wire` None), so the call fails instead of answering in free text."""
+    output: OutputSchema | None = options.output_schema
+    if output is None:
+        return None
+    if wire is None:
+        raise ProviderError(
+            f"The {model.api} API has no schema-constrained output (StreamOptions.output_schema): "
+            "ask for the result through a tool instead"
+        )
+    schema = dict(output.schema)
+    if wire == "chat":
+        return {"type": "json_schema", "json_schema": {"name": output.name, "schema": schema, "strict": output.strict}}
+    if wire == "responses":
+        return {"type": "json_schema", "name": output.name, "schema": schema, "strict": output.strict}
+    return {"responseMimeType": "application/json", "responseJsonSchema": schema}

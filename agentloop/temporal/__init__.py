@@ -1,4 +1,4 @@
-"""Durable agents on Temporal (`pip install 'anyio-agentloop[temporal]'`): asyncio only.
+"""Durable agents on Temporal (the `temporal` extra): asyncio only.
 
 The loop runs in a Temporal workflow (`AgentWorkflow`); each model call is an activity that
 consumes the provider's stream and returns the final message; each tool call is an activity
@@ -38,9 +38,11 @@ from typing import Any
 
 try:
     import temporalio  # noqa: F401
-except ImportError as _error:  # pragma: no cover
+except ImportError as _error:  # pragma: no cover - depends on the environment
+    from ..cli._install import install_command
+
     raise ImportError(
-        "agentloop.temporal needs the temporalio package: pip install 'anyio-agentloop[temporal]'"
+        f"agentloop.temporal needs the temporalio package, the 'temporal' extra: {install_command('temporal')}"
     ) from _error
 
 # Imported here, outside any workflow sandbox: the sandbox must find anyio's asyncio backend
@@ -62,14 +64,16 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+from .._durable import require_asyncio
 from .._types._errors import InvalidContextError
 from .._types._messages import AgentMessage
 from .._wire._envelope import EventEnvelope, envelope_from_json
+from ..approvals._request import check_decision
 from ._agent import ActivityOptions, TemporalAgent, idempotency_key
 from ._approval import ApprovalRequest
 from ._context import STORED_THRESHOLD, ContextStore, FileContextStore, MemoryContextStore, payload_storage
 from ._payload import PAYLOAD_LIMIT, AgentLoopPayloadConverter, AgentRun, PayloadTooLarge, data_converter
-from ._workflow import AgentWorkflow, _AgentNotFound, register_agent
+from ._workflow import AgentWorkflow, register_agent
 
 __all__ = (
     "ActivityOptions",
@@ -130,15 +134,8 @@ class EventsLostError(Exception):
     """
 
 
-def _require_asyncio(what: str) -> None:
-    import sniffio
-
-    try:
-        library = sniffio.current_async_library()
-    except sniffio.AsyncLibraryNotFoundError:
-        return
-    if library != "asyncio":
-        raise RuntimeError(f"{what} needs asyncio: Temporal's Python SDK runs on asyncio only, not on {library}")
+_ASYNCIO_ONLY = "Temporal's Python SDK runs"
+"""Why every function here needs asyncio (`require_asyncio`)."""
 
 
 def _sandbox(runner: WorkflowRunner | None) -> WorkflowRunner:
@@ -161,6 +158,16 @@ def _converter_for(agents: Sequence[TemporalAgent]) -> Callable[[DataConverter |
         raise ValueError(
             "the agents of one worker must share one context_store (it also keeps their large payloads), "
             f"got {len(stores)} stores"
+        )
+    if stores and any(a.contexts is None for a in agents):
+        # Temporal keeps large payloads through the worker's data converter, one for all its
+        # workflows: the store would keep those of the agents without one too, and their
+        # clients, with the plain data_converter, could not read their results.
+        plain = sorted(a.name for a in agents if a.contexts is None)
+        raise ValueError(
+            f"agents with a context_store and agents without ({', '.join(plain)}) cannot share a worker: "
+            "the store keeps every large payload of the worker's runs; run them on workers of their own "
+            "(another task_queue)"
         )
 
     def converter_for(converter: DataConverter | None) -> DataConverter:
@@ -202,9 +209,10 @@ class AgentLoopPlugin(SimplePlugin):
             workflows=_with_agent_workflow,
             activities=[a for agent in agents for a in agent.activities],
             workflow_runner=_sandbox,
-            # A run that cannot start (an unknown agent, a transcript that cannot be continued)
-            # fails its workflow instead of retrying the workflow task forever.
-            workflow_failure_exception_types=[_AgentNotFound, InvalidContextError],
+            # A run that cannot start (a transcript that cannot be continued) fails its workflow
+            # instead of retrying the workflow task forever. A run of an agent this worker does
+            # not hold fails its workflow task: Temporal gives it to a worker again.
+            workflow_failure_exception_types=[InvalidContextError],
         )
 
 
@@ -217,7 +225,7 @@ def worker(client: Client, *, task_queue: str, agents: Sequence[TemporalAgent], 
     reach Temporal every second, and so an abort reaches the call in a second or two (see
     `AgentWorkflow.abort`).
     """
-    _require_asyncio("agentloop.temporal.worker")
+    require_asyncio("agentloop.temporal.worker", _ASYNCIO_ONLY)
     if not isinstance(client, Client):
         raise TypeError(f"worker needs a temporalio Client, got {type(client).__name__}")
     if not issubclass(client.data_converter.payload_converter_class, AgentLoopPayloadConverter):
@@ -251,7 +259,7 @@ async def start_agent(
     `await handle.result()` is the list of messages the run added. Other keyword arguments go
     to `Client.start_workflow`.
     """
-    _require_asyncio("agentloop.temporal.start_agent")
+    require_asyncio("agentloop.temporal.start_agent", _ASYNCIO_ONLY)
     run = AgentRun(agent=agent, prompts=tuple(prompts), messages=tuple(messages))
     return await client.start_workflow(AgentWorkflow.run, run, id=id, task_queue=task_queue, **options)
 
@@ -266,7 +274,7 @@ async def stream_events(handle: WorkflowHandle[Any, Any], after_seq: int = -1) -
     events asked for are no longer kept, and Temporal's `WorkflowFailureError` after the last
     event of a workflow that failed or was cancelled.
     """
-    _require_asyncio("agentloop.temporal.stream_events")
+    require_asyncio("agentloop.temporal.stream_events", _ASYNCIO_ONLY)
     if isinstance(after_seq, bool) or not isinstance(after_seq, int) or after_seq < -1:
         raise ValueError(
             f"after_seq must be the seq of an event already seen, or -1 (from the start), got {after_seq!r}"
@@ -355,7 +363,7 @@ async def pending_approvals(handle: WorkflowHandle[Any, Any]) -> list[ApprovalRe
     A call is pending from its `tool_execution_start` event until it is decided: ask after
     seeing that event for a tool the agent's `needs_approval` names.
     """
-    _require_asyncio("agentloop.temporal.pending_approvals")
+    require_asyncio("agentloop.temporal.pending_approvals", _ASYNCIO_ONLY)
     listed = await handle.query("approvals", result_type=list)
     return [ApprovalRequest.from_json(data) for data in listed]
 
@@ -370,13 +378,8 @@ async def approve(
     Returns once the workflow has recorded the decision (an update: a worker must be running).
     Raises ValueError if that call is not pending (unknown, already decided, or the run is over).
     """
-    _require_asyncio("agentloop.temporal.approve")
-    if not isinstance(tool_call_id, str):
-        raise TypeError(f"approve: tool_call_id must be a str, got {type(tool_call_id).__name__}")
-    if type(approved) is not bool:
-        raise TypeError(f"approve: approved must be a bool, got {type(approved).__name__}")
-    if reason is not None and not isinstance(reason, str):
-        raise TypeError(f"approve: reason must be a str or None, got {type(reason).__name__}")
+    require_asyncio("agentloop.temporal.approve", _ASYNCIO_ONLY)
+    check_decision(tool_call_id, approved, reason)
     try:
         await handle.execute_update("approve", args=[tool_call_id, approved, reason])
     except WorkflowUpdateFailedError as exc:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio  # noqa: TID251  (Temporal's activities run on asyncio; its cancellation is asyncio's)
 import contextvars
+import sys
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -24,6 +25,7 @@ from temporalio.exceptions import ApplicationError
 
 from .._core._config import call
 from .._core._updates import DELIVERED, Delivery
+from .._core._util import single_exception
 from .._durable import (
     IncompleteStream,
     StreamProgress,
@@ -49,8 +51,12 @@ from .._types._stream_fn import StreamFn, StreamOptions
 from .._wire._decode import from_json
 from .._wire._encode import to_json
 from .._wire._model_json import model_from_json
+from ..approvals._request import needs_approval_of
 from ._context import CONTEXT_MISSING, ContextStore, StoredContexts, check_context_store
 from ._payload import PAYLOAD_LIMIT, PayloadTooLarge, check_fits, json_size
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
 
 __all__ = ("ActivityOptions", "TemporalAgent", "idempotency_key")
 
@@ -66,8 +72,9 @@ class ActivityOptions:
             while the call runs. None: no heartbeats; a crash is noticed only at
             `start_to_close_timeout`, and an abort cannot reach the running call (Temporal
             delivers cancellation with heartbeats).
-        retry_policy: Temporal's retry policy for failed attempts (None: Temporal's default,
-            which retries without limit).
+        retry_policy: Temporal's retry policy for failed attempts (None: the agent's default,
+            5 attempts for a model call and 3 for a tool call; `RetryPolicy()` is Temporal's own
+            default, which retries without limit).
         schedule_to_close_timeout: The longest all attempts together may take.
         local: Run the call as a local activity: in the worker that runs the workflow, within
             its workflow task, with no round trip through the server (a turn of a near-instant
@@ -119,6 +126,15 @@ _DEFAULT_TOOL_ACTIVITY = ActivityOptions(
     heartbeat_timeout=timedelta(seconds=30), retry_policy=RetryPolicy(maximum_attempts=3)
 )
 
+
+def _with_retry(options: ActivityOptions, default: ActivityOptions) -> ActivityOptions:
+    """`options` with the default's retry policy when it sets none (not an `ActivityOptions`: as
+    it is, for the checks that follow)."""
+    if isinstance(options, ActivityOptions) and options.retry_policy is None:
+        return replace(options, retry_policy=default.retry_policy)
+    return options
+
+
 _current_call: contextvars.ContextVar[str] = contextvars.ContextVar("agentloop_temporal_tool_call")
 
 
@@ -155,6 +171,8 @@ class TemporalAgent:
             cancels the call and gets the message so far (see `AgentWorkflow.abort`).
         tool_activities: Per tool name, its `ActivityOptions`; default_tool_activity: for the
             others (default: 10 minutes an attempt, 30 s heartbeat timeout, 3 attempts).
+            Options without a `retry_policy` keep the default's attempts (5 for the model, 3 for
+            a tool).
         turns_per_history: After this many turns a workflow continues as new, carrying the
             transcript, so that its history stays bounded (see `AgentWorkflow`).
         needs_approval: The tools whose calls wait for a person's decision (`approve`) before
@@ -193,6 +211,8 @@ class TemporalAgent:
         **options: Any,
     ) -> None:
         tools = check_definition("TemporalAgent", name, model, tools, stream_fn)
+        default_tool_activity = _with_retry(default_tool_activity, _DEFAULT_TOOL_ACTIVITY)
+        model_activity = _with_retry(model_activity, _DEFAULT_MODEL_ACTIVITY)
         self.options = durable_options("TemporalAgent", options)
         """The loop options (`LoopOptions`, limited to `DURABLE_OPTIONS`)."""
         names = [tool.name for tool in tools]
@@ -202,6 +222,7 @@ class TemporalAgent:
                 raise ValueError(f"tool_activities names {tool_name!r}, which is not one of the tools {names}")
             if not isinstance(activity_options, ActivityOptions):
                 raise TypeError(f"tool_activities[{tool_name!r}] must be an ActivityOptions, got {activity_options!r}")
+            tool_activities[tool_name] = _with_retry(activity_options, _DEFAULT_TOOL_ACTIVITY)
         for label, activity_options in (
             ("model_activity", model_activity),
             ("default_tool_activity", default_tool_activity),
@@ -257,12 +278,7 @@ class TemporalAgent:
         return callable(self.needs_approval) or bool(self.needs_approval)
 
     def call_needs_approval(self, tool_call: ToolCall) -> bool:
-        if not callable(self.needs_approval):
-            return tool_call.name in self.needs_approval
-        answer = self.needs_approval(tool_call)
-        if type(answer) is not bool:
-            raise TypeError(f"needs_approval must return a bool, got {type(answer).__name__}")
-        return answer
+        return needs_approval_of(self.needs_approval, tool_call)
 
     def tool_activity_options(self, tool_name: str) -> ActivityOptions:
         return self.tool_activities.get(tool_name, self.default_tool_activity)
@@ -423,9 +439,13 @@ async def _heartbeating(every: float | None = None) -> AsyncIterator[None]:
             activity.heartbeat()
             await anyio.sleep(interval)
 
-    async with anyio.create_task_group() as group:
-        group.start_soon(beat)
-        try:
-            yield
-        finally:
-            group.cancel_scope.cancel()
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(beat)
+            try:
+                yield
+            finally:
+                group.cancel_scope.cancel()
+    except BaseExceptionGroup as failed:  # the body's own error, as it raised it (its flags kept)
+        exc = single_exception(failed)
+        raise exc from exc.__cause__

@@ -16,8 +16,8 @@ is decided.
 from __future__ import annotations
 
 import asyncio  # noqa: TID251  (Temporal workflows run on asyncio only)
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -26,38 +26,9 @@ from temporalio import workflow
 from .._core._config import BeforeToolCallContext, BeforeToolCallResult
 from .._types._abort import AbortSignal
 from .._types._messages import ToolCall
+from ..approvals._request import ApprovalRequest, check_decision
 
 __all__ = ("ApprovalRequest", "PendingApprovals")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ApprovalRequest:
-    """A tool call waiting for a person's decision (`pending_approvals` lists them)."""
-
-    tool_call_id: str
-    """The id to pass to `approve`."""
-    tool_name: str
-    arguments: Mapping[str, Any] = field(default_factory=dict)
-    """The arguments the model gave, as JSON."""
-    requested_at: int = 0
-    """When the run started waiting, in ms since the epoch (the workflow's clock)."""
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "toolCallId": self.tool_call_id,
-            "toolName": self.tool_name,
-            "arguments": dict(self.arguments),
-            "requestedAt": self.requested_at,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ApprovalRequest:
-        return cls(
-            tool_call_id=data["toolCallId"],
-            tool_name=data["toolName"],
-            arguments=data["arguments"],
-            requested_at=data["requestedAt"],
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,12 +59,7 @@ class PendingApprovals:
 
     def check(self, tool_call_id: object, approved: object, reason: object) -> None:
         """Reject a decision that cannot be taken (the `approve` update's validator)."""
-        if not isinstance(tool_call_id, str):
-            raise TypeError(f"approve: tool_call_id must be a str, got {type(tool_call_id).__name__}")
-        if type(approved) is not bool:
-            raise TypeError(f"approve: approved must be a bool, got {type(approved).__name__}")
-        if reason is not None and not isinstance(reason, str):
-            raise TypeError(f"approve: reason must be a str or None, got {type(reason).__name__}")
+        check_decision(tool_call_id, approved, reason)
         if tool_call_id not in self._pending:
             raise ValueError(
                 f"approve: no approval is pending for tool call {tool_call_id!r} (pending: {list(self._pending)})"

@@ -55,7 +55,9 @@ __all__ = (
     "TOO_LARGE",
     "AgentLoopPayloadConverter",
     "AgentRun",
+    "CarriedState",
     "PayloadTooLarge",
+    "UndecodableRun",
     "check_fits",
     "data_converter",
     "json_size",
@@ -97,6 +99,65 @@ _CODEC_TYPES = frozenset(
 )
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CarriedState:
+    """What a run carries into its next history when its workflow continues as new.
+
+    Attributes:
+        run_id: The run's id in its events' envelopes (the first history's workflow id).
+        seq: The `seq` of the next event.
+        turn: The turns begun so far.
+        turns: The turns the loop ran in the earlier histories (counted against `max_turns`).
+        run_messages: The messages the run added in the earlier histories.
+        steering: Steering messages not taken yet.
+        follow_ups: Follow-up messages not taken yet.
+        aborted: Whether the run was aborted.
+        context_key: With a context store, the key of the last model call's context (None:
+            the next call sends the whole context).
+        context_length: How many LLM messages that context had.
+    """
+
+    run_id: str
+    seq: int = 0
+    turn: int = 0
+    turns: int = 0
+    run_messages: tuple[AgentMessage, ...] = ()
+    steering: tuple[AgentMessage, ...] = ()
+    follow_ups: tuple[AgentMessage, ...] = ()
+    aborted: bool = False
+    context_key: str | None = None
+    context_length: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "runId": self.run_id,
+            "seq": self.seq,
+            "turn": self.turn,
+            "turns": self.turns,
+            "runMessages": [to_json(m) for m in self.run_messages],
+            "steering": [to_json(m) for m in self.steering],
+            "followUps": [to_json(m) for m in self.follow_ups],
+            "aborted": self.aborted,
+            "contextKey": self.context_key,
+            "contextLength": self.context_length,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CarriedState:
+        return cls(
+            run_id=data["runId"],
+            seq=int(data.get("seq", 0)),
+            turn=int(data.get("turn", 0)),
+            turns=int(data.get("turns", 0)),
+            run_messages=tuple(from_json(m) for m in data.get("runMessages", ())),
+            steering=tuple(from_json(m) for m in data.get("steering", ())),
+            follow_ups=tuple(from_json(m) for m in data.get("followUps", ())),
+            aborted=bool(data.get("aborted")),
+            context_key=data.get("contextKey"),
+            context_length=int(data.get("contextLength") or 0),
+        )
+
+
 @dataclass(frozen=True, kw_only=True)
 class AgentRun:
     """The input of `AgentWorkflow`: which agent, the transcript so far, and the new prompts.
@@ -109,7 +170,7 @@ class AgentRun:
     agent: str
     prompts: Sequence[AgentMessage] = ()
     messages: Sequence[AgentMessage] = ()
-    state: Mapping[str, Any] | None = field(default=None, repr=False)
+    state: CarriedState | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.agent, str) or not self.agent:
@@ -121,6 +182,8 @@ class AgentRun:
             for i, message in enumerate(value):
                 if not isinstance(message, AGENT_MESSAGE_TYPES):
                     raise TypeError(f"AgentRun.{name}[{i}] must be an agentloop message, got {type(message).__name__}")
+        if self.state is not None and not isinstance(self.state, CarriedState):
+            raise TypeError(f"AgentRun.state is the workflow's own: leave it None, got {type(self.state).__name__}")
 
 
 def json_size(data: Any) -> int:
@@ -174,7 +237,7 @@ class _AgentLoopJSONConverter(EncodingPayloadConverter):
                 "agent": value.agent,
                 "prompts": [to_json(m) for m in value.prompts],
                 "messages": [to_json(m) for m in value.messages],
-                "state": value.state,
+                "state": None if value.state is None else value.state.to_json(),
             }
         else:
             return None
@@ -194,9 +257,22 @@ class _AgentLoopJSONConverter(EncodingPayloadConverter):
                 agent=data["agent"],
                 prompts=[from_json(m) for m in data["prompts"]],
                 messages=[from_json(m) for m in data["messages"]],
-                state=data.get("state"),
+                state=None if data.get("state") is None else CarriedState.from_json(data["state"]),
             )
         raise ValueError(f"not an agentloop payload: kind {kind!r}")
+
+
+class UndecodableRun:
+    """A run's input (`AgentRun`) that this process could not decode, and why.
+
+    The workflow fails with the reason at once: a failure to decode the input would otherwise
+    fail the workflow task, which Temporal retries without end while the run looks alive.
+    """
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
 
 
 class AgentLoopPayloadConverter(CompositePayloadConverter):
@@ -204,6 +280,16 @@ class AgentLoopPayloadConverter(CompositePayloadConverter):
 
     def __init__(self) -> None:
         super().__init__(_AgentLoopJSONConverter(), *DefaultPayloadConverter.default_encoding_payload_converters)
+
+    def from_payloads(self, payloads: Sequence[Payload], type_hints: list[type] | None = None) -> list[Any]:
+        """The values of `payloads`; a run's input that cannot be decoded is an `UndecodableRun`."""
+        try:
+            return super().from_payloads(payloads, type_hints)
+        except Exception as exc:
+            if type_hints != [AgentRun]:
+                raise
+            cause = exc.__cause__ or exc
+            return [UndecodableRun(f"{type(cause).__name__}: {cause}")]
 
 
 data_converter = DataConverter(payload_converter_class=AgentLoopPayloadConverter)

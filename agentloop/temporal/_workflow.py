@@ -11,7 +11,7 @@ pages that fit a payload (`_PAGE_BYTES`; an envelope larger than that in parts);
 to end or continue as new waits while its caller is still reading (`_let_the_caller_read`). Steering,
 follow-up and abort are signals; an abort during a model call waits (at most `_ABORT_WAIT`) for
 the call's answer, the message so far, which the run keeps as a run in one process does
-(`AgentWorkflow.abort`, `_model_stream`).
+(`AgentWorkflow.abort`, `model_stream`).
 
 Sizes: without a context store a value over `PAYLOAD_LIMIT` cannot travel, so the workflow
 checks a model call's context, the transcript it carries into a new history and the run's result
@@ -22,7 +22,7 @@ Bounded history: after `turns_per_history` turns (or when Temporal suggests it) 
 stops the loop after the turn, and continues as new with the transcript, the queued messages
 and the event counters; the caller sees one run. With the agent's `context_store`, a model call
 carries the messages added since the previous call and the key of the context it ended with
-(`_SentContext`), not the whole transcript (see `_context`).
+(`SentContext`), not the whole transcript (see `_context`).
 
 Human approval: with the agent's `needs_approval`, `before_tool_call` waits for the `approve`
 update (see `_approval`); the `approvals` query lists the calls waiting.
@@ -33,51 +33,42 @@ from __future__ import annotations
 import asyncio  # noqa: TID251  (Temporal workflows run on asyncio only)
 import contextlib
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TemporalError
-from temporalio.workflow import ActivityCancellationType, ActivityHandle
 
-from .._core._config import AgentContext, AgentLoopConfig, ToolInvocation, TurnContext, default_convert_to_llm
+from .._core._config import AgentContext, AgentLoopConfig, ToolInvocation, TurnContext
 from .._core._loop import run_agent_loop, run_agent_loop_continue
-from .._durable import replayed, workflow_options
+from .._durable import workflow_options
 from .._tools._tool import validation_in_line
 from .._types._abort import AbortSignal
-from .._types._constants import ABORTED_TEXT
 from .._types._events import (
     AgentEnd,
     AgentEvent,
     AgentStart,
-    AssistantMessageEvent,
-    ErrorEvent,
     TurnStart,
 )
 from .._types._messages import (
     AgentMessage,
     AgentToolResult,
-    AssistantMessage,
-    Context,
-    Message,
-    Model,
-    ended_message,
 )
-from .._types._stream_fn import StreamOptions
 from .._wire._decode import from_json
 from .._wire._encode import to_json
 from .._wire._envelope import EventEnvelope, envelope_to_json
 from .._wire._json_text import encode_json
-from .._wire._model_json import model_to_json
-from ._agent import ActivityOptions, TemporalAgent
+from ._agent import TemporalAgent
 from ._approval import PendingApprovals
-from ._context import CONTEXT_MISSING
-from ._payload import AgentRun, PayloadTooLarge, check_fits
+from ._calls import ModelCall, SentContext, failure_text, finished, model_stream, start_call, workflow_ms
+from ._payload import AgentRun, CarriedState, PayloadTooLarge, UndecodableRun, check_fits
 
 __all__ = ("AgentWorkflow", "register_agent", "registered_agent")
 
 _AGENTS: dict[str, TemporalAgent] = {}
+_UNDECODABLE = "AgentLoopUndecodableRun"
+"""The type of the (non-retryable) error that fails a run whose input this worker cannot decode."""
 _DRAIN_TIMEOUT = timedelta(seconds=10)
 """How long a workflow about to end or continue as new waits for an attached caller that asks for
 no events (it went away) before it stops waiting for it to read them (`_let_the_caller_read`)."""
@@ -127,51 +118,14 @@ def registered_agent(name: str) -> TemporalAgent:
     return agent
 
 
-class _AgentNotFound(Exception):
-    """The workflow names an agent this worker does not have: the workflow fails (not retried)."""
+class _AgentNotHeld(Exception):
+    """The workflow names an agent this worker does not hold: its workflow task fails, and
+    Temporal gives it to a worker again (as for a workflow type a worker has not registered),
+    until one that holds the agent runs it: a rolling deploy loses no run."""
 
 
 class _ToolFailed(Exception):
     """A tool activity's error, as the model sees it (a tool error result, not an engine error)."""
-
-
-def _now_ms() -> int:
-    return int(workflow.now().timestamp() * 1000)
-
-
-def _start(name: str, arg: Any, options: ActivityOptions, summary: str, **more: Any) -> ActivityHandle[Any]:
-    """Start an activity (a local one if `options.local`)."""
-    start = workflow.start_local_activity if options.local else workflow.start_activity
-    return start(name, arg, summary=summary, **options.as_kwargs(), **more)
-
-
-async def _finished(handle: ActivityHandle[Any]) -> Any:
-    """The activity's result; a cancellation (an abort's cut) returns at once and asks Temporal to cancel it.
-
-    Awaiting the activity's handle directly would not do: cancelling it resolves the handle only
-    in a later activation, and anyio re-delivers a scope's cancellation until the task has left
-    the scope, which in a workflow's event loop never yields. A plain future cancels at once.
-    """
-    finished = asyncio.get_running_loop().create_future()
-
-    def wake(_: object) -> None:
-        if not finished.done():
-            finished.set_result(None)
-
-    handle.add_done_callback(wake)
-    try:
-        await finished
-    except BaseException:
-        handle.cancel()
-        raise
-    return handle.result()
-
-
-def _failure_text(exc: BaseException) -> str:
-    """The innermost message of an activity failure (the tool's or the timeout's)."""
-    while isinstance(exc, ActivityError) and exc.cause is not None:
-        exc = exc.cause
-    return str(exc) or type(exc).__name__
 
 
 @workflow.defn(name="agentloop.AgentWorkflow")
@@ -201,32 +155,41 @@ class AgentWorkflow:
         self._terminated = False  # every call of the last turn asked to end the run
         self._turns_left: int | None = None  # of `max_turns`, in this history
         self._approvals: PendingApprovals | None = None
-        self._sent = _SentContext()
-        self._model_call = _ModelCall()
+        self._sent = SentContext()
+        self._model_call = ModelCall()
 
     # --- the run -------------------------------------------------------------------------------
 
     @workflow.run
     async def run(self, run: AgentRun) -> list[AgentMessage]:
+        received: object = run
+        if isinstance(received, UndecodableRun):
+            raise ApplicationError(
+                f"this worker cannot decode the run's input ({received.reason}): start it with "
+                "agentloop.temporal.start_agent, from a client using agentloop's data_converter",
+                type=_UNDECODABLE,
+                non_retryable=True,
+            )
         try:
             agent = registered_agent(run.agent)
         except LookupError as exc:
-            raise _AgentNotFound(str(exc)) from None
+            raise _AgentNotHeld(f"{exc}; the run waits for a worker that holds it") from None
         self._agent = agent
         if agent.asks_approval:
-            self._approvals = PendingApprovals(agent.call_needs_approval, agent.approval_timeout, _now_ms)
-        state = run.state or {}
-        self._run_id = state.get("runId") or workflow.info().workflow_id
-        self._first_seq = self._next_seq = int(state.get("seq", 0))
-        self._turn = int(state.get("turn", 0))
-        self._carried = [from_json(m) for m in state.get("runMessages", ())]
-        self._steering = [from_json(m) for m in state.get("steering", ())] + self._steering
-        self._follow_ups = [from_json(m) for m in state.get("followUps", ())] + self._follow_ups
-        turns_before = int(state.get("turns", 0))
-        if state.get("aborted"):
+            self._approvals = PendingApprovals(agent.call_needs_approval, agent.approval_timeout, workflow_ms)
+        first = run.state is None  # the run's first history
+        state = run.state or CarriedState(run_id=workflow.info().workflow_id)
+        self._run_id = state.run_id
+        self._first_seq = self._next_seq = state.seq
+        self._turn = state.turn
+        self._carried = list(state.run_messages)
+        self._steering = [*state.steering, *self._steering]
+        self._follow_ups = [*state.follow_ups, *self._follow_ups]
+        turns_before = state.turns
+        if state.aborted:
             self._signal.abort()
-        if state.get("contextKey") is not None:  # the context the store holds, from the last history
-            self._sent = _SentContext.carried(state["contextKey"], state["contextLength"], run.messages)
+        if state.context_key is not None:  # the context the store holds, from the last history
+            self._sent = SentContext.carried(state.context_key, state.context_length, run.messages)
         max_turns = None if agent.options.max_turns is None else max(agent.options.max_turns - turns_before, 1)
         self._turns_left = max_turns  # None: no limit
         config = AgentLoopConfig(
@@ -239,15 +202,15 @@ class AgentWorkflow:
             before_tool_call=None if self._approvals is None else self._approvals.before_tool_call,
             wrap_tool_call=self._call_tool,
             propagate=(TemporalError,),
-            clock=_now_ms,
+            clock=workflow_ms,
         )
         context = AgentContext(system_prompt=agent.system_prompt, messages=tuple(run.messages), tools=agent.tools)
-        stream = _model_stream(agent, self._sent, self._model_call)
+        stream = model_stream(agent, self._sent, self._model_call)
         try:
             with validation_in_line():  # a workflow runs no threads
-                if not state and run.prompts:
+                if first and run.prompts:
                     new = await run_agent_loop(run.prompts, context, config, self._emit, self._signal, stream)
-                elif state and run.messages and run.messages[-1].role == "assistant":
+                elif not first and run.messages and run.messages[-1].role == "assistant":
                     prompts = self._take_steering() or self._take_follow_ups()
                     new = await run_agent_loop(prompts, context, config, self._emit, self._signal, stream)
                 else:
@@ -299,18 +262,18 @@ class AgentWorkflow:
         self._continuing = True  # waiting polls answer now
         await self._let_the_caller_read(lambda: self._read_up_to >= self._next_seq - 1)  # this history's events
         await workflow.wait_condition(workflow.all_handlers_finished)
-        state = {
-            "runId": self._run_id,
-            "seq": self._next_seq,
-            "turn": self._turn,
-            "turns": turns_before + self._turns_here,
-            "runMessages": [to_json(m) for m in run_messages],
-            "steering": [to_json(m) for m in self._steering],
-            "followUps": [to_json(m) for m in self._follow_ups],
-            "aborted": self._signal.aborted,
-            "contextKey": self._sent.key,
-            "contextLength": len(self._sent.messages),
-        }
+        state = CarriedState(
+            run_id=self._run_id,
+            seq=self._next_seq,
+            turn=self._turn,
+            turns=turns_before + self._turns_here,
+            run_messages=tuple(run_messages),
+            steering=tuple(self._steering),
+            follow_ups=tuple(self._follow_ups),
+            aborted=self._signal.aborted,
+            context_key=self._sent.key,
+            context_length=len(self._sent.messages),
+        )
         if agent.contexts is None:
             check_fits("the transcript carried into the next history", [to_json(m) for m in transcript])
         workflow.continue_as_new(AgentRun(agent=agent.name, messages=transcript, state=state))
@@ -340,17 +303,17 @@ class AgentWorkflow:
         name = invocation.tool.name
         call_id = invocation.tool_call.id
         try:
-            handle = _start(
+            handle = start_call(
                 agent.tool_activity_name(name),
                 {"toolCall": to_json(invocation.tool_call)},
                 agent.tool_activity_options(name),
                 f"{name} ({call_id})",
             )
-            out = await _finished(handle)
+            out = await finished(handle)
         except ActivityError as exc:
             if isinstance(exc.cause, CancelledError):
                 raise
-            raise _ToolFailed(_failure_text(exc)) from None
+            raise _ToolFailed(failure_text(exc)) from None
         if "error" in out:
             raise _ToolFailed(out["error"])
         result: AgentToolResult = from_json(out["result"])
@@ -377,7 +340,7 @@ class AgentWorkflow:
         if isinstance(event, TurnStart):
             self._turn += 1
         envelope = EventEnvelope(
-            event=event, run_id=self._run_id, seq=self._next_seq, turn=self._turn, timestamp=_now_ms()
+            event=event, run_id=self._run_id, seq=self._next_seq, turn=self._turn, timestamp=workflow_ms()
         )
         data = envelope_to_json(envelope)
         self._log.append(data)
@@ -490,128 +453,3 @@ class AgentWorkflow:
         return self._approvals
 
     _agent: TemporalAgent
-
-
-class _SentContext:
-    """With a context store: the key of the context this run's last model call ended with (its
-    messages and the answer), and those messages, to send the next call only what follows them."""
-
-    def __init__(self, key: str | None = None, messages: tuple[Message, ...] = ()) -> None:
-        self.key = key
-        self.messages = messages
-
-    @classmethod
-    def carried(cls, key: str, length: int, transcript: Sequence[AgentMessage]) -> _SentContext:
-        """From a previous history: the context was the first `length` LLM messages of the transcript."""
-        messages = tuple(default_convert_to_llm(transcript))
-        return cls(key, messages[:length]) if len(messages) >= length else cls()
-
-    def split(self, messages: Sequence[Message]) -> tuple[str | None, Sequence[Message]]:
-        """The key to send and the messages after it; (None, all) if the context did not go on
-        from the last one (compacted, or an answer the loop changed)."""
-        known = self.messages
-        if self.key is None or len(messages) < len(known):
-            return None, messages
-        for old, new in zip(known, messages, strict=False):  # `messages` may be longer
-            if old is not new and old != new:
-                return None, messages
-        return self.key, messages[len(known) :]
-
-
-def _context_missing(exc: ActivityError) -> bool:
-    return isinstance(exc.cause, ApplicationError) and exc.cause.type == CONTEXT_MISSING
-
-
-class _ModelCall:
-    """The model call in flight (its activity's handle), and whether an abort has asked it for
-    what it has said so far (see `AgentWorkflow.abort`)."""
-
-    def __init__(self) -> None:
-        self.handle: ActivityHandle[Any] | None = None
-        self.abort_asked = False
-
-
-def _model_stream(
-    agent: TemporalAgent, sent: _SentContext, in_flight: _ModelCall
-) -> Callable[[Model, Context, StreamOptions], AsyncIterator[AssistantMessageEvent]]:
-    """The workflow's stream function: the model activity, then `start` and `done` for its message.
-
-    An abort while the activity runs (`AgentWorkflow.abort`) cancels it and waits for its answer:
-    the message so far, ended `aborted`. Once that answer has reached the loop, the stream aborts
-    the run's signal, and the loop ends the run as in one process.
-    """
-
-    async def call(model: Model, context: Context, options: StreamOptions) -> AssistantMessage:
-        by_reference = agent.contexts is not None
-        base, messages = sent.split(context.messages) if by_reference else (None, context.messages)
-        request = {
-            "model": model_to_json(model),
-            "context": {
-                "systemPrompt": context.system_prompt,
-                "messages": [to_json(m) for m in messages],
-                "tools": [tool.name for tool in context.tools],
-                **({"base": base} if by_reference else {}),
-            },
-            "options": {
-                "reasoning": options.reasoning,
-                "sessionId": options.session_id,
-                "temperature": options.temperature,
-                "maxTokens": options.max_tokens,
-            },
-        }
-        if agent.contexts is None:
-            check_fits("the model call's context", request)
-        in_flight.handle = _start(
-            agent.model_activity_name,
-            request,
-            agent.model_activity,
-            model.id,
-            cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-        )
-        try:
-            data = await _finished(in_flight.handle)
-        finally:
-            in_flight.handle = None
-        # Either shape, whatever this worker's agent has: workers may gain or lose their store
-        # while a run goes on (a deploy), and a history recorded either way must replay.
-        if "contextKey" not in data:
-            sent.key, sent.messages = None, ()
-            return from_json(data)  # type: ignore[no-any-return]
-        final: AssistantMessage = from_json(data["message"])
-        sent.key, sent.messages = data["contextKey"], (*context.messages, final)
-        return final
-
-    async def answer(model: Model, context: Context, options: StreamOptions) -> list[AssistantMessageEvent]:
-        """The stream events of the call's outcome."""
-        try:
-            try:
-                final = await call(model, context, options)
-            except ActivityError as exc:
-                if not _context_missing(exc):
-                    raise
-                sent.key, sent.messages = None, ()  # the store lost it: send the whole context
-                final = await call(model, context, options)
-        except ActivityError as exc:
-            if not isinstance(exc.cause, CancelledError):
-                failure = f"The model call failed: {_failure_text(exc)}"
-                return [ErrorEvent("error", ended_message(model, "error", failure, _now_ms()))]
-            if not in_flight.abort_asked:
-                raise  # the workflow is cancelled
-            # cancelled before an attempt ran (between retries): nothing was said
-            return [ErrorEvent("aborted", ended_message(model, "aborted", ABORTED_TEXT, _now_ms()))]
-        return [event async for event in replayed(final)]
-
-    async def stream(model: Model, context: Context, options: StreamOptions) -> AsyncIterator[AssistantMessageEvent]:
-        if options.signal.aborted:  # the contract: an aborted signal ends the stream at once
-            yield ErrorEvent("aborted", ended_message(model, "aborted", ABORTED_TEXT, _now_ms()))
-            return
-        events = await answer(model, context, options)
-        try:
-            for event in events:
-                yield event
-        finally:
-            if in_flight.abort_asked:  # the loop has the answer to the abort: now the run ends
-                in_flight.abort_asked = False
-                options.signal.abort()
-
-    return stream

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 
 import anyio
 from dbos import DBOSConfig
-from dbos._error import DBOSException
+from dbos import error as dbos_error
 
 import agentloop as al
 from agentloop.dbos import DBOSAgent, idempotency_key
@@ -56,7 +56,7 @@ async def slow_lookup(key: str) -> str:
 @al.tool
 async def engine_failure(key: str) -> str:
     """A tool that raises DBOS's own exception: it must end the run, not become a tool result."""
-    raise DBOSException(f"the engine failed on {key}")
+    raise dbos_error.DBOSException(f"the engine failed on {key}")
 
 
 @al.tool(execution_mode="sequential")

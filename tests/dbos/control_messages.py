@@ -1,5 +1,6 @@
-"""What `_control_message_waiting` answers, on the database DBOS runs on (it reads DBOS's private
-notifications table: a DBOS that changes it must fail this, not make every run slow unnoticed).
+"""What `_control_mark` reads, on the database DBOS runs on (the run's workflow attribute that
+the senders of control messages set: a DBOS that changes how attributes are kept must fail this,
+not make every run slow unnoticed).
 
     python -m tests.dbos.control_messages DATABASE_URL
 
@@ -19,38 +20,45 @@ from typing import Any
 import anyio
 from dbos import DBOS
 
-from agentloop.dbos import CONTROL_TOPIC, approve, result, start_agent, stream_events
-from agentloop.dbos._agent import _control_message_waiting
+import agentloop as al
+from agentloop.dbos import abort, result, start_agent, steer, stream_events
+from agentloop.dbos._agent import _control_mark
 from tests.dbos.agents import dbos_config, payment  # the agents' workflows are registered before the launch
 from tests.dbos.support import PROMPT
 
 
 async def answers() -> dict[str, Any]:
-    """A run waiting for an approval: the answers with no message, with one on another topic, with
-    a control message, and once the run (its call denied) has taken it; and how the run ended."""
+    """A run waiting for an approval: its mark with no message, with one on another topic, after
+    an abort and after a steering message (each a new mark); and how the run ended."""
     workflow_id = await start_agent(payment, [PROMPT], id=f"control-{uuid.uuid4().hex}")
 
-    async def waiting() -> bool:
-        return await anyio.to_thread.run_sync(_control_message_waiting, workflow_id)
+    async def mark() -> str:
+        return await anyio.to_thread.run_sync(_control_mark, workflow_id)
 
     with anyio.fail_after(20):
         async with aclosing(stream_events(workflow_id)) as envelopes:
             async for envelope in envelopes:
                 if envelope.type == "tool_execution_start":  # the call waits; the run's first poll is past
                     break
-        seen = {"no message": await waiting()}
+        marks = {"no message": await mark()}
         await DBOS.send_async(workflow_id, {"note": "not a control message"}, "another.topic")
-        seen["another topic"] = await waiting()
-        await DBOS.send_async(workflow_id, {"kind": "abort"}, CONTROL_TOPIC)
-        seen["control message"] = await waiting()
-        await approve(workflow_id, "m1", False)  # denied: the run takes the abort at its next poll
+        marks["another topic"] = await mark()
+        await abort(workflow_id)  # also denies the waiting call: the run takes the abort at its next poll
+        marks["abort"] = await mark()
+        await steer(workflow_id, al.UserMessage(content="and y?", timestamp=2))
+        marks["steer"] = await mark()
         messages = await result(workflow_id)
-        seen["taken"] = await waiting()
-    return {"answers": seen, "stop_reason": getattr(messages[-1], "stop_reason", None)}
+    seen = {
+        "no message": marks["no message"],
+        "another topic": marks["another topic"],
+        "abort": len(marks["abort"]) == 32,
+        "steer": len(marks["steer"]) == 32 and marks["steer"] != marks["abort"],
+    }
+    return {"marks": seen, "stop_reason": getattr(messages[-1], "stop_reason", None)}
 
 
 EXPECTED = {
-    "answers": {"no message": False, "another topic": False, "control message": True, "taken": False},
+    "marks": {"no message": "", "another topic": "", "abort": True, "steer": True},
     "stop_reason": "aborted",
 }
 

@@ -44,8 +44,11 @@ def _as_server_user(command: list[str]) -> list[str]:
 
 
 @contextlib.contextmanager
-def postgres_cluster() -> Iterator[str]:
-    """Start a cluster; yield the URL of a database on it (DBOS creates it); stop and remove it."""
+def postgres_cluster(fsync: bool = False) -> Iterator[str]:
+    """Start a cluster; yield the URL of a database on it (DBOS creates it); stop and remove it.
+
+    Without `fsync` the cluster runs with `fsync=off` (commits do not wait for the disk: faster,
+    and safe for a throwaway cluster, not for data that must survive a machine's crash)."""
     initdb, pg_ctl = postgres_bin("initdb"), postgres_bin("pg_ctl")
     root = tempfile.mkdtemp(prefix="agentloop-pg-")
     try:
@@ -55,7 +58,8 @@ def postgres_cluster() -> Iterator[str]:
         port = free_port()
         initdb_command = [initdb, "-D", data, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8"]
         subprocess.run(_as_server_user(initdb_command), check=True, capture_output=True)
-        options = f"-h 127.0.0.1 -p {port} -k {root} -F -c fsync=off -c max_connections=300"
+        durability = "" if fsync else " -F -c fsync=off"
+        options = f"-h 127.0.0.1 -p {port} -k {root}{durability} -c max_connections=300"
         start = [pg_ctl, "-D", data, "-l", os.path.join(root, "log"), "-o", options, "-w", "start"]
         subprocess.run(_as_server_user(start), check=True, capture_output=True)
         try:

@@ -6,6 +6,7 @@ one was sent), DBOS's own errors propagating, and trio refused.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -17,8 +18,8 @@ from typing import Any
 
 import anyio
 import pytest
-from dbos import DBOS, DBOSClient
-from dbos._error import DBOSException
+from dbos import DBOS, DBOSClient, SetWorkflowID
+from dbos import error as dbos_error
 
 import agentloop as al
 from agentloop.dbos import (
@@ -234,13 +235,12 @@ async def test_a_follow_up_sent_during_the_last_model_call_runs(log: Path, monke
     assert text(messages[-1]) == "and y is 43"
 
 
-async def test_the_look_for_control_messages_answers_what_waits() -> None:
-    """`_control_message_waiting` reads DBOS's private notifications table (on SQLite here; on
-    PostgreSQL below): a DBOS that changes it fails this instead of making every run slow."""
+async def test_the_look_for_control_messages_reads_the_mark_the_senders_set() -> None:
+    """`_control_mark` reads the run's workflow attribute (on SQLite here; on PostgreSQL below)."""
     assert await control_messages.answers() == control_messages.EXPECTED
 
 
-async def test_the_look_for_control_messages_answers_what_waits_on_postgres(postgres_url: str) -> None:
+async def test_the_look_for_control_messages_reads_the_mark_the_senders_set_on_postgres(postgres_url: str) -> None:
     url = postgres_url.rsplit("/", 1)[0] + f"/control_{uuid.uuid4().hex[:8]}"  # a database of its own
     command = [sys.executable, "-m", "tests.dbos.control_messages", url]
     done = await anyio.to_thread.run_sync(
@@ -250,14 +250,15 @@ async def test_the_look_for_control_messages_answers_what_waits_on_postgres(post
     assert json.loads(done.stdout.splitlines()[-1]) == control_messages.EXPECTED
 
 
-def test_the_look_for_control_messages_answers_yes_when_it_cannot_read(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A DBOS whose private parts changed: the run receives at every poll (slower), misses nothing."""
+def test_the_look_for_control_messages_finds_a_new_mark_when_it_cannot_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A DBOS that cannot answer: the run receives at every poll (slower), misses nothing."""
 
-    def changed() -> object:
-        raise AttributeError("'DBOS' object has no attribute '_sys_db'")
+    def broken(*args: object, **kwargs: object) -> object:
+        raise RuntimeError("the system database is away")
 
-    monkeypatch.setattr(_agent, "_get_dbos_instance", changed)
-    assert _agent._control_message_waiting("any-workflow") is True
+    monkeypatch.setattr(DBOS, "list_workflows", broken)
+    first, second = _agent._control_mark("any-workflow"), _agent._control_mark("any-workflow")
+    assert first and second and first != second
 
 
 async def test_a_call_waits_for_its_approval(log: Path) -> None:
@@ -314,28 +315,32 @@ async def test_a_cancelled_workflow_stops_at_its_next_step_and_its_caller_gets_d
     log: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("SLOW_TOOL_SECONDS", "0.5")
-    workflow_id = await start_agent(agents.slow, [PROMPT], id=f"cancel-{uuid.uuid4().hex}")
+    workflow_id = f"cancel-{uuid.uuid4().hex}"
+    with SetWorkflowID(workflow_id):  # as start_agent does, keeping the handle of the run in this process
+        handle = await DBOS.start_workflow_async(agents.slow.workflow, {"prompts": [al.to_json(PROMPT)]})
     await wait_for_first_line(log / "tool_starts")
     await DBOS.cancel_workflow_async(workflow_id)
     with anyio.fail_after(20):
-        with pytest.raises(DBOSException, match="cancelled"):
+        with pytest.raises(dbos_error.DBOSException, match="cancelled"):
             async for _ in stream_events(workflow_id):
                 pass
-        with pytest.raises(DBOSException, match="cancelled"):
+        with pytest.raises(dbos_error.DBOSException, match="cancelled"):
             await result(workflow_id)
-        await anyio.sleep(1)  # the tool has finished: no model call follows
-    assert lines(log / "model_calls") == ["0"]
+        running: asyncio.Future[Any] = handle.task  # type: ignore[attr-defined]
+        await asyncio.wait({running})  # the workflow's own coroutine has ended
+    assert isinstance(running.exception(), dbos_error.DBOSException)
+    assert lines(log / "model_calls") == ["0"]  # no model call followed the cancellation
     assert (await DBOS.get_workflow_status_async(workflow_id)).status == "CANCELLED"  # type: ignore[union-attr]
 
 
 async def test_dbos_errors_end_the_run_and_never_become_tool_results() -> None:
     workflow_id = await start_agent(agents.engine, [PROMPT], id=f"engine-{uuid.uuid4().hex}")
     seen: list[al.EventEnvelope] = []
-    with anyio.fail_after(20), pytest.raises(DBOSException, match="the engine failed on x"):
+    with anyio.fail_after(20), pytest.raises(dbos_error.DBOSException, match="the engine failed on x"):
         async for envelope in stream_events(workflow_id):
             seen.append(envelope)
     assert not any(e.type == "tool_execution_end" for e in seen)
-    with pytest.raises(DBOSException, match="the engine failed on x"):
+    with pytest.raises(dbos_error.DBOSException, match="the engine failed on x"):
         await result(workflow_id)
 
 
@@ -384,9 +389,9 @@ async def test_a_client_naming_an_agent_this_process_does_not_define_fails_at_on
 
 async def test_an_unknown_workflow_is_an_error_at_once() -> None:
     with anyio.fail_after(5):
-        with pytest.raises(DBOSException, match="Non-existent target workflow ID: nobody"):
+        with pytest.raises(dbos_error.DBOSException, match="Non-existent target workflow ID: nobody"):
             await stream_events("nobody").__anext__()
-        with pytest.raises(DBOSException, match="Non-existent target workflow ID: nobody"):
+        with pytest.raises(dbos_error.DBOSException, match="Non-existent target workflow ID: nobody"):
             await result("nobody")
 
 

@@ -23,17 +23,19 @@ import pytest
 from dbos import DBOSClient
 
 import agentloop as al
-from agentloop.dbos import approve, result, start_agent, stream_events
+from agentloop.dbos import agent_queue, approve, result, start_agent, stream_events
+from agentloop.dbos._agent import workflow_name
 
 from .support import PROMPT, check_envelopes, comparable, normalized, text
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def spawn_worker(url: str, log: Path, tool_seconds: str) -> subprocess.Popen[str]:
+def spawn_worker(url: str, log: Path, tool_seconds: str, newcomer: bool = False) -> subprocess.Popen[str]:
+    """A worker process with the test agents (and, with `newcomer`, the agent only new workers hold)."""
     env = {**os.environ, "AGENTLOOP_TEST_LOG": str(log), "SLOW_TOOL_SECONDS": tool_seconds}
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.dbos.worker_process", url],
+        [sys.executable, "-m", "tests.dbos.worker_process", url, *(["newcomer"] if newcomer else [])],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -207,3 +209,28 @@ async def test_a_call_waiting_for_approval_outlives_its_worker(
         check_envelopes(envelopes)
     finally:
         client.destroy()
+
+
+async def test_in_a_rolling_deploy_every_run_goes_to_a_worker_that_holds_its_agent(
+    database_url: str, tmp_path: Path, workers: list[subprocess.Popen[str]]
+) -> None:
+    """An old worker without the agent `newcomer` and a new one with it, on the same database:
+    the runs of `newcomer` all go to the new one, those of `one_tool` to either."""
+    workers.append(spawn_worker(database_url, tmp_path, tool_seconds="0"))
+    workers.append(spawn_worker(database_url, tmp_path, tool_seconds="0", newcomer=True))
+    client = DBOSClient(system_database_url=database_url)
+    try:
+        ids = []
+        for i in range(10):
+            for name in ("newcomer", "one_tool"):
+                run_id = f"{name}-{i}-{uuid.uuid4().hex[:8]}"
+                # as a client that does not define the agents enqueues a run: by name
+                options = {"queue_name": agent_queue(name), "workflow_name": workflow_name(name), "workflow_id": run_id}
+                request = {"prompts": [al.to_json(PROMPT)], "messages": []}
+                await client.enqueue_async(options, request)  # type: ignore[arg-type]
+                ids.append(run_id)
+        with anyio.fail_after(90):
+            finished = [await result(run_id, client=client, poll_interval=0.05) for run_id in ids]
+    finally:
+        client.destroy()
+    assert all([m.role for m in messages] == ["user", "assistant", "toolResult", "assistant"] for messages in finished)

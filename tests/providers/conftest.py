@@ -1,4 +1,6 @@
-"""Fixtures of the provider tests: mocked HTTP (httpx.MockTransport) and the real servers.
+"""Fixtures and helpers of the provider tests: the real servers, the TypeScript reference, an
+agent turn against aimock, and the harness that replays recorded streams through pi-ai's
+providers and ours.
 
 Tests marked `servers` talk to aimock and llama.cpp started by `tests/providers/servers.py start`
 (their URLs in AGENTLOOP_AIMOCK_URL and AGENTLOOP_LLAMA_URL). They are deselected unless the `-m`
@@ -8,13 +10,38 @@ that says how to start it, never a skip.
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import shutil
+import socket
 import subprocess
 import urllib.request
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any, ClassVar
 
+import anyio
+import httpx
 import pytest
+
+from agentloop import (
+    AbortSignal,
+    Agent,
+    AgentTool,
+    AssistantMessageEvent,
+    Context,
+    Model,
+    StreamFn,
+    StreamOptions,
+    UserMessage,
+    to_json,
+)
+from agentloop.providers import HTTPOptions
+from agentloop.testing import check_events
+
+from ..support import as_assistant
 
 SERVERS_HELP = "start them with `python tests/providers/servers.py start` and source the env file it prints"
 
@@ -102,3 +129,190 @@ def pi_node_modules() -> Path:
         )
     assert all((entry / "dist" / "index.js").exists() for entry in entries), f"npm did not install into {PI_CACHE}"
     return modules
+
+
+# --- an agent turn against aimock ------------------------------------------------------------
+
+AIMOCK_HTTP = HTTPOptions(backoff=0.01, max_backoff=0.05, idle_timeout=30)
+"""Quick retries, and room for a loaded machine between events."""
+
+
+class Weather:
+    """The tool aimock's fixtures call (`aimock-fixtures.json`)."""
+
+    name = "get_weather"
+    description = "Get the weather"
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {"location": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+        "required": ["location"],
+    }
+
+
+async def _weather(tool_call_id: str, params: Any, signal: Any, on_update: Any) -> str:
+    return f"sunny in {params['location']}"
+
+
+async def aimock_weather_turn(model: Model, stream_fn: StreamFn, api_key: str, **agent_options: Any) -> Agent:
+    """An agent with the weather tool asks aimock for the weather in Paris: the events keep the
+    contract, both calls are answered and the turn ends with aimock's closing text. Returns the
+    agent for the caller's own checks."""
+    tool = AgentTool(
+        name=Weather.name, description=Weather.description, parameters=Weather.parameters, execute=_weather
+    )
+    events: list[Any] = []
+    agent = Agent(model=model, tools=[tool], stream_fn=stream_fn, get_api_key=lambda provider: api_key, **agent_options)
+    agent.subscribe(lambda event, signal: events.append(event))
+    with anyio.fail_after(30):
+        await agent.prompt("What is the weather in Paris?")
+    check_events(events)
+    roles = [m.role for m in agent.state.messages]
+    assert roles == ["user", "assistant", "toolResult", "toolResult", "assistant"], agent.state.error_message
+    assert as_assistant(agent.state.messages[-1]).text == "It is sunny in both places."
+    return agent
+
+
+# --- recorded streams through pi-ai's providers and ours ------------------------------------
+
+Result = tuple[str, bool, bool, list[dict[str, Any]], list[dict[str, Any]]]
+"""(recording id, final messages equal, event sequences equal, pi-ai's events, ours)."""
+REPLAY_CONTEXT = Context(system_prompt="You are terse.", messages=[UserMessage(content="hello", timestamp=0)])
+"""The context every recording is replayed with, on both sides."""
+
+
+def event_data(event: AssistantMessageEvent) -> dict[str, Any]:
+    """An event as JSON without its partial message, a tool call's arguments so far kept (as
+    pi-ai's replay script writes its events)."""
+    data = to_json(event)
+    partial = data.pop("partial", None)
+    if data["type"] == "toolcall_delta":
+        data["partialArguments"] = partial["content"][data["contentIndex"]]["arguments"]
+    return data
+
+
+async def our_events(
+    stream_fn: Callable[..., Any], model: Model, body: bytes, content_type: str = "text/event-stream"
+) -> list[dict[str, Any]]:
+    """What one of our stream functions emits for a recorded body (`event_data` of each event)."""
+    transport = httpx.MockTransport(
+        lambda request: httpx.Response(200, headers={"content-type": content_type}, content=body)
+    )
+    options = StreamOptions(signal=AbortSignal(), api_key="sk-replay")
+    async with httpx.AsyncClient(transport=transport) as client:
+        stream = stream_fn(model, REPLAY_CONTEXT, options, http=HTTPOptions(max_retries=0), client=client)
+        async with stream as events:
+            return [event_data(event) async for event in events]
+
+
+def _replay_app(bodies: Mapping[str, bytes], content_type: bytes) -> Any:
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                await send({"type": message["type"] + ".complete"})
+                if message["type"] == "lifespan.shutdown":
+                    return
+        while (await receive()).get("more_body"):
+            pass
+        body = bodies.get(scope["path"].strip("/").split("/")[0])
+        status = 200 if body is not None else 404
+        headers = [(b"content-type", content_type if body is not None else b"text/plain")]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body or b"no such recording"})
+
+    return app
+
+
+@asynccontextmanager
+async def serve_asgi(app: Any, *, port: int = 0) -> AsyncIterator[str]:
+    """`app` served by hypercorn on a loopback port (a free one by default) for the block; yields
+    its base URL."""
+    import sniffio
+    from hypercorn.config import Config
+
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    sock.listen(64)  # connections queue until hypercorn accepts them
+    port = sock.getsockname()[1]
+    config = Config()
+    config.bind = [f"fd://{sock.detach()}"]
+    config.graceful_timeout = 1.0
+    config.accesslog = None
+    if sniffio.current_async_library() == "trio":
+        from hypercorn.trio import serve
+    else:
+        from hypercorn.asyncio import serve  # type: ignore[assignment]
+    stop = anyio.Event()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(functools.partial(serve, app, config, shutdown_trigger=stop.wait))
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            stop.set()
+
+
+def replay_server(bodies: Mapping[str, bytes], content_type: bytes = b"text/event-stream") -> Any:
+    """A loopback server answering `/{id}/...` with the body of recording `id` (an async context
+    manager yielding its URL)."""
+    return serve_asgi(_replay_app(bodies, content_type))
+
+
+async def pi_events(
+    script: Path,
+    bodies: Mapping[str, bytes],
+    requests: Callable[[str], list[dict[str, Any]]],
+    node_modules: Path,
+    content_type: bytes = b"text/event-stream",
+) -> dict[str, list[dict[str, Any]]]:
+    """What pi-ai's providers emit for each recording: `script` (Node) reads `requests(url)` (the
+    replay server's URL) on stdin and writes one line of events per recording."""
+    async with replay_server(bodies, content_type) as url:
+        done = await anyio.run_process(
+            ["node", str(script)],
+            input=json.dumps(requests(url)).encode(),
+            env={**os.environ, "PI_AI": PI_AI, "NODE_PATH": str(node_modules)},
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr.decode()
+    lines = [json.loads(line) for line in done.stdout.decode().split("\n") if line]
+    return {line["id"]: line["events"] for line in lines}
+
+
+def agreement(
+    case_id: str,
+    theirs: list[dict[str, Any]],
+    ours: list[dict[str, Any]],
+    final: Callable[[list[dict[str, Any]]], Any],
+    sequence: Callable[[list[dict[str, Any]]], Any],
+) -> Result:
+    """How one recording's events compare: final messages and event sequences."""
+    return (case_id, final(theirs) == final(ours), sequence(theirs) == sequence(ours), theirs, ours)
+
+
+def print_differences(
+    results: Sequence[Result],
+    final: Callable[[list[dict[str, Any]]], Any],
+    sequence: Callable[[list[dict[str, Any]]], Any],
+) -> None:
+    """The measurement a differential module prints when run: counts, then every difference."""
+    finals = sum(r[1] for r in results)
+    sequences = sum(r[2] for r in results)
+    print(f"{len(results)} recordings: final messages agree on {finals}, event sequences on {sequences}")
+    for case_id, same_final, same_events, theirs, ours in results:
+        if same_final and same_events:
+            continue
+        print(f"\n== {case_id} (final {'=' if same_final else '!='}, events {'=' if same_events else '!='})")
+        if not same_final:
+            print("  pi-ai:", json.dumps(final(theirs))[:700])
+            print("  ours: ", json.dumps(final(ours))[:700])
+        if not same_events:
+            a, b = sequence(theirs), sequence(ours)
+            for i in range(max(len(a), len(b))):
+                x = a[i] if i < len(a) else None
+                y = b[i] if i < len(b) else None
+                if x != y:
+                    print(f"  first difference at event {i}:")
+                    print(f"    pi-ai: {json.dumps(x)[:300]}\n    ours:  {json.dumps(y)[:300]}")
+                    print(f"  pi-ai types: {[e['type'] for e in a]}\n  our types:   {[e['type'] for e in b]}")
+                    break

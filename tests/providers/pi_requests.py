@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,8 @@ from typing import Any
 import anyio
 import httpx
 
-from agentloop import Context, Model, to_json
+from agentloop import AbortSignal, Context, Model, StreamOptions, to_json
+from agentloop.providers._request import Request
 
 SCRIPT = Path(__file__).parent / "pi_wire" / "pi_requests.mjs"
 
@@ -81,3 +83,22 @@ async def pi_requests(calls: list[Call], node_modules: Path) -> dict[str, dict[s
     lines = [json.loads(line) for line in done.stdout.decode().splitlines() if line]
     assert len(lines) == len(calls), done.stderr.decode()
     return {line["id"]: line for line in lines}
+
+
+def our_request(
+    call: Call, build: Callable[[Model, Context, StreamOptions], Request]
+) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """The request one of our providers builds for `call` (pi-ai's options as ours): its path
+    with the query, its headers (names in lower case) and its body as JSON."""
+    o = call.options
+    options = StreamOptions(
+        signal=AbortSignal(),
+        api_key=o["apiKey"],
+        reasoning=o.get("reasoning"),
+        session_id=o.get("sessionId"),
+        temperature=o.get("temperature"),
+        max_tokens=o.get("maxTokens"),
+    )
+    request = build(call.model, call.context, options)
+    headers = {k.lower(): v for k, v in request.headers.items()}
+    return httpx.URL(request.url).raw_path.decode(), headers, json.loads(json.dumps(request.body))

@@ -438,8 +438,8 @@ def test_handoff_from_openai_normalises_ids_and_thinking() -> None:
     messages = build_anthropic_request(model("anthropic-messages"), Context(messages=transcript), options()).body[
         "messages"
     ]
-    assert messages[1]["content"][0] == {"type": "text", "text": "reasoning"}
-    tool_id = messages[1]["content"][1]["id"]
+    assert [block["type"] for block in messages[1]["content"]] == ["tool_use"]  # the other model's thinking: dropped
+    tool_id = messages[1]["content"][0]["id"]
     assert len(tool_id) == 64 and "|" not in tool_id
     assert messages[2]["content"][0] == {
         "type": "tool_result",

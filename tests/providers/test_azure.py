@@ -8,7 +8,7 @@ import dataclasses
 import functools
 import json
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import anyio
 import httpx
@@ -16,8 +16,6 @@ import pytest
 
 from agentloop import (
     AbortSignal,
-    Agent,
-    AgentTool,
     AssistantMessage,
     Context,
     Model,
@@ -35,11 +33,11 @@ from agentloop.providers import (
     stream_simple,
 )
 from agentloop.providers._azure import azure_base_url, azure_deployment_name, build_azure_request
-from agentloop.testing import check_events
 
 from ..support import as_assistant
+from .conftest import Weather, aimock_weather_turn
 from .helpers import FAST, Server, collect, ok, options, sse_events, types
-from .pi_requests import Call, pi_requests
+from .pi_requests import Call, our_request, pi_requests
 
 AZURE_ENV = (
     "AZURE_OPENAI_API_KEY",
@@ -54,16 +52,6 @@ AZURE_ENV = (
 def _no_azure_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in AZURE_ENV:
         monkeypatch.delenv(name, raising=False)
-
-
-class Weather:
-    name = "get_weather"
-    description = "Get the weather"
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {"location": {"type": "string"}},
-        "required": ["location"],
-    }
 
 
 def azure(model_id: str = "gpt-5-mini", **changes: Any) -> Model:
@@ -219,21 +207,7 @@ CALLS = [
 
 
 def ours(call: Call) -> tuple[str, dict[str, str], dict[str, Any]]:
-    o = call.options
-    got = build_azure_request(
-        call.model,
-        call.context,
-        StreamOptions(
-            signal=AbortSignal(),
-            api_key=o["apiKey"],
-            reasoning=o.get("reasoning"),
-            session_id=o.get("sessionId"),
-            temperature=o.get("temperature"),
-            max_tokens=o.get("maxTokens"),
-        ),
-    )
-    url = httpx.URL(got.url)
-    return url.raw_path.decode(), {k.lower(): v for k, v in got.headers.items()}, json.loads(json.dumps(got.body))
+    return our_request(call, build_azure_request)
 
 
 async def test_requests_are_the_ones_pi_ai_sends(anyio_backend: object, pi_node_modules: Path) -> None:
@@ -421,31 +395,16 @@ def test_azure_openai_model_keeps_the_registry_entry_and_says_where_it_is_served
 # --- against aimock (`pytest -m servers`) -------------------------------------------------------
 
 
-async def _weather(tool_call_id: str, params: Any, signal: Any, on_update: Any) -> str:
-    return f"sunny in {params['location']}"
-
-
 @pytest.mark.servers
 async def test_an_agent_turn_against_aimocks_azure_endpoint(aimock_url: str) -> None:
-    tool = AgentTool(name="get_weather", description="Get the weather", parameters=Weather.parameters, execute=_weather)
-    events: list[Any] = []
-    model = azure_openai_model("gpt-5-mini", base_url=aimock_url + "/openai/v1", deployment="test-model")
-    agent = Agent(
-        model=model,
-        tools=[tool],
-        stream_fn=functools.partial(stream_simple, http=HTTPOptions(max_retries=0)),
-        get_api_key=lambda provider: "sk-aimock",
+    agent = await aimock_weather_turn(
+        azure_openai_model("gpt-5-mini", base_url=aimock_url + "/openai/v1", deployment="test-model"),
+        functools.partial(stream_simple, http=HTTPOptions(max_retries=0)),
+        "sk-aimock",
         thinking_level="low",
     )
-    agent.subscribe(lambda event, signal: events.append(event))
-    with anyio.fail_after(30):
-        await agent.prompt("What is the weather in Paris?")
-    check_events(events)
-    roles = [m.role for m in agent.state.messages]
-    assert roles == ["user", "assistant", "toolResult", "toolResult", "assistant"], agent.state.error_message
     first = as_assistant(agent.state.messages[1])
     assert first.content[0].type == "thinking" and len(first.tool_calls) == 2
-    assert as_assistant(agent.state.messages[-1]).text == "It is sunny in both places."
 
 
 # --- the official SDK as an oracle (`oracle/sdk_oracle.json`, made by `oracle/sdk_oracle.py`) --------

@@ -9,32 +9,21 @@ Run with `pytest -m servers` after `python tests/providers/servers.py start`.
 from __future__ import annotations
 
 import functools
-from typing import Any, ClassVar
+from typing import Any
 
 import anyio
 import pytest
 from botocore.credentials import Credentials
 
-from agentloop import AbortSignal, Agent, AgentTool, Context, Model, StreamOptions, ThinkingContent, UserMessage
-from agentloop.providers import HTTPOptions, stream_bedrock
-from agentloop.testing import check_events
+from agentloop import AbortSignal, Context, Model, StreamOptions, ThinkingContent, UserMessage
+from agentloop.providers import stream_bedrock
 
-from ..support import as_assistant
+from .conftest import AIMOCK_HTTP, Weather, aimock_weather_turn
 from .helpers import collect, types
 
 pytestmark = pytest.mark.servers
 
-FAST = HTTPOptions(backoff=0.01, max_backoff=0.05, idle_timeout=30)
-
-
-class Weather:
-    name = "get_weather"
-    description = "Get the weather"
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {"location": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
-        "required": ["location"],
-    }
+FAST = AIMOCK_HTTP
 
 
 def aimock_model(url: str) -> Model:
@@ -87,26 +76,8 @@ async def test_parallel_tool_calls(aimock_url: str) -> None:
     assert types(events).count("toolcall_end") == 2
 
 
-async def _weather(tool_call_id: str, params: Any, signal: Any, on_update: Any) -> str:
-    return f"sunny in {params['location']}"
-
-
 async def test_an_agent_turn_with_tool_calls(aimock_url: str) -> None:
-    tool = AgentTool(name="get_weather", description="Get the weather", parameters=Weather.parameters, execute=_weather)
-    events: list[Any] = []
-    agent = Agent(
-        model=aimock_model(aimock_url),
-        tools=[tool],
-        stream_fn=functools.partial(stream_bedrock, http=FAST),
-        get_api_key=lambda provider: "aimock-bearer",
-    )
-    agent.subscribe(lambda event, signal: events.append(event))
-    with anyio.fail_after(30):
-        await agent.prompt("What is the weather in Paris?")
-    check_events(events)
-    roles = [m.role for m in agent.state.messages]
-    assert roles == ["user", "assistant", "toolResult", "toolResult", "assistant"], agent.state.error_message
-    assert as_assistant(agent.state.messages[-1]).text == "It is sunny in both places."
+    await aimock_weather_turn(aimock_model(aimock_url), functools.partial(stream_bedrock, http=FAST), "aimock-bearer")
 
 
 async def test_length_stop(aimock_url: str) -> None:

@@ -31,31 +31,11 @@ from agentloop.providers._bedrock import _Frozen, _SigV4
 from agentloop.providers._bedrock_stream import bedrock_error_text, map_stop_reason
 
 from .bedrock_wire.request_cases import CASES, pi_case
-from .test_bedrock_differential import pi_ai_folder
+from .conftest import PI_AI
 
 HERE = Path(__file__).parent / "bedrock_wire"
 BOTO3 = json.loads((HERE / "boto3.json").read_text())
 EVENT_STREAM = "application/vnd.amazon.eventstream"
-
-
-def _without_cross_model_thinking(ours: dict[str, Any]) -> dict[str, Any]:
-    """Our body without the text blocks agentloop makes of another model's thinking."""
-    dropped = {"Nova thought this.", "unsigned thoughts"}
-    ours = json.loads(json.dumps(ours))
-    for message in ours["messages"]:
-        if message["role"] == "assistant" and any(b.get("text") == "Nova said this." for b in message["content"]):
-            message["content"] = [b for b in message["content"] if b.get("text") not in dropped]
-        if message["role"] == "assistant" and any(b.get("text") == "Hello." for b in message["content"]):
-            message["content"] = [b for b in message["content"] if b.get("text") != "unsigned thoughts"]
-    return ours
-
-
-def _cross_model_thinking_only(ours: dict[str, Any]) -> dict[str, Any]:
-    ours = json.loads(json.dumps(ours))
-    for message in ours["messages"]:
-        if message["role"] == "assistant":
-            message["content"] = [b for b in message["content"] if b.get("text") != "Nova thought this."]
-    return ours
 
 
 def _context_window_fit(ours: dict[str, Any]) -> dict[str, Any]:
@@ -64,18 +44,12 @@ def _context_window_fit(ours: dict[str, Any]) -> dict[str, Any]:
     return ours
 
 
-_CROSS_MODEL = (
-    "thinking from another model: pi-ai 1.6 drops it; agentloop's transform_messages (every provider) "
-    "replays it as text"
-)
 REQUEST_KEPT: dict[str, tuple[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
     "gpt-oss": (
         "maxTokens: pi-ai 1.6.1 fits it into the context window from an estimate of the input "
         "(clampMaxTokensToContext, every provider); agentloop's providers send the model's max_tokens",
         _context_window_fit,
     ),
-    "qwen-reasoning": (_CROSS_MODEL, _without_cross_model_thinking),
-    "arn-profile": (_CROSS_MODEL, _cross_model_thinking_only),
 }
 """Cases where our body differs from pi-ai's on purpose: the reason, and the change that makes
 ours pi-ai's (so that nothing else may differ)."""
@@ -129,7 +103,7 @@ async def test_our_bodies_are_pi_ais_except_where_kept(anyio_backend: object, pi
         done = await anyio.run_process(
             ["node", str(HERE / "pi_requests.mjs")],
             input=cases,
-            env={**os.environ, "PI_AI": pi_ai_folder(), "NODE_PATH": str(pi_node_modules)},
+            env={**os.environ, "PI_AI": PI_AI, "NODE_PATH": str(pi_node_modules)},
             check=False,
         )
     assert done.returncode == 0, done.stderr.decode()

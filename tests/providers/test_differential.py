@@ -15,24 +15,19 @@ behaviour on purpose (`KEPT`, each with its reason).
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
-import socket
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 
-from agentloop import AbortSignal, Context, Model, StreamOptions, UserMessage, from_json, to_json
-from agentloop.providers import HTTPOptions, stream_simple
+from agentloop import Model, from_json, to_json
+from agentloop.providers import stream_simple
 
-from .conftest import PI_AI
+from .conftest import PI_AI, PI_CACHE, Result, agreement, our_events, pi_events, print_differences
 
 HERE = Path(__file__).parent
 RECORDINGS = HERE / "pi_wire" / "recordings"
@@ -49,7 +44,6 @@ APIS = {
 }
 ROOT_BASE_URL = {"anthropic-messages", "mistral-conversations"}
 """The APIs whose base URL is the server's root (the others' ends in /v1)."""
-HTTP = HTTPOptions(max_retries=0)
 
 _WORDING = "a stream cut before its end: the same events and content, the error text is agentloop's own"
 _SUMMARY = (
@@ -107,10 +101,7 @@ BEFORE_1_6_1: dict[str, str] = {
 
 def pi_ai_version(node_modules: Path) -> str:
     """The version of the pi-ai whose providers the recordings are compared with."""
-    from . import conftest
-
-    folder = getattr(conftest, "PI_AI", "@earendil-works/pi-ai")
-    return str(json.loads((node_modules / folder / "package.json").read_text())["version"])
+    return str(json.loads((node_modules / PI_AI / "package.json").read_text())["version"])
 
 
 def cases() -> list[tuple[str, str, Path]]:
@@ -125,92 +116,25 @@ def cases() -> list[tuple[str, str, Path]]:
     return sorted(found)
 
 
-def _replay_app(bodies: dict[str, bytes], content_type: bytes) -> Any:
-    async def app(scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                await send({"type": message["type"] + ".complete"})
-                if message["type"] == "lifespan.shutdown":
-                    return
-        while (await receive()).get("more_body"):
-            pass
-        body = bodies.get(scope["path"].strip("/").split("/")[0])
-        status = 200 if body is not None else 404
-        headers = [(b"content-type", content_type if body is not None else b"text/plain")]
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body or b"no such recording"})
-
-    return app
-
-
-@asynccontextmanager
-async def replay_server(bodies: dict[str, bytes], content_type: bytes = b"text/event-stream") -> AsyncIterator[str]:
-    import sniffio
-    from hypercorn.config import Config
-
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    port = sock.getsockname()[1]
-    config = Config()
-    config.bind = [f"fd://{sock.detach()}"]
-    config.graceful_timeout = 1.0
-    config.accesslog = None
-    if sniffio.current_async_library() == "trio":
-        from hypercorn.trio import serve
-    else:
-        from hypercorn.asyncio import serve  # type: ignore[assignment]
-    stop = anyio.Event()
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(functools.partial(serve, _replay_app(bodies, content_type), config, shutdown_trigger=stop.wait))
-        try:
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            stop.set()
-
-
 async def reference_events(
     recordings: list[tuple[str, str, Path]], node_modules: Path
 ) -> dict[str, list[dict[str, Any]]]:
     """What pi-ai 1.6.1's providers emit for each recording."""
-    bodies = {case_id: path.read_bytes() for case_id, _, path in recordings}
-    async with replay_server(bodies) as url:
-        request = [
+
+    def requests(url: str) -> list[dict[str, Any]]:
+        return [
             {"id": case_id, "api": api, "baseUrl": f"{url}/{case_id}" + ("" if api in ROOT_BASE_URL else "/v1")}
             for case_id, api, _ in recordings
         ]
-        done = await anyio.run_process(
-            ["node", str(REPLAY)],
-            input=json.dumps(request).encode(),
-            env={**os.environ, "NODE_PATH": str(node_modules), "PI_AI": PI_AI},
-            check=False,
-        )
-    assert done.returncode == 0, done.stderr.decode()
-    lines = [json.loads(line) for line in done.stdout.decode().split("\n") if line]
-    return {line["id"]: line["events"] for line in lines}
+
+    bodies = {case_id: path.read_bytes() for case_id, _, path in recordings}
+    return await pi_events(REPLAY, bodies, requests, node_modules)
 
 
-async def our_events(api: str, body: bytes) -> list[dict[str, Any]]:
+async def ours(api: str, body: bytes) -> list[dict[str, Any]]:
     """What agentloop's provider emits for a recording, as JSON without partials."""
     model = Model(id="replay", name="replay", api=api, provider="replay", base_url="http://replay/v1", reasoning=True)
-    transport = httpx.MockTransport(
-        lambda request: httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
-    )
-    context = Context(system_prompt="You are terse.", messages=[UserMessage(content="hello", timestamp=0)])
-    out = []
-    async with httpx.AsyncClient(transport=transport) as client:
-        stream = stream_simple(
-            model, context, StreamOptions(signal=AbortSignal(), api_key="sk-replay"), http=HTTP, client=client
-        )
-        async with stream as events:
-            async for event in events:
-                data = to_json(event)
-                partial = data.pop("partial", None)
-                if data["type"] == "toolcall_delta":
-                    data["partialArguments"] = partial["content"][data["contentIndex"]]["arguments"]
-                out.append(data)
-    return out
+    return await our_events(stream_simple, model, body)
 
 
 _GENERATED_ID = re.compile(r"_\d{10,}_\d+$")
@@ -262,24 +186,14 @@ def sequence(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-async def compare(node_modules: Path) -> list[tuple[str, bool, bool, Any, Any]]:
-    """(id, finals equal, sequences equal, theirs, ours) for every recording."""
+async def compare(node_modules: Path) -> list[Result]:
+    """How every recording compares (see `agreement`)."""
     recordings = cases()
     theirs = await reference_events(recordings, node_modules)
-    out = []
-    for case_id, api, path in recordings:
-        ours = stable_ids(await our_events(api, path.read_bytes()))
-        reference = stable_ids(theirs[case_id])
-        out.append(
-            (
-                case_id,
-                final(reference) == final(ours),
-                sequence(reference) == sequence(ours),
-                reference,
-                ours,
-            )
-        )
-    return out
+    return [
+        agreement(case_id, stable_ids(theirs[case_id]), stable_ids(await ours(api, path.read_bytes())), final, sequence)
+        for case_id, api, path in recordings
+    ]
 
 
 async def test_recorded_streams_agree_with_pi_ai_except_where_kept(
@@ -300,29 +214,7 @@ async def test_recorded_streams_agree_with_pi_ai_except_where_kept(
 if __name__ == "__main__":  # the measurement: counts and every difference
 
     async def main() -> None:
-        from tests.providers.conftest import PI_CACHE
-
-        results = await compare(PI_CACHE / "node_modules")
-        finals = sum(r[1] for r in results)
-        sequences = sum(r[2] for r in results)
-        print(f"{len(results)} recordings: final messages agree on {finals}, event sequences on {sequences}")
-        for case_id, same_final, same_events, theirs, ours in results:
-            if same_final and same_events:
-                continue
-            print(f"\n== {case_id} (final {'=' if same_final else '!='}, events {'=' if same_events else '!='})")
-            if not same_final:
-                print("  pi-ai:", json.dumps(final(theirs))[:600])
-                print("  ours: ", json.dumps(final(ours))[:600])
-            if not same_events:
-                a, b = sequence(theirs), sequence(ours)
-                for i in range(max(len(a), len(b))):
-                    x = a[i] if i < len(a) else None
-                    y = b[i] if i < len(b) else None
-                    if x != y:
-                        print(f"  first difference at event {i}:")
-                        print(f"    pi-ai: {json.dumps(x)[:300]}\n    ours:  {json.dumps(y)[:300]}")
-                        print(f"  pi-ai types: {[e['type'] for e in a]}\n  our types:   {[e['type'] for e in b]}")
-                        break
+        print_differences(await compare(PI_CACHE / "node_modules"), final, sequence)
 
     sys.path.insert(0, str(HERE.parents[1]))
     anyio.run(main)

@@ -14,18 +14,16 @@ from typing import Any
 import anyio
 import pytest
 
-from agentloop import AbortSignal, Agent, AgentTool, Context, Model, StreamOptions, ThinkingContent, UserMessage
-from agentloop.providers import HTTPOptions, stream_google, stream_google_vertex
-from agentloop.testing import check_events
+from agentloop import AbortSignal, Context, Model, StreamOptions, ThinkingContent, UserMessage
+from agentloop.providers import stream_google, stream_google_vertex
 
-from ..support import as_assistant
+from .conftest import AIMOCK_HTTP, Weather, aimock_weather_turn
 from .helpers import collect, types
-from .test_servers_aimock import Weather
 
 pytestmark = pytest.mark.servers
 
 APIS = ["google-generative-ai", "google-vertex"]
-FAST = HTTPOptions(backoff=0.01, max_backoff=0.05, idle_timeout=30)
+FAST = AIMOCK_HTTP
 
 
 def aimock_model(url: str, api: str) -> Model:
@@ -69,27 +67,9 @@ async def test_parallel_tool_calls(aimock_url: str, api: str) -> None:
     assert len({c.id for c in final.tool_calls}) == 2
 
 
-async def _weather(tool_call_id: str, params: Any, signal: Any, on_update: Any) -> str:
-    return f"sunny in {params['location']}"
-
-
 @pytest.mark.parametrize("api", APIS)
 async def test_an_agent_turn_with_tool_calls(aimock_url: str, api: str) -> None:
-    tool = AgentTool(name="get_weather", description="Get the weather", parameters=Weather.parameters, execute=_weather)
-    events: list[Any] = []
-    agent = Agent(
-        model=aimock_model(aimock_url, api),
-        tools=[tool],
-        stream_fn=stream_fn(api),
-        get_api_key=lambda provider: "k-aimock",
-    )
-    agent.subscribe(lambda event, signal: events.append(event))
-    with anyio.fail_after(30):
-        await agent.prompt("What is the weather in Paris?")
-    check_events(events)
-    roles = [m.role for m in agent.state.messages]
-    assert roles == ["user", "assistant", "toolResult", "toolResult", "assistant"], agent.state.error_message
-    assert as_assistant(agent.state.messages[-1]).text == "It is sunny in both places."
+    await aimock_weather_turn(aimock_model(aimock_url, api), stream_fn(api), "k-aimock")
 
 
 @pytest.mark.parametrize("api", APIS)

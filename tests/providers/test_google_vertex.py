@@ -136,7 +136,26 @@ async def test_a_failing_token_function_ends_the_stream_with_its_error() -> None
         raise RuntimeError("the vault is sealed")
 
     final = await run(Server(), project="p", location="l", token=broken)
-    assert (final.stop_reason, final.error_message) == ("error", "RuntimeError: the vault is sealed")
+    assert (final.stop_reason, final.error_message) == (
+        "error",
+        "The token function failed: RuntimeError: the vault is sealed",
+    )
+
+
+async def test_a_plain_token_function_runs_in_a_worker_thread_and_must_give_a_token() -> None:
+    threads: list[threading.Thread] = []
+
+    def blocking() -> str:
+        threads.append(threading.current_thread())
+        return "t-thread"
+
+    server = Server(ok(ANSWER))
+    final = await run(server, project="p", location="l", token=blocking)
+    assert final.content == (TextContent("ok"),)
+    assert threads and threads[0] is not threading.current_thread()
+    empty = await run(server, project="p", location="l", token=lambda: "")
+    assert empty.error_message == "The token function returned str, not a token (a non-empty str)"
+    assert len(server.requests) == 1
 
 
 async def test_an_abort_while_the_token_is_fetched_ends_the_stream_as_aborted() -> None:
@@ -222,7 +241,17 @@ def service_account(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
 async def test_application_default_credentials_are_loaded_refreshed_once_and_reused(
     service_account: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import google.auth.transport.requests as transport
+
     monkeypatch.setenv("GOOGLE_CLOUD_LOCATION", "us-central1")
+    refreshed_on: list[threading.Thread] = []
+    send = transport.Request.__call__
+
+    def recorded(self: Any, *args: Any, **kwargs: Any) -> Any:
+        refreshed_on.append(threading.current_thread())
+        return send(self, *args, **kwargs)  # type: ignore[no-untyped-call]
+
+    monkeypatch.setattr(transport.Request, "__call__", recorded)
     server = Server(ok(ANSWER), ok(ANSWER))
     async with httpx.AsyncClient(transport=httpx.MockTransport(server)) as client:
         for _ in range(2):
@@ -231,6 +260,7 @@ async def test_application_default_credentials_are_loaded_refreshed_once_and_reu
     assert [r.headers["authorization"] for r in server.requests] == ["Bearer ya29.adc-1", "Bearer ya29.adc-1"]
     assert "/projects/sa-project/locations/us-central1/" in str(server.requests[0].url)
     assert len(service_account) == 1
+    assert refreshed_on and threading.current_thread() not in refreshed_on  # the refresh ran off the event loop
     assert "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer" in service_account[0]
 
 

@@ -7,7 +7,7 @@ import dataclasses
 import functools
 import json
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import anyio
 import httpx
@@ -15,8 +15,6 @@ import pytest
 
 from agentloop import (
     AbortSignal,
-    Agent,
-    AgentTool,
     AssistantMessage,
     Context,
     ImageContent,
@@ -30,24 +28,15 @@ from agentloop import (
     UserMessage,
 )
 from agentloop.providers import HTTPOptions, get_model, get_models, stream_mistral, stream_simple
-from agentloop.providers._mistral import build_mistral_request, mistral_tool_call_ids, pi_short_hash
-from agentloop.testing import check_events
+from agentloop.providers._mistral import build_mistral_request
+from agentloop.providers._transform import mistral_tool_call_ids, short_hash
 
 from ..support import as_assistant
+from .conftest import Weather, aimock_weather_turn
 from .helpers import FAST, Server, collect, ok, options, sse_data, types
-from .pi_requests import Call, pi_requests
+from .pi_requests import Call, our_request, pi_requests
 
 IMAGE = ImageContent(data="aGVsbG8=", mime_type="image/png")
-
-
-class Weather:
-    name = "get_weather"
-    description = "Get the weather"
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {"location": {"type": "string"}},
-        "required": ["location"],
-    }
 
 
 def mistral(model_id: str = "magistral-medium-latest", **changes: Any) -> Model:
@@ -196,21 +185,7 @@ CALLS = [
 
 
 def ours(call: Call) -> tuple[str, dict[str, str], dict[str, Any]]:
-    o = call.options
-    request = build_mistral_request(
-        call.model,
-        call.context,
-        StreamOptions(
-            signal=AbortSignal(),
-            api_key=o["apiKey"],
-            reasoning=o.get("reasoning"),
-            session_id=o.get("sessionId"),
-            temperature=o.get("temperature"),
-            max_tokens=o.get("maxTokens"),
-        ),
-    )
-    body = json.loads(json.dumps(request.body))
-    return httpx.URL(request.url).path, {k.lower(): v for k, v in request.headers.items()}, body
+    return our_request(call, build_mistral_request)
 
 
 async def test_requests_are_the_ones_pi_ai_sends(anyio_backend: object, pi_node_modules: Path) -> None:
@@ -249,10 +224,10 @@ def test_replayed_tool_call_ids_become_nine_letters_and_digits_and_results_follo
     ids = [c["id"] for c in calls]
     assert all(len(i) == 9 and i.isalnum() and i.isascii() for i in ids), ids
     assert len(set(ids)) == len(ids)
-    assert ids[0] == pi_short_hash("callabc12fc0123456789abcdef")[:9]
+    assert ids[0] == short_hash("callabc12fc0123456789abcdef")[:9]
     assert ids[1] == "callabc12"  # 9 letters and digits once the punctuation is gone: kept
-    assert ids[2] == pi_short_hash("callabc12:1")[:9]  # the same 9 characters as the call before: made distinct
-    assert ids[3] == pi_short_hash("callzz")[:9]
+    assert ids[2] == short_hash("callabc12:1")[:9]  # the same 9 characters as the call before: made distinct
+    assert ids[3] == short_hash("callzz")[:9]
     assert ids[4] == "D681PevKs"  # Mistral's own call: untouched
     results = [m for m in messages if m["role"] == "tool"]
     assert [r["tool_call_id"] for r in results] == ids
@@ -486,32 +461,18 @@ def test_the_registry_lists_pi_ais_mistral_models() -> None:
 # --- against aimock (`pytest -m servers`) ----------------------------------------------------
 
 
-async def _weather(tool_call_id: str, params: Any, signal: Any, on_update: Any) -> str:
-    return f"sunny in {params['location']}"
-
-
 @pytest.mark.servers
 async def test_an_agent_turn_with_parallel_tool_calls_against_aimock(aimock_url: str) -> None:
-    tool = AgentTool(name="get_weather", description="Get the weather", parameters=Weather.parameters, execute=_weather)
-    events: list[Any] = []
-    agent = Agent(
-        model=Model(id="test-model", api="mistral-conversations", provider="aimock", base_url=aimock_url),
-        tools=[tool],
-        stream_fn=functools.partial(stream_simple, http=HTTPOptions(max_retries=0)),
-        get_api_key=lambda provider: "sk-aimock",
+    agent = await aimock_weather_turn(
+        Model(id="test-model", api="mistral-conversations", provider="aimock", base_url=aimock_url),
+        functools.partial(stream_simple, http=HTTPOptions(max_retries=0)),
+        "sk-aimock",
     )
-    agent.subscribe(lambda event, signal: events.append(event))
-    with anyio.fail_after(30):
-        await agent.prompt("What is the weather in Paris?")
-    check_events(events)
-    roles = [m.role for m in agent.state.messages]
-    assert roles == ["user", "assistant", "toolResult", "toolResult", "assistant"], agent.state.error_message
     calls = as_assistant(agent.state.messages[1]).tool_calls
     assert [dict(c.arguments) for c in calls] == [
         {"location": "Paris", "unit": "celsius"},
         {"location": "Paris, Texas", "unit": "fahrenheit"},
     ]
-    assert as_assistant(agent.state.messages[-1]).text == "It is sunny in both places."
 
 
 @pytest.mark.servers

@@ -20,6 +20,7 @@ from agentloop import (
 )
 from agentloop.providers import stream_openai_completions
 from agentloop.providers._openai_completions import build_completions_request, map_finish_reason
+from agentloop.providers._transform import mistral_id
 
 from .helpers import FAST, Server, chat_chunk, collect, context, model, ok, options, sse_data, types
 
@@ -178,8 +179,10 @@ def test_mistral_compat() -> None:
     body = body_of(m, Context(messages=transcript))
     assistant, result = body["messages"][1], body["messages"][2]
     assert assistant["content"] == "<thinking>\nthink\n</thinking>"
-    assert assistant["tool_calls"][0]["id"] == "call12345"
-    assert result == {"role": "tool", "content": "r", "tool_call_id": "call12345", "name": "f"}
+    expected = mistral_id("call_123456789xyz")  # the rule of the mistral-conversations API
+    assert len(expected) == 9 and expected.isalnum() and expected != "call12345"
+    assert assistant["tool_calls"][0]["id"] == expected
+    assert result == {"role": "tool", "content": "r", "tool_call_id": expected, "name": "f"}
 
 
 def test_empty_assistant_messages_are_skipped_and_headers_merge() -> None:

@@ -10,10 +10,8 @@ pi 1.x has (`durationMs`, `thinkingLevel`) are named, and the codec reads every 
 
 from __future__ import annotations
 
-import functools
 import json
 import os
-import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -38,6 +36,8 @@ from agentloop import (
 from agentloop.providers._proxy._client import stream_proxy
 from agentloop.providers._proxy._server import proxy_app
 from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedThinking, ScriptedToolCall, check_events
+
+from .conftest import serve_asgi
 
 DRIVER = Path(__file__).with_name("pi_wire") / "pi_agent.mjs"
 TOKEN = "pi-client-token"
@@ -77,30 +77,9 @@ def script() -> list[Response]:
 @asynccontextmanager
 async def served() -> AsyncIterator[tuple[str, ScriptedModel]]:
     """A fresh `proxy_app` over hypercorn on a loopback port; yields its URL and its model."""
-    import sniffio
-    from hypercorn.config import Config
-
     model = ScriptedModel(script())
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(16)
-    port = sock.getsockname()[1]
-    config = Config()
-    config.bind = [f"fd://{sock.detach()}"]
-    config.graceful_timeout = 1.0
-    if sniffio.current_async_library() == "trio":
-        from hypercorn.trio import serve
-    else:
-        from hypercorn.asyncio import serve  # type: ignore[assignment]
-    stop = anyio.Event()
-    async with anyio.create_task_group() as tg:
-        app = proxy_app(model, token=TOKEN)
-        # hypercorn types its scopes as TypedDicts, agentloop's ASGI app takes any mutable mapping
-        tg.start_soon(functools.partial(serve, app, config, shutdown_trigger=stop.wait))  # type: ignore[arg-type]
-        try:
-            yield f"http://127.0.0.1:{port}", model
-        finally:
-            stop.set()
+    async with serve_asgi(proxy_app(model, token=TOKEN)) as url:
+        yield url, model
 
 
 async def typescript_events(version: str, modules: Path) -> tuple[list[dict[str, Any]], ScriptedModel]:

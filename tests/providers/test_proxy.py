@@ -10,12 +10,11 @@ app when the client closes the response; those tests use it. Everything else goe
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hmac
 import json
 import socket
 from collections.abc import AsyncIterator, Callable, MutableMapping, Sequence
-from contextlib import aclosing, asynccontextmanager
+from contextlib import aclosing
 from dataclasses import replace
 from typing import Any
 
@@ -58,6 +57,8 @@ from agentloop.testing import (
     ScriptedToolCall,
     check_events,
 )
+
+from .conftest import serve_asgi
 
 TOKEN = "s3cret-proxy-token"
 URL = "http://proxy.test"
@@ -1321,32 +1322,8 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@asynccontextmanager
-async def served(app: Any, *, port: int = 0) -> AsyncIterator[str]:
-    """Serve `app` with hypercorn on a loopback port (a free one by default); yields the base URL."""
-    import hypercorn  # noqa: F401  (a test dependency: the real-server tests need it)
-    import sniffio
-    from hypercorn.config import Config
-
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
-    sock.listen(16)  # connections queue until hypercorn accepts them
-    port = sock.getsockname()[1]
-    config = Config()
-    config.bind = [f"fd://{sock.detach()}"]
-    config.graceful_timeout = 1.0
-    if sniffio.current_async_library() == "trio":
-        from hypercorn.trio import serve
-    else:
-        from hypercorn.asyncio import serve  # type: ignore[assignment]
-    stop = anyio.Event()
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(functools.partial(serve, app, config, shutdown_trigger=stop.wait))
-        try:
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            stop.set()
+served = serve_asgi
+"""Serve an app with hypercorn on a loopback port (a free one by default); yields the base URL."""
 
 
 async def test_real_server_full_run(anyio_backend: object) -> None:

@@ -288,3 +288,13 @@ def test_the_calls_headers_override_the_models_which_override_the_providers_own(
     assert (request.headers["x-both"], request.headers["x-model"]) == ("call", "1")
     plain = build(model(api), context(), options(api_key=None, headers={key_header: "from-call"}))
     assert plain.headers[key_header] == "from-call"
+
+
+def test_the_cli_help_names_the_credentials_of_every_registered_provider() -> None:
+    from agentloop.cli._command import EPILOG
+    from agentloop.providers._auth import ENV_API_KEYS
+
+    keyed = [name for provider in get_providers() for name in ENV_API_KEYS.get(provider, ())]
+    assert len(keyed) == 5 and all(name in EPILOG for name in keyed)
+    for credential in ("GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_API_KEY", "AWS_PROFILE", "AWS_BEARER_TOKEN_BEDROCK"):
+        assert credential in EPILOG  # Vertex AI and Bedrock: no key of their own

@@ -12,7 +12,7 @@ import json
 import time
 import urllib.request
 import uuid
-from typing import Any, ClassVar
+from typing import Any
 
 import anyio
 import pytest
@@ -20,7 +20,6 @@ import pytest
 from agentloop import (
     AbortSignal,
     Agent,
-    AgentTool,
     Context,
     Model,
     StreamOptions,
@@ -33,22 +32,13 @@ from agentloop.providers import HTTPOptions, stream_simple
 from agentloop.testing import check_events
 
 from ..support import as_assistant
+from .conftest import AIMOCK_HTTP, Weather, aimock_weather_turn
 from .helpers import collect, types
 
 pytestmark = pytest.mark.servers
 
 APIS = ["openai-completions", "openai-responses", "anthropic-messages"]
-FAST = HTTPOptions(backoff=0.01, max_backoff=0.05, idle_timeout=30)
-
-
-class Weather:
-    name = "get_weather"
-    description = "Get the weather"
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {"location": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
-        "required": ["location"],
-    }
+FAST = AIMOCK_HTTP
 
 
 def aimock_model(url: str, api: str) -> Model:
@@ -101,27 +91,9 @@ async def test_parallel_tool_calls(aimock_url: str, api: str) -> None:
     assert {} not in previews[1:]  # partial arguments grow while streaming (empty deltas, as pi-ai's, aside)
 
 
-async def _weather(tool_call_id: str, params: Any, signal: Any, on_update: Any) -> str:
-    return f"sunny in {params['location']}"
-
-
 @pytest.mark.parametrize("api", APIS)
 async def test_an_agent_turn_with_tool_calls(aimock_url: str, api: str) -> None:
-    tool = AgentTool(name="get_weather", description="Get the weather", parameters=Weather.parameters, execute=_weather)
-    events: list[Any] = []
-    agent = Agent(
-        model=aimock_model(aimock_url, api),
-        tools=[tool],
-        stream_fn=functools.partial(stream_simple, http=FAST),
-        get_api_key=lambda provider: "sk-aimock",
-    )
-    agent.subscribe(lambda event, signal: events.append(event))
-    with anyio.fail_after(30):
-        await agent.prompt("What is the weather in Paris?")
-    check_events(events)
-    roles = [m.role for m in agent.state.messages]
-    assert roles == ["user", "assistant", "toolResult", "toolResult", "assistant"], agent.state.error_message
-    assert as_assistant(agent.state.messages[-1]).text == "It is sunny in both places."
+    await aimock_weather_turn(aimock_model(aimock_url, api), functools.partial(stream_simple, http=FAST), "sk-aimock")
 
 
 @pytest.mark.parametrize("api", APIS)

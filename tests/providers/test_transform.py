@@ -16,10 +16,11 @@ from agentloop import (
 from agentloop.providers import transform_messages
 from agentloop.providers._transform import (
     NO_RESULT_TEXT,
+    mistral_id,
     normalize_anthropic_id,
     normalize_completions_id,
-    normalize_mistral_id,
     normalize_responses_id,
+    short_hash,
 )
 
 TARGET = Model(id="claude-sonnet-4-5", api="anthropic-messages", provider="anthropic")
@@ -50,7 +51,21 @@ def test_same_model_messages_pass_through_unchanged() -> None:
     assert result[0] is user and result[1] is message
 
 
-def test_thinking_becomes_text_for_another_model_and_signatures_are_dropped() -> None:
+def test_empty_unsigned_thinking_of_the_same_model_is_dropped_and_signed_thinking_kept() -> None:
+    message = _assistant(
+        ThinkingContent(" "),
+        ThinkingContent("", thinking_signature="encrypted"),
+        ThinkingContent("", redacted=True),
+        TextContent("hi"),
+        stop="stop",
+    )
+    result = transform_messages([message], Model(id="gpt-5", api="openai-responses", provider="openai"))
+    converted = result[0]
+    assert isinstance(converted, AssistantMessage)
+    assert converted.content == message.content[1:]
+
+
+def test_thinking_of_another_model_is_dropped_and_signatures_are_dropped() -> None:
     message = _assistant(
         ThinkingContent("step by step", thinking_signature='{"type":"reasoning"}'),
         ThinkingContent("  "),
@@ -68,9 +83,8 @@ def test_thinking_becomes_text_for_another_model_and_signatures_are_dropped() ->
     )
     converted = result[0]
     assert isinstance(converted, AssistantMessage)
-    assert converted.content[0] == TextContent("step by step")
-    assert converted.content[1] == TextContent("answer")
-    call = converted.content[2]
+    assert converted.content[0] == TextContent("answer")  # pi-ai 1.6.1: no thinking crosses models
+    call = converted.content[1]
     assert isinstance(call, ToolCall)
     assert call.thought_signature is None
     assert call.id == normalize_anthropic_id(RESPONSES_ID)
@@ -121,8 +135,11 @@ def test_id_rules() -> None:
     assert normalize_completions_id(RESPONSES_ID) == "call_abc"
     assert normalize_completions_id("toolu_" + "y" * 50) == ("toolu_" + "y" * 50)[:40]
     assert normalize_completions_id("call_short") == "call_short"
-    assert normalize_mistral_id("call_ab") == "callabABC"
-    assert normalize_mistral_id("call_abcdefghijk") == "callabcde"
+    assert mistral_id("call_ab12c") == "callab12c"  # 9 letters and digits without the punctuation
+    assert short_hash("callab") == "10wfj9yi10hm2"  # pi-ai's shortHash of the same text
+    assert short_hash("é😀") == "102l7zrk951la"  # UTF-16 code units, as JavaScript counts them
+    assert mistral_id("call_ab") == "10wfj9yi1"
+    assert mistral_id("call_ab12c", attempt=1) == short_hash("callab12c:1")[:9]
     assert normalize_responses_id("toolu_01.x") == "toolu_01_x"
     assert normalize_responses_id("call_1|rs_2") == "call_1|fc_rs_2"
     assert normalize_responses_id("call_1__|fc_" + "z" * 70 + "__") == "call_1|fc_" + "z" * 61

@@ -21,7 +21,6 @@ import hmac
 import json
 import logging
 import os
-import socket
 from collections.abc import AsyncIterator, Callable, MutableMapping
 from pathlib import Path
 from typing import Any
@@ -41,7 +40,7 @@ from agentloop.providers import (
 )
 from agentloop.testing import ScriptedModel
 
-from ..support import run_tool, text
+from ..support import free_port, run_tool, text
 
 KEY = "sk-canary-7f3a9c0e5b1d4a2f"
 TOKEN = "proxy-canary-token-91b2c3d4"
@@ -210,9 +209,7 @@ async def test_connection_refused_on_a_real_socket_never_shows_the_key(
 ) -> None:
     """A real transport (httpcore logs at DEBUG) to a closed loopback port."""
     caplog.set_level(logging.DEBUG)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]  # closed again when the block ends: nothing listens there
+    port = free_port()
     for api, stream_fn in (("openai-completions", stream_openai_completions), ("anthropic-messages", stream_anthropic)):
         model = al.Model(id="m", api=api, provider="x", base_url=f"http://127.0.0.1:{port}/v1")
         options = al.StreamOptions(signal=al.AbortSignal(), api_key=KEY)

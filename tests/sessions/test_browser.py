@@ -7,16 +7,16 @@ the tool call, and at `agent_end` posts what it saw to `/report`. Skipped when C
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import shutil
-import socket
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+
+from ..support import served
 
 ROOT = Path(__file__).parents[2]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -36,9 +36,6 @@ def load_example() -> Any:
 @pytest.mark.timeout(120)
 async def test_chromium_streams_text_and_a_tool_call(anyio_backend: object, tmp_path: Path) -> None:
     assert CHROMIUM is not None, "needs Chromium: apt-get install chromium (.ci/run does it)"
-    import sniffio
-    from hypercorn.config import Config
-
     reports: list[Any] = []
     reported = anyio.Event()
 
@@ -47,18 +44,6 @@ async def test_chromium_streams_text_and_a_tool_call(anyio_backend: object, tmp_
         reported.set()
 
     app = load_example().build_app(on_report)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(16)
-    port = sock.getsockname()[1]
-    config = Config()
-    config.bind = [f"fd://{sock.detach()}"]
-    config.graceful_timeout = 1.0
-    if sniffio.current_async_library() == "trio":
-        from hypercorn.trio import serve
-    else:
-        from hypercorn.asyncio import serve  # type: ignore[assignment]
-    stop = anyio.Event()
     assert CHROMIUM is not None
     command = [
         CHROMIUM,
@@ -69,11 +54,10 @@ async def test_chromium_streams_text_and_a_tool_call(anyio_backend: object, tmp_
         "--no-first-run",
         "--no-default-browser-check",
         f"--user-data-dir={tmp_path / 'profile'}",
-        f"http://127.0.0.1:{port}/?report=1",
     ]
     with anyio.fail_after(90):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(functools.partial(serve, app, config, shutdown_trigger=stop.wait))
+        async with served(app) as url:
+            command.append(f"{url}/?report=1")
             async with await anyio.open_process(
                 command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
             ) as browser:
@@ -83,7 +67,6 @@ async def test_chromium_streams_text_and_a_tool_call(anyio_backend: object, tmp_
                 finally:
                     browser.kill()
                     await browser.wait()
-            stop.set()
     (report,) = reports
     assert report["answers"] == ["Let me add those up.", "2 + 3 = 5"]
     assert report["tools"] == [

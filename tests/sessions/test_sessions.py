@@ -29,6 +29,7 @@ from agentloop._sessions import (
 )
 from agentloop.testing import Response, ScriptedModel, ScriptedToolCall
 
+from ..support import loaded_by_import
 from .helpers import MODEL, TOOLS, check_transcript, make_store, step_script
 
 ROOT = Path(__file__).parents[2]
@@ -501,15 +502,8 @@ async def test_sqlite_rejects_a_newer_schema(anyio_backend: object, tmp_path: Pa
 def test_importing_sessions_loads_no_database_or_lock_module() -> None:
     # The standard library modules the sessions need load first: on Python 3.10, `uuid` loads
     # `fcntl` itself (through `platform` and `subprocess`), which is not the sessions' doing.
-    code = (
-        "import sys, uuid, pathlib, logging\n"
-        "base = set(sys.modules)\n"
-        "import agentloop, agentloop._sessions\n"
-        "loaded = ('sqlite3', 'fcntl', 'agentloop._sessions._sqlite')\n"
-        "print(','.join(m for m in loaded if m in sys.modules and m not in base))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == ""
+    loaded = ("sqlite3", "fcntl", "agentloop._sessions._sqlite")
+    assert loaded_by_import("agentloop, agentloop._sessions", loaded, before="uuid, pathlib, logging") == []
 
 
 def test_reprs() -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import anyio
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError
 
 import agentloop as al
 from agentloop.temporal import (
@@ -168,6 +169,33 @@ failing = TemporalAgent(
 )
 ALL.append(failing)
 
+newcomer = TemporalAgent("newcomer", model=MODEL, tools=[lookup], stream_fn=scripted(ONE_TOOL))
+"""Held by no worker until the rolling-deploy test starts one with it (not in ALL)."""
+
+
+@al.tool
+async def freeze(account: str) -> str:
+    """Freeze an account: refused for good (a non-retryable ApplicationError)."""
+    raise ApplicationError(f"account {account} is closed", non_retryable=True)
+
+
+REFUSED: list[Response | str] = [Response(content=[ScriptedToolCall("f1", "freeze", {"account": "a-1"})]), "ok"]
+refused_beating = TemporalAgent(
+    "refused_beating",
+    model=MODEL,
+    tools=[freeze],
+    stream_fn=scripted(REFUSED),
+    default_tool_activity=ActivityOptions(heartbeat_timeout=timedelta(seconds=10)),
+)
+refused_quiet = TemporalAgent(
+    "refused_quiet",
+    model=MODEL,
+    tools=[freeze],
+    stream_fn=scripted(REFUSED),
+    default_tool_activity=ActivityOptions(heartbeat_timeout=None),
+)
+ALL.extend([refused_beating, refused_quiet])
+
 
 # --- payload sizes (tests/temporal/test_payload_limits.py) ---------------------------------------
 
@@ -205,8 +233,6 @@ odd = TemporalAgent(
     stream_fn=scripted(ODD),
 )
 ALL.extend([blob_600k, blob_just_under, blob_just_over, blob_too_big, two_blobs, two_blobs_stored, odd])
-UNSTORED = [agent for agent in ALL if agent.contexts is None]
-"""The agents without a store: a worker of only these keeps every payload in the history."""
 
 
 # --- local activities (tests/temporal/test_local_activities.py) -----------------------------------
@@ -256,3 +282,8 @@ deaf_talker = TemporalAgent(
 )
 local_talker = TemporalAgent("local_talker", model=MODEL, stream_fn=half_answer, model_activity=LOCAL)
 ALL.extend([talker, deaf_talker, local_talker])
+
+UNSTORED = [agent for agent in ALL if agent.contexts is None]
+"""The agents without a store: a worker of only these keeps every payload in the history."""
+STORED = [agent for agent in ALL if agent.contexts is not None]
+"""The agents with the store: a worker holds these or the others (one store for all its payloads)."""

@@ -29,7 +29,7 @@ async def abort_mid_answer(
     """Run `name`, abort it once the model has said "Hello, wor"; the events, the result and the
     seconds from the abort to the result (and check that its history replays)."""
     queue = f"q-{uuid.uuid4().hex}"
-    async with worker(client, task_queue=queue, agents=agents.ALL):
+    async with worker(client, task_queue=queue, agents=agents.UNSTORED):
         handle = await start_agent(client, name, [PROMPT], id=f"{name}-{uuid.uuid4().hex}", task_queue=queue, **options)
         calls = log / "model_calls"
         while not calls.exists() or "streamed" not in calls.read_text():  # noqa: ASYNC110 - a file the model writes
@@ -40,7 +40,7 @@ async def abort_mid_answer(
         result = await handle.result()
         took = time.monotonic() - aborted_at
     # the history (the abort, the cancelled call's answer or the wait's timer) replays
-    replayer = Replayer(workflows=[AgentWorkflow], plugins=[AgentLoopPlugin(agents.ALL)])
+    replayer = Replayer(workflows=[AgentWorkflow], plugins=[AgentLoopPlugin(agents.UNSTORED)])
     await replayer.replay_workflow(await handle.fetch_history())
     return envelopes, result, took
 

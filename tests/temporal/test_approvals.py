@@ -70,7 +70,7 @@ async def test_approved_calls_run_and_a_denied_one_is_blocked_as_in_process(
     """`replayed`: a worker without a workflow cache rebuilds the wait from the history at every step."""
     options: dict[str, Any] = {} if cached else {"max_cached_workflows": 0}
     with anyio.fail_after(30):
-        async with worker(client, task_queue=queue, agents=agents.ALL, **options):
+        async with worker(client, task_queue=queue, agents=agents.UNSTORED, **options):
             handle = await start_agent(client, "guarded", [PROMPT], id=f"ok-{uuid.uuid4().hex}", task_queue=queue)
             first = await next_pending(handle)
             assert await pending_approvals(handle) == [first]  # one at a time, in the calls' order
@@ -94,12 +94,12 @@ async def test_approved_calls_run_and_a_denied_one_is_blocked_as_in_process(
     assert not results["g1"].is_error and text(results["g1"].content[0]) == "deleted /tmp/a"
     assert results["g3"].is_error and text(results["g3"].content[0]) == "not /etc"
     history = await handle.fetch_history()
-    await Replayer(workflows=[AgentWorkflow], plugins=[AgentLoopPlugin(agents.ALL)]).replay_workflow(history)
+    await Replayer(workflows=[AgentWorkflow], plugins=[AgentLoopPlugin(agents.UNSTORED)]).replay_workflow(history)
 
 
 async def test_a_denial_without_a_reason_reads_as_the_reference_block(client: Client, queue: str) -> None:
     with anyio.fail_after(30):
-        async with worker(client, task_queue=queue, agents=agents.ALL):
+        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
             handle = await start_agent(client, "guarded", [PROMPT], id=f"no-{uuid.uuid4().hex}", task_queue=queue)
             await approve(handle, (await next_pending(handle)).tool_call_id, approved=False)
             await approve(handle, (await next_pending(handle, after="g1")).tool_call_id, approved=False)
@@ -112,7 +112,7 @@ async def test_a_denial_without_a_reason_reads_as_the_reference_block(client: Cl
 
 async def test_an_abort_ends_the_wait_and_the_run(client: Client, queue: str) -> None:
     with anyio.fail_after(30):
-        async with worker(client, task_queue=queue, agents=agents.ALL):
+        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
             handle = await start_agent(client, "guarded", [PROMPT], id=f"ab-{uuid.uuid4().hex}", task_queue=queue)
             await next_pending(handle)
             await handle.signal(AgentWorkflow.abort)
@@ -127,7 +127,7 @@ async def test_a_call_not_decided_in_time_is_blocked_and_a_predicate_picks_the_c
     client: Client, queue: str
 ) -> None:
     with anyio.fail_after(30):
-        async with worker(client, task_queue=queue, agents=agents.ALL):
+        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
             handle = await start_agent(client, "impatient", [PROMPT], id=f"to-{uuid.uuid4().hex}", task_queue=queue)
             waiting = await next_pending(handle)
             result = await handle.result()
@@ -139,7 +139,7 @@ async def test_a_call_not_decided_in_time_is_blocked_and_a_predicate_picks_the_c
 
 async def test_a_run_that_asks_no_approvals_refuses_a_decision(client: Client, queue: str) -> None:
     with anyio.fail_after(30):
-        async with worker(client, task_queue=queue, agents=agents.ALL):
+        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
             handle = await start_agent(client, "slow", [PROMPT], id=f"na-{uuid.uuid4().hex}", task_queue=queue)
             assert await pending_approvals(handle) == []
             with pytest.raises(ValueError, match="this run's agent asks none"):
@@ -183,7 +183,7 @@ async def test_the_docs_supervisor_runs_as_written(client: Client, queue: str) -
         return request.arguments.get("path") != "/etc"
 
     with anyio.fail_after(30):
-        async with worker(client, task_queue=queue, agents=agents.ALL):
+        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
             handle = await start_agent(client, "guarded", [PROMPT], id=f"sup-{uuid.uuid4().hex}", task_queue=queue)
             await namespace["supervise"](handle, allowed)
             result = await handle.result()

@@ -55,7 +55,7 @@ async def model_requests(client: Client, workflow_id: str) -> list[tuple[str, di
 async def test_calls_carry_only_what_is_new_and_the_run_is_the_in_process_run(client: Client, queue: str) -> None:
     expected, expected_messages = await in_process(agents.by_reference)
     with anyio.fail_after(60):
-        async with worker(client, task_queue=queue, agents=agents.ALL):
+        async with worker(client, task_queue=queue, agents=agents.STORED):
             envelopes, handle = await durable_run(client, agents.by_reference, queue)
             result = await handle.result()
     check_envelopes(envelopes)
@@ -66,7 +66,7 @@ async def test_calls_carry_only_what_is_new_and_the_run_is_the_in_process_run(cl
     assert requests[0]["base"] is None and [m["role"] for m in requests[0]["messages"]] == ["user"]
     for later in requests[1:]:  # the key of the last context, and the tool result added since
         assert later["base"] is not None and [m["role"] for m in later["messages"]] == ["toolResult"]
-    replayer = Replayer(workflows=[AgentWorkflow], plugins=[AgentLoopPlugin(agents.ALL)])
+    replayer = Replayer(workflows=[AgentWorkflow], plugins=[AgentLoopPlugin(agents.STORED)])
     async for run in client.list_workflows(f"WorkflowId = '{handle.id}'"):
         await replayer.replay_workflow(await client.get_workflow_handle(handle.id, run_id=run.run_id).fetch_history())
 
@@ -78,7 +78,7 @@ async def test_a_worker_with_nothing_cached_reads_the_context_from_the_store(cli
     contexts.cache_size = 0  # as if every call landed on a fresh worker
     try:
         with anyio.fail_after(60):
-            async with worker(client, task_queue=queue, agents=agents.ALL):
+            async with worker(client, task_queue=queue, agents=agents.STORED):
                 envelopes, handle = await durable_run(client, agents.by_reference, queue)
                 await handle.result()
     finally:
@@ -96,7 +96,7 @@ async def test_a_store_that_lost_the_context_costs_a_resend_not_the_run(client: 
     agents.STORE.forgetting = True
     try:
         with anyio.fail_after(60):
-            async with worker(client, task_queue=queue, agents=agents.ALL):
+            async with worker(client, task_queue=queue, agents=agents.STORED):
                 envelopes, handle = await durable_run(client, agents.by_reference, queue)
                 result = await handle.result()
     finally:
@@ -184,3 +184,10 @@ async def test_a_worker_without_the_store_asks_for_the_whole_context_and_answers
     assert missing.value.type == "AgentLoopContextMissing" and missing.value.non_retryable
     out = await ActivityEnvironment().run(call_model, model_request(None, [prompt]))
     assert out["role"] == "assistant"  # a plain message: the workflow takes either shape
+
+
+async def test_agents_with_and_without_a_store_on_one_worker_are_refused_saying_why(client: Client) -> None:
+    with pytest.raises(ValueError, match=r"agents with a context_store and agents without \(one_tool\) cannot share"):
+        worker(client, task_queue="mixed", agents=[agents.one_tool, agents.by_reference])
+    with pytest.raises(ValueError, match="run them on workers of their own"):
+        AgentLoopPlugin([agents.by_reference, agents.one_tool])

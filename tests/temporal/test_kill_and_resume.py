@@ -30,10 +30,11 @@ from .test_temporal_run import PROMPT, check_envelopes, comparable, normalized
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def spawn_worker(address: str, queue: str, log: Path, tool_seconds: str) -> subprocess.Popen[str]:
+def spawn_worker(address: str, queue: str, log: Path, tool_seconds: str, stored: bool = False) -> subprocess.Popen[str]:
+    """A worker process holding the agents without a store, or (`stored`) those with it."""
     env = {**os.environ, "AGENTLOOP_TEST_LOG": str(log), "SLOW_TOOL_SECONDS": tool_seconds}
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.temporal.worker_process", address, queue],
+        [sys.executable, "-m", "tests.temporal.worker_process", address, queue, *(["stored"] if stored else [])],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -69,7 +70,8 @@ async def test_a_worker_killed_mid_tool_is_replaced_and_the_run_resumes(
     worker rebuilds the context of the first's model call from the store."""
     queue = f"kill-{uuid.uuid4().hex}"
     log = tmp_path
-    workers.append(spawn_worker(temporal_address, queue, log, tool_seconds="600"))
+    stored = agent == "slow_by_reference"
+    workers.append(spawn_worker(temporal_address, queue, log, tool_seconds="600", stored=stored))
     handle = await start_agent(client, agent, [PROMPT], id=f"kill-{uuid.uuid4().hex}", task_queue=queue)
     envelopes: list[al.EventEnvelope] = []
 
@@ -86,7 +88,7 @@ async def test_a_worker_killed_mid_tool_is_replaced_and_the_run_resumes(
             os.kill(workers[0].pid, signal.SIGKILL)
             workers[0].wait()
             seen_before_kill = len(envelopes)
-            workers.append(spawn_worker(temporal_address, queue, log, tool_seconds="0"))
+            workers.append(spawn_worker(temporal_address, queue, log, tool_seconds="0", stored=stored))
             result = await handle.result()
         resumed_in = time.monotonic() - killed_at
 
@@ -111,8 +113,9 @@ async def test_a_worker_killed_mid_tool_is_replaced_and_the_run_resumes(
     assert comparable([e.event for e in envelopes]) == comparable([e.event for e in clean_envelopes])
 
     history = await handle.fetch_history()
-    await Replayer(workflows=[], plugins=[AgentLoopPlugin(agents.ALL)]).replay_workflow(history)
-    if agent == "slow_by_reference":
+    held = agents.STORED if stored else agents.UNSTORED
+    await Replayer(workflows=[], plugins=[AgentLoopPlugin(held)]).replay_workflow(history)
+    if stored:
         model_inputs = [
             e.activity_task_scheduled_event_attributes.input.payloads[0].data
             for e in history.events
@@ -168,4 +171,4 @@ async def test_an_approval_pending_when_the_worker_is_killed_is_still_pending_on
     denied = next(m for m in result if isinstance(m, al.ToolResultMessage) and m.tool_call_id == "g3")
     assert denied.is_error and denied.content[0] == al.TextContent("not /etc")
     history = await handle.fetch_history()
-    await Replayer(workflows=[], plugins=[AgentLoopPlugin(agents.ALL)]).replay_workflow(history)
+    await Replayer(workflows=[], plugins=[AgentLoopPlugin(agents.UNSTORED)]).replay_workflow(history)

@@ -39,7 +39,7 @@ async def test_local_calls_give_the_events_of_the_in_process_loop_and_are_marker
 ) -> None:
     expected, expected_messages = await in_process(agents.local_calls)
     with anyio.fail_after(30):
-        async with worker(client, task_queue=queue, agents=agents.ALL):
+        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
             envelopes, handle = await durable_run(client, agents.local_calls, queue)
             result = await handle.result()
     check_envelopes(envelopes)
@@ -50,13 +50,13 @@ async def test_local_calls_give_the_events_of_the_in_process_loop_and_are_marker
     markers = [e for e in history.events if e.HasField("marker_recorded_event_attributes")]
     # two model calls and the four tool calls of the parallel script
     assert len(markers) == 6
-    await Replayer(workflows=[AgentWorkflow], plugins=[AgentLoopPlugin(agents.ALL)]).replay_workflow(history)
+    await Replayer(workflows=[AgentWorkflow], plugins=[AgentLoopPlugin(agents.UNSTORED)]).replay_workflow(history)
 
 
 async def test_an_abort_cuts_a_running_local_call(client: Client, queue: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SLOW_TOOL_SECONDS", "600")
     with anyio.fail_after(30):
-        async with worker(client, task_queue=queue, agents=agents.ALL):
+        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
             # A short workflow task timeout: while a local call runs, the task completes (and
             # the caller's events and the abort get through) every 80% of it.
             handle = await start_agent(

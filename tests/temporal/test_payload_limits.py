@@ -200,7 +200,7 @@ async def test_with_a_store_large_results_and_transcripts_go_by_reference(
     client: Client, temporal_address: str, queue: str
 ) -> None:
     with anyio.fail_after(180):
-        async with worker(client, task_queue=queue, agents=agents.ALL):
+        async with worker(client, task_queue=queue, agents=agents.STORED):
             handle = await start(client, agents.two_blobs_stored, queue)
             envelopes = [e async for e in stream_events(handle)]  # a client without the store reads the events
             reader = await Client.connect(temporal_address, data_converter=stored_data_converter(agents.STORE))
@@ -217,7 +217,7 @@ async def test_details_that_are_not_json_are_an_error_result_at_once_and_the_too
     client: Client, queue: str, tool_log: Path
 ) -> None:
     with anyio.fail_after(60):
-        async with worker(client, task_queue=queue, agents=agents.ALL):
+        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
             handle = await start(client, agents.odd, queue)
             result = await handle.result()
     tool_result = result[2]

@@ -5,6 +5,7 @@ history (continue-as-new) that the caller does not see, and the Replayer on reco
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,7 +14,9 @@ from typing import Any
 import anyio
 import pytest
 from temporalio import exceptions as temporal_exceptions
+from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.common import RawValue
 from temporalio.worker import Replayer
 
 import agentloop as al
@@ -117,7 +120,7 @@ def queue() -> str:
 async def test_a_run_with_a_tool_gives_the_events_of_the_in_process_loop(client: Client, queue: str) -> None:
     expected, expected_messages = await in_process(agents.one_tool)
     with anyio.fail_after(30):
-        async with worker(client, task_queue=queue, agents=agents.ALL):
+        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
             envelopes, handle = await durable_run(client, agents.one_tool, queue)
             result = await handle.result()
     check_envelopes(envelopes)
@@ -129,7 +132,7 @@ async def test_a_run_with_a_tool_gives_the_events_of_the_in_process_loop(client:
 async def test_parallel_tools_a_barrier_and_a_failing_tool_as_in_process(client: Client, queue: str) -> None:
     expected, _ = await in_process(agents.parallel)
     with anyio.fail_after(30):
-        async with worker(client, task_queue=queue, agents=agents.ALL):
+        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
             envelopes, handle = await durable_run(client, agents.parallel, queue)
             result = await handle.result()
     check_envelopes(envelopes)
@@ -156,7 +159,7 @@ async def test_an_abort_signal_cuts_the_tool_activity_and_ends_the_run(
 ) -> None:
     monkeypatch.setenv("SLOW_TOOL_SECONDS", "600")
     with anyio.fail_after(30):
-        async with worker(client, task_queue=queue, agents=agents.ALL):
+        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
             handle = await start_agent(client, "slow", [PROMPT], id=f"abort-{uuid.uuid4().hex}", task_queue=queue)
             envelopes = []
             async for envelope in stream_events(handle):
@@ -180,7 +183,7 @@ async def test_a_steering_signal_reaches_the_next_turn(
     monkeypatch.setenv("TOOL_GATE", str(gate))
     steer = al.UserMessage(content="also check y", timestamp=2)
     with anyio.fail_after(30):
-        async with worker(client, task_queue=queue, agents=agents.ALL):
+        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
             handle = await start_agent(client, "slow", [PROMPT], id=f"steer-{uuid.uuid4().hex}", task_queue=queue)
             envelopes = []
             async for envelope in stream_events(handle):
@@ -203,7 +206,7 @@ async def test_a_follow_up_signal_is_taken_when_the_agent_would_stop(
     monkeypatch.setenv("TOOL_GATE", str(gate))
     follow = al.UserMessage(content="and y?", timestamp=3)
     with anyio.fail_after(30):
-        async with worker(client, task_queue=queue, agents=agents.ALL):
+        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
             handle = await start_agent(client, "follow_up", [PROMPT], id=f"fu-{uuid.uuid4().hex}", task_queue=queue)
             async for envelope in stream_events(handle):
                 if envelope.type == "tool_execution_start":
@@ -221,7 +224,7 @@ async def test_cancelling_the_workflow_mid_tool_cancels_it_and_is_no_tool_result
     """Temporal's own cancellation ends the run; it never becomes an error result the model answers."""
     monkeypatch.setenv("SLOW_TOOL_SECONDS", "600")
     with anyio.fail_after(30):
-        async with worker(client, task_queue=queue, agents=agents.ALL):
+        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
             handle = await start_agent(client, "slow", [PROMPT], id=f"cancel-{uuid.uuid4().hex}", task_queue=queue)
             async for envelope in stream_events(handle):
                 if envelope.type == "tool_execution_start":
@@ -248,7 +251,7 @@ async def test_cancelling_the_workflow_mid_tool_cancels_it_and_is_no_tool_result
 async def test_continue_as_new_after_n_turns_is_one_run_to_the_caller_and_replays(client: Client, queue: str) -> None:
     expected, expected_messages = await in_process(agents.many_turns)
     with anyio.fail_after(60):
-        async with worker(client, task_queue=queue, agents=agents.ALL):
+        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
             envelopes, handle = await durable_run(client, agents.many_turns, queue)
             result = await handle.result()
     check_envelopes(envelopes)
@@ -260,7 +263,7 @@ async def test_continue_as_new_after_n_turns_is_one_run_to_the_caller_and_replay
     statuses = sorted(r.status for r in runs if r.status is not None)
     assert statuses.count(WorkflowExecutionStatus.CONTINUED_AS_NEW) == 2
     assert statuses.count(WorkflowExecutionStatus.COMPLETED) == 1
-    replayer = Replayer(workflows=[AgentWorkflow], plugins=[AgentLoopPlugin(agents.ALL)])
+    replayer = Replayer(workflows=[AgentWorkflow], plugins=[AgentLoopPlugin(agents.UNSTORED)])
     for run in runs:
         history = await client.get_workflow_handle(handle.id, run_id=run.run_id).fetch_history()
         await replayer.replay_workflow(history)
@@ -269,7 +272,7 @@ async def test_continue_as_new_after_n_turns_is_one_run_to_the_caller_and_replay
 async def test_max_turns_counts_the_turns_of_every_history(client: Client, queue: str) -> None:
     expected, expected_messages = await in_process(agents.capped)
     with anyio.fail_after(60):
-        async with worker(client, task_queue=queue, agents=agents.ALL):
+        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
             envelopes, handle = await durable_run(client, agents.capped, queue)
             result = await handle.result()
     check_envelopes(envelopes)
@@ -280,7 +283,7 @@ async def test_max_turns_counts_the_turns_of_every_history(client: Client, queue
 
 async def test_a_caller_that_reconnects_gets_each_event_once_in_order(client: Client, queue: str) -> None:
     with anyio.fail_after(30):
-        async with worker(client, task_queue=queue, agents=agents.ALL):
+        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
             handle = await start_agent(client, "many_turns", [PROMPT], id=f"rc-{uuid.uuid4().hex}", task_queue=queue)
             first: list[al.EventEnvelope] = []
             async for envelope in stream_events(handle):
@@ -363,7 +366,7 @@ async def test_a_model_activity_that_keeps_failing_ends_the_run_with_an_error_me
     client: Client, queue: str
 ) -> None:
     with anyio.fail_after(30):
-        async with worker(client, task_queue=queue, agents=agents.ALL):
+        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
             envelopes, handle = await durable_run(client, agents.failing, queue)
             result = await handle.result()
     check_envelopes(envelopes)
@@ -375,19 +378,76 @@ async def test_a_model_activity_that_keeps_failing_ends_the_run_with_an_error_me
     assert attempts[0].activity_task_started_event_attributes.attempt == 2  # retried once, as configured
 
 
-async def test_a_workflow_naming_an_unknown_agent_fails_at_once(client: Client, queue: str) -> None:
+@pytest.mark.parametrize("name", ["refused_beating", "refused_quiet"])
+async def test_a_tool_refusing_for_good_runs_once_and_the_model_sees_its_message(
+    client: Client, queue: str, name: str
+) -> None:
+    agent = getattr(agents, name)
     with anyio.fail_after(30):
-        async with worker(client, task_queue=queue, agents=agents.ALL):
-            handle = await start_agent(client, "nobody", [PROMPT], id=f"nobody-{uuid.uuid4().hex}", task_queue=queue)
-            with pytest.raises(WorkflowFailureError) as failure:
-                await handle.result()
-    assert "no TemporalAgent named 'nobody' on this worker" in str(failure.value.cause)
+        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
+            _, handle = await durable_run(client, agent, queue)
+            result = await handle.result()
+    tool_result = result[2]
+    assert isinstance(tool_result, al.ToolResultMessage) and tool_result.is_error
+    assert text(tool_result.content[0]) == "account a-1 is closed"
+    attempts = [
+        e.activity_task_started_event_attributes.attempt
+        for e in (await handle.fetch_history()).events
+        if e.HasField("activity_task_started_event_attributes")
+    ]
+    assert attempts == [1, 1, 1]  # the model, the tool (not retried), the model
+
+
+async def test_a_run_of_an_agent_its_worker_does_not_hold_waits_for_a_worker_that_holds_it(
+    client: Client, queue: str
+) -> None:
+    """A rolling deploy: the run lands on an old worker without the agent, then a new one takes it."""
+    with anyio.fail_after(90):
+        async with worker(client, task_queue=queue, agents=[agents.parallel]):
+            run_id = f"newcomer-{uuid.uuid4().hex}"
+            handle = await start_agent(client, "newcomer", [PROMPT], id=run_id, task_queue=queue)
+            while not (failed := await workflow_task_failures(handle)):  # noqa: ASYNC110 (the server's history)
+                await anyio.sleep(0.05)
+        async with worker(client, task_queue=queue, agents=[agents.newcomer]):
+            result = await handle.result()
+    assert "no TemporalAgent named 'newcomer' on this worker" in failed[0]
+    assert "the run waits for a worker that holds it" in failed[0]
+    assert [m.role for m in result] == ["user", "assistant", "toolResult", "assistant"]
+
+
+async def workflow_task_failures(handle: Any) -> list[str]:
+    """The messages of the run's failed workflow tasks, in history order."""
+    history = await handle.fetch_history()
+    return [
+        e.workflow_task_failed_event_attributes.failure.message
+        for e in history.events
+        if e.HasField("workflow_task_failed_event_attributes")
+    ]
+
+
+async def test_a_workflow_started_with_input_the_worker_cannot_decode_fails_at_once(client: Client, queue: str) -> None:
+    unknown_block = {"kind": "run", "agent": "one_tool", "prompts": [{"role": "user", "content": [{"type": "sound"}]}]}
+    inputs: list[Any] = [
+        {"agent": 5},  # plain JSON, not an AgentRun
+        RawValue(Payload(metadata={"encoding": b"json/agentloop"}, data=json.dumps(unknown_block).encode())),
+    ]
+    with anyio.fail_after(30):
+        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
+            for arg in inputs:
+                handle = await client.start_workflow(
+                    "agentloop.AgentWorkflow", arg, id=f"bad-{uuid.uuid4().hex}", task_queue=queue
+                )
+                with pytest.raises(WorkflowFailureError) as failure:
+                    await handle.result()
+                assert "this worker cannot decode the run's input" in str(failure.value.cause)
+                with pytest.raises(WorkflowFailureError):
+                    [e async for e in stream_events(handle)]
 
 
 async def test_a_run_without_prompts_continues_the_transcript_or_fails_saying_why(client: Client, queue: str) -> None:
     asked = al.UserMessage(content="go", timestamp=1)
     with anyio.fail_after(30):
-        async with worker(client, task_queue=queue, agents=agents.ALL):
+        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
             handle = await start_agent(
                 client, "one_tool", [], messages=[asked], id=f"cont-{uuid.uuid4().hex}", task_queue=queue
             )
@@ -409,7 +469,8 @@ async def test_a_worker_without_a_workflow_cache_replays_every_step_to_the_same_
     """`max_cached_workflows=0`: every workflow task rebuilds the run from its history (replay)."""
     expected, expected_messages = await in_process(agent)
     with anyio.fail_after(60):
-        async with worker(client, task_queue=queue, agents=agents.ALL, max_cached_workflows=0):
+        held = agents.STORED if agent.contexts is not None else agents.UNSTORED
+        async with worker(client, task_queue=queue, agents=held, max_cached_workflows=0):
             envelopes, handle = await durable_run(client, agent, queue)
             result = await handle.result()
     check_envelopes(envelopes)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from datetime import timedelta
 from types import SimpleNamespace
 from typing import Any
@@ -11,9 +13,11 @@ import anyio
 import pytest
 from temporalio.api.common.v1 import Payload
 from temporalio.client import RPCTimeoutOrCancelledError, WorkflowExecutionStatus
+from temporalio.common import RetryPolicy
 
 import agentloop as al
 from agentloop.temporal import ActivityOptions, AgentLoopPayloadConverter, AgentRun, TemporalAgent, idempotency_key
+from agentloop.temporal._payload import CarriedState
 from tests import durable_scripts as scripts
 
 
@@ -42,6 +46,26 @@ def test_temporal_agent_checks_its_arguments() -> None:
         ActivityOptions(heartbeat_timeout=timedelta(0))
 
 
+def test_custom_activity_options_without_a_retry_policy_keep_the_agents_default_attempts() -> None:
+    custom = ActivityOptions(start_to_close_timeout=timedelta(seconds=5))
+    agent = TemporalAgent(
+        "a",
+        model=scripts.MODEL,
+        tools=[scripts.lookup, scripts.barrier],
+        model_activity=custom,
+        tool_activities={"lookup": custom},
+        default_tool_activity=custom,
+    )
+    for tool in ("lookup", "barrier"):
+        options = agent.tool_activity_options(tool)
+        assert options.retry_policy is not None and options.retry_policy.maximum_attempts == 3
+        assert options.start_to_close_timeout == timedelta(seconds=5)
+    assert agent.model_activity.retry_policy is not None and agent.model_activity.retry_policy.maximum_attempts == 5
+    unlimited = ActivityOptions(retry_policy=RetryPolicy())  # Temporal's own default, asked for
+    kept = TemporalAgent("b", model=scripts.MODEL, model_activity=unlimited)
+    assert kept.model_activity.retry_policy == RetryPolicy()
+
+
 def test_agent_run_checks_its_arguments() -> None:
     with pytest.raises(TypeError, match=r"AgentRun\.agent must be the name of a TemporalAgent"):
         AgentRun(agent="")
@@ -49,6 +73,8 @@ def test_agent_run_checks_its_arguments() -> None:
         AgentRun(agent="a", prompts="hi")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"AgentRun.messages\[0\] must be an agentloop message, got dict"):
         AgentRun(agent="a", messages=[{"role": "user"}])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match=r"AgentRun\.state is the workflow's own: leave it None, got dict"):
+        AgentRun(agent="a", state={"seq": 3})  # type: ignore[arg-type]
 
 
 def test_idempotency_key_outside_a_tool_activity_says_where_it_works() -> None:
@@ -61,7 +87,8 @@ def test_the_payload_converter_round_trips_agentloop_values_and_leaves_the_rest_
     message = al.AssistantMessage(
         content=(al.TextContent("hi"), al.ToolCall("c1", "lookup", {"key": "x"})), timestamp=5
     )
-    run = AgentRun(agent="a", prompts=[al.UserMessage(content="go", timestamp=1)], messages=[message], state={"seq": 3})
+    state = CarriedState(run_id="r", seq=3, steering=(al.UserMessage(content="s", timestamp=3),), context_key="k")
+    run = AgentRun(agent="a", prompts=[al.UserMessage(content="go", timestamp=1)], messages=[message], state=state)
     values = [message, [message, al.UserMessage(content="u", timestamp=2)], run, al.TurnEnd(message, ())]
     payloads = converter.to_payloads(values)
     assert all(p.metadata["encoding"] == b"json/agentloop" for p in payloads)
@@ -146,7 +173,7 @@ def test_every_answer_to_events_fits_a_page_and_the_parts_rebuild_the_events(
     from agentloop.temporal import _workflow
     from agentloop.temporal._context import STORED_THRESHOLD
 
-    monkeypatch.setattr(_workflow, "_now_ms", lambda: 0)
+    monkeypatch.setattr(_workflow, "workflow_ms", lambda: 0)
     text = EVENT_TEXTS[kind]
     medium = text[: len(text) // 16]  # a page holds one or more
     events: list[al.AgentEvent] = [
@@ -179,3 +206,16 @@ def test_every_answer_to_events_fits_a_page_and_the_parts_rebuild_the_events(
     # the large event's JSON text, as strings in answers, fills about as many pages as it must
     as_parts = answer_size(json.dumps(got[1], ensure_ascii=False, separators=(",", ":")))
     assert answers <= as_parts // _workflow._PAGE_BYTES + 2 + 5  # its parts (one more at most), the rest
+
+
+@pytest.mark.parametrize(
+    ("module", "package", "extra"),
+    [("agentloop.temporal", "temporalio", "temporal"), ("agentloop.dbos", "dbos", "dbos")],
+)
+def test_without_their_engine_the_durable_packages_say_how_to_install_it(module: str, package: str, extra: str) -> None:
+    code = f"import sys; sys.modules[{package!r}] = None\n"
+    code += f"try:\n    import {module}\nexcept ImportError as exc:\n    print(exc)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    from agentloop.cli._install import install_command
+
+    assert out.strip() == f"{module} needs the {package} package, the {extra!r} extra: {install_command(extra)}"

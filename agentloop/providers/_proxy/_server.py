@@ -30,7 +30,6 @@ import anyio
 import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ..._core._run import FAIR_SHARE
 from ..._types._abort import AbortSignal
 from ..._types._messages import Context, Model
 from ..._types._stream_fn import MaybeAwaitable, StreamFn, StreamOptions, opened_stream
@@ -58,6 +57,9 @@ _DESTINATIONS: dict[str, Callable[[Model], str]] = {
 
 _QUEUED_EVENTS = 256  # events queued ahead of a client that reads slower than the model writes
 _PING = b": ping\n\n"
+_FAIR_SHARE = 48
+"""The server gives the scheduler a turn at least every this many events it streams: an upstream
+that never waits (a cache, a replay, a fast local model) cannot hold the event loop."""
 
 
 def proxy_app(
@@ -408,7 +410,7 @@ class _ProxyApp:
                 sent = 0
                 async for event in events:
                     sent += 1
-                    if sent % FAIR_SHARE == 0:
+                    if sent % _FAIR_SHARE == 0:
                         # An upstream that never waits (a cache, a replay, a fast local model) would
                         # otherwise hold the loop for a whole answer, and the writer would send
                         # nothing before its end.
