@@ -19,8 +19,8 @@ from pathlib import Path
 import anyio
 
 import agentloop as al
-from agentloop._sessions import JSONLSessionStore, SessionStore, SQLiteSessionStore
 from agentloop.context import Compaction, CompactionEnd, CompactionEvent
+from agentloop.sessions import JSONLSessionStore, SessionStore, SQLiteSessionStore
 
 from ..context.windowed import WindowedModel
 
