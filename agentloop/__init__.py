@@ -3,10 +3,14 @@
 A Python port of pi-agent-core: `agent_loop` streams a run's events, `run_agent_loop` awaits a
 sink for each of them, and `Agent` keeps the state, the listeners and the message queues.
 Runs on asyncio and on trio.
-"""
 
-from typing import TYPE_CHECKING as _TYPE_CHECKING
-from typing import Any as _Any
+This namespace holds what a run needs: the loop, the Agent, messages, events, tools, options,
+errors and the stream-function types. The rest lives in namespaces of its own:
+`agentloop.providers` (model APIs), `agentloop.sessions` (transcripts kept on disk),
+`agentloop.wire` (JSON forms, envelopes, the compact event form), `agentloop.serve` (agents over
+HTTP), `agentloop.approvals`, `agentloop.context`, `agentloop.output`, `agentloop.sync`,
+`agentloop.testing`, and the integrations (`mcp`, `otel`, `temporal`, `dbos`).
+"""
 
 from ._core._agent import DEFAULT_MODEL as DEFAULT_MODEL
 from ._core._agent import Agent as Agent
@@ -35,7 +39,6 @@ from ._core._stream import agent_loop_continue as agent_loop_continue
 from ._tools._decorator import tool as tool
 from ._tools._tool import AgentTool as AgentTool
 from ._tools._tool import within_timeout as within_timeout
-from ._types._abort import AbortCut as AbortCut
 from ._types._abort import AbortSignal as AbortSignal
 from ._types._builder import AssistantMessageBuilder as AssistantMessageBuilder
 from ._types._errors import AgentBusyError as AgentBusyError
@@ -87,84 +90,11 @@ from ._types._messages import Usage as Usage
 from ._types._messages import UserMessage as UserMessage
 from ._types._stream_fn import StreamFn as StreamFn
 from ._types._stream_fn import StreamOptions as StreamOptions
-from ._wire._decode import from_json as from_json
-from ._wire._decode import loads as loads
-from ._wire._encode import dumps as dumps
-from ._wire._encode import to_json as to_json
-
-if _TYPE_CHECKING:
-    from ._serve._app import AgentSSEApp as AgentSSEApp
-    from ._sessions import JSONLSessionStore as JSONLSessionStore
-    from ._sessions import Session as Session
-    from ._sessions import SessionCorruptError as SessionCorruptError
-    from ._sessions import SessionData as SessionData
-    from ._sessions import SessionError as SessionError
-    from ._sessions import SessionInfo as SessionInfo
-    from ._sessions import SessionLockedError as SessionLockedError
-    from ._sessions import SessionNotFoundError as SessionNotFoundError
-    from ._sessions import SessionSettings as SessionSettings
-    from ._sessions import SessionStore as SessionStore
-    from ._sessions import SQLiteSessionStore as SQLiteSessionStore
-    from ._sessions import open_agent as open_agent
-    from ._wire._compact import CompactDecoder as CompactDecoder
-    from ._wire._compact import CompactEncoder as CompactEncoder
-    from ._wire._envelope import Enveloper as Enveloper
-    from ._wire._envelope import EnvelopeStream as EnvelopeStream
-    from ._wire._envelope import EventEnvelope as EventEnvelope
-    from ._wire._envelope import dumps_envelope as dumps_envelope
-    from ._wire._envelope import envelope_from_json as envelope_from_json
-    from ._wire._envelope import envelope_to_json as envelope_to_json
-    from ._wire._envelope import enveloping as enveloping
-    from ._wire._envelope import with_envelopes as with_envelopes
-
-# Sessions, envelopes and the SSE app load on first use: `import agentloop` stays small.
-_LAZY = {
-    "AgentSSEApp": "_serve._app",
-    "CompactDecoder": "_wire._compact",
-    "CompactEncoder": "_wire._compact",
-    "EnvelopeStream": "_wire._envelope",
-    "Enveloper": "_wire._envelope",
-    "EventEnvelope": "_wire._envelope",
-    "JSONLSessionStore": "_sessions",
-    "SQLiteSessionStore": "_sessions",
-    "Session": "_sessions",
-    "SessionCorruptError": "_sessions",
-    "SessionData": "_sessions",
-    "SessionError": "_sessions",
-    "SessionInfo": "_sessions",
-    "SessionLockedError": "_sessions",
-    "SessionNotFoundError": "_sessions",
-    "SessionSettings": "_sessions",
-    "SessionStore": "_sessions",
-    "dumps_envelope": "_wire._envelope",
-    "envelope_from_json": "_wire._envelope",
-    "envelope_to_json": "_wire._envelope",
-    "enveloping": "_wire._envelope",
-    "open_agent": "_sessions",
-    "with_envelopes": "_wire._envelope",
-}
-
-
-def __getattr__(name: str) -> _Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'agentloop' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(f"agentloop.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
-
 
 __version__ = "0.1.0"
 
 __all__ = (
     "DEFAULT_MODEL",
-    "AbortCut",
     "AbortSignal",
     "AfterToolCallContext",
     "AfterToolCallResult",
@@ -179,7 +109,6 @@ __all__ = (
     "AgentLoopError",
     "AgentLoopStream",
     "AgentMessage",
-    "AgentSSEApp",
     "AgentStart",
     "AgentState",
     "AgentTool",
@@ -189,19 +118,13 @@ __all__ = (
     "AssistantMessageEvent",
     "BeforeToolCallContext",
     "BeforeToolCallResult",
-    "CompactDecoder",
-    "CompactEncoder",
     "Context",
     "Cost",
     "CustomMessage",
     "DoneEvent",
-    "EnvelopeStream",
-    "Enveloper",
     "ErrorEvent",
-    "EventEnvelope",
     "ImageContent",
     "InvalidContextError",
-    "JSONLSessionStore",
     "LoopOptions",
     "Message",
     "MessageEnd",
@@ -211,16 +134,6 @@ __all__ = (
     "ModelCost",
     "NextTurn",
     "QueueMode",
-    "SQLiteSessionStore",
-    "Session",
-    "SessionCorruptError",
-    "SessionData",
-    "SessionError",
-    "SessionInfo",
-    "SessionLockedError",
-    "SessionNotFoundError",
-    "SessionSettings",
-    "SessionStore",
     "StartEvent",
     "StopReason",
     "StreamFn",
@@ -254,19 +167,9 @@ __all__ = (
     "agent_loop",
     "agent_loop_continue",
     "default_convert_to_llm",
-    "dumps",
-    "dumps_envelope",
-    "envelope_from_json",
-    "envelope_to_json",
-    "enveloping",
-    "from_json",
-    "loads",
-    "open_agent",
     "register_api_provider",
     "run_agent_loop",
     "run_agent_loop_continue",
-    "to_json",
     "tool",
-    "with_envelopes",
     "within_timeout",
 )

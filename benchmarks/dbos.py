@@ -46,6 +46,7 @@ from dbos import DBOS, DBOSClient, SetWorkflowID  # noqa: E402
 import agentloop as al  # noqa: E402
 from agentloop.dbos import EVENTS_STREAM, DBOSAgent, register_queues, result, start_agent, stream_events  # noqa: E402
 from agentloop.testing import Response, ScriptedModel, ScriptedToolCall  # noqa: E402
+from agentloop.wire import to_json  # noqa: E402
 
 PROMPT = al.UserMessage(content="go")
 
@@ -99,7 +100,7 @@ async def durable(agent: DBOSAgent, streaming: bool) -> tuple[float, int, int]:
     # What `start_agent` does, keeping DBOS's handle: its result is the run's own task, where
     # `result()` would look at the workflow's status every 0.1 s (and round the time up to that).
     with SetWorkflowID(uuid.uuid4().hex):
-        handle = await DBOS.start_workflow_async(agent.workflow, {"prompts": [al.to_json(PROMPT)], "messages": []})
+        handle = await DBOS.start_workflow_async(agent.workflow, {"prompts": [to_json(PROMPT)], "messages": []})
     workflow_id = handle.get_workflow_id()
     if streaming:
         async for _ in stream_events(workflow_id):

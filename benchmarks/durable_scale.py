@@ -60,6 +60,7 @@ sys.path.insert(0, str(_HERE.parent))
 
 import agentloop as al  # noqa: E402
 from agentloop.testing import Response, ScriptedModel, ScriptedToolCall  # noqa: E402
+from agentloop.wire import EventEnvelope  # noqa: E402
 
 ENGINE = os.environ.get("AGENTLOOP_SCALE_ENGINE", sys.argv[1] if len(sys.argv) > 1 else "temporal")
 TOOL_TURNS = 5
@@ -205,14 +206,14 @@ class Runs:
     """What the caller saw of every run."""
 
     def __init__(self) -> None:
-        self.envelopes: dict[str, list[al.EventEnvelope]] = {}
+        self.envelopes: dict[str, list[EventEnvelope]] = {}
         self.times: dict[str, list[float]] = {}  # arrival time of each envelope
         self.started: dict[str, float] = {}
         self.ended: dict[str, float] = {}
         self.errors: dict[str, str] = {}
         self.turns_ended = 0
 
-    def saw(self, run: str, envelope: al.EventEnvelope) -> None:
+    def saw(self, run: str, envelope: EventEnvelope) -> None:
         self.envelopes.setdefault(run, []).append(envelope)
         self.times.setdefault(run, []).append(time.monotonic())
         if envelope.type == "turn_end":
@@ -258,7 +259,7 @@ async def drive(runs: Runs, ids: list[str], start: Any, events: Any, kill: Any, 
     return killed_at
 
 
-def _expected(envelopes: list[al.EventEnvelope]) -> str | None:
+def _expected(envelopes: list[EventEnvelope]) -> str | None:
     """What is wrong with a run's messages (from its `agent_end`), or None."""
     end = envelopes[-1].event
     messages = getattr(end, "messages", ())

@@ -89,7 +89,7 @@ def make_app(kind: str, deltas: int, compact: bool = True) -> Any:
 
         return proxy_app(_delta_model(deltas), token=TOKEN, allowed_base_urls=["*"], keepalive=None)
     if kind == "sse":
-        from agentloop import AgentSSEApp
+        from agentloop.serve import AgentSSEApp
 
         kwargs: dict[str, Any] = {} if compact else {"compact": False}
         return AgentSSEApp(_agent_factory(deltas), **kwargs)
@@ -235,7 +235,7 @@ def proxy_calls(args: argparse.Namespace) -> dict[str, Any]:
 
 async def _sse_logs(deltas: int, sessions: int, compact: bool) -> list[int]:
     """Bytes in the replay log of each session after one answer of `deltas` deltas."""
-    from agentloop import AgentSSEApp
+    from agentloop.serve import AgentSSEApp
 
     app = AgentSSEApp(_agent_factory(deltas), compact=compact, replay_limit=100_000)
     transport = httpx.ASGITransport(app=app)

@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 
 import agentloop as al
+from agentloop.serve import AgentSSEApp
 from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedToolCall
 
 PAGE = Path(__file__).with_name("sse_chat.html")
@@ -63,7 +64,7 @@ def build_app(
     on_report: Callable[[Any], None] | None = None,
 ) -> Callable[[Any, Any, Any], Awaitable[None]]:
     """The page at `/`, `/report` for the test, everything else served by an AgentSSEApp."""
-    agents = al.AgentSSEApp(demo_agent)
+    agents = AgentSSEApp(demo_agent)
     page = PAGE.read_bytes()
 
     async def app(scope: Any, receive: Any, send: Any) -> None:

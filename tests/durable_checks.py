@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import pytest
 
 import agentloop as al
+from agentloop.wire import EventEnvelope
 
 from .conformance.run import event_line
 from .support import stop
@@ -81,7 +82,7 @@ def ends_as_sets(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out + sorted(ends, key=lambda end: end["toolCallId"])
 
 
-def check_envelopes(envelopes: Sequence[al.EventEnvelope]) -> None:
+def check_envelopes(envelopes: Sequence[EventEnvelope]) -> None:
     """Every event once, in order (seq 0..n-1), of one run, and a well-formed run."""
     assert [e.seq for e in envelopes] == list(range(len(envelopes)))
     assert len({e.run_id for e in envelopes}) == 1

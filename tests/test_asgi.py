@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agentloop._wire._asgi import BodyTooLarge, header, read_body, send_json
+from agentloop._asgi import BodyTooLarge, header, read_body, send_json
 
 
 def scope_with(*headers: tuple[bytes, bytes]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ import pytest
 import agentloop as al
 from agentloop.cli import _command, _local_model, _tools
 from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedThinking, ScriptedToolCall, check_events
+from agentloop.wire import loads
 
 from .support import text
 
@@ -103,7 +104,7 @@ async def test_jsonl_writes_every_event_for_the_codec(anyio_backend: object, mon
         ScriptedModel([Response(content=[ScriptedToolCall("c1", "calculator", {"expression": "17*23"})]), "391"]),
     )
     code, out, err = await cli(["run", "17*23?", "--jsonl"])
-    events = [al.loads(line) for line in out.splitlines()]
+    events = [loads(line) for line in out.splitlines()]
     check_events(events)
     end = next(e for e in events if isinstance(e, al.ToolExecutionEnd))
     assert text(end.result.content[0]) == "17*23 = 391"

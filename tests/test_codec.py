@@ -35,13 +35,10 @@ from agentloop import (
     TurnStart,
     Usage,
     UserMessage,
-    dumps,
-    from_json,
-    loads,
-    to_json,
 )
 from agentloop._wire._decode import tool_result_from_json
 from agentloop._wire._json_text import decode_json, encode_json
+from agentloop.wire import dumps, from_json, loads, to_json
 
 USAGE = Usage(input=10, output=20, cache_read=3, cache_write=4, total_tokens=37, cost=Cost(0.1, 0.2, 0.03, 0.04, 0.37))
 CALL = ToolCall("c1", "calc", {"n": [1, {"k": None}]}, thought_signature="ts", arguments_error="bad json")

@@ -19,8 +19,6 @@ import agentloop as al
 from agentloop import (
     AgentEvent,
     AssistantMessageBuilder,
-    CompactDecoder,
-    CompactEncoder,
     Cost,
     MessageEnd,
     MessageStart,
@@ -30,6 +28,7 @@ from agentloop import (
 )
 from agentloop._types._events import captured
 from agentloop._wire._json_text import encode_json
+from agentloop.wire import CompactDecoder, CompactEncoder, dumps, to_json
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "examples" / "sse_chat.html"
@@ -109,7 +108,7 @@ def test_rebuilt_events_equal_the_in_process_ones_field_for_field(steps: list[An
         events = [(built if how == "built" else plain)(e) for e in events]
     expanding, decoding = CompactDecoder(), CompactDecoder()
     for event, data in zip(events, over_the_wire(events), strict=True):
-        assert expanding.expand(data) == json.loads(encode_json(al.to_json(event)))
+        assert expanding.expand(data) == json.loads(encode_json(to_json(event)))
         assert decoding.from_json(data) == event
 
 
@@ -122,7 +121,7 @@ def test_text_deltas_cost_their_own_bytes_only() -> None:
         "assistantMessageEvent": {"type": "text_delta", "contentIndex": 0, "delta": "abc "},
     }
     compact = sum(len(encode_json(d)) for d in wire)
-    full = sum(len(al.dumps(e)) for e in events)
+    full = sum(len(dumps(e)) for e in events)
     assert compact < 500 * 120 and full > 1_000_000  # linear against quadratic
 
 
@@ -140,10 +139,10 @@ def test_usage_and_blocks_changed_outside_a_delta_travel_with_the_update() -> No
 
 def test_the_full_form_is_unchanged() -> None:
     events = stream([("text", ["Hel", "lo"], None)], "done")
-    data = al.to_json(events[2])
+    data = to_json(events[2])
     assert set(data) == {"type", "message", "assistantMessageEvent"}
     assert data["assistantMessageEvent"]["partial"]["content"] == [{"type": "text", "text": "Hel"}]
-    assert json.loads(al.dumps(events[2])) == data
+    assert json.loads(dumps(events[2])) == data
 
 
 def test_an_update_the_encoder_cannot_shorten_is_sent_whole() -> None:
@@ -151,7 +150,7 @@ def test_an_update_the_encoder_cannot_shorten_is_sent_whole() -> None:
     b.start()
     update = MessageUpdate(None, b.text_start())  # no message_start before it
     wire = CompactEncoder().to_json(update)
-    assert wire == al.to_json(update)
+    assert wire == to_json(update)
     assert CompactDecoder().from_json(wire) == update
 
 
@@ -166,7 +165,7 @@ def test_the_decoder_says_what_is_wrong() -> None:
     with pytest.raises(ValueError, match="an event must be a JSON object, got list"):
         decoder.expand([])
     events = stream([], "done")
-    decoder.expand(al.to_json(events[0]))
+    decoder.expand(to_json(events[0]))
     with pytest.raises(ValueError, match="for content block 0, which has no text"):
         decoder.expand(compact)
     with pytest.raises(ValueError, match="bad block index '9'"):
@@ -199,7 +198,7 @@ def test_the_example_pages_javascript_rebuilds_the_same_partials() -> None:
     wire = [over_the_wire(events) for events in cases]
     result = subprocess.run(["node", "-e", script], input=json.dumps(wire), capture_output=True, text=True, timeout=30)
     assert result.returncode == 0, result.stderr
-    expected = [[json.loads(encode_json(al.to_json(e))) for e in events] for events in cases]
+    expected = [[json.loads(encode_json(to_json(e))) for e in events] for events in cases]
     assert json.loads(result.stdout) == expected
 
 
@@ -217,7 +216,7 @@ def test_an_update_whose_message_is_not_its_partial_is_sent_whole() -> None:
     odd = MessageUpdate(replace(opened.partial, response_id="elsewhere"), opened)
     same = MessageUpdate(replace(opened.partial), opened)  # equal, not identical: still compact
     wire = over_the_wire([MessageStart(start.partial), odd])
-    assert wire[1] == json.loads(al.dumps(odd))
+    assert wire[1] == json.loads(dumps(odd))
     assert "message" not in over_the_wire([MessageStart(start.partial), same])[1]
     decoder = CompactDecoder()
     assert [decoder.from_json(data) for data in wire] == [MessageStart(start.partial), odd]
@@ -246,12 +245,12 @@ def test_the_decoder_refuses_json_that_is_not_an_agent_event() -> None:
     decoder = CompactDecoder()
     for value in (al.TextContent("x"), al.UserMessage(content="u", timestamp=1)):
         with pytest.raises(ValueError, match="not an agent event"):
-            decoder.from_json(al.to_json(value))
+            decoder.from_json(to_json(value))
 
 
 def _started_decoder() -> CompactDecoder:
     decoder = CompactDecoder()
-    decoder.expand(al.to_json(stream([("text", ["a"], None)], "done")[1]))  # the text block's update
+    decoder.expand(to_json(stream([("text", ["a"], None)], "done")[1]))  # the text block's update
     return decoder
 
 

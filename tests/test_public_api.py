@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import types
 import typing
@@ -10,13 +11,16 @@ from pathlib import Path
 import pytest
 
 import agentloop
+import agentloop.serve
+import agentloop.sessions
 import agentloop.testing
+import agentloop.wire
 
 from .support import loaded_by_import
 
 
 def test_all_lists_exactly_the_public_names() -> None:
-    names = [name for name in dir(agentloop) if not name.startswith("_")]  # lazy names included
+    names = [name for name in dir(agentloop) if not name.startswith("_")]
     public = {name for name in names if not inspect.ismodule(getattr(agentloop, name))}
     assert isinstance(agentloop.__all__, tuple)
     assert set(agentloop.__all__) == public
@@ -34,9 +38,29 @@ def test_testing_exports_what_it_defines() -> None:
     assert set(agentloop.testing.__all__) == defined | aliases
 
 
-@pytest.mark.parametrize("name", sorted(agentloop.__all__))
-def test_type_hints_of_every_export_resolve(name: str) -> None:
-    value = getattr(agentloop, name)
+def test_the_root_holds_what_a_run_needs_and_the_rest_lives_in_namespaces_of_its_own() -> None:
+    assert len(agentloop.__all__) <= 80
+    assert "__getattr__" not in vars(agentloop)  # every name is bound at import, none lazily
+    elsewhere = {
+        agentloop.sessions: {"SessionStore", "SQLiteSessionStore", "JSONLSessionStore", "Session", "open_agent"},
+        agentloop.wire: {"to_json", "dumps", "EventEnvelope", "CompactEncoder", "event_schema"},
+        agentloop.serve: {"AgentSSEApp"},
+    }
+    for module, names in elsewhere.items():
+        assert names <= set(module.__all__)
+        assert not names & set(agentloop.__all__), module.__name__
+    assert "AbortCut" not in agentloop.__all__  # `signal.cancel_scope()` is its one public name
+
+
+_NAMESPACES = ("agentloop", "agentloop.serve", "agentloop.sessions", "agentloop.wire")
+
+
+@pytest.mark.parametrize(
+    ("namespace", "name"),
+    [(namespace, name) for namespace in _NAMESPACES for name in sorted(importlib.import_module(namespace).__all__)],
+)
+def test_type_hints_of_every_export_resolve(namespace: str, name: str) -> None:
+    value = getattr(importlib.import_module(namespace), name)
     if inspect.isclass(value) or inspect.isfunction(value):
         typing.get_type_hints(value)
         if inspect.isclass(value):
@@ -55,6 +79,9 @@ def test_importing_agentloop_loads_no_http_stack_nor_validators_nor_the_command_
         "agentloop._tools._coerce",
         "agentloop.cli",
         "argparse",
+        "agentloop._sessions",
+        "agentloop._serve",
+        "sqlite3",
     )
     assert loaded_by_import("agentloop", heavy) == []
 
@@ -85,8 +112,6 @@ def _internal_imports() -> list[tuple[str, str, str]]:
 def _import(name: str) -> types.ModuleType | None:
     """The module, or None when it is part of an integration whose extra is not installed (its
     package raises ImportError naming the extra, from the ModuleNotFoundError of the SDK)."""
-    import importlib
-
     try:
         return importlib.import_module(name)
     except ImportError as exc:
@@ -99,8 +124,6 @@ def _import(name: str) -> types.ModuleType | None:
 def test_every_module_lists_what_the_others_import_from_it() -> None:
     """A module's `__all__` is accurate: every name it lists exists, and every public name another
     module of agentloop imports from it is listed (private helpers start with `_`)."""
-    import importlib
-
     unlisted = []
     for module, target, name in _internal_imports():
         imported = _import(target)
@@ -130,8 +153,6 @@ _EXTRAS = {"temporal": "temporalio", "dbos": "dbos", "mcp": "mcp", "otel": "open
 
 @pytest.mark.parametrize("extra", sorted(_EXTRAS))
 def test_each_integration_imports_when_its_extra_is_installed(extra: str) -> None:
-    import importlib
-
     pytest.importorskip(_EXTRAS[extra], reason=f"the [{extra}] extra is not installed")
     assert importlib.import_module(f"agentloop.{extra}").__all__
 
@@ -186,3 +207,24 @@ def test_every_modules_all_lists_exactly_its_public_names() -> None:
             f"{name}.__all__ lists {n!r} now: take it out of _NOT_YET_LISTED" for n in sorted(waiting & set(listed))
         ]
     assert problems == []
+
+
+def test_each_public_thing_has_one_public_name() -> None:
+    """A class or function is offered by one public namespace, under one name."""
+    import pkgutil
+
+    public = ["agentloop"] + [
+        info.name
+        for info in pkgutil.walk_packages(agentloop.__path__, "agentloop.")
+        if not any(part.startswith("_") for part in info.name.split(".")[1:])
+    ]
+    names: dict[int, list[str]] = {}
+    for name in public:
+        module = _import(name)
+        if module is None:
+            continue  # an integration whose extra is absent
+        for exported in module.__all__:
+            value = getattr(module, exported)
+            if inspect.isclass(value) or inspect.isfunction(value):
+                names.setdefault(id(value), []).append(f"{name}.{exported}")
+    assert [found for found in names.values() if len(found) > 1] == []

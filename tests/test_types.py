@@ -391,7 +391,7 @@ def test_records_are_plain_dataclasses_that_fill_defaults_and_replace() -> None:
 
 
 def _with_extra(value: Any) -> Any:
-    from agentloop import from_json, to_json
+    from agentloop.wire import from_json, to_json
 
     return from_json({**to_json(value), "x-app": {"k": [1]}})
 

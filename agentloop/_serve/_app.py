@@ -78,11 +78,11 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from .._asgi import Receive, Scope, Send, header
 from .._core._agent import Agent
 from .._core._util import single_exception
 from .._sessions import SessionStore, check_session_id
 from .._types._stream_fn import MaybeAwaitable
-from .._wire._asgi import Receive, Scope, Send, header
 from . import _actions, _registry, _stream
 from ._live import LiveSession
 from ._requests import (

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from .._asgi import Receive, Scope, Send
 from .._sessions import SessionLockedError, SessionNotFoundError
-from .._wire._asgi import Receive, Scope, Send
 from ._live import LiveSession
 from ._requests import HTTPError, read_json, send_json_answer
 

@@ -8,9 +8,9 @@ import re
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from .._asgi import BodyTooLarge, Receive, Scope, Send, header, read_body, send_json
 from .._types._constants import AGENT_MESSAGE_TYPES
 from .._types._messages import AgentMessage, UserMessage
-from .._wire._asgi import BodyTooLarge, Receive, Scope, Send, header, read_body, send_json
 from .._wire._decode import from_json
 from .._wire._json_fallback import encode_lenient
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from .._wire._asgi import SSE_HEADERS, Receive, Scope, Send
+from .._asgi import SSE_HEADERS, Receive, Scope, Send
 from ._live import LiveSession
 from ._requests import HTTPError, last_event_id
 

@@ -27,7 +27,8 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def create(self, meta: Meta, messages: builtins.list[str]) -> None:
-        """Store a new session (messages as JSON text); SessionError if the id is taken."""
+        """Store a new session (messages as JSON text, and `meta.compactions`); SessionError if
+        the id is taken."""
 
     @abc.abstractmethod
     def list(self) -> tuple[builtins.list[Meta], builtins.list[SessionCorruptError]]:
@@ -35,7 +36,7 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def load(self, session_id: str) -> tuple[Meta, builtins.list[Any]]:
-        """The metadata and the messages' JSON forms (dicts or JSON text)."""
+        """The metadata (with its compactions) and the messages' JSON forms (dicts or JSON text)."""
 
     @abc.abstractmethod
     def acquire(self, session_id: str) -> tuple[Writer, Meta, builtins.list[Any]]:
@@ -63,7 +64,12 @@ class Writer(abc.ABC):
 
     @abc.abstractmethod
     def replace(self, messages: list[str], time: int) -> None:
-        """Replace the whole transcript, atomically."""
+        """Replace the whole transcript, atomically (its compactions go with it)."""
+
+    @abc.abstractmethod
+    def compact(self, entry: JSONDict, time: int) -> None:
+        """Store a compaction entry (`CompactionState.to_json()`), atomically: after a crash the
+        session has it whole or not at all."""
 
     @abc.abstractmethod
     def update(self, changes: JSONDict, time: int) -> None:

@@ -7,6 +7,10 @@ then `fsync`ed:
     {"type":"message","index":0,"time":...,"message":{...the codec's JSON form...}}
     {"type":"update","time":...,"title":...}                  title and/or settings changed
     {"type":"replace","time":...,"messages":[...]}           the whole transcript replaced
+    {"type":"compaction","time":...,"compaction":{...}}       a compaction (CompactionState.to_json())
+
+A compaction keeps the whole history: the model's context is rebuilt from its summary and the
+messages from its `firstKeptIndex` on. A replace drops the compactions before it.
 
 The header line is written with the file (a temporary file linked into place), so every session
 file starts with one. An append of several messages is one write whose first line says how many
@@ -62,6 +66,10 @@ def _message_line(index: int, time: int, text: str, batch: int = 1) -> bytes:
     if batch > 1:  # the first line of an append of `batch` lines
         return f'{{"type":"message","batch":{batch},"index":{index},"time":{time},"message":{text}}}\n'.encode()
     return f'{{"type":"message","index":{index},"time":{time},"message":{text}}}\n'.encode()
+
+
+def _compaction_line(entry: JSONDict, time: int) -> bytes:
+    return _dumps({"type": "compaction", "time": time, "compaction": entry})
 
 
 def _header(meta: Meta) -> JSONDict:
@@ -147,11 +155,17 @@ def parse(data: bytes, where: str, *, messages: bool = True) -> _Parsed:
                     meta.title = record["title"]
                 if "settings" in record:
                     meta.settings = record["settings"]
+            elif kind == "compaction":
+                entry = record["compaction"]
+                if not isinstance(entry, dict):
+                    raise ValueError("bad compaction record")
+                meta.compactions.append(entry)
             elif kind == "replace":
                 replaced = record["messages"]
                 if not isinstance(replaced, list):
                     raise ValueError("bad replace record")
                 count = len(replaced)
+                meta.compactions = []
                 if messages:
                     out = list(replaced)
             else:
@@ -245,6 +259,7 @@ class JSONLBackend(Backend):
     def create(self, meta: Meta, messages: list[str]) -> None:
         lines = [_dumps(_header(meta))]
         lines += [_message_line(i, meta.created, text) for i, text in enumerate(messages)]
+        lines += [_compaction_line(entry, meta.created) for entry in meta.compactions]
         path = self._path(meta.id)
         temp = self.directory / f".{meta.id}.{uuid.uuid4().hex}.tmp"
         try:
@@ -390,6 +405,9 @@ class _JSONLWriter(Writer):
     def replace(self, messages: list[str], time: int) -> None:
         body = ",".join(messages)
         self._write(f'{{"type":"replace","time":{time},"messages":[{body}]}}\n'.encode())
+
+    def compact(self, entry: JSONDict, time: int) -> None:
+        self._write(_compaction_line(entry, time))
 
     def update(self, changes: JSONDict, time: int) -> None:
         self._write(_dumps({"type": "update", "time": time, **changes}))

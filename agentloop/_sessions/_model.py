@@ -13,6 +13,7 @@ from .._types._constants import THINKING_LEVELS
 from .._types._errors import AgentLoopError
 from .._types._messages import AgentMessage, Model, ThinkingLevel
 from .._wire._model_json import model_from_json, model_to_json
+from ..context._compaction import CompactionState
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -140,10 +141,23 @@ class SessionInfo:
 
 @dataclass(frozen=True, slots=True)
 class SessionData:
-    """A session as `load()` returns it: its info and its transcript."""
+    """A session as `load()` returns it: its info, its transcript (the whole history) and its
+    compactions, oldest first."""
 
     info: SessionInfo
     messages: tuple[AgentMessage, ...]
+    compactions: tuple[CompactionState, ...] = ()
+
+    @property
+    def compaction(self) -> CompactionState | None:
+        """The latest compaction (None when the session was never compacted)."""
+        return self.compactions[-1] if self.compactions else None
+
+    def context(self) -> list[AgentMessage]:
+        """What the model sees: the latest compaction's summary and the messages from its first
+        kept one on (the whole transcript when the session was never compacted)."""
+        state = self.compaction
+        return list(self.messages) if state is None else state.context(self.messages)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -158,6 +172,24 @@ class Meta:
     fork_index: int | None = None
     settings: JSONDict = field(default_factory=dict)
     message_count: int = 0
+    compactions: list[JSONDict] = field(default_factory=list)
+    """The compaction entries' JSON forms, oldest first (`CompactionState.to_json()`)."""
+
+    def compaction_states(self, count: int) -> tuple[CompactionState, ...]:
+        """The compactions, checked against a transcript of `count` messages."""
+        states = []
+        for i, data in enumerate(self.compactions):
+            try:
+                state = CompactionState.from_json(data)
+            except ValueError as exc:
+                raise SessionCorruptError(f"session {self.id!r} compaction {i}: {exc}") from None
+            if not 0 < state.first_kept_index < count or state.fresh_from_index > count:
+                raise SessionCorruptError(
+                    f"session {self.id!r} compaction {i}: keeps messages from {state.first_kept_index} "
+                    f"of a transcript of {count}"
+                )
+            states.append(state)
+        return tuple(states)
 
     def info(self) -> SessionInfo:
         try:

@@ -17,6 +17,7 @@ from .._types._errors import AgentBusyError
 from .._types._events import AgentEvent, AgentStart, MessageEnd
 from .._types._messages import AgentMessage, AssistantMessage, TextContent, ToolResultMessage, now_ms
 from ..approvals._request import ApprovalRequest
+from ..context._compaction import CompactionEnd, CompactionEvent, CompactionState, Compactor
 from ._backend import Writer, encode_message
 from ._model import JSONDict, Meta, SessionError, SessionInfo, SessionSettings, check_title
 
@@ -57,6 +58,9 @@ class Session:
         self._agent: Agent | None = None
         self._listener = self._on_event
         self._stored_settings: JSONDict = meta.settings
+        self._compactions = builtins.list(meta.compaction_states(len(messages)))
+        self._compactor: Compactor | None = None
+        self._unsubscribe_compactor: Callable[[], None] | None = None
         approvals = meta.settings.get("approvals")
         self._approvals: builtins.list[JSONDict] = approvals if isinstance(approvals, builtins.list) else []
 
@@ -77,6 +81,22 @@ class Session:
     def messages(self) -> tuple[AgentMessage, ...]:
         """The stored transcript."""
         return tuple(self._messages)
+
+    @property
+    def compactions(self) -> tuple[CompactionState, ...]:
+        """The stored compactions, oldest first."""
+        return tuple(self._compactions)
+
+    @property
+    def compaction(self) -> CompactionState | None:
+        """The latest stored compaction (None when the session was never compacted)."""
+        return self._compactions[-1] if self._compactions else None
+
+    def context(self) -> builtins.list[AgentMessage]:
+        """What the model sees: the latest compaction's summary and the messages from its first
+        kept one on (the whole transcript when the session was never compacted)."""
+        state = self.compaction
+        return builtins.list(self._messages) if state is None else state.context(self._messages)
 
     @property
     def pending_approvals(self) -> builtins.list[ApprovalRequest]:
@@ -138,6 +158,27 @@ class Session:
             now = now_ms()
             self._writer.replace(encoded, now)
             self._messages[:] = messages
+            self._compactions.clear()
+            self._meta.updated = now
+
+        await self._write(fn)
+
+    async def record_compaction(self, state: CompactionState) -> None:
+        """Store a compaction of the stored transcript (one atomic record: a crash keeps it whole
+        or not at all). The transcript stays whole; `context()` is rebuilt from the summary."""
+        if not isinstance(state, CompactionState):
+            raise TypeError(f"state must be a CompactionState, got {type(state).__name__}")
+        count = len(self._messages)
+        if not 0 < state.first_kept_index < count or state.fresh_from_index > count:
+            raise ValueError(
+                f"state.first_kept_index must be an index of the session's {count} messages after the first, "
+                f"and fresh_from_index at most {count}, got {state.first_kept_index} and {state.fresh_from_index}"
+            )
+
+        def fn() -> None:
+            now = now_ms()
+            self._writer.compact(state.to_json(), now)
+            self._compactions.append(state)
             self._meta.updated = now
 
         await self._write(fn)
@@ -166,15 +207,18 @@ class Session:
         await self._write(fn)
 
     # --- agents ------------------------------------------------------------------------------
-    async def attach(self, agent: Agent) -> None:
+    async def attach(self, agent: Agent, *, compactor: Compactor | None = None) -> None:
         """Record `agent` from now on: each message is written at its `message_end`.
 
         The session's listener runs before every other listener of the agent, so they see a
         message only once it is stored. The session's transcript must be a prefix of the
         agent's (the rest is written now); to load a stored transcript into an agent, use
-        `resume()`. One agent at a time; `detach()` or `aclose()` ends the recording.
+        `resume()`. One agent at a time; `detach()` or `aclose()` ends the recording. With
+        `compactor` (the agent's, from `Compaction(...).attach(agent)`), each compaction is
+        recorded too, before the model call that follows it.
         """
         self._check_attachable(agent)
+        self._check_compactor(agent, compactor)
         have, theirs = self._messages, agent.state.messages
         if len(have) > len(theirs) or any(a is not b and a != b for a, b in zip(have, theirs, strict=False)):
             raise ValueError(
@@ -182,9 +226,9 @@ class Session:
                 f"{len(theirs)} in the agent): use session.resume(agent) to load them into the agent"
             )
         await self._sync(agent)
-        self._subscribe(agent)
+        self._subscribe(agent, compactor)
 
-    async def resume(self, agent: Agent, *, restore_settings: bool = True) -> Agent:
+    async def resume(self, agent: Agent, *, restore_settings: bool = True, compactor: Compactor | None = None) -> Agent:
         """Load the session into `agent`, attach it, and return it (ready for `continue_()`).
 
         The agent's transcript becomes the session's. A tool call that a crash left without a
@@ -192,11 +236,15 @@ class Session:
         is one a model accepts. With `restore_settings` (the default), the system prompt, the
         thinking level and the model (when one is stored) are set from the session; the tools
         stay the agent's own (`info.settings.tool_names` says which ones the session used).
+        With `compactor` (the agent's, from `Compaction(...).attach(agent)`), the latest stored
+        compaction is restored into it (the model sees its summary and the messages after it)
+        and each new compaction is recorded.
         Then: `continue_()` when the last message is a prompt or a tool result, else `prompt()`.
         Tool calls stored waiting for approval wait again in the agent (`agent.pending_approvals`):
         once they are answered (`agent.approve`), its next run first runs them.
         """
         self._check_attachable(agent)
+        self._check_compactor(agent, compactor)
         asked = {record["toolCallId"] for record in self._approvals}
         missing = [result for result in missing_tool_results(self._messages) if result.tool_call_id not in asked]
         if missing:
@@ -208,10 +256,12 @@ class Session:
             if settings.model is not None:
                 agent.state.model = settings.model
         agent.state.messages = self._messages
+        if compactor is not None and self._compactions:
+            compactor.restore(self._compactions[-1])
         if self._approvals:
             agent._approvals.restore(self._approvals, agent.state.tools)
         await self._sync_settings(agent)
-        self._subscribe(agent)
+        self._subscribe(agent, compactor)
         return agent
 
     def detach(self) -> None:
@@ -221,6 +271,10 @@ class Session:
             self._unsubscribe()
             if agent._approvals.recorder == self._record_approvals:
                 agent._approvals.recorder = None
+        unsubscribe, self._unsubscribe_compactor = self._unsubscribe_compactor, None
+        self._compactor = None
+        if unsubscribe is not None:
+            unsubscribe()
 
     def _check_attachable(self, agent: Agent) -> None:
         if not isinstance(agent, Agent):
@@ -232,10 +286,21 @@ class Session:
         if agent.signal is not None:
             raise AgentBusyError("Agent is already processing. Attach a session while it is idle.")
 
-    def _subscribe(self, agent: Agent) -> None:
+    def _check_compactor(self, agent: Agent, compactor: Compactor | None) -> None:
+        if compactor is None:
+            return
+        if not isinstance(compactor, Compactor):
+            raise TypeError(f"compactor must be an agentloop.context.Compactor, got {type(compactor).__name__}")
+        if compactor.agent is not agent:
+            raise ValueError("compactor must be the agent's own (made by Compaction(...).attach(agent))")
+
+    def _subscribe(self, agent: Agent, compactor: Compactor | None = None) -> None:
         self._agent = agent
         self._unsubscribe = agent.subscribe(self._listener, first=True)
         agent._approvals.recorder = self._record_approvals
+        if compactor is not None:
+            self._compactor = compactor
+            self._unsubscribe_compactor = compactor.subscribe(self._on_compaction)
 
     async def _record_approvals(self, records: builtins.list[JSONDict]) -> None:
         """Store the agent's calls waiting for approval (with the transcript they belong to)."""
@@ -244,6 +309,17 @@ class Session:
             return
         self._approvals = records
         await self._sync(agent)
+
+    async def _on_compaction(self, event: CompactionEvent) -> None:
+        agent, compactor = self._agent, self._compactor
+        if not isinstance(event, CompactionEnd) or event.result is None or agent is None or compactor is None:
+            return
+        state = compactor.state
+        if state is None:  # pragma: no cover - a compaction that ended with a result has a state
+            return
+        if len(agent.state.messages) != len(self._messages):
+            await self._sync(agent)
+        await self.record_compaction(state)
 
     async def _on_event(self, event: AgentEvent, signal: AbortSignal) -> None:
         agent = self._agent

@@ -1,7 +1,8 @@
 """The SQLite session backend: one database, WAL journal, one transaction per write.
 
 Tables: `sessions` (metadata, settings as JSON text), `messages` (one row per message, the
-codec's JSON text) and `leases` (the writer of a session: a random token, its host and process,
+codec's JSON text), `compactions` (one row per compaction entry, in order, written in one
+transaction) and `leases` (the writer of a session: a random token, its host and process,
 and in `acquired` when it was taken or last renewed, in epoch milliseconds).
 
 A lease is stale, and is taken over, when its process is gone (same host: no such pid, a zombie,
@@ -59,6 +60,12 @@ CREATE TABLE IF NOT EXISTS messages (
     idx INTEGER NOT NULL,
     data TEXT NOT NULL,
     PRIMARY KEY (session_id, idx)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS compactions (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS leases (
     session_id TEXT PRIMARY KEY,
@@ -176,10 +183,15 @@ class SQLiteBackend(Backend):
                 )
             except sqlite3.IntegrityError:
                 raise SessionError(f"a session with id {meta.id!r} already exists") from None
-            conn.execute("DELETE FROM messages WHERE session_id = ?", (meta.id,))  # leftovers of a deleted id
+            for table in ("messages", "compactions"):  # leftovers of a deleted id
+                conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (meta.id,))
             conn.executemany(
                 "INSERT INTO messages (session_id, idx, data) VALUES (?, ?, ?)",
                 [(meta.id, i, text) for i, text in enumerate(messages)],
+            )
+            conn.executemany(
+                "INSERT INTO compactions (session_id, seq, data) VALUES (?, ?, ?)",
+                [(meta.id, i, encode_json(entry)) for i, entry in enumerate(meta.compactions)],
             )
 
     def list(self) -> tuple[builtins.list[Meta], builtins.list[SessionCorruptError]]:
@@ -200,7 +212,15 @@ class SQLiteBackend(Backend):
             raise SessionNotFoundError(f"no session {session_id!r} in the database")
         return _meta(row)
 
+    def _compactions(self, conn: sqlite3.Connection, meta: Meta) -> None:
+        rows = conn.execute("SELECT data FROM compactions WHERE session_id = ? ORDER BY seq", (meta.id,)).fetchall()
+        try:
+            meta.compactions = [decode_json(row[0], constants=True) for row in rows]
+        except ValueError:
+            raise SessionCorruptError(f"session {meta.id!r}: unreadable compaction") from None
+
     def _messages(self, conn: sqlite3.Connection, meta: Meta) -> builtins.list[Any]:
+        self._compactions(conn, meta)
         rows = conn.execute("SELECT idx, data FROM messages WHERE session_id = ? ORDER BY idx", (meta.id,)).fetchall()
         if len(rows) != meta.message_count or any(row[0] != i for i, row in enumerate(rows)):
             raise SessionCorruptError(
@@ -292,7 +312,8 @@ class SQLiteBackend(Backend):
         with self._transaction(True) as conn:
             self._meta(conn, session_id)
             self._check_lease(conn, session_id)
-            for table, column in (("messages", "session_id"), ("leases", "session_id"), ("sessions", "id")):
+            tables = (("messages", "session_id"), ("compactions", "session_id"), ("leases", "session_id"))
+            for table, column in (*tables, ("sessions", "id")):
                 conn.execute(f"DELETE FROM {table} WHERE {column} = ?", (session_id,))
 
     def close(self) -> None:
@@ -412,10 +433,21 @@ class _SQLiteWriter(Writer):
                 (start + len(messages), time, self._session_id),
             )
 
+    def compact(self, entry: JSONDict, time: int) -> None:
+        with self._backend._transaction(True) as conn:
+            self._owned(conn)
+            conn.execute(
+                "INSERT INTO compactions (session_id, seq, data) "
+                "SELECT ?, COALESCE(MAX(seq) + 1, 0), ? FROM compactions WHERE session_id = ?",
+                (self._session_id, encode_json(entry), self._session_id),
+            )
+            conn.execute("UPDATE sessions SET updated = ? WHERE id = ?", (time, self._session_id))
+
     def replace(self, messages: builtins.list[str], time: int) -> None:
         with self._backend._transaction(True) as conn:
             self._owned(conn)
-            conn.execute("DELETE FROM messages WHERE session_id = ?", (self._session_id,))
+            for table in ("messages", "compactions"):
+                conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (self._session_id,))
             conn.executemany(
                 "INSERT INTO messages (session_id, idx, data) VALUES (?, ?, ?)",
                 [(self._session_id, i, text) for i, text in enumerate(messages)],

@@ -139,7 +139,7 @@ class SessionStore:
         def work() -> SessionData:
             meta, raw = self._get_backend().load(session_id)
             messages = tuple(decode_message(m, f"session {session_id!r} message {i}") for i, m in enumerate(raw))
-            return SessionData(meta.info(), messages)
+            return SessionData(meta.info(), messages, meta.compaction_states(len(messages)))
 
         data: SessionData = await self._run(work)
         return data
@@ -147,8 +147,8 @@ class SessionStore:
     async def fork(self, session_id: str, at: int | None = None, *, title: str | None = None) -> SessionInfo:
         """A new session with the first `at` messages of this one (all of them by default).
 
-        The fork records its parent (`parent_id`, `fork_index`) and keeps the parent's settings
-        and, unless `title` is given, its title.
+        The fork records its parent (`parent_id`, `fork_index`) and keeps the parent's settings,
+        the compactions whose messages it holds, and, unless `title` is given, its title.
         """
         data = await self.load(session_id)
         count = len(data.messages)
@@ -167,6 +167,7 @@ class SessionStore:
             fork_index=at,
             settings=data.info.settings.to_json(),
             message_count=at,
+            compactions=[c.to_json() for c in data.compactions if c.first_kept_index < at and c.fresh_from_index <= at],
         )
         messages = data.messages[:at]
 

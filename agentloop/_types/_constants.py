@@ -1,7 +1,8 @@
 """Values that several modules share, each defined here once.
 
 The names of the wire (thinking levels, stop reasons, message classes) come from the types in
-`_types`, so a tuple checked against at run time cannot drift from the annotation that mypy checks.
+`_messages`, so a tuple checked against at run time cannot drift from the annotation that mypy
+checks. Imports go one way: `_messages` takes nothing from here.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ __all__ = (
     "DONE_REASONS",
     "ERROR_REASONS",
     "LLM_MESSAGE_TYPES",
-    "LLM_ROLES",
     "REASONING_LEVELS",
     "STOP_REASONS",
     "THINKING_LEVELS",
@@ -44,9 +44,6 @@ AGENT_MESSAGE_TYPES: tuple[type[AgentMessage], ...] = get_args(AgentMessage)
 
 LLM_MESSAGE_TYPES: tuple[type[Message], ...] = get_args(Message)
 """The classes of the messages a model understands (for `isinstance`)."""
-
-LLM_ROLES = ("user", "assistant", "toolResult")
-"""The roles a model understands; any other role is a `CustomMessage`'s."""
 
 CLEANUP_TIMEOUT = 5.0
 """How long, in seconds, shielded cleanup may take (closing a stream or a response, ending a span)

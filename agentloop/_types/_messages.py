@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from typing import TypeAlias
 
 __all__ = (
+    "LLM_ROLES",
     "AgentMessage",
     "AgentToolResult",
     "AssistantContent",
@@ -356,8 +357,6 @@ class CustomMessage:
     timestamp: int = field(default_factory=now_ms)
 
     def __post_init__(self) -> None:
-        from ._constants import LLM_ROLES  # (`_constants` derives its tuples from this module's types)
-
         if not isinstance(self.role, str) or not self.role:
             raise ValueError(f"CustomMessage role must be a non-empty str, got {self.role!r}")
         if not isinstance(self.data, Mapping):
@@ -375,6 +374,9 @@ class CustomMessage:
 
 Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage
 """A message an LLM understands."""
+
+LLM_ROLES = ("user", "assistant", "toolResult")
+"""The roles of `Message` (the ones a model understands); any other role is a `CustomMessage`'s."""
 
 AgentMessage: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage | CustomMessage
 """Anything in an agent's transcript."""

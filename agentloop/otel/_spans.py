@@ -25,6 +25,7 @@ class RunSpans:
 
     __slots__ = (
         "api_key",
+        "compacting",
         "context",
         "described",
         "done",
@@ -45,6 +46,7 @@ class RunSpans:
         self.context = trace.set_span_in_context(span)
         self.previous = previous
         self.turn: tuple[Span, otel_context.Context] | None = None
+        self.compacting: otel_context.Context | None = None  # a compaction's span, while it runs
         self.turns = 0
         self.described = False
         self.input_tokens: int | None = None  # None until a model call reports its usage
@@ -55,7 +57,10 @@ class RunSpans:
         self.last = time.time_ns()  # the last sign of life: where a run found dead ends
 
     def parent(self) -> otel_context.Context:
-        """Where a model or tool call of this run hangs: the current turn, else the run."""
+        """Where a model or tool call of this run hangs: the compaction under way (its summary's
+        call), else the current turn, else the run."""
+        if self.compacting is not None:
+            return self.compacting
         return self.turn[1] if self.turn is not None else self.context
 
     def end_turn(self, error_type: str | None, description: str | None = None, end_time: int | None = None) -> None:

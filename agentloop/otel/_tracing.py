@@ -20,6 +20,8 @@ from .._types._errors import ToolTimeoutError
 from .._types._events import AgentEvent, AssistantMessageEvent
 from .._types._messages import AgentToolResult, AssistantMessage, Context, Model, Usage
 from .._types._stream_fn import MaybeAwaitable, StreamFn, StreamOptions, opened_stream
+from ..context._compaction import Compactor
+from ._compaction import compaction_listener
 from ._content import content_text, counted, input_tokens, mask, message_parts, plain, to_json, tool_definitions
 from ._metrics import ChatMetrics, response_model
 from ._spans import CURRENT, ERROR_TYPES, RunSpans, chain_observe, current_in, end_span, fail_span
@@ -136,6 +138,24 @@ class Tracing:
             return await self._tool_call(invocation, lambda: call(user_wrap, invocation, proceed), propagate)
 
         return observe, wrap_tool_call
+
+    def instrument_compactor(self, compactor: Compactor) -> Compactor:
+        """Trace every compaction of `compactor` (`Compaction(...).attach(agent)`) as a
+        `compaction` span; returns the compactor.
+
+        In a run, the span hangs under the turn whose model call it came before, and the
+        summary's model call (through an instrumented stream function) nests in it. Attributes:
+        `agentloop.compaction.reason` (`threshold`, `overflow` or `manual`),
+        `agentloop.compaction.tokens_before`, `agentloop.compaction.tokens_after`,
+        `agentloop.compaction.compacted_messages`, `agentloop.compaction.first_kept_index`,
+        `agentloop.compaction.updated`, and with `record_content` the summary
+        (`agentloop.compaction.summary`). A summary that failed ends the span with
+        `error.type` `compaction_error`.
+        """
+        if not isinstance(compactor, Compactor):
+            raise TypeError(f"compactor must be an agentloop.context.Compactor, got {type(compactor).__name__}")
+        compactor.subscribe(compaction_listener(self.tracer, self.record_content))
+        return compactor
 
     # --- runs and turns (observe) -------------------------------------------------------
 

@@ -81,7 +81,6 @@ __all__ = (
     "AgentLoopPlugin",
     "AgentRun",
     "AgentWorkflow",
-    "ApprovalRequest",
     "ContextStore",
     "EventsLostError",
     "FileContextStore",

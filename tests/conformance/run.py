@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import agentloop as al
 from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedThinking, ScriptedToolCall
+from agentloop.wire import from_json, to_json
 
 STANDARD_ROLES = ("user", "assistant", "toolResult")
 VALIDATION_RE = re.compile(r'^Validation failed for tool "([^"]*)":\n')
@@ -97,7 +98,7 @@ def content_summary(content: Any) -> Any:
 def msg(message: Any, partial: bool = False) -> Any:
     if message is None:
         return None
-    m = message if isinstance(message, dict) else al.to_json(message)
+    m = message if isinstance(message, dict) else to_json(message)
     role = m.get("role")
     if role == "user":
         return {"role": "user", "content": content_summary(m["content"])}
@@ -129,7 +130,7 @@ def roles(messages: Any) -> list[str]:
 def result_summary(result: Any) -> Any:
     if result is None:
         return None
-    r = al.to_json(result)
+    r = to_json(result)
     out = {"content": content_summary(r["content"])}
     for key in ("details", "isError", "terminate"):
         if key in r:
@@ -146,7 +147,7 @@ def assistant_event_summary(event: Any) -> dict[str, Any]:
     if event.type in ("text_end", "thinking_end"):
         out["content"] = event.content
     if event.type == "toolcall_end":
-        out["toolCall"] = content_summary([al.to_json(event.tool_call)])[0]
+        out["toolCall"] = content_summary([to_json(event.tool_call)])[0]
     return out
 
 
@@ -234,7 +235,7 @@ def matches(line: dict[str, Any], pattern: dict[str, Any] | None) -> bool:
 def build_block(spec: Any) -> Any:
     if isinstance(spec, str):
         return al.TextContent(spec)
-    return al.from_json(spec)
+    return from_json(spec)
 
 
 def build_message(spec: Any) -> Any:

@@ -9,6 +9,7 @@ import pytest
 
 import agentloop as al
 from agentloop.context import Compaction, CompactionState
+from agentloop.sessions import JSONLSessionStore, SessionStore, SQLiteSessionStore, open_agent
 
 from .windowed import WindowedModel, text_of
 
@@ -36,13 +37,11 @@ def answer(model: list[WindowedModel]) -> WindowedModel:
 async def test_a_reloaded_session_with_the_saved_state_gives_the_model_the_same_context(
     kind: str, tmp_path: Path
 ) -> None:
-    store: al.SessionStore = (
-        al.SQLiteSessionStore(tmp_path / "s.db") if kind == "sqlite" else al.JSONLSessionStore(tmp_path)
-    )
+    store: SessionStore = SQLiteSessionStore(tmp_path / "s.db") if kind == "sqlite" else JSONLSessionStore(tmp_path)
     settings = Compaction(reserve_tokens=2048, keep_recent_tokens=3000)
     model = answer([])
     async with store:
-        async with al.open_agent(store, model=model.model, tools=[read], stream_fn=model) as agent:
+        async with open_agent(store, model=model.model, tools=[read], stream_fn=model) as agent:
             compactor = settings.attach(agent)
             await agent.prompt("Read the files.")
             state = compactor.state
@@ -51,7 +50,7 @@ async def test_a_reloaded_session_with_the_saved_state_gives_the_model_the_same_
             before = compactor.context()
             usage = compactor.usage()
         (info,) = await store.list()
-        async with al.open_agent(store, info.id, model=model.model, tools=[read], stream_fn=model) as reloaded:
+        async with open_agent(store, info.id, model=model.model, tools=[read], stream_fn=model) as reloaded:
             restored = settings.attach(reloaded)
             restored.restore(CompactionState.from_json(json.loads(saved)))
             after = restored.context()

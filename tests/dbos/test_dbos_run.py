@@ -34,6 +34,7 @@ from agentloop.dbos import (
     steer,
     stream_events,
 )
+from agentloop.wire import EventEnvelope, to_json
 from tests import durable_scripts as scripts
 
 from ..durable_checks import PROMPT, check_envelopes, comparable, in_process, lines, normalized, text
@@ -49,7 +50,7 @@ def log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     yield tmp_path
 
 
-async def durable(agent: DBOSAgent) -> tuple[str, list[al.EventEnvelope], list[al.AgentMessage]]:
+async def durable(agent: DBOSAgent) -> tuple[str, list[EventEnvelope], list[al.AgentMessage]]:
     workflow_id = await start_agent(agent, [PROMPT], id=f"{agent.name}-{uuid.uuid4().hex}")
     with anyio.fail_after(20):
         envelopes = [e async for e in stream_events(workflow_id)]
@@ -66,7 +67,7 @@ async def test_a_run_gives_the_events_and_messages_of_a_run_in_one_process() -> 
     events, messages = await in_process(agents.one_tool)
     workflow_id, envelopes, durable_messages = await durable(agents.one_tool)
     assert comparable([e.event for e in envelopes]) == comparable(events)
-    assert normalized([al.to_json(m) for m in durable_messages]) == normalized([al.to_json(m) for m in messages])
+    assert normalized([to_json(m) for m in durable_messages]) == normalized([to_json(m) for m in messages])
     assert {e.run_id for e in envelopes} == {workflow_id}
     assert [s for s in await steps(workflow_id) if not s.startswith("DBOS.")] == [
         "one_tool.model",
@@ -79,7 +80,7 @@ async def test_a_run_gives_the_events_and_messages_of_a_run_in_one_process() -> 
 async def test_parallel_calls_and_a_barrier_are_steps_in_source_order(log: Path) -> None:
     events, messages = await in_process(agents.parallel)
     workflow_id, envelopes, durable_messages = await durable(agents.parallel)
-    assert normalized([al.to_json(m) for m in durable_messages]) == normalized([al.to_json(m) for m in messages])
+    assert normalized([to_json(m) for m in durable_messages]) == normalized([to_json(m) for m in messages])
     assert sorted(map(str, comparable([e.event for e in envelopes]))) == sorted(map(str, comparable(events)))
     results = {m.tool_call_id: m for m in durable_messages if isinstance(m, al.ToolResultMessage)}
     assert list(results) == ["p1", "p2", "p3", "p4"]
@@ -127,7 +128,7 @@ async def test_a_reconnecting_caller_gets_the_rest_of_the_events_once() -> None:
     workflow_id, envelopes, _ = await durable(agents.one_tool)
     rest = [e async for e in stream_events(workflow_id, after_seq=4)]
     assert [e.seq for e in rest] == list(range(5, len(envelopes)))
-    assert [al.to_json(e.event) for e in rest] == [al.to_json(e.event) for e in envelopes[5:]]
+    assert [to_json(e.event) for e in rest] == [to_json(e.event) for e in envelopes[5:]]
     with pytest.raises(ValueError, match="after_seq must be the seq of an event already seen"):
         await stream_events(workflow_id, after_seq=-2).__anext__()
 
@@ -305,7 +306,7 @@ async def test_a_cancelled_workflow_stops_at_its_next_step_and_its_caller_gets_d
     monkeypatch.setenv("SLOW_TOOL_SECONDS", "0.5")
     workflow_id = f"cancel-{uuid.uuid4().hex}"
     with SetWorkflowID(workflow_id):  # as start_agent does, keeping the handle of the run in this process
-        handle = await DBOS.start_workflow_async(agents.slow.workflow, {"prompts": [al.to_json(PROMPT)]})
+        handle = await DBOS.start_workflow_async(agents.slow.workflow, {"prompts": [to_json(PROMPT)]})
     await wait_for_first_line(log / "tool_starts")
     await DBOS.cancel_workflow_async(workflow_id)
     with anyio.fail_after(20):
@@ -323,7 +324,7 @@ async def test_a_cancelled_workflow_stops_at_its_next_step_and_its_caller_gets_d
 
 async def test_dbos_errors_end_the_run_and_never_become_tool_results() -> None:
     workflow_id = await start_agent(agents.engine, [PROMPT], id=f"engine-{uuid.uuid4().hex}")
-    seen: list[al.EventEnvelope] = []
+    seen: list[EventEnvelope] = []
     with anyio.fail_after(20), pytest.raises(dbos_error.DBOSException, match="the engine failed on x"):
         async for envelope in stream_events(workflow_id):
             seen.append(envelope)
@@ -336,7 +337,7 @@ async def test_a_tool_timeout_is_the_outcome_its_step_records() -> None:
     events, messages = await in_process(agents.napping)
     workflow_id, envelopes, durable_messages = await durable(agents.napping)
     assert comparable([e.event for e in envelopes]) == comparable(events)
-    assert normalized([al.to_json(m) for m in durable_messages]) == normalized([al.to_json(m) for m in messages])
+    assert normalized([to_json(m) for m in durable_messages]) == normalized([to_json(m) for m in messages])
     assert text(durable_messages[2]) == "Tool nap timed out after 0.2 s"
     recorded = [
         s for s in await DBOS.list_workflow_steps_async(workflow_id) if s["function_name"] == "napping.tool.nap"

@@ -18,9 +18,9 @@ import anyio
 import pytest
 from dbos import DBOSClient
 
-import agentloop as al
 from agentloop.dbos import agent_queue, approve, result, start_agent, stream_events
 from agentloop.dbos._agent import workflow_name
+from agentloop.wire import EventEnvelope, to_json
 
 from .. import durable_checks
 from ..durable_checks import PROMPT, check_envelopes, comparable, kill, lines, normalized, text
@@ -32,7 +32,7 @@ def spawn_worker(url: str, log: Path, tool_seconds: str, newcomer: bool = False)
     return durable_checks.spawn_worker("tests.dbos.worker_process", *args, log=log, tool_seconds=tool_seconds)
 
 
-async def read_all(workflow_id: str, client: DBOSClient, into: list[al.EventEnvelope]) -> None:
+async def read_all(workflow_id: str, client: DBOSClient, into: list[EventEnvelope]) -> None:
     async for envelope in stream_events(workflow_id, client=client, poll_interval=0.05):
         into.append(envelope)
 
@@ -60,7 +60,7 @@ async def test_a_worker_killed_mid_tool_is_replaced_and_the_run_resumes(
     client = DBOSClient(system_database_url=database_url)
     try:
         workflow_id = await start_agent("slow", [PROMPT], id=f"kill-{uuid.uuid4().hex}", client=client)
-        envelopes: list[al.EventEnvelope] = []
+        envelopes: list[EventEnvelope] = []
 
         with anyio.fail_after(45):
             async with anyio.create_task_group() as group:
@@ -96,7 +96,7 @@ async def test_a_worker_killed_mid_tool_is_replaced_and_the_run_resumes(
         with anyio.fail_after(30):
             clean_envelopes = [e async for e in stream_events(clean_id, client=client, poll_interval=0.05)]
             clean = await result(clean_id, client=client)
-        assert normalized([al.to_json(m) for m in messages]) == normalized([al.to_json(m) for m in clean])
+        assert normalized([to_json(m) for m in messages]) == normalized([to_json(m) for m in clean])
         assert comparable([e.event for e in envelopes]) == comparable([e.event for e in clean_envelopes])
     finally:
         client.destroy()
@@ -113,7 +113,7 @@ async def test_a_worker_killed_in_a_parallel_batch_resumes_with_the_steps_in_the
     client = DBOSClient(system_database_url=database_url)
     try:
         workflow_id = await start_agent("slow_parallel", [PROMPT], id=f"batch-{uuid.uuid4().hex}", client=client)
-        envelopes: list[al.EventEnvelope] = []
+        envelopes: list[EventEnvelope] = []
         with anyio.fail_after(45):
             async with anyio.create_task_group() as group:
                 group.start_soon(read_all, workflow_id, client, envelopes)
@@ -135,7 +135,7 @@ async def test_a_worker_killed_in_a_parallel_batch_resumes_with_the_steps_in_the
         with anyio.fail_after(30):
             clean_envelopes = [e async for e in stream_events(clean_id, client=client, poll_interval=0.05)]
             clean = await result(clean_id, client=client)
-        assert normalized([al.to_json(m) for m in messages]) == normalized([al.to_json(m) for m in clean])
+        assert normalized([to_json(m) for m in messages]) == normalized([to_json(m) for m in clean])
         assert sorted(map(str, comparable([e.event for e in envelopes]))) == sorted(
             map(str, comparable([e.event for e in clean_envelopes]))
         )
@@ -155,7 +155,7 @@ async def test_a_call_waiting_for_approval_outlives_its_worker(
     client = DBOSClient(system_database_url=url)
     try:
         workflow_id = await start_agent("payment", [PROMPT], id=f"approval-{uuid.uuid4().hex}", client=client)
-        envelopes: list[al.EventEnvelope] = []
+        envelopes: list[EventEnvelope] = []
         with anyio.fail_after(45):
             async with anyio.create_task_group() as group:
                 group.start_soon(read_all, workflow_id, client, envelopes)
@@ -188,7 +188,7 @@ async def test_in_a_rolling_deploy_every_run_goes_to_a_worker_that_holds_its_age
                 run_id = f"{name}-{i}-{uuid.uuid4().hex[:8]}"
                 # as a client that does not define the agents enqueues a run: by name
                 options = {"queue_name": agent_queue(name), "workflow_name": workflow_name(name), "workflow_id": run_id}
-                request = {"prompts": [al.to_json(PROMPT)], "messages": []}
+                request = {"prompts": [to_json(PROMPT)], "messages": []}
                 await client.enqueue_async(options, request)  # type: ignore[arg-type]
                 ids.append(run_id)
         with anyio.fail_after(90):

@@ -33,10 +33,10 @@ from agentloop import (
     StreamFn,
     StreamOptions,
     UserMessage,
-    to_json,
 )
 from agentloop.providers import HTTPOptions
 from agentloop.testing import check_events
+from agentloop.wire import to_json
 
 from ..support import as_assistant, served
 from .helpers import Weather as Weather  # the tool of aimock's fixtures

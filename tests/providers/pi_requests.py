@@ -13,8 +13,9 @@ from typing import Any
 import anyio
 import httpx
 
-from agentloop import AbortSignal, Context, Model, StreamOptions, to_json
+from agentloop import AbortSignal, Context, Model, StreamOptions
 from agentloop.providers._request import Request
+from agentloop.wire import to_json
 
 SCRIPT = Path(__file__).parent / "pi_wire" / "pi_requests.mjs"
 

@@ -24,8 +24,9 @@ from typing import Any
 
 import anyio
 
-from agentloop import Model, from_json, to_json
+from agentloop import Model
 from agentloop.providers import stream_simple
+from agentloop.wire import from_json, to_json
 
 from .conftest import PI_AI, PI_CACHE, Result, agreement, our_events, pi_events, print_differences
 

@@ -12,8 +12,9 @@ from typing import Any
 import anyio
 import pytest
 
-from agentloop import AssistantMessage, Usage, to_json
+from agentloop import AssistantMessage, Usage
 from agentloop.providers import is_context_overflow, is_retryable_error, is_unavailable_model
+from agentloop.wire import to_json
 
 from .conftest import PI_AI
 

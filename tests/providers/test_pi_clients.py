@@ -30,12 +30,11 @@ from agentloop import (
     Model,
     ModelCost,
     TextContent,
-    from_json,
-    to_json,
 )
 from agentloop.providers._proxy._client import stream_proxy
 from agentloop.providers._proxy._server import proxy_app
 from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedThinking, ScriptedToolCall, check_events
+from agentloop.wire import from_json, to_json
 
 from .. import support
 

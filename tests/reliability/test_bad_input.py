@@ -35,6 +35,7 @@ from agentloop.providers import (
     stream_proxy,
 )
 from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedToolCall, check_events
+from agentloop.wire import dumps, from_json, loads
 
 from ..support import as_assistant, last_assistant, text
 from . import _wire
@@ -121,7 +122,7 @@ def test_tool_decorator_names_the_bad_argument() -> None:
 def test_codec_decoding_raises_only_value_errors(value: Any) -> None:
     for candidate in (value, {"type": value}, {"role": value}, {"role": "assistant", "content": value}):
         try:
-            decoded = al.from_json(candidate)
+            decoded = from_json(candidate)
         except ValueError:
             continue
         assert decoded is not None
@@ -168,13 +169,13 @@ def test_codec_decoding_of_damaged_values_raises_only_value_errors(
         else:
             node[field] = replacement
     with contextlib.suppress(ValueError):
-        al.loads(json.dumps(damaged))
+        loads(json.dumps(damaged))
 
 
 @pytest.mark.parametrize("text", ["", "{", "[1, 2", "nan", b"\xff\xfe", '{"type": 5}', '"just a string"', "[]", "null"])
 def test_loads_of_text_that_is_not_an_agentloop_value_is_a_value_error(text: str | bytes) -> None:
     with pytest.raises(ValueError):
-        al.loads(text)
+        loads(text)
 
 
 # --- hooks that raise or return nonsense ------------------------------------------------------------
@@ -347,9 +348,9 @@ async def test_surrogates_and_huge_strings_go_through_the_loop_and_the_codec(any
     assert received == [arguments["text"]]
     end = events[-1]
     assert isinstance(end, al.AgentEnd)
-    text = al.dumps(end)
+    text = dumps(end)
     assert len(text) > 4 * HUGE
-    assert al.loads(text) == end, "the codec round-trips lone surrogates and 10 MB strings"
+    assert loads(text) == end, "the codec round-trips lone surrogates and 10 MB strings"
     assert time.perf_counter() - started < 20
 
 

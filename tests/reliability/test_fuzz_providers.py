@@ -35,6 +35,7 @@ from agentloop.providers import (
     stream_openai_responses,
     stream_proxy,
 )
+from agentloop.wire import dumps, loads, to_json
 
 from . import _wire
 from ._profile import BACKENDS, Tally, examples, settings_for
@@ -261,12 +262,12 @@ async def run_case(provider: Provider, case: Case) -> None:
     TALLY.add("aborts", signal.aborted)
     TALLY.add(f"terminal {events[-1].type}")
     for event in (events[0], events[-1]):
-        text = al.dumps(event)
+        text = dumps(event)
         assert KEY not in text and KEY not in repr(event)
         # Strict JSON: NaN and the infinities (arguments of 1e999) are written as null.
-        assert _same_json(json.loads(text, parse_constant=_not_strict), _as_written(al.to_json(event)))
-    back = al.loads(al.dumps(final))
-    assert _same_json(_as_written(al.to_json(back)), _as_written(al.to_json(final)))
+        assert _same_json(json.loads(text, parse_constant=_not_strict), _as_written(to_json(event)))
+    back = loads(dumps(final))
+    assert _same_json(_as_written(to_json(back)), _as_written(to_json(final)))
     await replay(provider, model, context, final)
 
 
@@ -418,7 +419,7 @@ async def run_proxy_case(case: Case) -> None:
     TALLY.add("proxy streams")
     TALLY.add("faults injected", bool(case.mutated or case.failure or case.status != 200))
     TALLY.add("aborts", signal.aborted)
-    assert al.loads(al.dumps(final)) is not None
+    assert loads(dumps(final)) is not None
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -23,6 +23,7 @@ from agentloop._wire._envelope import (
 )
 from agentloop._wire._schema import SCHEMA_PATH, event_schema, main, render
 from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedThinking, ScriptedToolCall, check_events
+from agentloop.wire import to_json
 
 from .helpers import MODEL, TOOLS, step_script
 
@@ -192,10 +193,10 @@ def test_schema_check_reports_a_stale_file(tmp_path: Any, capsys: pytest.Capture
 
 
 def test_the_schema_rejects_what_the_codec_never_writes() -> None:
-    message = al.to_json(al.AssistantMessage(content=(al.TextContent("x"),)))
+    message = to_json(al.AssistantMessage(content=(al.TextContent("x"),)))
     validator("AssistantMessage").validate(message)
     answered = al.AssistantMessage(content=(al.TextContent("x"),), extra={"responseModel": "m-2026-01"})
-    validator("AssistantMessage").validate(al.to_json(answered))  # what the providers write
+    validator("AssistantMessage").validate(to_json(answered))  # what the providers write
     for bad in (
         {**message, "extra": 1},
         {**message, "responseModel": 3},
@@ -205,16 +206,16 @@ def test_the_schema_rejects_what_the_codec_never_writes() -> None:
     ):
         with pytest.raises(jsonschema.ValidationError):
             validator("AssistantMessage").validate(bad)
-    custom = al.to_json(al.CustomMessage(role="memo", data={"anything": [1, {"x": None}]}))
+    custom = to_json(al.CustomMessage(role="memo", data={"anything": [1, {"x": None}]}))
     validator("AgentMessage").validate(custom)
     with pytest.raises(jsonschema.ValidationError):
         validator("CustomMessage").validate({**custom, "role": "user"})
     thinking = al.ThinkingContent("t", thinking_signature="sig", redacted=True)
-    validator("ThinkingContent").validate(al.to_json(thinking))
+    validator("ThinkingContent").validate(to_json(thinking))
     call = al.ToolCall("c", "n", {}, thought_signature="g", arguments_error="bad json")
-    validator("ToolCall").validate(al.to_json(call))
+    validator("ToolCall").validate(to_json(call))
     result = al.AgentToolResult(content=(al.TextContent("r"),), details=None, is_error=True, terminate=True)
-    validator("AgentToolResult").validate(al.to_json(result))
+    validator("AgentToolResult").validate(to_json(result))
 
 
 async def test_envelopes_of_odd_text_and_numbers_are_strict_utf8_json(anyio_backend: object) -> None:

@@ -17,6 +17,7 @@ import agentloop as al
 from agentloop._serve._app import AgentSSEApp
 from agentloop._sessions import open_agent
 from agentloop.testing import Response, ScriptedModel, ScriptedToolCall
+from agentloop.wire import EventEnvelope, dumps_envelope, envelope_from_json
 
 from .helpers import MODEL, make_store
 from .test_sse_app import client, envelopes, event_stream
@@ -119,7 +120,7 @@ async def test_the_sse_app_sends_the_tool_execution_end_of_odd_details(anyio_bac
 def test_dumps_envelope_writes_odd_details_as_text(case: str) -> None:
     result = al.AgentToolResult(content=(al.TextContent("ok"),), details=ODD[case]())
     event = al.ToolExecutionEnd(tool_call_id="t1", tool_name="odd", result=result, is_error=False)
-    envelope = al.EventEnvelope(event=event, run_id="r", seq=1, turn=1, timestamp=0)
-    data = al.envelope_from_json(__import__("json").loads(al.dumps_envelope(envelope)))
+    envelope = EventEnvelope(event=event, run_id="r", seq=1, turn=1, timestamp=0)
+    data = envelope_from_json(__import__("json").loads(dumps_envelope(envelope)))
     assert isinstance(data.event, al.ToolExecutionEnd)
     check_stored(case, data.event.result.details)

@@ -28,6 +28,7 @@ from agentloop._sessions import (
     open_agent,
 )
 from agentloop.testing import Response, ScriptedModel, ScriptedToolCall
+from agentloop.wire import to_json
 
 from ..support import loaded_by_import
 from .helpers import MODEL, TOOLS, check_transcript, make_store, step_script
@@ -56,7 +57,7 @@ def new_agent(**options: object) -> al.Agent:
 
 
 def strip(messages: tuple[al.AgentMessage, ...] | list[al.AgentMessage]) -> list[dict[str, object]]:
-    return [al.to_json(m) for m in messages]
+    return [to_json(m) for m in messages]
 
 
 # --- create / list / load / fork / delete ----------------------------------------------------

@@ -22,6 +22,7 @@ import agentloop as al
 from agentloop._serve._app import AgentSSEApp
 from agentloop._sessions import JSONLSessionStore, SQLiteSessionStore
 from agentloop.testing import Response, ScriptedModel, check_events
+from agentloop.wire import CompactDecoder, from_json
 
 from .helpers import MODEL, TOOLS, check_transcript, step_script
 from .test_envelope import SCHEMA
@@ -158,7 +159,7 @@ def envelopes(messages: list[SSEMessage]) -> list[dict[str, Any]]:
 
 def expanded(data: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The envelopes with their events in the full form (rebuilt from the compact wire form)."""
-    decoder = al.CompactDecoder()
+    decoder = CompactDecoder()
     return [{**envelope, "event": decoder.expand(envelope["event"])} for envelope in data]
 
 
@@ -183,7 +184,7 @@ async def test_prompt_streams_the_run_and_last_event_id_resumes(anyio_backend: o
                 ENVELOPE.validate(envelope)
             assert [e["seq"] for e in data] == list(range(len(data)))
             assert len({e["runId"] for e in data}) == 1
-            check_events([al.from_json(e["event"]) for e in data])
+            check_events([from_json(e["event"]) for e in data])
             types = [e["event"]["type"] for e in data]
             assert "message_update" in types and "tool_execution_end" in types
             # Reconnect after event 10: exactly the events after it, header or query.
@@ -199,7 +200,7 @@ async def test_prompt_streams_the_run_and_last_event_id_resumes(anyio_backend: o
             state = (await http.get(f"/sessions/{sid}")).json()
             assert state["lastEventId"] == messages[-1].id and not state["isStreaming"]
             assert [m["role"] for m in state["messages"]][:2] == ["user", "assistant"]
-            check_transcript([al.from_json(m) for m in state["messages"]], complete=True)
+            check_transcript([from_json(m) for m in state["messages"]], complete=True)
             listing = (await http.get("/sessions")).json()["sessions"]
             assert listing == [{"id": sid, "title": None, "messageCount": len(state["messages"]), "isStreaming": False}]
 
@@ -425,7 +426,7 @@ async def test_sessions_persist_in_a_store(anyio_backend: object, kind: str, tmp
                     await http.post(f"/sessions/{sid}/prompt", json={"text": "go"})
                     await events.until("agent_end")
                 before = (await http.get(f"/sessions/{sid}")).json()["messages"]
-                assert (await first_store.load(sid)).messages == tuple(al.from_json(m) for m in before)
+                assert (await first_store.load(sid)).messages == tuple(from_json(m) for m in before)
         async with store() as second_store:
             app = AgentSSEApp(factory("resumed"), store=second_store)
             async with app.running(), client(app) as http:

@@ -9,6 +9,7 @@ import anyio
 import agentloop as al
 from agentloop._serve._app import AgentSSEApp
 from agentloop.testing import Response, ScriptedModel, ScriptedText
+from agentloop.wire import CompactDecoder, from_json
 
 from .helpers import MODEL
 from .test_sse_app import SSEMessage, client, event_stream
@@ -39,8 +40,8 @@ async def run_once(app: AgentSSEApp) -> tuple[str, list[SSEMessage]]:
     return sid, messages
 
 
-def rebuilt(messages: list[SSEMessage], decoder: al.CompactDecoder | None = None) -> list[al.AgentEvent]:
-    decoder = decoder or al.CompactDecoder()
+def rebuilt(messages: list[SSEMessage], decoder: CompactDecoder | None = None) -> list[al.AgentEvent]:
+    decoder = decoder or CompactDecoder()
     return [decoder.from_json(m.json["event"]) for m in messages if m.event == "message"]
 
 
@@ -74,7 +75,7 @@ async def test_resume_in_the_middle_of_a_message_rebuilds_the_rest(anyio_backend
             assert head[-1].json["event"]["type"] == "message_update"
             async with event_stream(app, f"/sessions/{sid}/events", **{"Last-Event-ID": head[-1].id}) as second:
                 rest = await second.until("agent_end")
-    decoder = al.CompactDecoder()  # the client's state lives on across the reconnection
+    decoder = CompactDecoder()  # the client's state lives on across the reconnection
     assert rebuilt(head, decoder) + rebuilt(rest, decoder) == recorded.events
 
 
@@ -85,7 +86,7 @@ async def test_compact_false_sends_the_full_form(anyio_backend: object) -> None:
         async with app.running():
             _, messages = await run_once(app)
     events = [m.json["event"] for m in messages]
-    assert [al.from_json(e) for e in events] == recorded.events  # the codec's own form, as is
+    assert [from_json(e) for e in events] == recorded.events  # the codec's own form, as is
     update = next(e for e in events if e["type"] == "message_update")
     assert set(update) == {"type", "message", "assistantMessageEvent"}
     assert sse_bytes(messages) > 1_000_000  # the whole message again with every delta

@@ -20,6 +20,7 @@ import pytest
 import agentloop as al
 from agentloop._sessions import JSONLSessionStore, SessionError, SQLiteSessionStore, open_agent
 from agentloop.testing import Response, ScriptedModel, ScriptedToolCall
+from agentloop.wire import to_json
 
 from .helpers import MODEL, TOOLS, make_store
 
@@ -223,5 +224,5 @@ async def test_an_attached_agent_recovers_from_a_failed_write(
                 await agent.prompt("again")
                 held = list(agent.state.messages)
             data = await store.load(session_id)
-            assert [al.to_json(m) for m in data.messages] == [al.to_json(m) for m in held]
+            assert [to_json(m) for m in data.messages] == [to_json(m) for m in held]
             assert [m.role for m in held] == ["user", "assistant", "assistant", "user", "assistant"]

@@ -25,6 +25,7 @@ from agentloop.temporal import (
     idempotency_key,
 )
 from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedToolCall
+from agentloop.wire import dumps
 from tests.durable_scripts import (
     FOLLOW_UP,
     MODEL,
@@ -221,7 +222,7 @@ def blobs(name: str, *sizes: int, store: SharedStore | None = None) -> TemporalA
 blob_600k = blobs("blob_600k", 600_000)
 blob_just_under = blobs("blob_just_under", PAYLOAD_LIMIT - 2_000)
 blob_just_over = blobs("blob_just_over", PAYLOAD_LIMIT - 400)
-TOOL_OVERHEAD = len(al.dumps(al.AgentToolResult(content=(al.TextContent(""),))))
+TOOL_OVERHEAD = len(dumps(al.AgentToolResult(content=(al.TextContent(""),))))
 """The JSON bytes of a tool's text result around its text."""
 blob_too_big = blobs("blob_too_big", PAYLOAD_LIMIT - TOOL_OVERHEAD + 1)  # one byte over
 two_blobs = blobs("two_blobs", 1_200_000, 1_200_000)

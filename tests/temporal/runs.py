@@ -12,6 +12,7 @@ from temporalio.client import Client
 
 import agentloop as al
 from agentloop.temporal import TemporalAgent, start_agent, stream_events, worker
+from agentloop.wire import EventEnvelope
 
 from ..durable_checks import PROMPT, check_envelopes, comparable, in_process
 from . import agents
@@ -22,7 +23,7 @@ async def start(client: Client, agent: TemporalAgent, queue: str) -> Any:
     return await start_agent(client, agent.name, [PROMPT], id=f"{agent.name}-{uuid.uuid4().hex}", task_queue=queue)
 
 
-async def durable_run(client: Client, agent: TemporalAgent, queue: str) -> tuple[list[al.EventEnvelope], Any]:
+async def durable_run(client: Client, agent: TemporalAgent, queue: str) -> tuple[list[EventEnvelope], Any]:
     """Start `agent` on `queue` (a worker must hold it) and read its events to the end."""
     handle = await start(client, agent, queue)
     envelopes = [e async for e in stream_events(handle)]
@@ -37,7 +38,7 @@ async def run_on_worker(
     seconds: float = 30,
     held: Sequence[TemporalAgent] = agents.UNSTORED,
     **worker_options: Any,
-) -> tuple[list[al.EventEnvelope], Any, Any]:
+) -> tuple[list[EventEnvelope], Any, Any]:
     """Run `agent` to its end on a worker holding `held` (with `worker_options`), reading its
     events meanwhile, and check that its envelopes are well formed. Returns the envelopes, the
     workflow handle and its result."""
@@ -51,7 +52,7 @@ async def run_on_worker(
 
 async def run_as_in_process(
     client: Client, queue: str, agent: TemporalAgent, **run: Any
-) -> tuple[list[al.EventEnvelope], Any, Any, list[al.AgentMessage]]:
+) -> tuple[list[EventEnvelope], Any, Any, list[al.AgentMessage]]:
     """Run `agent` on a worker (`run_on_worker`, with `run`) and in one process; check that the
     durable run's events are those of the run in one process. Returns the envelopes, the
     workflow handle, its result and the in-process messages."""

@@ -17,6 +17,7 @@ from temporalio.worker import Replayer
 import agentloop as al
 from agentloop.temporal import AgentLoopPlugin, AgentWorkflow, start_agent, stream_events, worker
 from agentloop.temporal._workflow import _ABORT_WAIT
+from agentloop.wire import EventEnvelope
 
 from ..durable_checks import PROMPT, check_envelopes
 from ..support import as_assistant, text
@@ -25,7 +26,7 @@ from . import agents
 
 async def abort_mid_answer(
     client: Client, name: str, log: Path, **options: Any
-) -> tuple[list[al.EventEnvelope], list[al.AgentMessage], float]:
+) -> tuple[list[EventEnvelope], list[al.AgentMessage], float]:
     """Run `name`, abort it once the model has said "Hello, wor"; the events, the result and the
     seconds from the abort to the result (and check that its history replays)."""
     queue = f"q-{uuid.uuid4().hex}"

@@ -15,10 +15,10 @@ from temporalio.client import Client
 from temporalio.worker import Replayer
 
 import agentloop as al
+from agentloop.approvals import ApprovalRequest
 from agentloop.temporal import (
     AgentLoopPlugin,
     AgentWorkflow,
-    ApprovalRequest,
     TemporalAgent,
     approve,
     pending_approvals,

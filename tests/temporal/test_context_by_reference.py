@@ -23,6 +23,7 @@ from agentloop.temporal import (
     TemporalAgent,
     worker,
 )
+from agentloop.wire import to_json
 from tests import durable_scripts as scripts
 
 from ..durable_checks import comparable, in_process, normalized
@@ -51,7 +52,7 @@ async def test_calls_carry_only_what_is_new_and_the_run_is_the_in_process_run(cl
     _, handle, result, expected_messages = await run_as_in_process(
         client, queue, agents.by_reference, seconds=60, held=agents.STORED
     )
-    assert normalized([al.to_json(m) for m in result]) == normalized([al.to_json(m) for m in expected_messages])
+    assert normalized([to_json(m) for m in result]) == normalized([to_json(m) for m in expected_messages])
     requests = [request["context"] for kind, request in await model_requests(client, handle.id)]
     assert len(requests) == 6  # six turns over two histories (four turns each at most)
     assert requests[0]["base"] is None and [m["role"] for m in requests[0]["messages"]] == ["user"]
@@ -99,7 +100,7 @@ async def test_a_store_that_lost_the_context_costs_a_resend_not_the_run(client: 
     assert comparable([e.event for e in envelopes], ends_in_id_order=True) == comparable(
         expected, ends_in_id_order=True
     )
-    assert normalized([al.to_json(m) for m in result]) == normalized([al.to_json(m) for m in expected_messages])
+    assert normalized([to_json(m) for m in result]) == normalized([to_json(m) for m in expected_messages])
     requests = await model_requests(client, handle.id)
     # each call by reference fails (the store has nothing) and is sent again whole
     assert [kind for kind, _ in requests[:4]] == ["scheduled", "scheduled", "failed", "scheduled"]
@@ -131,7 +132,7 @@ def test_context_store_is_checked_where_the_agent_is_made() -> None:
 
 
 def model_request(base: str | None, messages: list[al.AgentMessage], *, by_reference: bool = True) -> dict[str, Any]:
-    context: dict[str, Any] = {"systemPrompt": "", "messages": [al.to_json(m) for m in messages], "tools": ["lookup"]}
+    context: dict[str, Any] = {"systemPrompt": "", "messages": [to_json(m) for m in messages], "tools": ["lookup"]}
     if by_reference:
         context["base"] = base
     return {"model": {"id": "scripted", "api": "scripted", "provider": "scripted"}, "context": context, "options": {}}

@@ -19,6 +19,7 @@ from temporalio.worker import Replayer
 
 import agentloop as al
 from agentloop.temporal import AgentLoopPlugin, start_agent, stream_events
+from agentloop.wire import EventEnvelope, to_json
 
 from .. import durable_checks
 from ..durable_checks import PROMPT, check_envelopes, comparable, kill, lines, normalized
@@ -42,7 +43,7 @@ async def test_a_worker_killed_mid_tool_is_replaced_and_the_run_resumes(
     stored = agent == "slow_by_reference"
     workers.append(spawn_worker(temporal_address, queue, log, tool_seconds="600", stored=stored))
     handle = await start_agent(client, agent, [PROMPT], id=f"kill-{uuid.uuid4().hex}", task_queue=queue)
-    envelopes: list[al.EventEnvelope] = []
+    envelopes: list[EventEnvelope] = []
 
     async def read_events() -> None:
         async for envelope in stream_events(handle):
@@ -77,7 +78,7 @@ async def test_a_worker_killed_mid_tool_is_replaced_and_the_run_resumes(
     with anyio.fail_after(30):
         clean_envelopes = [e async for e in stream_events(clean)]
         clean_result = await clean.result()
-    assert normalized([al.to_json(m) for m in result]) == normalized([al.to_json(m) for m in clean_result])
+    assert normalized([to_json(m) for m in result]) == normalized([to_json(m) for m in clean_result])
     assert comparable([e.event for e in envelopes], ends_in_id_order=True) == comparable(
         [e.event for e in clean_envelopes], ends_in_id_order=True
     )
@@ -105,7 +106,7 @@ async def test_an_approval_pending_when_the_worker_is_killed_is_still_pending_on
     log = tmp_path
     workers.append(spawn_worker(temporal_address, queue, log, tool_seconds="0"))
     handle = await start_agent(client, "guarded", [PROMPT], id=f"kill-approval-{uuid.uuid4().hex}", task_queue=queue)
-    envelopes: list[al.EventEnvelope] = []
+    envelopes: list[EventEnvelope] = []
 
     async def read_events() -> None:
         async for envelope in stream_events(handle):

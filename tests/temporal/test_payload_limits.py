@@ -21,6 +21,7 @@ from agentloop.temporal import (
     stream_events,
     worker,
 )
+from agentloop.wire import EventEnvelope
 
 from ..durable_checks import check_envelopes
 from . import agents
@@ -33,7 +34,7 @@ def tool_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "tool_starts"
 
 
-def tool_texts(envelopes: list[al.EventEnvelope]) -> list[str]:
+def tool_texts(envelopes: list[EventEnvelope]) -> list[str]:
     ends = [e.event for e in envelopes if isinstance(e.event, al.ToolExecutionEnd)]
     return [block.text for end in ends for block in end.result.content if isinstance(block, al.TextContent)]
 
@@ -119,7 +120,7 @@ async def test_a_caller_that_stops_reading_holds_the_end_of_the_run_only_while_i
     with anyio.fail_after(60):
         async with worker(client, task_queue=queue, agents=agents.UNSTORED):
             handle = await start(client, agents.blob_600k, queue)
-            seen: list[al.EventEnvelope] = []
+            seen: list[EventEnvelope] = []
             async for envelope in stream_events(handle):
                 seen.append(envelope)
                 break  # the caller goes away after its first page
@@ -139,7 +140,7 @@ async def test_a_context_just_over_the_limit_fails_the_run_saying_why(client: Cl
     with anyio.fail_after(180):
         async with worker(client, task_queue=queue, agents=agents.UNSTORED):
             handle = await start(client, agents.blob_just_over, queue)
-            seen: list[al.EventEnvelope] = []
+            seen: list[EventEnvelope] = []
             with pytest.raises(WorkflowFailureError) as streamed:
                 async for envelope in stream_events(handle):
                     seen.append(envelope)

@@ -30,6 +30,7 @@ from agentloop.temporal import (
     stream_events,
     worker,
 )
+from agentloop.wire import EventEnvelope, to_json
 
 from ..durable_checks import PROMPT, check_envelopes, normalized, run_example
 from ..support import as_assistant, text
@@ -60,7 +61,7 @@ async def tool_activity_steps(handle: Any) -> list[tuple[str, str]]:
 
 async def test_a_run_with_a_tool_gives_the_events_of_the_in_process_loop(client: Client, queue: str) -> None:
     _, _, result, expected_messages = await run_as_in_process(client, queue, agents.one_tool)
-    assert normalized([al.to_json(m) for m in result]) == normalized([al.to_json(m) for m in expected_messages])
+    assert normalized([to_json(m) for m in result]) == normalized([to_json(m) for m in expected_messages])
     assert [m.role for m in result] == ["user", "assistant", "toolResult", "assistant"]
 
 
@@ -161,7 +162,7 @@ async def test_cancelling_the_workflow_mid_tool_cancels_it_and_is_no_tool_result
             with pytest.raises(WorkflowFailureError) as failure:
                 await handle.result()
             # a caller that comes later gets the events, then the workflow's failure
-            later: list[al.EventEnvelope] = []
+            later: list[EventEnvelope] = []
             with pytest.raises(WorkflowFailureError):
                 async for envelope in stream_events(handle):
                     later.append(envelope)
@@ -178,7 +179,7 @@ async def test_cancelling_the_workflow_mid_tool_cancels_it_and_is_no_tool_result
 
 async def test_continue_as_new_after_n_turns_is_one_run_to_the_caller_and_replays(client: Client, queue: str) -> None:
     envelopes, handle, result, expected_messages = await run_as_in_process(client, queue, agents.many_turns, seconds=60)
-    assert normalized([al.to_json(m) for m in result]) == normalized([al.to_json(m) for m in expected_messages])
+    assert normalized([to_json(m) for m in result]) == normalized([to_json(m) for m in expected_messages])
     assert max(e.turn for e in envelopes) == 6
     # 6 turns, 2 per history: three workflow runs, the first two continued as new
     runs = [r async for r in client.list_workflows(f"WorkflowId = '{handle.id}'")]
@@ -194,14 +195,14 @@ async def test_continue_as_new_after_n_turns_is_one_run_to_the_caller_and_replay
 async def test_max_turns_counts_the_turns_of_every_history(client: Client, queue: str) -> None:
     _, _, result, expected_messages = await run_as_in_process(client, queue, agents.capped, seconds=60)
     assert len([m for m in result if m.role == "assistant"]) == 4
-    assert normalized([al.to_json(m) for m in result]) == normalized([al.to_json(m) for m in expected_messages])
+    assert normalized([to_json(m) for m in result]) == normalized([to_json(m) for m in expected_messages])
 
 
 async def test_a_caller_that_reconnects_gets_each_event_once_in_order(client: Client, queue: str) -> None:
     with anyio.fail_after(30):
         async with worker(client, task_queue=queue, agents=agents.UNSTORED):
             handle = await start_agent(client, "many_turns", [PROMPT], id=f"rc-{uuid.uuid4().hex}", task_queue=queue)
-            first: list[al.EventEnvelope] = []
+            first: list[EventEnvelope] = []
             async for envelope in stream_events(handle):
                 first.append(envelope)
                 if len(first) == 7:
@@ -363,7 +364,7 @@ async def test_a_worker_without_a_workflow_cache_replays_every_step_to_the_same_
     _, _, result, expected_messages = await run_as_in_process(
         client, queue, agent, seconds=60, held=held, max_cached_workflows=0
     )
-    assert normalized([al.to_json(m) for m in result]) == normalized([al.to_json(m) for m in expected_messages])
+    assert normalized([to_json(m) for m in result]) == normalized([to_json(m) for m in expected_messages])
 
 
 async def test_a_run_that_does_not_exist_is_an_error_at_once(client: Client) -> None:

@@ -18,6 +18,7 @@ from temporalio.common import RetryPolicy
 import agentloop as al
 from agentloop.temporal import ActivityOptions, AgentLoopPayloadConverter, AgentRun, TemporalAgent, idempotency_key
 from agentloop.temporal._payload import CarriedState
+from agentloop.wire import EventEnvelope, envelope_from_json, envelope_to_json
 from tests import durable_scripts as scripts
 
 
@@ -116,10 +117,10 @@ class _BusyServer:
         from temporalio.service import RPCError, RPCStatusCode
 
         self.id = "busy"
-        start = al.EventEnvelope(event=al.AgentStart(), run_id="busy", seq=0, turn=0, timestamp=1)
-        end = al.EventEnvelope(event=al.AgentEnd(()), run_id="busy", seq=1, turn=0, timestamp=2)
+        start = EventEnvelope(event=al.AgentStart(), run_id="busy", seq=0, turn=0, timestamp=1)
+        end = EventEnvelope(event=al.AgentEnd(()), run_id="busy", seq=1, turn=0, timestamp=2)
         nothing = {"envelopes": [], "firstSeq": 0, "finished": False, "continuing": False}
-        events = {**nothing, "envelopes": [al.envelope_to_json(start), al.envelope_to_json(end)]}
+        events = {**nothing, "envelopes": [envelope_to_json(start), envelope_to_json(end)]}
         not_found = RPCError("workflow task not found", RPCStatusCode.NOT_FOUND, b"")
         self.updates: list[Any] = [RPCTimeoutOrCancelledError(), not_found, not_found, events]
         self.queries: list[Any] = [RPCError("failed state", RPCStatusCode.FAILED_PRECONDITION, b""), nothing]
@@ -202,7 +203,7 @@ def test_every_answer_to_events_fits_a_page_and_the_parts_rebuild_the_events(
                 parts = []
         else:
             got += page["envelopes"]
-    assert [al.envelope_from_json(data).event for data in got] == events
+    assert [envelope_from_json(data).event for data in got] == events
     # the large event's JSON text, as strings in answers, fills about as many pages as it must
     as_parts = answer_size(json.dumps(got[1], ensure_ascii=False, separators=(",", ":")))
     assert answers <= as_parts // _workflow._PAGE_BYTES + 2 + 5  # its parts (one more at most), the rest

@@ -30,10 +30,10 @@ import anyio
 import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from ..._asgi import SSE_HEADERS, ASGIApp, BodyTooLarge, Receive, Scope, Send, header, read_body, send_json
 from ..._types._abort import AbortSignal
 from ..._types._messages import Context, Model
 from ..._types._stream_fn import MaybeAwaitable, StreamFn, StreamOptions, opened_stream
-from ..._wire._asgi import SSE_HEADERS, ASGIApp, BodyTooLarge, Receive, Scope, Send, header, read_body, send_json
 from .._anthropic import ANTHROPIC_BASE_URL, anthropic_base_url
 from .._auth import env_api_key, redact
 from .._openai_completions import OPENAI_BASE_URL, openai_base_url

@@ -28,10 +28,10 @@ from agentloop import (
     ToolCall,
     ToolResultMessage,
     UserMessage,
-    to_json,
 )
 from agentloop.providers import get_model
 from agentloop.providers._bedrock import converse_body
+from agentloop.wire import to_json
 
 HERE = Path(__file__).parent
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n-not-really-a-png").decode()

@@ -30,8 +30,8 @@ from agentloop import (
     ToolCall,
     ToolResultMessage,
     UserMessage,
-    to_json,
 )
+from agentloop.wire import to_json
 
 HERE = Path(__file__).parent
 OUT = HERE / "pi_requests.json"

@@ -2,7 +2,8 @@
 
 Both apps are plain ASGI callables (no framework), so the few pieces every such app needs live
 here once: the type aliases, the headers of an event-stream response, reading a request body
-under a size limit, and a small answer with a JSON body.
+under a size limit, and a small answer with a JSON body. It sits below both (`_serve` and
+`providers._proxy`), so neither server reaches into the other's layer.
 """
 
 from __future__ import annotations
