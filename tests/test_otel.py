@@ -5,7 +5,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -22,19 +21,11 @@ from opentelemetry.trace import StatusCode
 import agentloop as al
 from agentloop.otel import Tracing, instrument
 from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedToolCall, check_events
+from tests.spans import exporter as exporter  # the fixture
 from tests.support import WaitsAfterDone, last_assistant, loaded_by_import
 
 MODEL = al.Model(id="m1", api="faux", provider="faux")
 KEY = "sk-secret-key-0123456789"
-
-
-@pytest.fixture
-def exporter() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
-    provider = TracerProvider()
-    memory = InMemorySpanExporter()
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    yield provider, memory
-    provider.shutdown()
 
 
 def spanning_tool(provider: TracerProvider, name: str, seconds: float = 0.0, **options: Any) -> al.AgentTool:

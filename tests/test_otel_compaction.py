@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
@@ -15,15 +14,7 @@ from agentloop.context import Compaction, CompactionError
 from agentloop.otel import Tracing
 from tests.context.windowed import WindowedModel
 from tests.sessions.compaction_child import answer, read
-
-
-@pytest.fixture
-def exporter() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
-    provider = TracerProvider()
-    memory = InMemorySpanExporter()
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    yield provider, memory
-    provider.shutdown()
+from tests.spans import exporter as exporter  # the fixture
 
 
 def by_id(spans: tuple[ReadableSpan, ...]) -> dict[int, ReadableSpan]:
