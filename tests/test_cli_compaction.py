@@ -12,6 +12,7 @@ import pytest
 
 import agentloop as al
 from agentloop.cli import _command
+from agentloop.cli._compaction import gauge_text
 from agentloop.context import SUMMARIZATION_SYSTEM_PROMPT
 from agentloop.testing import ScriptedModel
 
@@ -60,9 +61,9 @@ async def test_chat_compacts_on_slash_compact_and_when_the_window_fills(
 
 
 def test_the_gauge_says_how_full_the_window_is() -> None:
-    assert _command._gauge(2100, 4096) == "context 2.1k/4.1k (51%)"
-    assert _command._gauge(640, 4096) == "context 640/4.1k (16%)"
-    assert _command._gauge(640, 0) == "context 640"
+    assert gauge_text(2100, 4096) == "context 2.1k/4.1k (51%)"
+    assert gauge_text(640, 4096) == "context 640/4.1k (16%)"
+    assert gauge_text(640, 0) == "context 640"
 
 
 def test_the_embedded_models_window_is_one_slot_of_its_server() -> None:

@@ -21,6 +21,7 @@ pytest.importorskip("mcp", reason="--mcp needs the [mcp] extra (the MCP SDK)")
 
 from agentloop.cli import _command
 from agentloop.cli._command import UsageError
+from agentloop.cli._mcp_servers import mcp_log
 from agentloop.testing import Response, ScriptedModel, ScriptedToolCall
 
 from .mcp.conftest import SMALL_SERVER
@@ -138,7 +139,7 @@ def test_the_command_line_says_a_broken_server_in_one_line_with_no_traceback(bac
     lines = done.stderr.splitlines()
     assert len(lines) == 2 and lines[0].startswith("Using "), done.stderr
     assert lines[1].startswith("agentloop: --mcp server 'calc': ") and "bad config" in lines[1]
-    log = _command.mcp_log("calc").relative_to(_command.mcp_log("calc").parents[1])
+    log = mcp_log("calc").relative_to(mcp_log("calc").parents[1])
     assert (tmp_path / "cache" / log).read_text() == "bad config\n"
 
 

@@ -41,21 +41,20 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from .._core._agent import Agent
 from .._core._util import exception_text
-from .._types._events import AgentEnd, MessageEnd
 from .._types._messages import AssistantMessage, Model, ToolCall, ToolResultMessage, UserMessage
 from .._types._stream_fn import StreamFn
 from ._approve import TerminalApprover
-from ._printer import PROMPT_MARKER, Printer, spinner
+from ._compaction import compact_command, is_compact, terminal_compaction
+from ._mcp_servers import StartError, mcp_tools
+from ._printer import PROMPT_MARKER, Printer, one_line, spinner
 from ._tools import builtin_tools
 
 if TYPE_CHECKING:
-    from .._tools._tool import AgentTool
     from ..context import Compactor
     from ..mcp import MCPServers
 
 __all__ = (
     "BACKENDS",
-    "COMPACT_COMMAND",
     "DEFAULT_MODELS",
     "EPILOG",
     "EXIT_ABORTED",
@@ -68,20 +67,17 @@ __all__ = (
     "PROMPT_MARKER",
     "Printer",
     "SYSTEM_PROMPT",
-    "StartError",
     "UsageError",
     "build_parser",
     "chat",
     "choose_model",
     "main",
-    "mcp_log",
     "open_model",
     "parse_args",
     "run_cli",
     "spinner",
 )
 
-COMPACT_COMMAND = "/compact"
 EXIT_OK, EXIT_MODEL_ERROR, EXIT_USAGE, EXIT_ABORTED, EXIT_PIPE_CLOSED = 0, 1, 2, 130, 141
 SYSTEM_PROMPT = (
     "You are a helpful assistant running in a terminal. Answer briefly. You can read files and list "
@@ -224,74 +220,6 @@ def _load_mcp(path: str | None) -> MCPServers | None:
         raise UsageError(f"--mcp {path!r}: {exc}") from exc
 
 
-class StartError(Exception):
-    """The model or an MCP server could not start: one line for the user, exit code 1."""
-
-
-@contextlib.asynccontextmanager
-async def _mcp_tools(servers: MCPServers | None, printer: Printer) -> AsyncIterator[list[AgentTool]]:
-    """The tools of the `--mcp` servers, open while the block runs (none without `--mcp`).
-
-    Each server starts in turn, under the spinner; one that cannot start raises `StartError`
-    naming it (the ones already started are closed). A stdio server's stderr goes to a log file
-    of its own (`mcp_log`), never over the terminal's lines.
-    """
-    if servers is None:
-        yield []
-        return
-    from ..mcp import MCPServerStdio
-
-    async with contextlib.AsyncExitStack() as stack:
-        for name, server in servers.servers.items():
-            log = None
-            if isinstance(server, MCPServerStdio):
-                log = mcp_log(name)
-                server.errlog = stack.enter_context(await anyio.to_thread.run_sync(_open_log, log))
-            printer.status = f"starting the MCP server {name!r}"
-            try:
-                await stack.enter_async_context(server)
-            except Exception as exc:
-                raise StartError(_mcp_failure(name, exc, log)) from exc
-        try:
-            tools = await servers.list_tools()
-        except Exception as exc:
-            raise StartError(f"--mcp: listing the servers' tools failed: {_one_line(exception_text(exc))}") from exc
-        yield tools
-
-
-def mcp_log(name: str) -> Path:
-    """The file a stdio MCP server's stderr goes to, rewritten at each run: in the cache folder
-    (`AGENTLOOP_CACHE`), `logs/mcp-NAME.log`."""
-    from ._local_model import cache_dir
-
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
-    return cache_dir() / "logs" / f"mcp-{safe}.log"
-
-
-def _open_log(path: Path) -> TextIO:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return open(path, "w", encoding="utf-8")  # closed by the caller's exit stack
-
-
-def _mcp_failure(name: str, exc: Exception, log: Path | None) -> str:
-    """One line: which server, what went wrong, the end of what it wrote to stderr, and where the rest is."""
-    text = f"--mcp server {name!r}: {_one_line(exception_text(exc))}"
-    if log is None:
-        return text
-    try:
-        with open(log, "rb") as file:
-            file.seek(max(0, file.seek(0, os.SEEK_END) - 4096))
-            lines = file.read().decode("utf-8", errors="replace").splitlines()
-    except OSError:
-        lines = []
-    last = next((line.strip() for line in reversed(lines) if line.strip()), "")
-    return f"{text}; its stderr ends: {_one_line(last)[:200]} (all of it in {log})" if last else text
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
 def choose_model(spec: str | None, base_url: str | None) -> Model | None:
     """The model `--model` and `--base-url` name (None: the embedded local model)."""
     from .. import providers
@@ -347,7 +275,7 @@ async def open_model(
             try:
                 url = await stack.enter_async_context(local_model_server(say=say))
             except Exception as exc:
-                raise StartError(_one_line(exception_text(exc))) from exc
+                raise StartError(one_line(exception_text(exc))) from exc
             # one request gets one slot of the server's context, not the model's whole window
             yield replace(providers.local_model(url), context_window=SLOT_CONTEXT), constrained_tool_stream, True
         return
@@ -372,14 +300,14 @@ async def run_cli(args: argparse.Namespace, stdin: TextIO, out: TextIO, err: Tex
         try:
             async with (
                 open_model(args, printer.say) as (model, stream_fn, local),
-                _mcp_tools(args.mcp_servers, printer) as mcp_tools,
+                mcp_tools(args.mcp_servers, printer) as server_tools,
             ):
                 printer.status = ""
                 approver = TerminalApprover(printer.say, _stdin_line(stdin))
                 agent = Agent(
                     model=model,
                     system_prompt=SYSTEM_PROMPT,
-                    tools=[*builtin_tools(Path(args.root)), *mcp_tools],
+                    tools=[*builtin_tools(Path(args.root)), *server_tools],
                     stream_fn=stream_fn,
                     max_turns=args.max_turns,
                     max_tokens=args.max_tokens or (160 if local else None),
@@ -391,7 +319,7 @@ async def run_cli(args: argparse.Namespace, stdin: TextIO, out: TextIO, err: Tex
                 )
                 approver.agent = agent
                 agent.subscribe(printer.listener)
-                compactor = _compaction(agent, printer, local)
+                compactor = terminal_compaction(agent, printer, local)
                 printer.on_closed = agent.abort
                 interrupts = Interrupts(agent, printer.say)
                 async with anyio.create_task_group() as tg:
@@ -461,73 +389,6 @@ class Interrupts:
                     return
 
 
-def _compaction(agent: Agent, printer: Printer, local: bool) -> Compactor:
-    """Compact the agent's context as it fills the model's window, and keep the printer's
-    context gauge up to date (the status line, and a note after each compaction)."""
-    from .. import providers
-    from ..context import Compaction, CompactionEnd, CompactionEvent
-
-    window = agent.state.model.context_window
-    quarter = window // 4 if window > 0 else 16384
-    compactor = Compaction(
-        reserve_tokens=min(16384, quarter),
-        keep_recent_tokens=min(20000, quarter),
-        # the embedded model's stream picks tools from examples: its summary is a plain chat answer
-        stream_fn=providers.stream_simple if local else None,
-    ).attach(agent)
-
-    def gauge(event: object = None, signal: object = None) -> None:
-        if event is None or isinstance(event, (MessageEnd, AgentEnd)):
-            printer.context = _gauge(compactor.usage().tokens, window)
-
-    def on_compaction(event: CompactionEvent) -> None:
-        if not isinstance(event, CompactionEnd):
-            printer.status = "compacting the context"
-            return
-        printer.status = "waiting for the model" if agent.state.is_streaming else ""
-        if event.result is not None:
-            result = event.result
-            printer.say(
-                f"(context compacted: {result.compacted} messages summarised, "
-                f"{_k(result.tokens_before)} → {_k(result.tokens_after)} tokens)"
-            )
-        elif event.error is not None:
-            printer.say(f"(could not compact the context: {_one_line(event.error)})")
-        gauge()
-
-    compactor.subscribe(on_compaction)
-    agent.subscribe(gauge)
-    gauge()
-    return compactor
-
-
-def _k(tokens: int) -> str:
-    return f"{tokens / 1000:.1f}k" if tokens >= 1000 else str(tokens)
-
-
-def _gauge(tokens: int, window: int) -> str:
-    """How full the context is, for the status line: `context 2.1k/4.1k (52%)`."""
-    if window <= 0:
-        return f"context {_k(tokens)}"
-    return f"context {_k(tokens)}/{_k(window)} ({round(100 * tokens / window)}%)"
-
-
-def _is_compact(line: str) -> bool:
-    return line == COMPACT_COMMAND or line.startswith(COMPACT_COMMAND + " ")
-
-
-async def _compact_command(compactor: Compactor, line: str, printer: Printer) -> None:
-    """`/compact [instructions]`: compact the context now."""
-    from ..context import CompactionError
-
-    instructions = line[len(COMPACT_COMMAND) :].strip() or None
-    try:
-        if await compactor.compact(instructions) is None:
-            printer.say("(nothing to compact yet)")
-    except CompactionError as exc:  # the listener said so already
-        del exc
-
-
 async def chat(
     agent: Agent,
     stdin: TextIO,
@@ -571,7 +432,7 @@ async def chat(
                         if interactive and not agent.state.is_streaming:
                             printer.prompt_marker()
                         continue
-                    if interactive and agent.state.is_streaming and not _is_compact(text):
+                    if interactive and agent.state.is_streaming and not is_compact(text):
                         agent.steer(UserMessage(content=text))
                         printer.say("(steering the current run)")
                     else:
@@ -588,8 +449,8 @@ async def chat(
                     if interactive:
                         printer.say("")  # Ctrl-D leaves the cursor after the prompt marker
                     break
-                if compactor is not None and _is_compact(prompt):
-                    await _compact_command(compactor, prompt, printer)
+                if compactor is not None and is_compact(prompt):
+                    await compact_command(compactor, prompt, printer)
                     continue
                 interrupts.aborted = False
                 await agent.prompt(prompt)

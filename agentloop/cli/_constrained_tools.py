@@ -54,6 +54,7 @@ from .._types._messages import (
     UserMessage,
 )
 from .._types._stream_fn import StreamOptions
+from ._printer import one_line
 
 __all__ = (
     "ANSWER",
@@ -143,7 +144,7 @@ def choice_prompt(message: str, tools: Sequence[Any]) -> Choice:
     shots = [(m, tool, given) for m, tool, given in EXAMPLES if tool == ANSWER or tool in names]
     shots += [(_first_line(t.description) or t.name, t.name, None) for t in tools if t.name not in _LABELS]
     lines = [_shot(m, answer if tool == ANSWER else labels[tool], given) for m, tool, given in shots]
-    prompt = "".join(lines) + f"Message: {_one_line(message)}\nTool:"
+    prompt = "".join(lines) + f"Message: {one_line(message)}\nTool:"
     words = _words(message)
     files = [word for word in words if "." in word.strip(".") or "/" in word]
     folders = [word for word in words if word.lower() not in _NOT_NAMES]
@@ -183,10 +184,6 @@ def _words(message: str) -> list[str]:
 def _literal(text: str) -> str:
     """`text` as a GBNF string literal."""
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 def constrained_tool_stream(

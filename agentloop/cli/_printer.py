@@ -29,7 +29,7 @@ from .._types._events import (
 from .._types._messages import AssistantMessage, TextContent
 from .._wire._encode import dumps
 
-__all__ = ("PROMPT_MARKER", "Printer", "spinner")
+__all__ = ("PROMPT_MARKER", "Printer", "one_line", "spinner")
 
 PROMPT_MARKER = "> "
 
@@ -215,3 +215,8 @@ async def spinner(printer: Printer) -> None:
 
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def one_line(text: str) -> str:
+    """`text` with every run of whitespace (newlines too) one space."""
+    return " ".join(text.split())
