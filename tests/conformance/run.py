@@ -5,7 +5,7 @@
 Every `*.json` scenario of DIR is run (format: shared/conformance/FORMAT.md) and its trace
 written to OUT/<name>.jsonl; compare them with the golden traces using shared/conformance/compare.py.
 The harness (scripted tools, hook rules, queues, injections, listeners, normalization) mirrors
-`ref-runner.mjs`; the library side uses agentloop's public API only.
+`ref-runner.mjs`; the library side uses agentloop's public API only (and `validation_in_line`, below).
 
 A scenario runs in virtual time (`run`): the clock stands still while a task can run (but for a
 microsecond per reading, so that a timer set later is due later), and when no task can run it
@@ -14,7 +14,8 @@ listener's, the model's, a `sleep` action) then lasts exactly its length however
 machine is, and timers fire one at a time in the order they are due: the trace is the one an
 idle machine gives, the golden's. (A stall of a loaded machine would otherwise make timers set
 40 ms apart fire together, in an order of the scheduler's choosing, or shift one call's timers
-against another's.)
+against another's.) Tool arguments are validated in line, never in a worker thread: the clock
+cannot see a thread's work, and would jump past it to the scenario's time limit.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from typing_extensions import TypeVarTuple, Unpack
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import agentloop as al
+from agentloop._tools._tool import validation_in_line
 from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedThinking, ScriptedToolCall
 from agentloop.wire import from_json, to_json
 
@@ -907,7 +909,7 @@ def run(data: dict[str, Any], form: str = "emit", backend: str = "asyncio") -> l
 async def run_scenario(data: dict[str, Any], form: str = "emit") -> list[dict[str, Any]]:
     """Run one scenario; `form="bare"` consumes a loop scenario with `async for event in agent_loop(...)`."""
     scenario = Scenario(data, form)
-    with anyio.move_on_after(data.get("timeoutMs", 10000) / 1000):
+    with validation_in_line(), anyio.move_on_after(data.get("timeoutMs", 10000) / 1000):
         try:
             if data["entry"] == "agent":
                 await scenario.run_agent()
