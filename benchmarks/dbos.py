@@ -44,7 +44,7 @@ sys.path.insert(0, str(_HERE.parent))  # the repository: `agentloop` and `tests.
 from dbos import DBOS, DBOSClient, SetWorkflowID  # noqa: E402
 
 import agentloop as al  # noqa: E402
-from agentloop.dbos import EVENTS_STREAM, DBOSAgent, register_queues, result, start_agent, stream_events  # noqa: E402
+from agentloop.dbos import EVENTS_STREAM, DBOSAgent, listen_queues, register_queues, result, start_agent, stream_events  # noqa: E402
 from agentloop.testing import Response, ScriptedModel, ScriptedToolCall  # noqa: E402
 from agentloop.wire import to_json  # noqa: E402
 
@@ -200,6 +200,7 @@ async def throughput(url: str, concurrent: int, processes: int) -> None:
 def serve(url: str) -> None:
     """A worker process of the throughput measurement."""
     DBOS(config=config(url))
+    listen_queues()
     DBOS.launch()
     register_queues(polling_interval_sec=0.05)
     print("ready", flush=True)

@@ -168,9 +168,10 @@ def _dbos_config(url: str) -> Any:
 def _dbos_worker(url: str, per_worker: int) -> None:
     from dbos import DBOS
 
-    from agentloop.dbos import register_queues
+    from agentloop.dbos import listen_queues, register_queues
 
     DBOS(config=_dbos_config(url))
+    listen_queues()
     DBOS.launch()
     register_queues(polling_interval_sec=0.1, worker_concurrency=per_worker)
     print("ready", flush=True)

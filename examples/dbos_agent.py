@@ -32,7 +32,15 @@ from collections.abc import AsyncIterator
 from dbos import DBOS, DBOSClient
 
 import agentloop as al
-from agentloop.dbos import DBOSAgent, idempotency_key, register_queues, result, start_agent, stream_events
+from agentloop.dbos import (
+    DBOSAgent,
+    idempotency_key,
+    listen_queues,
+    register_queues,
+    result,
+    start_agent,
+    stream_events,
+)
 from agentloop.testing import Response, ScriptedModel, ScriptedToolCall
 
 DATABASE_URL = os.environ.get("DBOS_DATABASE_URL", "sqlite:///dbos_example.sqlite")
@@ -71,6 +79,7 @@ calculator = DBOSAgent(
 
 def run_worker() -> None:
     DBOS(config={"name": "agentloop-example", "system_database_url": DATABASE_URL})
+    listen_queues()  # dequeue only the runs of the agents this worker holds
     DBOS.launch()  # recovers the runs a killed worker left unfinished
     queues = register_queues(polling_interval_sec=0.2)  # where clients enqueue runs, one per agent
     print(f"worker on {DATABASE_URL}, queues {queues}; Ctrl-C to stop", flush=True)

@@ -69,6 +69,7 @@ __all__ = (
     "approve",
     "follow_up",
     "idempotency_key",
+    "listen_queues",
     "register_queues",
     "result",
     "start_agent",
@@ -79,7 +80,7 @@ __all__ = (
 QUEUE = "agentloop"
 """The prefix of the DBOS queues `start_agent(..., client=...)` enqueues runs on: one queue per
 agent, `agentloop.<name>` (`agent_queue`), which the workers that hold the agent listen to
-(`register_queues`)."""
+(`listen_queues`, `register_queues`)."""
 
 
 def agent_queue(agent: DBOSAgent | str, queue: str = QUEUE) -> str:
@@ -90,23 +91,41 @@ def agent_queue(agent: DBOSAgent | str, queue: str = QUEUE) -> str:
     return f"{queue}.{name}"
 
 
+def listen_queues(agents: Sequence[DBOSAgent] | None = None, *, queue: str = QUEUE) -> list[str]:
+    """In a worker, before `DBOS.launch()`: dequeue only from the queues of the agents it holds
+    (`agents`, default every `DBOSAgent` this process defines); their names.
+
+    DBOS keeps its queues in the database and a worker dequeues from every queue there unless told
+    which ones are its own: without this, a worker could take a run of an agent it does not hold
+    (during a rolling deploy, one only the new workers define), and the run would never finish.
+    After the launch, `register_queues` registers the same queues.
+    """
+    names = [agent_queue(agent, queue) for agent in _held(agents, "listen_queues")]
+    DBOS.listen_queues(names)
+    return names
+
+
 def register_queues(agents: Sequence[DBOSAgent] | None = None, *, queue: str = QUEUE, **options: Any) -> list[str]:
-    """In a worker, once DBOS is launched: listen to the queue of each agent it holds (`agents`,
+    """In a worker, once DBOS is launched: register the queue of each agent it holds (`agents`,
     default every `DBOSAgent` this process defines); their names.
 
-    A worker dequeues only the runs of its agents: during a rolling deploy a run of an agent that
-    only the new workers hold waits for one of them, never for a worker that cannot run it.
-    Other keyword arguments go to `DBOS.register_queue` for every queue (`polling_interval_sec`,
-    `worker_concurrency`, ...).
+    With `listen_queues` called before the launch, a worker dequeues only the runs of its
+    agents: during a rolling deploy a run of an agent that only the new workers hold waits for
+    one of them, never for a worker that cannot run it. Other keyword arguments go to
+    `DBOS.register_queue` for every queue (`polling_interval_sec`, `worker_concurrency`, ...).
     """
-    held = [registered_agent(name) for name in defined_agents()] if agents is None else list(agents)
-    for agent in held:
-        if not isinstance(agent, DBOSAgent):
-            raise TypeError(f"register_queues takes DBOSAgents, got {type(agent).__name__}")
-    names = [agent_queue(agent, queue) for agent in held]
+    names = [agent_queue(agent, queue) for agent in _held(agents, "register_queues")]
     for name in names:
         DBOS.register_queue(name, **options)
     return names
+
+
+def _held(agents: Sequence[DBOSAgent] | None, caller: str) -> list[DBOSAgent]:
+    held = [registered_agent(name) for name in defined_agents()] if agents is None else list(agents)
+    for agent in held:
+        if not isinstance(agent, DBOSAgent):
+            raise TypeError(f"{caller} takes DBOSAgents, got {type(agent).__name__}")
+    return held
 
 
 del _dbos

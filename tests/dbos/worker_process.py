@@ -14,7 +14,7 @@ import threading
 
 from dbos import DBOS
 
-from agentloop.dbos import register_queues
+from agentloop.dbos import listen_queues, register_queues
 from tests.dbos.agents import dbos_config  # the agents' workflows are registered before the launch
 
 
@@ -22,6 +22,7 @@ def main(url: str, newcomer: bool) -> None:
     if newcomer:
         import tests.dbos.newcomer  # noqa: F401  (defines the agent before the launch)
     DBOS(config=dbos_config(url))
+    listen_queues()
     DBOS.launch()
     register_queues(polling_interval_sec=0.05)
     print("ready", flush=True)
