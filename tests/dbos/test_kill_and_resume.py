@@ -179,6 +179,10 @@ async def test_in_a_rolling_deploy_every_run_goes_to_a_worker_that_holds_its_age
     """An old worker without the agent `newcomer` and a new one with it, on the same database:
     the runs of `newcomer` all go to the new one, those of `one_tool` to either."""
     workers.append(spawn_worker(database_url, tmp_path, tool_seconds="0"))
+    # DBOS gives a run enqueued by a client (with no application version) only to workers of the
+    # latest version, and dates versions to the second: the new worker starts in a later second,
+    # as in a real deploy (launched in the same second, the two versions tie and either is latest).
+    await anyio.sleep(1)
     workers.append(spawn_worker(database_url, tmp_path, tool_seconds="0", newcomer=True))
     client = DBOSClient(system_database_url=database_url)
     try:
