@@ -13,13 +13,12 @@ from .._core._loop import resolve_stream_fn
 from .._types._events import AgentEvent, MessageUpdate, TextDeltaEvent, TextStartEvent
 from .._types._messages import AssistantMessage, Context, Model
 from .._types._stream_fn import OutputSchema, StreamFn, StreamOptions
-from ._tool import OutputError, error_lines, output_adapter
+from ._tool import MISSING, OutputError, PartialObjects, error_lines, output_adapter
 
 __all__ = ("NativeOutput", "strict_schema")
 
 T = TypeVar("T")
 
-_MISSING: Any = object()
 _NAME = re.compile(r"[^a-zA-Z0-9_-]")
 
 
@@ -64,10 +63,9 @@ class NativeOutput(Generic[T]):
         self.output_schema = OutputSchema(name=name, schema=schema, strict=strict_schema(schema))
         self.errors: list[str] = []
         self._adapter = adapter
-        self._value: T = _MISSING
+        self._value: T = MISSING
         self._text_index: int | None = None
-        self._buffer = ""
-        self._last_partial: Any = _MISSING
+        self._partials = PartialObjects(self._adapter)
 
     def stream_fn(self, inner: StreamFn | None = None) -> StreamFn:
         """`inner` (default: the provider of `model.api`) asking for this schema on every call."""
@@ -82,7 +80,7 @@ class NativeOutput(Generic[T]):
     def check(self, message: AssistantMessage) -> str | None:
         """Validate the answer's text: None when it is a valid result (kept for `result()`),
         else what to tell the model (the validation errors)."""
-        if self._value is not _MISSING:
+        if self._value is not MISSING:
             return None
         try:
             self._value = self._adapter.validate_json(message.text or "")
@@ -98,7 +96,7 @@ class NativeOutput(Generic[T]):
 
     def result(self) -> T:
         """The validated result, or `OutputError` saying why there is none."""
-        if self._value is not _MISSING:
+        if self._value is not MISSING:
             return self._value
         if self.errors:
             raise OutputError(
@@ -115,19 +113,12 @@ class NativeOutput(Generic[T]):
             return None
         update = event.assistant_message_event
         if isinstance(update, TextStartEvent):
-            self._text_index, self._buffer, self._last_partial = update.content_index, "", _MISSING
+            self._text_index = update.content_index
+            self._partials.restart()
             return None
         if not isinstance(update, TextDeltaEvent) or update.content_index != self._text_index:
             return None
-        self._buffer += update.delta
-        try:
-            value = self._adapter.validate_json(self._buffer, experimental_allow_partial="trailing-strings")
-        except ValueError:
-            return None
-        if self._last_partial is not _MISSING and value == self._last_partial:
-            return None
-        self._last_partial = value
-        return value
+        return self._partials.add(update.delta)
 
 
 def strict_schema(schema: Mapping[str, Any]) -> bool:

@@ -13,11 +13,12 @@ from .._types._errors import AgentLoopError
 from .._types._events import AgentEvent, MessageUpdate, ToolCallDeltaEvent, ToolCallStartEvent
 from .._types._messages import AgentToolResult, TextContent, ToolCall
 
-__all__ = ("OutputError", "OutputTool", "error_lines", "output_adapter")
+__all__ = ("MISSING", "OutputError", "OutputTool", "PartialObjects", "error_lines", "output_adapter")
 
 T = TypeVar("T")
 
-_MISSING: Any = object()
+MISSING: Any = object()
+"""No value yet (a result or a partial object not made)."""
 
 
 class OutputError(AgentLoopError):
@@ -80,10 +81,9 @@ class OutputTool(AgentTool, Generic[T]):
         self.max_retries = max_retries
         self.errors: list[str] = []
         self._adapter = adapter
-        self._value: T = _MISSING
+        self._value: T = MISSING
         self._call_index: int | None = None
-        self._buffer = ""
-        self._last_partial: Any = _MISSING
+        self._partials = PartialObjects(self._adapter)
 
     def validate(self, arguments: Mapping[str, Any]) -> Any:
         """The raw arguments: `execute` validates them, to count the attempts."""
@@ -92,7 +92,7 @@ class OutputTool(AgentTool, Generic[T]):
     async def execute(
         self, tool_call_id: str, params: Any, signal: AbortSignal, on_update: OnUpdate
     ) -> AgentToolResult | str:
-        if self._value is not _MISSING:
+        if self._value is not MISSING:
             return AgentToolResult(content=(TextContent("Result already accepted."),), terminate=True)
         try:
             self._value = self._adapter.validate_python(params)
@@ -105,7 +105,7 @@ class OutputTool(AgentTool, Generic[T]):
 
     def result(self) -> T:
         """The validated result, or `OutputError` saying why there is none."""
-        if self._value is not _MISSING:
+        if self._value is not MISSING:
             return self._value
         if self.errors:
             raise OutputError(
@@ -131,20 +131,39 @@ class OutputTool(AgentTool, Generic[T]):
         if isinstance(update, ToolCallStartEvent):
             block = update.partial.content[update.content_index]
             if isinstance(block, ToolCall) and block.name == self.name:
-                self._call_index, self._buffer, self._last_partial = update.content_index, "", _MISSING
+                self._call_index = update.content_index
+                self._partials.restart()
             else:
                 self._call_index = None
             return None
         if not isinstance(update, ToolCallDeltaEvent) or update.content_index != self._call_index:
             return None
-        self._buffer += update.delta
+        return self._partials.add(update.delta)
+
+
+class PartialObjects(Generic[T]):
+    """The objects a streamed JSON text makes as it grows: after each fragment, the text so far
+    validated as far as it goes (pydantic's partial JSON validation), when it makes a new one."""
+
+    def __init__(self, adapter: TypeAdapter[T]) -> None:
+        self._adapter = adapter
+        self.restart()
+
+    def restart(self) -> None:
+        """A new text begins."""
+        self._buffer = ""
+        self._last: Any = MISSING
+
+    def add(self, fragment: str) -> T | None:
+        """The object the text makes with `fragment`, if it makes one that differs from the last."""
+        self._buffer += fragment
         try:
             value = self._adapter.validate_json(self._buffer, experimental_allow_partial="trailing-strings")
         except ValueError:
             return None
-        if self._last_partial is not _MISSING and value == self._last_partial:
+        if self._last is not MISSING and value == self._last:
             return None
-        self._last_partial = value
+        self._last = value
         return value
 
 
