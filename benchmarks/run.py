@@ -6,7 +6,7 @@
 
 Every (implementation, workload, repetition) runs in a fresh process (`worker.py`) after a warm-up
 call; the table shows medians of wall time over the repetitions (CPU time and peak RSS recorded
-too), the ratios against pi-ai-python and the limits, and PASS/FAIL for each target of issue 5.
+too), the ratios against pi-ai-python and the limits, and PASS/FAIL against the floor (spec.TARGETS).
 `--quick` (small sizes, 1 repetition, no peers) only proves that the scripts work.
 Exit status: 0 when every measurement ran and saw what it should (whatever the targets say).
 """

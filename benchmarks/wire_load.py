@@ -1,4 +1,4 @@
-"""Load figures for the wire (issue 22): `stream_proxy` calls, bytes per answer, server CPU per delta.
+"""Load figures for the wire: `stream_proxy` calls, bytes per answer, server CPU per delta.
 
 Not a workload of `run.py` (that runner times in-process work): these need a real HTTP server in a
 process of its own, pinned to one core, and a load generator pinned to the other.
