@@ -137,7 +137,7 @@ class CompactionState:
     def context(self, messages: Sequence[AgentMessage]) -> list[AgentMessage]:
         """What the model sees of `messages` (the transcript this state was saved with): the
         summary as a user message, then the messages from `first_kept_index` on."""
-        return [summary_message(self.summary), *messages[self.first_kept_index :]]
+        return [summary_message(self.summary, messages, self.first_kept_index), *messages[self.first_kept_index :]]
 
     @classmethod
     def from_json(cls, data: Any) -> CompactionState:

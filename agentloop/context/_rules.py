@@ -63,9 +63,11 @@ def find_cut_point(messages: Sequence[AgentMessage], start: int, keep_recent_tok
     return start
 
 
-def summary_message(summary: str) -> UserMessage:
-    """The user message that stands for the compacted messages."""
-    return UserMessage(content=SUMMARY_PREFIX + summary + SUMMARY_SUFFIX)
+def summary_message(summary: str, messages: Sequence[AgentMessage], first_kept: int) -> UserMessage:
+    """The user message that stands for the messages before `messages[first_kept]`, dated as that
+    message is (the same message whenever it is made: a durable run's replay makes it again)."""
+    timestamp = messages[first_kept].timestamp if first_kept < len(messages) else 0
+    return UserMessage(content=SUMMARY_PREFIX + summary + SUMMARY_SUFFIX, timestamp=timestamp)
 
 
 Summarizer: TypeAlias = Callable[[Context, int], Awaitable[str]]
@@ -88,7 +90,7 @@ def compacted_view(
     view = list(messages[start:])
     usage_from = 0
     if summary is not None:
-        view.insert(0, summary_message(summary))
+        view.insert(0, summary_message(summary, messages, start))
         usage_from = max(fresh_from - start, 0) + 1
     return view, estimate_context(view, overhead=overhead, usage_from=usage_from)
 
