@@ -13,9 +13,9 @@ The loop runs in the workflow, unchanged (`run_agent_loop`), with the extension 
 Replay needs DBOS's operations in the same order every time. The model step, a compaction's
 `<agent>.summary` step (decided from the transcript, before a model call or after its overflow),
 the `recv`s of steering, follow-up and abort messages, and the final `publish` step run in the
-loop's own task at points that do not depend on timing; the tool steps of a batch begin in source order (the
-core begins a batch's calls in source order, and a step takes its place in the workflow when it
-is called). Events are no DBOS operation of the workflow at all: the sink buffers them, and the
+loop's own task at points that do not depend on timing; the tool steps of a batch begin in
+source order (the core begins a batch's calls in source order, and a step takes its place in the
+workflow when it is called). Events are no DBOS operation of the workflow at all: the sink buffers them, and the
 next step writes them to the `agentloop.events` stream from inside the step (a step's writes
 are not replayed). A step interrupted by a crash runs again and writes again: every event has
 an identity (`tool_execution_end/<call id>/0`, `turn_start//2`, ...), and the reader keeps the
