@@ -101,6 +101,7 @@ async def test_a_long_run_compacts_fits_its_window_and_replays_without_summarisi
         [text_of(m) for m in c.messages] for c in local.requests
     ]
 
+    print(f"\n{len(MODEL.summaries)} compactions, largest request {MODEL.largest}/{MODEL.window} tokens")
     recorded = await steps(workflow_id)
     summaries = [name for _, name in recorded if name == "compacting.summary"]
     assert len(summaries) == len(MODEL.summaries)  # one step per summary

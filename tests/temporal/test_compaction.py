@@ -151,6 +151,8 @@ async def test_a_long_run_compacts_fits_its_window_replays_and_carries_the_compa
     # Histories: each summary activity ran once (a replay reads it from the history), and a new
     # history starts with the compacted transcript and the compaction's state.
     recorded = await histories(client, handle.id)
+    compactions, largest = len(MODEL.summaries), MODEL.largest
+    print(f"\n{compactions} compactions over {len(recorded)} histories, largest request {largest}/{MODEL.window}")
     assert len(recorded) >= 3
     assert sum(activities(h, ".summary") for h in recorded) == len(MODEL.summaries)
     carried = [run_input(h) for h in recorded[1:]]
