@@ -62,6 +62,18 @@ overflowing = DBOSAgent(  # compacts only when the model refuses a request
 )
 
 
+@al.tool
+async def dump(path: str) -> str:
+    """Dump a file too large for any window."""
+    return "x" * 40_000
+
+
+FLOODED = WindowedModel(
+    lambda context: al.AssistantMessage(content=(al.ToolCall("d1", "dump", {"path": "big.bin"}),)), window=8192
+)
+flooded = DBOSAgent("flooded", model=FLOODED.model, tools=[dump], stream_fn=FLOODED, compaction=SETTINGS)
+
+
 def reset(model: WindowedModel) -> None:
     model.requests.clear()
     model.summaries.clear()
@@ -127,6 +139,7 @@ async def test_an_overflow_is_answered_by_compacting_and_calling_again() -> None
         envelopes = [e async for e in stream_events(workflow_id)]
         messages = await result(workflow_id)
     check_envelopes(envelopes)
+    print(f"\n{OVERFLOWING.refused} requests refused, each answered by a compaction and one more call")
     assert OVERFLOWING.refused >= 2
     assert len(OVERFLOWING.summaries) == OVERFLOWING.refused
     assert isinstance(messages[-1], al.AssistantMessage) and text_of(messages[-1]) == "done"
@@ -134,6 +147,23 @@ async def test_an_overflow_is_answered_by_compacting_and_calling_again() -> None
     names = [name for _, name in await steps(workflow_id)]
     assert names.count("overflowing.summary") == len(OVERFLOWING.summaries)
     assert names.count("overflowing.model") == TURNS + 1 + OVERFLOWING.refused
+
+
+async def test_an_overflow_that_compaction_cannot_help_ends_the_run_with_the_providers_error() -> None:
+    reset(FLOODED)
+    workflow_id = await start_agent(flooded, [PROMPT], id=f"flooded-{uuid.uuid4().hex}")
+    with anyio.fail_after(60):
+        envelopes = [e async for e in stream_events(workflow_id)]
+        messages = await result(workflow_id)
+    check_envelopes(envelopes)
+    last = messages[-1]
+    assert isinstance(last, al.AssistantMessage) and last.stop_reason == "error"
+    assert "exceeds the available context size" in (last.error_message or "")
+    # Compacted before the second call (the threshold); refused all the same, and the overflow
+    # finds nothing more to compact (the result stays with its call): no second call.
+    assert FLOODED.refused == 1 and len(FLOODED.summaries) == 1
+    names = [name for _, name in await steps(workflow_id)]
+    assert names.count("flooded.summary") == 1 and names.count("flooded.model") == 2
 
 
 def test_a_dbos_agent_checks_its_compaction() -> None:

@@ -176,6 +176,7 @@ async def test_an_overflow_is_answered_by_compacting_and_calling_again(client: C
             envelopes = [e async for e in stream_events(handle)]
             result = await handle.result()
     check_envelopes(envelopes)
+    print(f"\n{OVERFLOWING.refused} requests refused, each answered by a compaction and one more call")
     assert OVERFLOWING.refused >= 2  # the model refused, and each time the call was made again
     assert len(OVERFLOWING.summaries) == OVERFLOWING.refused
     assert isinstance(result[-1], al.AssistantMessage) and text_of(result[-1]) == "done"
