@@ -78,7 +78,14 @@ class _Pending:
 
 
 class Approvals:
-    """The approvals of one Agent (`needs_approval`, `approval_timeout`, the calls waiting)."""
+    """The approvals of one Agent (`needs_approval`, `approval_timeout`, the calls waiting).
+
+    An Agent's are `agent.approvals`. What a store of them uses: `recorder` (told the JSON
+    records of the calls waiting or answered but not yet run, at every change, before anyone
+    goes on), `restore(records, tools)` (loads stored records as parked calls, which the
+    agent's next run first runs) and `parked` (whether such calls wait to run). People list
+    and answer calls with `Agent.pending_approvals` and `Agent.approve`.
+    """
 
     __slots__ = ("_edits", "_pending", "needs_approval", "on_request", "recorder", "timeout")
 
