@@ -122,12 +122,13 @@ def test_a_bad_decision_in_a_callback_raises_there_and_the_call_still_waits() ->
     failures: list[str] = []
 
     def ask(request: ApprovalRequest) -> None:
-        for bad in (
+        bad_decisions: list[Callable[[], None]] = [
             lambda: agent.approve(request.tool_call_id, arguments={"path": ["not", "a", "str"]}),
             lambda: agent.approve(request.tool_call_id, False, arguments={"path": "x"}),
             lambda: agent.approve("nope"),
             lambda: agent.approve(request.tool_call_id, "yes"),  # type: ignore[arg-type]
-        ):
+        ]
+        for bad in bad_decisions:
             try:
                 bad()
             except (ValueError, TypeError) as exc:
@@ -147,7 +148,10 @@ def test_a_bad_decision_in_a_callback_raises_there_and_the_call_still_waits() ->
 
 def test_with_no_run_going_it_answers_stored_calls_and_continue_runs_them() -> None:
     call = al.ToolCall("c1", "delete", {"path": "draft.txt"})
-    transcript = [al.UserMessage(content="Tidy up."), al.AssistantMessage(content=(call,), stop_reason="toolUse")]
+    transcript: list[al.AgentMessage] = [
+        al.UserMessage(content="Tidy up."),
+        al.AssistantMessage(content=(call,), stop_reason="toolUse"),
+    ]
     inner = al.Agent(model=MODEL, tools=[delete], stream_fn=ScriptedModel(["Done."]), messages=transcript)
     request = ApprovalRequest(tool_call_id="c1", tool_name="delete", arguments=call.arguments)
     inner.approvals.restore([{**request.to_json(), "decision": None}], inner.state.tools)  # as a session does
