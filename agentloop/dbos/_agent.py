@@ -73,6 +73,7 @@ from .._types._events import (
     AgentEvent,
     AssistantMessageEvent,
     ErrorEvent,
+    ToolExecutionStart,
     ToolExecutionUpdate,
     TurnStart,
 )
@@ -325,6 +326,8 @@ class _DurableRun:
         # been sent before the run began), then set when a step saw one; cleared by the poll.
         self.waiting = True
         self.control_seen = ""  # the run's CONTROL_ATTRIBUTE, as its steps last read it
+        self.listed: dict[str, ApprovalRequest] = {}  # the calls waiting for a decision (APPROVALS_EVENT)
+        self.decided: dict[str, _Taken] = {}  # decisions taken before their call's turn
 
     async def run(self, request: dict[str, Any]) -> list[Any]:
         agent = self.agent
@@ -337,20 +340,28 @@ class _DurableRun:
             new = await run_agent_loop(prompts, context, config, self.emit, self.signal, self.stream)
         else:
             new = await run_agent_loop_continue(context, config, self.emit, self.signal, self.stream)
+        await self._unlist()
         await DBOS.run_step_async({"name": f"{agent.name}.publish"}, self.publish, True)
         return [to_json(m) for m in new]
 
     # --- events ----------------------------------------------------------------------------------
 
-    def emit(self, event: AgentEvent) -> None:
+    async def emit(self, event: AgentEvent) -> None:
         """The loop's sink: stamp the event and keep it for the next step to write.
 
         A tool's progress updates are left out: they happen inside its step, which a replay
-        does not run again, so a caller could not get each of them exactly once.
+        does not run again, so a caller could not get each of them exactly once. The start of
+        a call that needs approval lists the call first (`APPROVALS_EVENT`): a caller who sees
+        the start finds the call listed.
         """
         kind = type(event)
         if kind is ToolExecutionUpdate:
             return
+        if isinstance(event, ToolExecutionStart) and event.tool_name in self.agent.needs_approval:
+            self.listed[event.tool_call_id] = ApprovalRequest(
+                tool_call_id=event.tool_call_id, tool_name=event.tool_name, arguments=event.args, requested_at=self.now
+            )
+            await self._relist()
         if kind is TurnStart:
             self.turn += 1
         base = f"{event.type}/{_call_id(event)}"
@@ -420,6 +431,7 @@ class _DurableRun:
         if options.signal.aborted:  # the contract: an aborted signal ends the stream at once
             yield ErrorEvent("aborted", ended_message(model, "aborted", ABORTED_TEXT, self.now))
             return
+        await self._unlist()  # calls of the last batch that never waited (an abort answered them)
         data = await DBOS.run_step_async(
             {"name": f"{self.agent.name}.model"}, self._call_model, model, context, options
         )
@@ -497,29 +509,41 @@ class _DurableRun:
             return out["text"]
         return from_json(out["result"])
 
+    async def _relist(self) -> None:
+        """Write the calls waiting for a decision to `APPROVALS_EVENT` (a recorded operation)."""
+        await DBOS.set_event_async(APPROVALS_EVENT, [request.to_json() for request in self.listed.values()])
+
+    async def _unlist(self) -> None:
+        """Forget the calls still listed, and the decisions kept for them (the batch is over)."""
+        self.decided.clear()
+        if self.listed:
+            self.listed.clear()
+            await self._relist()
+
     async def _decision(self, invocation: ToolInvocation) -> _Taken:
-        """List the call in `APPROVALS_EVENT`, let the caller see it, and wait for its decision.
+        """The decision on this call: taken already, or waited for (the caller first sees the
+        events so far).
 
         Only this call runs while it waits (the tool is a barrier), so the order of the
         workflow's operations does not depend on timing.
         """
-        tool_call = invocation.tool_call
-        request = ApprovalRequest(
-            tool_call_id=tool_call.id, tool_name=tool_call.name, arguments=tool_call.arguments, requested_at=self.now
-        )
-        await DBOS.set_event_async(APPROVALS_EVENT, [request.to_json()])
+        call_id = invocation.tool_call.id
+        taken = self.decided.pop(call_id, None)
+        if taken is not None:
+            return taken
         await DBOS.run_step_async({"name": f"{self.agent.name}.publish"}, self.publish)  # the caller sees the call
-        decision = await self._wait_for_decision(invocation)
-        await DBOS.set_event_async(APPROVALS_EVENT, [])
-        return decision
+        return await self._wait_for_decision(call_id)
 
-    async def _wait_for_decision(self, invocation: ToolInvocation) -> _Taken:
-        """Receive decisions (recorded `recv`s) until one for this call is taken; answer each.
+    async def _wait_for_decision(self, call_id: str) -> _Taken:
+        """Receive decisions (recorded `recv`s) until this call's is taken; answer each. A
+        decision for another listed call of the batch is taken too, and kept for its turn.
 
-        An abort sent meanwhile denies the call and aborts the run.
+        An abort sent meanwhile denies the call and aborts the run (the loop answers the other
+        calls). A call not decided within `approval_timeout` of its listing is blocked.
         """
         timeout = self.agent.approval_timeout
-        deadline = None if timeout is None else self.now + int(timeout.total_seconds() * 1000)
+        request = self.listed[call_id]
+        deadline = None if timeout is None else request.requested_at + int(timeout.total_seconds() * 1000)
         now = self.now
         while True:
             wait = _APPROVAL_WAIT if deadline is None else max(deadline - now, 0) / 1000
@@ -527,18 +551,31 @@ class _DurableRun:
             if data is None:
                 if timeout is None:
                     continue
+                del self.listed[call_id]
+                await self._relist()
                 return _Taken(blocked=timeout_text(timeout.total_seconds()))
             if not isinstance(data, dict):
                 continue
             if data.get("kind") == "abort":
                 self.signal.abort()
+                await self._unlist()
                 return _Taken(blocked=TOOL_ABORTED_TEXT)
-            error, taken = await _checked(data, invocation)
+            decided = data.get("toolCallId")
+            listed = self.listed.get(decided) if isinstance(decided, str) else None
+            taken = None
+            if listed is None:
+                error: str | None = not_pending_text(str(decided), self.listed)
+            else:
+                error, taken = await _checked(data, listed, self.agent.tools)
             nonce = data.get("nonce")
             if isinstance(nonce, str):
                 await DBOS.set_event_async(ANSWER_EVENT + nonce, {"error": error})
-            if taken is not None:
-                return taken
+            if listed is not None and taken is not None:  # its sender returns once the list says so
+                self.decided[listed.tool_call_id] = taken
+                del self.listed[listed.tool_call_id]
+                await self._relist()
+            if call_id in self.decided:
+                return self.decided.pop(call_id)
             if deadline is not None:  # how long is left: the time, recorded
                 now = await DBOS.run_step_async({"name": f"{self.agent.name}.clock"}, now_ms)
 
@@ -579,25 +616,24 @@ class _Taken:
     args: Any = _UNEDITED
 
 
-async def _checked(data: dict[str, Any], invocation: ToolInvocation) -> tuple[str | None, _Taken | None]:
-    """A decision received: `(None, taken)` if the run takes it, `(error, None)` if it is refused
-    (the text of the `ValueError` its sender raises)."""
-    tool_call = invocation.tool_call
-    call_id = data.get("toolCallId")
-    if call_id != tool_call.id:
-        return not_pending_text(str(call_id), [tool_call.id]), None
+async def _checked(
+    data: dict[str, Any], request: ApprovalRequest, tools: Sequence[AgentTool]
+) -> tuple[str | None, _Taken | None]:
+    """A decision received for the listed call `request`: `(None, taken)` if the run takes it,
+    `(error, None)` if it is refused (the text of the `ValueError` its sender raises)."""
     if data.get("approved") is not True:
         return None, _Taken(blocked=data.get("reason") or _BLOCKED)
     arguments = data.get("arguments")
     if arguments is None:
         return None, _Taken()
+    call_id = request.tool_call_id
     if not isinstance(arguments, dict):
-        return invalid_edit_text(tool_call.id, "they are not a JSON object"), None
-    edited = ToolCall(tool_call.id, tool_call.name, dict(arguments))
+        return invalid_edit_text(call_id, "they are not a JSON object"), None
+    tool = next(tool for tool in tools if tool.name == request.tool_name)  # needs_approval names tools
     try:
-        return None, _Taken(args=await validated_arguments(invocation.tool, edited))
+        return None, _Taken(args=await validated_arguments(tool, ToolCall(call_id, request.tool_name, arguments)))
     except ValueError as exc:
-        return invalid_edit_text(tool_call.id, exc), None
+        return invalid_edit_text(call_id, exc), None
 
 
 def _with_arguments(invocation: ToolInvocation, args: Any) -> Callable[[], Awaitable[object]]:

@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+import anyio
 from dbos import DBOS, DBOSClient
 
 from .._durable import require_asyncio
@@ -42,6 +43,8 @@ _ACTIVE = frozenset({"PENDING", "ENQUEUED", "DELAYED"})
 """The statuses of a workflow that has not ended."""
 _ANSWER_POLL = 1.0
 """Seconds `approve` waits for the run's answer before it looks whether the call still waits."""
+_LIST_POLL = 0.05
+"""Seconds between two looks of `approve` at the run's list once its decision is taken."""
 
 
 def check_call(workflow_id: str, client: DBOSClient | None, name: str = "workflow_id") -> None:
@@ -125,4 +128,8 @@ async def approve(
             error = answer.get("error") if isinstance(answer, dict) else None
             if error is not None:
                 raise ValueError(error)
+            # Taken: the run takes the call off its list next; return once it has, so that
+            # what `pending_approvals` says now follows from this decision.
+            while waiting(await _listed(workflow_id, client)):  # noqa: ASYNC110 (a DBOS event tells no change)
+                await anyio.sleep(_LIST_POLL)
             return

@@ -71,23 +71,26 @@ async def test_a_call_waits_for_its_approval_and_is_listed_when_its_start_is_see
 async def test_through_the_agent_an_edited_call_runs_with_its_arguments_and_a_denied_one_gets_the_reason(
     log: Path,
 ) -> None:
-    """The scenario of `Agent.approve` in one process, on `DBOSAgent.approve`."""
+    """The scenario of `Agent.approve` in one process, on `DBOSAgent.approve`. Both calls of the
+    batch are listed from their start; the second is decided before its turn."""
     agent = agents.two_payments
     workflow_id = await start_agent(agent, [PROMPT], id=f"edit-{uuid.uuid4().hex}")
     with anyio.fail_after(30):
-        first = await next_pending(workflow_id)
-        with pytest.raises(ValueError, match=r"no approval is pending for tool call 'm2' \(pending: \['m1'\]\)"):
-            await agent.approve(workflow_id, "m2")
+        await wait_for_event(workflow_id, "tool_execution_start", "m2")
+        first, second = await agent.pending_approvals(workflow_id)
+        with pytest.raises(ValueError, match=r"no approval is pending for tool call 'm9' \(pending: \['m1', 'm2'\]\)"):
+            await agent.approve(workflow_id, "m9")
+        await agent.approve(workflow_id, "m2", False, "over budget")
+        assert await agent.pending_approvals(workflow_id) == [first]
         with pytest.raises(ValueError, match="the edited arguments of tool call 'm1' are invalid") as bad:
             await agent.approve(workflow_id, "m1", arguments={"amount": "lots"})
         with pytest.raises(ValueError, match="edited arguments are for an approved call, not a denied one"):
             await agent.approve(workflow_id, "m1", False, arguments={"amount": 7})
         assert await agent.pending_approvals(workflow_id) == [first]  # still waiting
+        assert lines(log / "tool_starts") == []
         await agent.approve(workflow_id, "m1", arguments={"amount": 7})
         with pytest.raises(ValueError, match=r"no approval is pending for tool call 'm1'"):
             await agent.approve(workflow_id, "m1")
-        second = await next_pending(workflow_id, after="m1")
-        await agent.approve(workflow_id, "m2", False, "over budget")
         envelopes = [e async for e in stream_events(workflow_id)]
         messages = await result(workflow_id)
     assert "amount" in str(bad.value)
