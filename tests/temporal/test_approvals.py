@@ -122,7 +122,7 @@ async def test_through_the_agent_an_edited_call_runs_with_its_arguments_and_a_de
             handle = await start_agent(client, "guarded", [PROMPT], id=f"ed-{uuid.uuid4().hex}", task_queue=queue)
             first = await next_pending(handle)
             with pytest.raises(ValueError, match="the edited arguments of tool call 'g1' are invalid") as bad:
-                await agent.approve(handle, "g1", arguments={"path": 3})
+                await agent.approve(handle, "g1", arguments={"target": "/tmp/b"})
             with pytest.raises(ValueError, match="edited arguments are for an approved call, not a denied one"):
                 await agent.approve(handle, "g1", False, arguments={"path": "/tmp/b"})
             assert await agent.pending_approvals(handle) == [first]  # still waiting
