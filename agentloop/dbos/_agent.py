@@ -33,10 +33,12 @@ taken at the poll after the next step, as a message sent just after a poll is in
 process.
 
 Approvals: a call of a tool named in `needs_approval` is listed in the run's `APPROVALS_EVENT`
-(a DBOS event: `[ApprovalRequest JSON]`, `[]` when none waits) before the caller sees its
-`tool_execution_start`, then waits for a decision on `APPROVAL_TOPIC` (recorded `recv`s). Each
-decision carries a nonce, and the run answers it in the event `ANSWER_EVENT + nonce` (`{"error":
-None}` taken, or the text of the `ValueError` its sender raises: a decision for another call,
+(a DBOS event: `[ApprovalRequest JSON]`, `[]` when none waits) as its `tool_execution_start` is
+emitted, before any reader can see that event; the calls of a batch are listed together. When
+its turn comes it waits for a decision on `APPROVAL_TOPIC` (recorded `recv`s); a decision for
+another listed call is taken meanwhile and kept for that call's turn. Each decision carries a
+nonce, and the run answers it in the event `ANSWER_EVENT + nonce` (`{"error": None}` taken, then
+the call leaves the list; or the text of the `ValueError` its sender raises: a call not listed,
 edited arguments that do not fit the tool), so the sender learns the outcome; a refused decision
 leaves the call waiting. The edited arguments are validated in the workflow, where the tool is
 known, so a sender needs no agent definition; a replay validates them again at the same point.

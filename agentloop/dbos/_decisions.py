@@ -68,7 +68,9 @@ async def pending_approvals(workflow_id: str, *, client: DBOSClient | None = Non
     """The tool calls of the run (`start_agent`'s workflow id) waiting for a person's decision,
     oldest first.
 
-    A call is listed before its `tool_execution_start` event reaches a reader, until it is decided.
+    A call is listed from its `tool_execution_start` event (a reader who sees the event finds the
+    call listed) until it is decided; the calls of a batch are listed together, and may be
+    decided in any order.
     """
     require_asyncio("agentloop.dbos.pending_approvals", ASYNCIO_ONLY)
     check_call(workflow_id, client)
@@ -105,7 +107,7 @@ async def approve(
 
     listed = await _listed(workflow_id, client)
     if not waiting(listed):
-        raise ValueError(not_pending_text(tool_call_id, [data.get("toolCallId") for data in listed]))
+        raise ValueError(not_pending_text(tool_call_id, [str(data.get("toolCallId")) for data in listed]))
     nonce = uuid.uuid4().hex
     decision = {
         "toolCallId": tool_call_id,
