@@ -6,7 +6,9 @@ first), `await agent.approve(tool_call_id, approved, reason, arguments=...)` ans
 Denied, the model gets an error result with the reason (default "Tool execution was
 blocked"), as a `before_tool_call` that blocks the call. With a session attached, the pending
 calls are stored: another process can resume the session, answer them and go on. The same
-`ApprovalRequest` and `approve` work on `TemporalAgent` and `DBOSAgent`.
+`ApprovalRequest` records and `approve` answers work on `TemporalAgent` and `DBOSAgent`, whose
+calls name the run first: `await agent.approve(run, tool_call_id, ...)`,
+`await agent.pending_approvals(run)`.
 """
 
 from ._request import ApprovalRequest as ApprovalRequest

@@ -9,7 +9,17 @@ from typing import Any
 from .._core._config import BeforeToolCallResult
 from .._types._messages import ToolCall
 
-__all__ = ("NEEDS_APPROVAL_TEXT", "ApprovalRequest", "NeedsApproval", "check_decision", "needs_approval_of")
+__all__ = (
+    "NEEDS_APPROVAL_TEXT",
+    "ApprovalRequest",
+    "NeedsApproval",
+    "check_decision",
+    "decided_text",
+    "invalid_edit_text",
+    "needs_approval_of",
+    "not_pending_text",
+    "timeout_text",
+)
 
 NEEDS_APPROVAL_TEXT = "This tool call needs a person's approval, and nobody can be asked here"
 """The error result of a `NeedsApproval` seen by a loop that cannot ask (`agent_loop` without an `Agent`)."""
@@ -68,8 +78,9 @@ def needs_approval_of(needs_approval: Collection[str] | Callable[[ToolCall], boo
     return answer
 
 
-def check_decision(tool_call_id: object, approved: object, reason: object) -> None:
-    """`TypeError` unless a decision is a call id (str), a bool and a reason (str or None): the
+def check_decision(tool_call_id: object, approved: object, reason: object, arguments: object = None) -> None:
+    """`TypeError` unless a decision is a call id (str), a bool, a reason (str or None) and edited
+    arguments (a mapping or None); `ValueError` for edited arguments of a denied call: the
     arguments of every `approve`."""
     if not isinstance(tool_call_id, str):
         raise TypeError(f"approve: tool_call_id must be a str, got {type(tool_call_id).__name__}")
@@ -77,3 +88,27 @@ def check_decision(tool_call_id: object, approved: object, reason: object) -> No
         raise TypeError(f"approve: approved must be a bool, got {type(approved).__name__}")
     if reason is not None and not isinstance(reason, str):
         raise TypeError(f"approve: reason must be a str or None, got {type(reason).__name__}")
+    if arguments is not None and not isinstance(arguments, Mapping):
+        raise TypeError(f"approve: arguments must be a mapping or None, got {type(arguments).__name__}")
+    if arguments is not None and not approved:
+        raise ValueError("approve: edited arguments are for an approved call, not a denied one")
+
+
+def not_pending_text(tool_call_id: str, pending: Collection[str]) -> str:
+    """The `ValueError` of `approve` for a call that is not waiting."""
+    return f"approve: no approval is pending for tool call {tool_call_id!r} (pending: {list(pending)})"
+
+
+def decided_text(tool_call_id: str) -> str:
+    """The `ValueError` of `approve` for a call decided (or ended) while the decision was on its way."""
+    return f"approve: tool call {tool_call_id!r} was decided or ended meanwhile"
+
+
+def invalid_edit_text(tool_call_id: str, error: object) -> str:
+    """The `ValueError` of `approve` for edited arguments that do not fit the tool's parameters."""
+    return f"approve: the edited arguments of tool call {tool_call_id!r} are invalid: {error}"
+
+
+def timeout_text(seconds: float) -> str:
+    """The error result of a call not decided within `approval_timeout`."""
+    return f"No decision on this tool call within {seconds:g} s"

@@ -34,7 +34,16 @@ from .._types._messages import (
     error_result,
     now_ms,
 )
-from ._request import ApprovalRequest, NeedsApproval, check_decision, needs_approval_of
+from ._request import (
+    ApprovalRequest,
+    NeedsApproval,
+    check_decision,
+    decided_text,
+    invalid_edit_text,
+    needs_approval_of,
+    not_pending_text,
+    timeout_text,
+)
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -149,7 +158,7 @@ class Approvals:
             except ValueError as exc:
                 raise self._invalid(pending, exc) from None
         if pending.decision is not None or self._pending.get(tool_call_id) is not pending:
-            raise ValueError(f"approve: tool call {tool_call_id!r} was decided or ended meanwhile")
+            raise ValueError(decided_text(tool_call_id))
         pending.decision = _Decision(approved, reason, None if arguments is None else dict(arguments), args)
         try:
             await self.record()
@@ -173,18 +182,12 @@ class Approvals:
     def _checked(
         self, tool_call_id: str, approved: bool, reason: str | None, arguments: Mapping[str, Any] | None
     ) -> _Pending:
-        check_decision(tool_call_id, approved, reason)
-        if arguments is not None and not isinstance(arguments, Mapping):
-            raise TypeError(f"approve: arguments must be a mapping or None, got {type(arguments).__name__}")
+        check_decision(tool_call_id, approved, reason, arguments)
         pending = self._pending.get(tool_call_id)
         if pending is None:
-            raise ValueError(
-                f"approve: no approval is pending for tool call {tool_call_id!r} (pending: {list(self._pending)})"
-            )
+            raise ValueError(not_pending_text(tool_call_id, self._pending))
         if pending.decision is not None:
             raise ValueError(f"approve: tool call {tool_call_id!r} was already decided")
-        if arguments is not None and not approved:
-            raise ValueError("approve: edited arguments are for an approved call, not a denied one")
         return pending
 
     @staticmethod
@@ -196,8 +199,7 @@ class Approvals:
 
     @staticmethod
     def _invalid(pending: _Pending, exc: ValueError) -> ValueError:
-        call_id = pending.request.tool_call_id
-        return ValueError(f"approve: the edited arguments of tool call {call_id!r} are invalid: {exc}")
+        return ValueError(invalid_edit_text(pending.request.tool_call_id, exc))
 
     async def record(self) -> None:
         """Tell the recorder the calls waiting or answered now."""
@@ -248,7 +250,8 @@ class Approvals:
         if decision is None:
             if signal.aborted:
                 return None  # the loop answers an aborted call "Operation aborted"
-            return BeforeToolCallResult(block=True, reason=f"No decision on this tool call within {self.timeout:g} s")
+            assert self.timeout is not None  # nothing else ends the wait undecided
+            return BeforeToolCallResult(block=True, reason=timeout_text(self.timeout))
         if not decision.approved:
             return BeforeToolCallResult(block=True, reason=decision.reason)
         if decision.arguments is not None:

@@ -19,6 +19,11 @@ on its agent's queue (`agentloop.<name>`), which the workers that hold the agent
 launched (`register_queues()`): a rolling deploy that adds an agent never hands its runs to an
 old worker.
 
+A tool the agent's `needs_approval` names waits for `await agent.approve(workflow_id,
+tool_call_id, approved=True, reason=None, *, arguments=None)` (`await
+agent.pending_approvals(workflow_id)` lists the calls waiting; the module's `approve` and
+`pending_approvals` are the same calls for a process without the agent's definition).
+
 DBOS's Python library runs async workflows on asyncio: on trio, every function here raises
 RuntimeError at once.
 """
@@ -46,7 +51,6 @@ from .._wire._decode import from_json
 from .._wire._encode import to_json
 from .._wire._envelope import EventEnvelope, envelope_from_json
 from ._agent import (
-    APPROVAL_TOPIC,
     CONTROL_ATTRIBUTE,
     CONTROL_TOPIC,
     EVENTS_STREAM,
@@ -56,8 +60,19 @@ from ._agent import (
     registered_agent,
     workflow_name,
 )
+from ._decisions import (
+    ANSWER_EVENT,
+    APPROVAL_TOPIC,
+    APPROVALS_EVENT,
+    ASYNCIO_ONLY,
+    approve,
+    check_call,
+    pending_approvals,
+)
 
 __all__ = (
+    "ANSWER_EVENT",
+    "APPROVALS_EVENT",
     "APPROVAL_TOPIC",
     "CONTROL_ATTRIBUTE",
     "CONTROL_TOPIC",
@@ -70,6 +85,7 @@ __all__ = (
     "follow_up",
     "idempotency_key",
     "listen_queues",
+    "pending_approvals",
     "register_queues",
     "result",
     "start_agent",
@@ -131,10 +147,6 @@ def _held(agents: Sequence[DBOSAgent] | None, caller: str) -> list[DBOSAgent]:
 del _dbos
 
 
-_ASYNCIO_ONLY = "DBOS runs async workflows"
-"""Why every function here needs asyncio (`require_asyncio`)."""
-
-
 def _check_messages(messages: Sequence[AgentMessage], name: str) -> list[AgentMessage]:
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise TypeError(f"{name} must be a sequence of messages, got {type(messages).__name__}")
@@ -142,13 +154,6 @@ def _check_messages(messages: Sequence[AgentMessage], name: str) -> list[AgentMe
         if not isinstance(message, AGENT_MESSAGE_TYPES):
             raise TypeError(f"{name}[{i}] must be an agentloop message, got {type(message).__name__}")
     return list(messages)
-
-
-def _check_call(workflow_id: str, client: DBOSClient | None, name: str = "workflow_id") -> None:
-    if not isinstance(workflow_id, str) or not workflow_id:
-        raise ValueError(f"{name} must be a non-empty str (the run's workflow id), got {workflow_id!r}")
-    if client is not None and not isinstance(client, DBOSClient):
-        raise TypeError(f"client must be a dbos.DBOSClient or None, got {type(client).__name__}")
 
 
 async def start_agent(
@@ -172,8 +177,8 @@ async def start_agent(
     defines any (a client that imports the agents' module checks every name). A client that
     defines none cannot tell: a run of an agent no worker holds stays enqueued until one does.
     """
-    require_asyncio("agentloop.dbos.start_agent", _ASYNCIO_ONLY)
-    _check_call(id, client, "id")
+    require_asyncio("agentloop.dbos.start_agent", ASYNCIO_ONLY)
+    check_call(id, client, "id")
     name = agent.name if isinstance(agent, DBOSAgent) else agent
     if not isinstance(name, str):
         raise TypeError(f"agent must be a DBOSAgent or its name, got {type(agent).__name__}")
@@ -207,8 +212,8 @@ async def stream_events(
     if it failed or was cancelled before its `agent_end`. A caller that stops early closes it:
     `async with contextlib.aclosing(stream_events(...)) as events:`.
     """
-    require_asyncio("agentloop.dbos.stream_events", _ASYNCIO_ONLY)
-    _check_call(workflow_id, client)
+    require_asyncio("agentloop.dbos.stream_events", ASYNCIO_ONLY)
+    check_call(workflow_id, client)
     if isinstance(after_seq, bool) or not isinstance(after_seq, int) or after_seq < -1:
         raise ValueError(
             f"after_seq must be the seq of an event already seen, or -1 (from the start), got {after_seq!r}"
@@ -253,8 +258,8 @@ async def result(
     Raises the workflow's error if it failed or was cancelled. `poll_interval`: seconds between
     two looks at the workflow's status.
     """
-    require_asyncio("agentloop.dbos.result", _ASYNCIO_ONLY)
-    _check_call(workflow_id, client)
+    require_asyncio("agentloop.dbos.result", ASYNCIO_ONLY)
+    check_call(workflow_id, client)
     return [from_json(m) for m in await _result_json(workflow_id, client, poll_interval)]
 
 
@@ -269,16 +274,16 @@ async def _send(workflow_id: str, data: dict[str, Any], topic: str, client: DBOS
 
 async def steer(workflow_id: str, message: AgentMessage, *, client: DBOSClient | None = None) -> None:
     """Queue a message for the run's next turn (taken at the end of the current turn, after its tool calls)."""
-    require_asyncio("agentloop.dbos.steer", _ASYNCIO_ONLY)
-    _check_call(workflow_id, client)
+    require_asyncio("agentloop.dbos.steer", ASYNCIO_ONLY)
+    check_call(workflow_id, client)
     _check_messages([message], "message")
     await _send(workflow_id, {"kind": "steer", "message": to_json(message)}, CONTROL_TOPIC, client)
 
 
 async def follow_up(workflow_id: str, message: AgentMessage, *, client: DBOSClient | None = None) -> None:
     """Queue a message for when the run would otherwise stop."""
-    require_asyncio("agentloop.dbos.follow_up", _ASYNCIO_ONLY)
-    _check_call(workflow_id, client)
+    require_asyncio("agentloop.dbos.follow_up", ASYNCIO_ONLY)
+    check_call(workflow_id, client)
     _check_messages([message], "message")
     await _send(workflow_id, {"kind": "follow_up", "message": to_json(message)}, CONTROL_TOPIC, client)
 
@@ -290,34 +295,7 @@ async def abort(workflow_id: str, *, client: DBOSClient | None = None) -> None:
     approval is denied ("Operation aborted"). To stop a workflow at once, without the loop's
     ending, cancel it: `DBOS.cancel_workflow_async(id)`.
     """
-    require_asyncio("agentloop.dbos.abort", _ASYNCIO_ONLY)
-    _check_call(workflow_id, client)
+    require_asyncio("agentloop.dbos.abort", ASYNCIO_ONLY)
+    check_call(workflow_id, client)
     await _send(workflow_id, {"kind": "abort"}, CONTROL_TOPIC, client)
     await _send(workflow_id, {"kind": "abort"}, APPROVAL_TOPIC, client)  # a call waiting for approval
-
-
-async def approve(
-    workflow_id: str,
-    tool_call_id: str,
-    approved: bool = True,
-    reason: str | None = None,
-    *,
-    client: DBOSClient | None = None,
-) -> None:
-    """Answer a call of a tool that waits for approval (`DBOSAgent(needs_approval=[...])`).
-
-    A call that is not approved gets an error result with `reason` (default "Tool execution was
-    blocked", as a `before_tool_call` that blocks the call in one process); its tool does not
-    run. An answer may come before the call waits for it; a call without one for a week is denied.
-    """
-    require_asyncio("agentloop.dbos.approve", _ASYNCIO_ONLY)
-    _check_call(workflow_id, client)
-    if not isinstance(tool_call_id, str) or not tool_call_id:
-        raise ValueError(f"tool_call_id must be a non-empty str, got {tool_call_id!r}")
-    if type(approved) is not bool:
-        raise TypeError(f"approved must be a bool, got {type(approved).__name__}")
-    if reason is not None and not isinstance(reason, str):
-        raise TypeError(f"reason must be a str or None, got {type(reason).__name__}")
-    await _send(
-        workflow_id, {"toolCallId": tool_call_id, "approved": approved, "reason": reason}, APPROVAL_TOPIC, client
-    )

@@ -6,7 +6,7 @@ The loop runs in the workflow, unchanged (`run_agent_loop`), with the extension 
   returns the final message (recorded), then yields `start` and `done` for it;
 - `wrap_tool_call` runs each tool call as a `<agent>.tool.<name>` step (`proceed()` inside the
   step: the tool runs in this process, within its timeout); a tool that needs approval first
-  waits for it (a recorded `recv`);
+  waits for it (see "Approvals" below);
 - DBOS's own exceptions propagate (`propagate=`), and the clock is the latest time a recorded
   step returned, so a replay stamps what the first run stamped.
 
@@ -32,20 +32,33 @@ are recorded, so a replay makes the same `recv`s. A message sent while a step ru
 and taken at the poll that follows; one sent in the moment between a step's look and the poll is
 taken at the poll after the next step, as a message sent just after a poll is in a run in one
 process.
+
+Approvals: a call of a tool named in `needs_approval` is listed in the run's `APPROVALS_EVENT`
+(a DBOS event: `[ApprovalRequest JSON]`, `[]` when none waits) as its `tool_execution_start` is
+emitted, before any reader can see that event; the calls of a batch are listed together. When
+its turn comes it waits for a decision on `APPROVAL_TOPIC` (recorded `recv`s); a decision for
+another listed call is taken meanwhile and kept for that call's turn. Each decision carries a
+nonce, and the run answers it in the event `ANSWER_EVENT + nonce` (`{"error": None}` taken, then
+the call leaves the list; or the text of the `ValueError` its sender raises: a call not listed,
+edited arguments that do not fit the tool), so the sender learns the outcome; a refused decision
+leaves the call waiting. The edited arguments are validated in the workflow, where the tool is
+known, so a sender needs no agent definition; a replay validates them again at the same point.
 """
 
 from __future__ import annotations
 
 import contextvars
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, cast
 
 import anyio
-from dbos import DBOS
+from dbos import DBOS, DBOSClient
 from dbos import error as dbos_error
 
-from .._core._config import AgentContext, AgentLoopConfig, call
+from .._core._config import AgentContext, AgentLoopConfig, ToolInvocation, call
 from .._core._loop import run_agent_loop, run_agent_loop_continue
 from .._core._util import exception_text
 from .._durable import (
@@ -56,13 +69,14 @@ from .._durable import (
     replayed,
     workflow_options,
 )
-from .._tools._tool import AgentTool
+from .._tools._tool import AgentTool, OnUpdate, validated_arguments, within_timeout
 from .._types._abort import AbortSignal
 from .._types._constants import ABORTED_TEXT, TOOL_ABORTED_TEXT
 from .._types._events import (
     AgentEvent,
     AssistantMessageEvent,
     ErrorEvent,
+    ToolExecutionStart,
     ToolExecutionUpdate,
     TurnStart,
 )
@@ -73,6 +87,7 @@ from .._types._messages import (
     Context,
     Model,
     ThinkingLevel,
+    ToolCall,
     ended_message,
     now_ms,
 )
@@ -84,9 +99,11 @@ from .._wire._json_text import encode_json
 from ..context._compaction import Compaction
 from ..context._durable import DurableCompactor, write_summary
 from ..context._summary import CompactionError
+from ..approvals._request import ApprovalRequest, invalid_edit_text, not_pending_text, timeout_text
+from . import _decisions
+from ._decisions import ANSWER_EVENT, APPROVAL_TOPIC, APPROVALS_EVENT
 
 __all__ = (
-    "APPROVAL_TOPIC",
     "CONTROL_ATTRIBUTE",
     "CONTROL_TOPIC",
     "DBOSAgent",
@@ -107,8 +124,6 @@ only once the run's `CONTROL_ATTRIBUTE` changes (or at its first poll)."""
 CONTROL_ATTRIBUTE = "agentloop.control"
 """The workflow attribute the senders of control messages set to a new value after each message:
 a run's step that finds a value it has not seen makes the next poll receive."""
-APPROVAL_TOPIC = "agentloop.approval"
-"""The DBOS topic of approvals (`{"toolCallId", "approved", "reason"}`), and of aborts (`{"kind": "abort"}`)."""
 
 _ENGINE_ERRORS: tuple[type[BaseException], ...] = (dbos_error.DBOSException, dbos_error.DBOSBaseException)
 _AGENTS: dict[str, DBOSAgent] = {}
@@ -180,9 +195,12 @@ class DBOSAgent:
         system_prompt: The system prompt.
         stream_fn: The provider stream the model step consumes (default: the built-in
             providers, chosen by `model.api`).
-        needs_approval: Names of tools whose calls wait for `approve(workflow_id, tool_call_id, ...)`
-            before they run (a denied call gets an error result, and the tool does not run).
-            Such a tool must be a barrier (`execution_mode="sequential"`): it runs alone.
+        needs_approval: Names of tools whose calls wait for `agent.approve(workflow_id,
+            tool_call_id, ...)` before they run (a denied call gets an error result, and the
+            tool does not run). Such a tool must be a barrier (`execution_mode="sequential"`):
+            it runs alone.
+        approval_timeout: A call not decided within this time is blocked with an error result
+            saying so (None: it waits as long as the run lasts).
         compaction: Compact the run's context as an `Agent` with `Compaction(...).attach` does
             (the same settings and rules): before a model call that would not leave
             `reserve_tokens` of `model.context_window`, and after an overflow error. The summary
@@ -204,6 +222,7 @@ class DBOSAgent:
         system_prompt: str = "",
         stream_fn: StreamFn | None = None,
         needs_approval: Sequence[str] = (),
+        approval_timeout: timedelta | None = None,
         compaction: Compaction | None = None,
         reasoning: ThinkingLevel | None = None,
         **options: Any,
@@ -228,8 +247,13 @@ class DBOSAgent:
         self.tools = tools
         self.system_prompt = system_prompt
         self.stream_fn = stream_fn
+        if approval_timeout is not None and (
+            not isinstance(approval_timeout, timedelta) or approval_timeout <= timedelta(0)
+        ):
+            raise TypeError(f"approval_timeout must be a positive timedelta or None, got {approval_timeout!r}")
         self.needs_approval = approved_tools
         self.compaction = compaction
+        self.approval_timeout = approval_timeout
         self.reasoning: ThinkingLevel | None = reasoning
         self.options = loop_options
         """The loop options (`LoopOptions`, limited to `DURABLE_OPTIONS`)."""
@@ -249,6 +273,31 @@ class DBOSAgent:
     @property
     def workflow_name(self) -> str:
         return workflow_name(self.name)
+
+    async def pending_approvals(self, run: str, *, client: DBOSClient | None = None) -> list[ApprovalRequest]:
+        """The tool calls of `run` (the workflow id `start_agent` returned) waiting for a person's
+        decision, oldest first: `Agent.pending_approvals` for a durable run."""
+        return await _decisions.pending_approvals(run, client=client)
+
+    async def approve(
+        self,
+        run: str,
+        tool_call_id: str,
+        approved: bool = True,
+        reason: str | None = None,
+        *,
+        arguments: Mapping[str, Any] | None = None,
+        client: DBOSClient | None = None,
+    ) -> None:
+        """Decide a pending tool call of `run` (the workflow id `start_agent` returned), as
+        `Agent.approve` does: approved, it runs (with `arguments` instead of the model's, if
+        given); denied, the model gets an error result with `reason`.
+
+        Returns once the run has taken the decision (a process must be running it). Raises
+        ValueError if the call is not pending (unknown, already decided, or the run is over) or
+        if the edited arguments do not fit the tool's parameters (the call keeps waiting).
+        """
+        await _decisions.approve(run, tool_call_id, approved, reason, arguments=arguments, client=client)
 
     def __repr__(self) -> str:
         return f"DBOSAgent(name={self.name!r}, model={self.model.id!r}, tools={[t.name for t in self.tools]})"
@@ -292,7 +341,8 @@ class _DurableRun:
         # been sent before the run began), then set when a step saw one; cleared by the poll.
         self.waiting = True
         self.control_seen = ""  # the run's CONTROL_ATTRIBUTE, as its steps last read it
-        self.answers: dict[str, dict[str, Any]] = {}  # approvals that came before their call waited
+        self.listed: dict[str, ApprovalRequest] = {}  # the calls waiting for a decision (APPROVALS_EVENT)
+        self.decided: dict[str, _Taken] = {}  # decisions taken before their call's turn
         self.compactor: DurableCompactor | None = None
         if agent.compaction is not None:
             self.compactor = DurableCompactor(
@@ -315,20 +365,28 @@ class _DurableRun:
             new = await run_agent_loop(prompts, context, config, self.emit, self.signal, stream)
         else:
             new = await run_agent_loop_continue(context, config, self.emit, self.signal, stream)
+        await self._unlist()
         await DBOS.run_step_async({"name": f"{agent.name}.publish"}, self.publish, True)
         return [to_json(m) for m in new]
 
     # --- events ----------------------------------------------------------------------------------
 
-    def emit(self, event: AgentEvent) -> None:
+    async def emit(self, event: AgentEvent) -> None:
         """The loop's sink: stamp the event and keep it for the next step to write.
 
         A tool's progress updates are left out: they happen inside its step, which a replay
-        does not run again, so a caller could not get each of them exactly once.
+        does not run again, so a caller could not get each of them exactly once. The start of
+        a call that needs approval lists the call first (`APPROVALS_EVENT`): a caller who sees
+        the start finds the call listed.
         """
         kind = type(event)
         if kind is ToolExecutionUpdate:
             return
+        if isinstance(event, ToolExecutionStart) and event.tool_name in self.agent.needs_approval:
+            self.listed[event.tool_call_id] = ApprovalRequest(
+                tool_call_id=event.tool_call_id, tool_name=event.tool_name, arguments=event.args, requested_at=self.now
+            )
+            await self._relist()
         if kind is TurnStart:
             self.turn += 1
         base = f"{event.type}/{_call_id(event)}"
@@ -398,6 +456,7 @@ class _DurableRun:
         if options.signal.aborted:  # the contract: an aborted signal ends the stream at once
             yield ErrorEvent("aborted", ended_message(model, "aborted", ABORTED_TEXT, self.now))
             return
+        await self._unlist()  # calls of the last batch that never waited (an abort answered them)
         data = await DBOS.run_step_async(
             {"name": f"{self.agent.name}.model"}, self._call_model, model, context, options
         )
@@ -471,23 +530,23 @@ class _DurableRun:
 
     # --- tool calls --------------------------------------------------------------------------------
 
-    async def call_tool(self, invocation: Any, proceed: Callable[[], Awaitable[object]]) -> object:
+    async def call_tool(self, invocation: ToolInvocation, proceed: Callable[[], Awaitable[object]]) -> object:
         """`wrap_tool_call`: the call as its step (called at once: a step's place is where it is called).
 
-        A tool named in `needs_approval` first waits for its approval message (a recorded `recv`).
+        A tool named in `needs_approval` first waits for a decision (`_decision`); approved with
+        edited arguments, the tool runs with them (the transcript keeps the model's).
         """
-        call_id: str = invocation.tool_call.id
-        name: str = invocation.tool.name
+        call_id = invocation.tool_call.id
+        name = invocation.tool.name
         if name in self.agent.needs_approval:
-            await DBOS.run_step_async({"name": f"{self.agent.name}.publish"}, self.publish)  # the caller sees the call
-            answer = await self._approval(call_id)
+            taken = await self._decision(invocation)
             # The wait may have been long, and a denied call has no step to look for the control
             # messages sent meanwhile: the next poll receives.
             self.waiting = True
-            if answer is None:
-                raise _ToolFailed(f"The call of {name} was not approved in time")
-            if answer.get("approved") is not True:
-                raise _ToolFailed(answer.get("reason") or _BLOCKED)
+            if taken.blocked is not None:
+                raise _ToolFailed(taken.blocked)
+            if taken.args is not _UNEDITED:
+                proceed = _with_arguments(invocation, taken.args)
         out = await DBOS.run_step_async(
             {"name": f"{self.agent.name}.tool.{name}"}, self._run_tool, call_id, name, proceed
         )
@@ -499,22 +558,75 @@ class _DurableRun:
             return out["text"]
         return from_json(out["result"])
 
-    async def _approval(self, call_id: str) -> dict[str, Any] | None:
-        """Wait for the answer to this call (recorded `recv`s; None: none came in time).
+    async def _relist(self) -> None:
+        """Write the calls waiting for a decision to `APPROVALS_EVENT` (a recorded operation)."""
+        await DBOS.set_event_async(APPROVALS_EVENT, [request.to_json() for request in self.listed.values()])
 
-        Answers to other calls are kept for when they wait. An abort sent meanwhile denies the
-        call and aborts the run. Only this call runs while it waits (the tool is a barrier), so
-        the order of the `recv`s does not depend on timing.
+    async def _unlist(self) -> None:
+        """Forget the calls still listed, and the decisions kept for them (the batch is over)."""
+        self.decided.clear()
+        if self.listed:
+            self.listed.clear()
+            await self._relist()
+
+    async def _decision(self, invocation: ToolInvocation) -> _Taken:
+        """The decision on this call: taken already, or waited for (the caller first sees the
+        events so far).
+
+        Only this call runs while it waits (the tool is a barrier), so the order of the
+        workflow's operations does not depend on timing.
         """
-        while call_id not in self.answers:
-            data = await DBOS.recv_async(APPROVAL_TOPIC, timeout_seconds=_APPROVAL_WAIT)
+        call_id = invocation.tool_call.id
+        taken = self.decided.pop(call_id, None)
+        if taken is not None:
+            return taken
+        await DBOS.run_step_async({"name": f"{self.agent.name}.publish"}, self.publish)  # the caller sees the call
+        return await self._wait_for_decision(call_id)
+
+    async def _wait_for_decision(self, call_id: str) -> _Taken:
+        """Receive decisions (recorded `recv`s) until this call's is taken; answer each. A
+        decision for another listed call of the batch is taken too, and kept for its turn.
+
+        An abort sent meanwhile denies the call and aborts the run (the loop answers the other
+        calls). A call not decided within `approval_timeout` of its listing is blocked.
+        """
+        timeout = self.agent.approval_timeout
+        request = self.listed[call_id]
+        deadline = None if timeout is None else request.requested_at + int(timeout.total_seconds() * 1000)
+        now = self.now
+        while True:
+            wait = _APPROVAL_WAIT if deadline is None else max(deadline - now, 0) / 1000
+            data = await DBOS.recv_async(APPROVAL_TOPIC, timeout_seconds=wait)
             if data is None:
-                return None
+                if timeout is None:
+                    continue
+                del self.listed[call_id]
+                await self._relist()
+                return _Taken(blocked=timeout_text(timeout.total_seconds()))
+            if not isinstance(data, dict):
+                continue
             if data.get("kind") == "abort":
                 self.signal.abort()
-                return {"approved": False, "reason": TOOL_ABORTED_TEXT}
-            self.answers[data["toolCallId"]] = data
-        return self.answers.pop(call_id)
+                await self._unlist()
+                return _Taken(blocked=TOOL_ABORTED_TEXT)
+            decided = data.get("toolCallId")
+            listed = self.listed.get(decided) if isinstance(decided, str) else None
+            taken = None
+            if listed is None:
+                error: str | None = not_pending_text(str(decided), self.listed)
+            else:
+                error, taken = await _checked(data, listed, self.agent.tools)
+            nonce = data.get("nonce")
+            if isinstance(nonce, str):
+                await DBOS.set_event_async(ANSWER_EVENT + nonce, {"error": error})
+            if listed is not None and taken is not None:  # its sender returns once the list says so
+                self.decided[listed.tool_call_id] = taken
+                del self.listed[listed.tool_call_id]
+                await self._relist()
+            if call_id in self.decided:
+                return self.decided.pop(call_id)
+            if deadline is not None:  # how long is left: the time, recorded
+                now = await DBOS.run_step_async({"name": f"{self.agent.name}.clock"}, now_ms)
 
     async def _run_tool(self, call_id: str, name: str, proceed: Callable[[], Awaitable[object]]) -> dict[str, Any]:
         """The tool step: write the events so far, run the tool (within its timeout); return its
@@ -540,7 +652,50 @@ class _DurableRun:
 _BLOCKED = "Tool execution was blocked"
 """The error result of a denied call without a reason (a blocking `before_tool_call`'s)."""
 _APPROVAL_WAIT = 7 * 24 * 3600.0
-"""How long a call waits for its approval (seconds); then it is denied."""
+"""The longest one `recv` of a decision waits (seconds) without `approval_timeout`; then another."""
+_UNEDITED = object()
+
+
+@dataclass(frozen=True, slots=True)
+class _Taken:
+    """A decision the run took: the call's error result if it does not run (denied, aborted, not
+    decided in time), else the arguments it runs with (`_UNEDITED`: the model's)."""
+
+    blocked: str | None = None
+    args: Any = _UNEDITED
+
+
+async def _checked(
+    data: dict[str, Any], request: ApprovalRequest, tools: Sequence[AgentTool]
+) -> tuple[str | None, _Taken | None]:
+    """A decision received for the listed call `request`: `(None, taken)` if the run takes it,
+    `(error, None)` if it is refused (the text of the `ValueError` its sender raises)."""
+    if data.get("approved") is not True:
+        return None, _Taken(blocked=data.get("reason") or _BLOCKED)
+    arguments = data.get("arguments")
+    if arguments is None:
+        return None, _Taken()
+    call_id = request.tool_call_id
+    if not isinstance(arguments, dict):
+        return invalid_edit_text(call_id, "they are not a JSON object"), None
+    tool = next(tool for tool in tools if tool.name == request.tool_name)  # needs_approval names tools
+    try:
+        return None, _Taken(args=await validated_arguments(tool, ToolCall(call_id, request.tool_name, arguments)))
+    except ValueError as exc:
+        return invalid_edit_text(call_id, exc), None
+
+
+def _with_arguments(invocation: ToolInvocation, args: Any) -> Callable[[], Awaitable[object]]:
+    """`proceed` for a call approved with edited arguments: the tool runs with `args`, within its timeout."""
+
+    async def proceed() -> object:
+        tool = invocation.tool
+        execution = tool.execute(
+            invocation.tool_call.id, args, invocation.signal, cast("OnUpdate", invocation.on_update)
+        )
+        return await within_timeout(tool, execution)
+
+    return proceed
 
 
 def _tool_outcome(value: object) -> dict[str, Any]:

@@ -13,8 +13,10 @@ interrupted one is retried.
         async for envelope in stream_events(handle):
             ...
 
-A tool the agent's `needs_approval` names waits for `approve(handle, tool_call_id, approved,
-reason)` (`pending_approvals(handle)` lists the calls waiting); with a `context_store`
+A tool the agent's `needs_approval` names waits for `await agent.approve(handle, tool_call_id,
+approved=True, reason=None, *, arguments=None)` (`await agent.pending_approvals(handle)` lists
+the calls waiting; the module's `approve` and `pending_approvals` are the same calls for a
+process without the agent's definition); with a `context_store`
 (`FileContextStore`, `MemoryContextStore`, or your own `ContextStore`) model calls carry what is
 new and a key instead of the whole transcript, and a history grows linearly with its turns.
 
@@ -68,10 +70,9 @@ from .._durable import require_asyncio
 from .._types._errors import InvalidContextError
 from .._types._messages import AgentMessage
 from .._wire._envelope import EventEnvelope, envelope_from_json
-from ..approvals._request import check_decision
 from ._agent import ActivityOptions, TemporalAgent, idempotency_key
-from ._approval import ApprovalRequest
 from ._context import STORED_THRESHOLD, ContextStore, FileContextStore, MemoryContextStore, payload_storage
+from ._decisions import ASYNCIO_ONLY, approve, pending_approvals
 from ._payload import PAYLOAD_LIMIT, AgentLoopPayloadConverter, AgentRun, PayloadTooLarge, data_converter
 from ._workflow import AgentWorkflow, register_agent
 
@@ -131,10 +132,6 @@ class EventsLostError(Exception):
     history behind (`turns_per_history` turns, while nobody read them) cannot get them back.
     The run's messages are all in the workflow's result.
     """
-
-
-_ASYNCIO_ONLY = "Temporal's Python SDK runs"
-"""Why every function here needs asyncio (`require_asyncio`)."""
 
 
 def _sandbox(runner: WorkflowRunner | None) -> WorkflowRunner:
@@ -224,7 +221,7 @@ def worker(client: Client, *, task_queue: str, agents: Sequence[TemporalAgent], 
     reach Temporal every second, and so an abort reaches the call in a second or two (see
     `AgentWorkflow.abort`).
     """
-    require_asyncio("agentloop.temporal.worker", _ASYNCIO_ONLY)
+    require_asyncio("agentloop.temporal.worker", ASYNCIO_ONLY)
     if not isinstance(client, Client):
         raise TypeError(f"worker needs a temporalio Client, got {type(client).__name__}")
     if not issubclass(client.data_converter.payload_converter_class, AgentLoopPayloadConverter):
@@ -258,7 +255,7 @@ async def start_agent(
     `await handle.result()` is the list of messages the run added. Other keyword arguments go
     to `Client.start_workflow`.
     """
-    require_asyncio("agentloop.temporal.start_agent", _ASYNCIO_ONLY)
+    require_asyncio("agentloop.temporal.start_agent", ASYNCIO_ONLY)
     run = AgentRun(agent=agent, prompts=tuple(prompts), messages=tuple(messages))
     return await client.start_workflow(AgentWorkflow.run, run, id=id, task_queue=task_queue, **options)
 
@@ -273,7 +270,7 @@ async def stream_events(handle: WorkflowHandle[Any, Any], after_seq: int = -1) -
     events asked for are no longer kept, and Temporal's `WorkflowFailureError` after the last
     event of a workflow that failed or was cancelled.
     """
-    require_asyncio("agentloop.temporal.stream_events", _ASYNCIO_ONLY)
+    require_asyncio("agentloop.temporal.stream_events", ASYNCIO_ONLY)
     if isinstance(after_seq, bool) or not isinstance(after_seq, int) or after_seq < -1:
         raise ValueError(
             f"after_seq must be the seq of an event already seen, or -1 (from the start), got {after_seq!r}"
@@ -354,35 +351,3 @@ def _timed_out(exc: BaseException) -> bool:
     if isinstance(exc, RPCTimeoutOrCancelledError):
         return True
     return isinstance(exc, RPCError) and exc.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED)
-
-
-async def pending_approvals(handle: WorkflowHandle[Any, Any]) -> list[ApprovalRequest]:
-    """The tool calls of the run waiting for a person's decision, oldest first (a query).
-
-    A call is pending from its `tool_execution_start` event until it is decided: ask after
-    seeing that event for a tool the agent's `needs_approval` names.
-    """
-    require_asyncio("agentloop.temporal.pending_approvals", _ASYNCIO_ONLY)
-    listed = await handle.query("approvals", result_type=list)
-    return [ApprovalRequest.from_json(data) for data in listed]
-
-
-async def approve(
-    handle: WorkflowHandle[Any, Any], tool_call_id: str, approved: bool = True, reason: str | None = None
-) -> None:
-    """Decide a pending tool call: approved, it runs; denied (`approved=False`), the model gets an
-    error result with `reason` (default "Tool execution was blocked"), as a `before_tool_call`
-    that blocks the call in one process.
-
-    Returns once the workflow has recorded the decision (an update: a worker must be running).
-    Raises ValueError if that call is not pending (unknown, already decided, or the run is over).
-    """
-    require_asyncio("agentloop.temporal.approve", _ASYNCIO_ONLY)
-    check_decision(tool_call_id, approved, reason)
-    try:
-        await handle.execute_update("approve", args=[tool_call_id, approved, reason])
-    except WorkflowUpdateFailedError as exc:
-        cause = exc.cause
-        raise ValueError(getattr(cause, "message", None) or str(cause)) from exc
-    except RPCError as exc:
-        raise ValueError(f"approve: workflow {handle.id!r} takes no decisions: {exc.message}") from exc

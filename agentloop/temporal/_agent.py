@@ -20,6 +20,7 @@ from typing import Any
 
 import anyio
 from temporalio import activity
+from temporalio.client import WorkflowHandle
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
@@ -51,9 +52,10 @@ from .._types._stream_fn import StreamFn, StreamOptions
 from .._wire._decode import from_json
 from .._wire._encode import to_json
 from .._wire._model_json import model_from_json
-from ..approvals._request import needs_approval_of
+from ..approvals._request import ApprovalRequest, needs_approval_of
 from ..context._compaction import Compaction
 from ..context._durable import write_summary
+from . import _decisions
 from ._context import CONTEXT_MISSING, ContextStore, StoredContexts, check_context_store
 from ._payload import PAYLOAD_LIMIT, PayloadTooLarge, check_fits, json_size
 
@@ -177,11 +179,11 @@ class TemporalAgent:
             a tool).
         turns_per_history: After this many turns a workflow continues as new, carrying the
             transcript, so that its history stays bounded (see `AgentWorkflow`).
-        needs_approval: The tools whose calls wait for a person's decision (`approve`) before
-            they run: tool names, or `(tool_call) -> bool`, called in the workflow (it must
+        needs_approval: The tools whose calls wait for a person's decision (`agent.approve(run,
+            ...)`) before they run: tool names, or `(tool_call) -> bool`, called in the workflow (it must
             be deterministic: a function of the call alone).
-        approval_timeout: A call not decided within this time is blocked (None: it waits as
-            long as the run lasts).
+        approval_timeout: A call not decided within this time is blocked with an error result
+            saying so (None: it waits as long as the run lasts).
         context_store: Where the workers keep the runs' transcripts (a `ContextStore` every
             worker of the agent reaches): a model activity then carries what is new since the
             previous call and a key, not the whole transcript, and a history grows linearly
@@ -298,6 +300,32 @@ class TemporalAgent:
 
     def tool_activity_options(self, tool_name: str) -> ActivityOptions:
         return self.tool_activities.get(tool_name, self.default_tool_activity)
+
+    # --- approvals (from any process with a client) -------------------------------------------
+
+    async def pending_approvals(self, run: WorkflowHandle[Any, Any]) -> list[ApprovalRequest]:
+        """The tool calls of `run` (the handle `start_agent` returned) waiting for a person's
+        decision, oldest first: `Agent.pending_approvals` for a durable run."""
+        return await _decisions.pending_approvals(run)
+
+    async def approve(
+        self,
+        run: WorkflowHandle[Any, Any],
+        tool_call_id: str,
+        approved: bool = True,
+        reason: str | None = None,
+        *,
+        arguments: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Decide a pending tool call of `run` (the handle `start_agent` returned), as
+        `Agent.approve` does: approved, it runs (with `arguments` instead of the model's, if
+        given); denied, the model gets an error result with `reason`.
+
+        Returns once the workflow has recorded the decision (a worker must be running). Raises
+        ValueError if the call is not pending (unknown, already decided, or the run is over) or
+        if the edited arguments do not fit the tool's parameters (the call keeps waiting).
+        """
+        await _decisions.approve(run, tool_call_id, approved, reason, arguments=arguments)
 
     # --- the activities (on the worker) ------------------------------------------------------
 

@@ -3,10 +3,14 @@
 A `TemporalAgent` with `needs_approval` asks before it runs the calls it names: the workflow's
 `before_tool_call` marks the call pending and waits (no worker is busy meanwhile, and the wait
 survives a worker's death: it is rebuilt from the history) until the caller decides with the
-`approve` update. Approved, the call runs; denied, it is blocked with the caller's reason, as a
-`before_tool_call` that blocks it in one process (an error result the model sees). An abort
-ends the wait (the call is answered "Operation aborted"); so does `approval_timeout` (the call
-is blocked, saying so).
+`approve` update. Approved, the call runs (with the edited arguments, if the decision has
+them); denied, it is blocked with the caller's reason, as a `before_tool_call` that blocks it in
+one process (an error result the model sees). An abort ends the wait (the call is answered
+"Operation aborted"); so does `approval_timeout` (the call is blocked, saying so).
+
+The update's validator checks a decision before it is accepted: a call that is not waiting, or
+edited arguments that do not fit the tool's parameters, are refused to the caller and never
+enter the history; the call keeps waiting.
 
 Calls are asked one at a time, in the order the model made them, as the loop prepares them
 (the reference's `beforeToolCall` order): the second call of a batch is pending once the first
@@ -16,17 +20,24 @@ is decided.
 from __future__ import annotations
 
 import asyncio  # noqa: TID251  (Temporal workflows run on asyncio only)
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
 
 from .._core._config import BeforeToolCallContext, BeforeToolCallResult
+from .._tools._tool import AgentTool, validate_tool_arguments
 from .._types._abort import AbortSignal
 from .._types._messages import ToolCall
-from ..approvals._request import ApprovalRequest, check_decision
+from ..approvals._request import (
+    ApprovalRequest,
+    check_decision,
+    invalid_edit_text,
+    not_pending_text,
+    timeout_text,
+)
 
 __all__ = ("ApprovalRequest", "PendingApprovals")
 
@@ -35,6 +46,7 @@ __all__ = ("ApprovalRequest", "PendingApprovals")
 class _Decision:
     approved: bool
     reason: str | None
+    arguments: dict[str, Any] | None  # the edited arguments, as JSON
 
 
 class PendingApprovals:
@@ -45,31 +57,54 @@ class PendingApprovals:
     """
 
     def __init__(
-        self, needs_approval: Callable[[ToolCall], bool], timeout: timedelta | None, clock: Callable[[], int]
+        self,
+        needs_approval: Callable[[ToolCall], bool],
+        timeout: timedelta | None,
+        clock: Callable[[], int],
+        tools: Sequence[AgentTool],
     ) -> None:
         self._needs_approval = needs_approval
         self._timeout = timeout
         self._clock = clock
+        self._tools = {tool.name: tool for tool in tools}
         self._pending: dict[str, ApprovalRequest] = {}
         self._decisions: dict[str, _Decision] = {}
+        self._edits: dict[str, dict[str, Any]] = {}
 
     def listed(self) -> list[dict[str, Any]]:
-        """The pending requests, oldest first, as JSON."""
-        return [request.to_json() for request in self._pending.values()]
+        """The requests waiting for a decision, oldest first, as JSON."""
+        return [request.to_json() for key, request in self._pending.items() if key not in self._decisions]
 
-    def check(self, tool_call_id: object, approved: object, reason: object) -> None:
+    def check(self, tool_call_id: object, approved: object, reason: object, arguments: object = None) -> None:
         """Reject a decision that cannot be taken (the `approve` update's validator)."""
-        check_decision(tool_call_id, approved, reason)
-        if tool_call_id not in self._pending:
-            raise ValueError(
-                f"approve: no approval is pending for tool call {tool_call_id!r} (pending: {list(self._pending)})"
-            )
+        check_decision(tool_call_id, approved, reason, arguments)
+        assert isinstance(tool_call_id, str)
+        request = self._pending.get(tool_call_id)
+        if request is None:
+            raise ValueError(not_pending_text(tool_call_id, self._pending))
         if tool_call_id in self._decisions:
             raise ValueError(f"approve: tool call {tool_call_id!r} was already decided")
+        if arguments is not None:
+            assert isinstance(arguments, Mapping)
+            tool = self._tools.get(request.tool_name)
+            if tool is None:
+                raise ValueError(f"approve: the agent has no tool {request.tool_name!r} to check the edited arguments")
+            try:
+                validate_tool_arguments(tool, ToolCall(tool_call_id, request.tool_name, dict(arguments)))
+            except ValueError as exc:
+                raise ValueError(invalid_edit_text(tool_call_id, exc)) from None
 
-    def decide(self, tool_call_id: str, approved: bool, reason: str | None) -> None:
-        self.check(tool_call_id, approved, reason)
-        self._decisions[tool_call_id] = _Decision(approved, reason)
+    def decide(
+        self, tool_call_id: str, approved: bool, reason: str | None, arguments: Mapping[str, Any] | None = None
+    ) -> None:
+        self.check(tool_call_id, approved, reason, arguments)
+        self._decisions[tool_call_id] = _Decision(approved, reason, None if arguments is None else dict(arguments))
+
+    def to_run(self, tool_call: ToolCall) -> ToolCall:
+        """The call as its tool runs it: with the arguments a person edited, if any (the
+        transcript keeps the model's)."""
+        edited = self._edits.pop(tool_call.id, None)
+        return tool_call if edited is None else replace(tool_call, arguments=edited)
 
     async def before_tool_call(self, ctx: BeforeToolCallContext, signal: AbortSignal) -> BeforeToolCallResult | None:
         """Wait for the decision on a call that needs one; block the call if it is denied."""
@@ -88,7 +123,12 @@ class PendingApprovals:
             del self._pending[call.id]
             decision = self._decisions.pop(call.id, None)
         if timed_out:
-            return BeforeToolCallResult(block=True, reason=f"No decision on this tool call within {self._timeout}")
-        if decision is None or decision.approved:
-            return None  # approved; or aborted, which the loop answers "Operation aborted"
-        return BeforeToolCallResult(block=True, reason=decision.reason)
+            assert self._timeout is not None
+            return BeforeToolCallResult(block=True, reason=timeout_text(self._timeout.total_seconds()))
+        if decision is None:
+            return None  # aborted, which the loop answers "Operation aborted"
+        if not decision.approved:
+            return BeforeToolCallResult(block=True, reason=decision.reason)
+        if decision.arguments is not None:
+            self._edits[call.id] = decision.arguments
+        return None

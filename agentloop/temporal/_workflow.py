@@ -31,7 +31,8 @@ compaction's state in `CarriedState`: the model sees the same context, and the h
 only what it needs.
 
 Human approval: with the agent's `needs_approval`, `before_tool_call` waits for the `approve`
-update (see `_approval`); the `approvals` query lists the calls waiting.
+update (see `_approval`; its validator refuses a decision the run cannot take); the `approvals`
+query lists the calls waiting; a call approved with edited arguments runs its activity with them.
 """
 
 from __future__ import annotations
@@ -184,7 +185,9 @@ class AgentWorkflow:
             raise _AgentNotHeld(f"{exc}; the run waits for a worker that holds it") from None
         self._agent = agent
         if agent.asks_approval:
-            self._approvals = PendingApprovals(agent.call_needs_approval, agent.approval_timeout, workflow_ms)
+            self._approvals = PendingApprovals(
+                agent.call_needs_approval, agent.approval_timeout, workflow_ms, agent.tools
+            )
         first = run.state is None  # the run's first history
         state = run.state or CarriedState(run_id=workflow.info().workflow_id)
         self._run_id = state.run_id
@@ -329,10 +332,11 @@ class AgentWorkflow:
         agent = self._agent
         name = invocation.tool.name
         call_id = invocation.tool_call.id
+        tool_call = invocation.tool_call if self._approvals is None else self._approvals.to_run(invocation.tool_call)
         try:
             handle = start_call(
                 agent.tool_activity_name(name),
-                {"toolCall": to_json(invocation.tool_call)},
+                {"toolCall": to_json(tool_call)},
                 agent.tool_activity_options(name),
                 f"{name} ({call_id})",
             )
@@ -461,13 +465,20 @@ class AgentWorkflow:
     # --- human approval --------------------------------------------------------------------------
 
     @workflow.update(name="approve")
-    def approve(self, tool_call_id: str, approved: bool, reason: str | None = None) -> None:
-        """Decide a pending tool call: approved, it runs; denied, it is blocked with `reason`."""
-        self._pending_approvals().decide(tool_call_id, approved, reason)
+    def approve(
+        self, tool_call_id: str, approved: bool, reason: str | None = None, arguments: dict[str, Any] | None = None
+    ) -> None:
+        """Decide a pending tool call: approved, it runs (with `arguments` instead of the model's,
+        if given); denied, it is blocked with `reason`."""
+        self._pending_approvals().decide(tool_call_id, approved, reason, arguments)
 
     @approve.validator
-    def _check_approve(self, tool_call_id: str, approved: bool, reason: str | None = None) -> None:
-        self._pending_approvals().check(tool_call_id, approved, reason)
+    def _check_approve(
+        self, tool_call_id: str, approved: bool, reason: str | None = None, arguments: dict[str, Any] | None = None
+    ) -> None:
+        """A decision the run cannot take (a call not waiting, edited arguments that do not fit
+        the tool) is refused here: it never enters the history."""
+        self._pending_approvals().check(tool_call_id, approved, reason, arguments)
 
     @workflow.query(name="approvals")
     def approvals(self) -> list[dict[str, Any]]:

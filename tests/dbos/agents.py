@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator
+from datetime import timedelta
 
 import anyio
 from dbos import DBOSConfig
@@ -103,6 +104,22 @@ lookup_then_payment = DBOSAgent(
     tools=[lookup, pay],
     stream_fn=scripted(LOOKUP_THEN_PAYMENT),
     needs_approval=["pay"],
+)
+
+TWO_PAYMENTS: list[Response | str] = [
+    Response(content=[ScriptedToolCall("m1", "pay", {"amount": 5}), ScriptedToolCall("m2", "pay", {"amount": 900})]),
+    "done",
+]
+two_payments = DBOSAgent(
+    "two_payments", model=MODEL, tools=[pay], stream_fn=scripted(TWO_PAYMENTS), needs_approval=["pay"]
+)
+impatient_payment = DBOSAgent(
+    "impatient_payment",
+    model=MODEL,
+    tools=[pay],
+    stream_fn=scripted(PAYMENT),
+    needs_approval=["pay"],
+    approval_timeout=timedelta(milliseconds=200),
 )
 
 

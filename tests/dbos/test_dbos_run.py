@@ -250,56 +250,6 @@ def test_the_look_for_control_messages_finds_a_new_mark_when_it_cannot_read(monk
     assert first and second and first != second
 
 
-async def test_a_call_waits_for_its_approval(log: Path) -> None:
-    workflow_id = await start_agent(agents.payment, [PROMPT], id=f"pay-{uuid.uuid4().hex}")
-    with anyio.fail_after(20):
-        await wait_for_event(workflow_id, "tool_execution_start")  # the call is visible while it waits
-        assert lines(log / "tool_starts") == []
-        await approve(workflow_id, "m1")
-        messages = await result(workflow_id)
-    assert text(messages[2]) == "paid 5"
-    assert lines(log / "tool_starts") == [f"pay 5 {workflow_id}/m1"]
-
-
-async def test_a_denied_call_gets_an_error_result_and_its_tool_does_not_run(log: Path) -> None:
-    workflow_id = await start_agent(agents.payment, [PROMPT], id=f"deny-{uuid.uuid4().hex}")
-    await approve(workflow_id, "m1", False, reason="over budget")
-    with anyio.fail_after(20):
-        messages = await result(workflow_id)
-    result_message = messages[2]
-    assert isinstance(result_message, al.ToolResultMessage) and result_message.is_error
-    assert text(result_message) == "over budget"
-    assert lines(log / "tool_starts") == []
-
-
-async def test_an_abort_denies_a_call_waiting_for_approval_and_ends_the_run(log: Path) -> None:
-    workflow_id = await start_agent(agents.payment, [PROMPT], id=f"pay-abort-{uuid.uuid4().hex}")
-    with anyio.fail_after(20):
-        await wait_for_event(workflow_id, "tool_execution_start")
-        await abort(workflow_id)
-        messages = await result(workflow_id)
-    assert text(messages[2]) == "Operation aborted"
-    last = messages[-1]
-    assert isinstance(last, al.AssistantMessage) and last.stop_reason == "aborted"
-    assert lines(log / "tool_starts") == []
-    assert lines(log / "model_calls") == ["0"]
-
-
-async def test_steering_while_a_call_waits_for_approval_reaches_the_next_turn_if_the_call_is_denied(
-    log: Path,
-) -> None:
-    """The call's tool does not run, so no step looks for the message after the wait: the next poll receives."""
-    workflow_id = await start_agent(agents.lookup_then_payment, [PROMPT], id=f"pay-steer-{uuid.uuid4().hex}")
-    with anyio.fail_after(20):
-        await wait_for_event(workflow_id, "tool_execution_start", "m1")  # l1's step has run
-        await steer(workflow_id, al.UserMessage(content="and y?", timestamp=2))
-        await approve(workflow_id, "m1", False)
-        messages = await result(workflow_id)
-    assert [m.role for m in messages] == ["user", "assistant", "toolResult", "toolResult", "user", "assistant"]
-    assert text(messages[-2]) == "and y?"
-    assert lines(log / "tool_starts") == ["lookup x"]
-
-
 async def test_a_cancelled_workflow_stops_at_its_next_step_and_its_caller_gets_dbos_error(
     log: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

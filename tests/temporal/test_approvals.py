@@ -1,11 +1,13 @@
 """Human approval of tool calls in a durable run: the workflow waits for `approve`, a denied call
-is blocked as by `before_tool_call` in one process, an abort or a timeout ends the wait.
-(The wait surviving a killed worker: test_kill_and_resume.)"""
+is blocked as by `before_tool_call` in one process, a call approved with edited arguments runs
+with them as in one process (a bad edit is refused before it enters the history), an abort or a
+timeout ends the wait. (The wait surviving a killed worker: test_kill_and_resume.)"""
 
 from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +42,24 @@ async def next_pending(handle: Any, after: str | None = None) -> ApprovalRequest
         if pending:
             return pending[0]
         await anyio.sleep(0.05)
+
+
+async def in_process_deciding(
+    agent: TemporalAgent, decide: Callable[[al.Agent, ApprovalRequest], Awaitable[None]]
+) -> list[al.AgentEvent]:
+    """The same conversation with an `Agent` in one process, whose calls named by the durable
+    agent's `needs_approval` are decided by `decide`."""
+    events: list[al.AgentEvent] = []
+    local = al.Agent(
+        model=agent.model,
+        tools=agent.tools,
+        stream_fn=agent.stream_fn,
+        needs_approval=agent.needs_approval,
+        on_approval_request=lambda request: decide(local, request),
+    )
+    local.subscribe(lambda event, signal: events.append(event))
+    await local.prompt(PROMPT)
+    return events
 
 
 async def in_process_with(agent: TemporalAgent, decisions: dict[str, str | None]) -> list[al.AgentEvent]:
@@ -91,6 +111,53 @@ async def test_approved_calls_run_and_a_denied_one_is_blocked_as_in_process(
     await Replayer(workflows=[AgentWorkflow], plugins=[AgentLoopPlugin(agents.UNSTORED)]).replay_workflow(history)
 
 
+async def test_through_the_agent_an_edited_call_runs_with_its_arguments_and_a_denied_one_gets_the_reason(
+    client: Client, queue: str
+) -> None:
+    """The scenario of `Agent.approve` in one process: a bad edit is refused (never recorded) and
+    the call keeps waiting; the good edit runs; the other call is denied with a reason."""
+    agent = agents.guarded
+    with anyio.fail_after(30):
+        async with worker(client, task_queue=queue, agents=agents.UNSTORED):
+            handle = await start_agent(client, "guarded", [PROMPT], id=f"ed-{uuid.uuid4().hex}", task_queue=queue)
+            first = await next_pending(handle)
+            with pytest.raises(ValueError, match="the edited arguments of tool call 'g1' are invalid") as bad:
+                await agent.approve(handle, "g1", arguments={"target": "/tmp/b"})
+            with pytest.raises(ValueError, match="edited arguments are for an approved call, not a denied one"):
+                await agent.approve(handle, "g1", False, arguments={"path": "/tmp/b"})
+            assert await agent.pending_approvals(handle) == [first]  # still waiting
+            await agent.approve(handle, "g1", arguments={"path": "/tmp/b"})
+            with pytest.raises(ValueError, match=r"no approval is pending for tool call 'g1'"):
+                await agent.approve(handle, "g1")
+            await next_pending(handle, after="g1")
+            await agent.approve(handle, "g3", False, "not /etc")
+            envelopes = [e async for e in stream_events(handle)]
+            result = await handle.result()
+    assert "path" in str(bad.value)
+    check_envelopes(envelopes)
+
+    async def decide(local: al.Agent, request: ApprovalRequest) -> None:
+        if request.tool_call_id == "g1":
+            await local.approve("g1", arguments={"path": "/tmp/b"})
+        else:
+            await local.approve(request.tool_call_id, False, "not /etc")
+
+    expected = await in_process_deciding(agent, decide)
+    assert comparable([e.event for e in envelopes], ends_in_id_order=True) == comparable(
+        expected, ends_in_id_order=True
+    )
+    results = {m.tool_call_id: m for m in result if isinstance(m, al.ToolResultMessage)}
+    assert not results["g1"].is_error and text(results["g1"].content[0]) == "deleted /tmp/b"
+    assert results["g3"].is_error and text(results["g3"].content[0]) == "not /etc"
+    asked = next(m for m in result if isinstance(m, al.AssistantMessage))
+    assert asked.tool_calls[0].arguments == {"path": "/tmp/a"}  # the transcript keeps the model's arguments
+    history = await handle.fetch_history()
+    accepted = [e for e in history.events if e.HasField("workflow_execution_update_accepted_event_attributes")]
+    names = [e.workflow_execution_update_accepted_event_attributes.accepted_request.input.name for e in accepted]
+    assert names.count("approve") == 2  # the refused decisions never entered the history
+    await Replayer(workflows=[AgentWorkflow], plugins=[AgentLoopPlugin(agents.UNSTORED)]).replay_workflow(history)
+
+
 async def test_a_denial_without_a_reason_reads_as_the_reference_block(client: Client, queue: str) -> None:
     with anyio.fail_after(30):
         async with worker(client, task_queue=queue, agents=agents.UNSTORED):
@@ -130,7 +197,7 @@ async def test_a_call_not_decided_in_time_is_blocked_and_a_predicate_picks_the_c
     assert waiting.tool_call_id == "g3"  # the predicate asks for /etc only
     results = {m.tool_call_id: m for m in result if isinstance(m, al.ToolResultMessage)}
     assert not results["g1"].is_error
-    assert results["g3"].is_error and text(results["g3"].content[0]) == "No decision on this tool call within 0:00:01"
+    assert results["g3"].is_error and text(results["g3"].content[0]) == "No decision on this tool call within 1 s"
 
 
 async def test_a_run_that_asks_no_approvals_refuses_a_decision(client: Client, queue: str) -> None:
@@ -158,6 +225,8 @@ def test_needs_approval_is_checked_where_the_agent_is_made() -> None:
 async def test_approve_checks_its_arguments_before_asking() -> None:
     with pytest.raises(TypeError, match="approve: approved must be a bool, got str"):
         await approve(None, "c1", approved="yes")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="approve: arguments must be a mapping or None, got list"):
+        await agents.guarded.approve(None, "c1", arguments=[1])  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="approve: reason must be a str or None, got int"):
         await approve(None, "c1", approved=False, reason=3)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="approve: tool_call_id must be a str, got int"):
@@ -181,7 +250,7 @@ async def test_the_docs_supervisor_runs_as_written(client: Client, queue: str) -
     with anyio.fail_after(30):
         async with worker(client, task_queue=queue, agents=agents.UNSTORED):
             handle = await start_agent(client, "guarded", [PROMPT], id=f"sup-{uuid.uuid4().hex}", task_queue=queue)
-            await namespace["supervise"](handle, allowed)
+            await namespace["supervise"](agents.guarded, handle, allowed)
             result = await handle.result()
     assert seen == ["g1", "g3"]
     results = {m.tool_call_id: m for m in result if isinstance(m, al.ToolResultMessage)}
