@@ -96,10 +96,10 @@ from .._wire._decode import from_json
 from .._wire._encode import to_json
 from .._wire._envelope import EventEnvelope, envelope_to_json
 from .._wire._json_text import encode_json
+from ..approvals._request import ApprovalRequest, invalid_edit_text, not_pending_text, timeout_text
 from ..context._compaction import Compaction
 from ..context._durable import DurableCompactor, write_summary
 from ..context._summary import CompactionError
-from ..approvals._request import ApprovalRequest, invalid_edit_text, not_pending_text, timeout_text
 from . import _decisions
 from ._decisions import ANSWER_EVENT, APPROVAL_TOPIC, APPROVALS_EVENT
 
