@@ -12,13 +12,8 @@ import anyio
 import pytest
 
 import agentloop as al
-from agentloop._sessions import (
-    JSONLSessionStore,
-    SessionError,
-    SQLiteSessionStore,
-    _jsonl,
-    check_session_id,
-)
+from agentloop._sessions import _jsonl, check_session_id
+from agentloop.sessions import JSONLSessionStore, SessionError, SQLiteSessionStore
 
 from .test_write_failures import _FailingCommit
 

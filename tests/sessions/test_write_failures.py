@@ -18,7 +18,7 @@ import anyio
 import pytest
 
 import agentloop as al
-from agentloop._sessions import JSONLSessionStore, SessionError, SQLiteSessionStore, open_agent
+from agentloop.sessions import JSONLSessionStore, SessionError, SQLiteSessionStore, open_agent
 from agentloop.testing import Response, ScriptedModel, ScriptedToolCall
 from agentloop.wire import to_json
 
@@ -33,7 +33,7 @@ from pathlib import Path
 import anyio
 
 import agentloop as al
-from agentloop._sessions import SessionError
+from agentloop.sessions import SessionError
 from tests.sessions.helpers import make_store
 
 kind, root, backend = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
