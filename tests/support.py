@@ -1,5 +1,5 @@
-"""Typed accessors for tests (what a run ended with, the text of a content block), a model
-stream that waits after its terminal event, loopback serving (`free_port`, `served`), and child
+"""The scripted model's `Model`, typed accessors for tests (what a run ended with, the text of a
+content block), a model stream that waits after its terminal event, loopback serving (`free_port`, `served`), and child
 processes (`stop`)."""
 
 from __future__ import annotations
@@ -15,6 +15,9 @@ from typing import Any
 import anyio
 
 import agentloop as al
+
+SCRIPTED = al.Model(id="scripted-1", name="Scripted", api="scripted", provider="test")
+"""The `Model` of the tests' scripted runs."""
 
 
 def agent_end(events: Sequence[al.AgentEvent]) -> al.AgentEnd:

@@ -166,6 +166,14 @@ REPLAY_CONTEXT = Context(system_prompt="You are terse.", messages=[UserMessage(c
 """The context every recording is replayed with, on both sides."""
 
 
+def replay_model(api: str, **changes: Any) -> Model:
+    """The model a recording is replayed with through our providers (its requests never leave
+    the process: `our_events` answers them)."""
+    return Model(
+        id="replay", name="replay", api=api, provider="replay", base_url="http://replay/v1", reasoning=True, **changes
+    )
+
+
 def event_data(event: AssistantMessageEvent) -> dict[str, Any]:
     """An event as JSON without its partial message, a tool call's arguments so far kept (as
     pi-ai's replay script writes its events)."""

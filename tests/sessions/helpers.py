@@ -15,8 +15,10 @@ import agentloop as al
 from agentloop.sessions import JSONLSessionStore, SessionStore, SQLiteSessionStore
 from agentloop.testing import Response, ScriptedText, ScriptedThinking, ScriptedToolCall
 
+from ..support import SCRIPTED
+
 ROOT = Path(__file__).parents[2]
-MODEL = al.Model(id="scripted-1", name="Scripted", api="scripted", provider="test")
+MODEL = SCRIPTED
 
 
 @al.tool
@@ -141,3 +143,28 @@ async def kill_child(
             await process.wait()
     assert process.returncode == -signal.SIGKILL
     return child
+
+
+def users(*texts: str) -> list[al.AgentMessage]:
+    """A user message for each text."""
+    return [al.UserMessage(content=text) for text in texts]
+
+
+def texts(messages: Sequence[al.AgentMessage]) -> list[str]:
+    """The texts of `messages`, each a user message with text content."""
+    found = []
+    for message in messages:
+        assert isinstance(message, al.UserMessage) and isinstance(message.content, str), message
+        found.append(message.content)
+    return found
+
+
+async def stored_texts(store: SessionStore, session_id: str) -> list[str]:
+    """The texts of the stored session's messages (see `texts`)."""
+    return texts((await store.load(session_id)).messages)
+
+
+async def append_texts(store: SessionStore, session_id: str, *appended: str) -> None:
+    """Open the session, append a user message for each text, and close it."""
+    async with store.open(session_id) as session:
+        await session.append(users(*appended))
