@@ -131,6 +131,8 @@ def pi_node_modules() -> Path:
 
 # --- an agent turn against aimock ------------------------------------------------------------
 
+SERVED_APIS = ["openai-completions", "openai-responses", "anthropic-messages"]
+"""The APIs both test servers (aimock and llama.cpp) answer."""
 AIMOCK_HTTP = HTTPOptions(backoff=0.01, max_backoff=0.05, idle_timeout=30)
 """Quick retries, and room for a loaded machine between events."""
 

@@ -15,6 +15,7 @@ from agentloop import (
     AssistantMessageEvent,
     Context,
     ErrorEvent,
+    ImageContent,
     Model,
     StreamOptions,
     UserMessage,
@@ -24,9 +25,12 @@ from agentloop.providers import AssistantMessageEventStream, HTTPOptions
 SSE_HEADERS = {"content-type": "text/event-stream"}
 FAST = HTTPOptions(backoff=0.001, max_backoff=0.01)
 
+IMAGE = ImageContent(data="aGVsbG8=", mime_type="image/png")
+"""A (not really) PNG image block."""
+
 
 class Weather:
-    """The tool aimock's fixtures call (`aimock-fixtures.json`)."""
+    """A weather tool: the one aimock's fixtures call (`aimock-fixtures.json`), and the request tests' tool."""
 
     name = "get_weather"
     description = "Get the weather"

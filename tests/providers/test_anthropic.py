@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 import anyio
 import pytest
@@ -11,9 +11,7 @@ import agentloop as al
 from agentloop.providers import stream_anthropic
 from agentloop.providers._anthropic import build_anthropic_request, map_stop_reason
 
-from .helpers import FAST, Server, collect, context, model, ok, options, sse_events, streamed, types
-
-IMAGE = al.ImageContent(data="aGVsbG8=", mime_type="image/png")
+from .helpers import FAST, IMAGE, Server, Weather, collect, context, model, ok, options, sse_events, streamed, types
 
 
 def start(usage: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -280,17 +278,6 @@ async def test_message_delta_without_input_tokens_keeps_them() -> None:
 # --- the request ------------------------------------------------------------------------------
 
 
-class Tool:
-    name = "get_weather"
-    description = "Get the weather"
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-        "additionalProperties": False,
-    }
-
-
 def test_request_headers_and_body() -> None:
     m = model(
         "anthropic-messages",
@@ -324,7 +311,7 @@ def test_request_headers_and_body() -> None:
     ]
     request = build_anthropic_request(
         m,
-        al.Context(system_prompt="sys", messages=transcript, tools=[Tool()]),
+        al.Context(system_prompt="sys", messages=transcript, tools=[Weather()]),
         options(api_key="sk-ant-x", reasoning="medium", max_tokens=1000, temperature=0.5, metadata={"user_id": "u1"}),
     )
     assert request.url == "https://api.anthropic.com/v1/messages"
@@ -341,7 +328,7 @@ def test_request_headers_and_body() -> None:
         {
             "name": "get_weather",
             "description": "Get the weather",
-            "input_schema": Tool.parameters,
+            "input_schema": Weather.parameters,
             "cache_control": {"type": "ephemeral"},  # the last tool, as pi-ai marks it
         }
     ]

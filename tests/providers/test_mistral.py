@@ -20,10 +20,8 @@ from agentloop.providers._transform import mistral_tool_call_ids, short_hash
 
 from ..support import as_assistant
 from .conftest import Weather, aimock_weather_turn
-from .helpers import FAST, Server, collect, ok, options, sse_data, streamed, types
+from .helpers import FAST, IMAGE, Server, collect, ok, options, sse_data, streamed, types
 from .pi_requests import Call, our_request, same_path_and_body_as_pi
-
-IMAGE = al.ImageContent(data="aGVsbG8=", mime_type="image/png")
 
 
 def mistral(model_id: str = "magistral-medium-latest", **changes: Any) -> al.Model:

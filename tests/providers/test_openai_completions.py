@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 import anyio
 import pytest
@@ -12,19 +12,7 @@ from agentloop.providers import stream_openai_completions
 from agentloop.providers._openai_completions import build_completions_request, map_finish_reason
 from agentloop.providers._transform import mistral_id
 
-from .helpers import FAST, Server, chat_chunk, collect, context, model, ok, options, sse_data, types
-
-IMAGE = al.ImageContent(data="aGVsbG8=", mime_type="image/png")
-
-
-class Tool:
-    name = "get_weather"
-    description = "Get the weather"
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-    }
+from .helpers import FAST, IMAGE, Server, Weather, chat_chunk, collect, context, model, ok, options, sse_data, types
 
 
 async def stream(
@@ -68,7 +56,7 @@ def test_messages_tools_and_images() -> None:
         al.UserMessage(content="thanks"),
     ]
     body = body_of(
-        m, al.Context(system_prompt="be brief", messages=transcript, tools=[Tool()]), max_tokens=100, temperature=0.2
+        m, al.Context(system_prompt="be brief", messages=transcript, tools=[Weather()]), max_tokens=100, temperature=0.2
     )
     assert body["model"] == "test-model"
     assert body["max_tokens"] == 100 and body["temperature"] == 0.2
@@ -76,7 +64,7 @@ def test_messages_tools_and_images() -> None:
     assert body["tools"] == [
         {
             "type": "function",
-            "function": {"name": "get_weather", "description": "Get the weather", "parameters": Tool.parameters},
+            "function": {"name": "get_weather", "description": "Get the weather", "parameters": Weather.parameters},
         }
     ]
     messages = body["messages"]
@@ -122,7 +110,7 @@ def test_official_openai_defaults_and_reasoning_effort() -> None:
     m = model("openai-completions", base_url="https://api.openai.com/v1", reasoning=True)
     body = body_of(
         m,
-        al.Context(system_prompt="sys", messages=[al.UserMessage(content="q")], tools=[Tool()]),
+        al.Context(system_prompt="sys", messages=[al.UserMessage(content="q")], tools=[Weather()]),
         reasoning="high",
         max_tokens=50,
     )
@@ -222,9 +210,7 @@ async def test_reasoning_then_text_and_usage_with_cached_tokens() -> None:
         },
     )
     m = model("openai-completions")
-    from agentloop import ModelCost
-
-    priced = model("openai-completions", cost=ModelCost(input=1.0, output=2.0, cache_read=0.5))
+    priced = model("openai-completions", cost=al.ModelCost(input=1.0, output=2.0, cache_read=0.5))
     events, final = await stream(body, priced)
     # pi-ai's order: no block ends before the stream does (then all end, in content order).
     assert types(events) == [
