@@ -156,6 +156,15 @@ def streamed(kind: str, deltas: int) -> list[str]:
     return [f"{kind}_start", *[f"{kind}_delta"] * deltas, f"{kind}_end"]
 
 
+def ended_together(*blocks: tuple[str, int]) -> list[str]:
+    """The event types of a stream whose blocks, each (kind, deltas) streamed in turn, all end
+    when the stream does, in content order: `ended_together(("thinking", 1), ("text", 1))` is
+    `["start", "thinking_start", "thinking_delta", "text_start", "text_delta", "thinking_end",
+    "text_end", "done"]`."""
+    opened = [kind for name, deltas in blocks for kind in (f"{name}_start", *[f"{name}_delta"] * deltas)]
+    return ["start", *opened, *[f"{name}_end" for name, _ in blocks], "done"]
+
+
 def receive_once(body: bytes, disconnected: anyio.Event) -> Callable[[], Awaitable[dict[str, Any]]]:
     """An ASGI `receive`: the whole request `body` at the first call; after it, the client's
     disconnect once `disconnected` is set."""
