@@ -1,6 +1,6 @@
 """The scripted model's `Model`, typed accessors for tests (what a run ended with, the text of a
 content block), a model stream that waits after its terminal event, loopback serving (`free_port`, `served`), and child
-processes (`stop`)."""
+processes (`run_python`, `stop`)."""
 
 from __future__ import annotations
 
@@ -151,6 +151,11 @@ def stop(process: subprocess.Popen[Any], timeout: float = 10) -> None:
         process.wait()
 
 
+def run_python(*args: str, timeout: float = 60, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """Run a fresh interpreter with `args` to its end; its output is captured as text."""
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout, **kwargs)
+
+
 def loaded_by_import(imports: str, modules: Sequence[str], *, before: str = "sys") -> list[str]:
     """Which of `modules` a fresh interpreter has loaded after `import {before}` and then
     `import {imports}`, not counting those `before` loaded already."""
@@ -160,5 +165,5 @@ def loaded_by_import(imports: str, modules: Sequence[str], *, before: str = "sys
         f"import {imports}\n"
         f"print(','.join(m for m in {tuple(modules)!r} if m in sys.modules and m not in base))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = run_python("-c", code, check=True)
     return [m for m in out.stdout.strip().split(",") if m]
