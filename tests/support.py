@@ -8,8 +8,8 @@ import functools
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import anyio
@@ -65,6 +65,18 @@ def as_tool_result(result: al.AgentToolResult | str) -> al.AgentToolResult:
     """What a tool's `execute` returned, which must be an `AgentToolResult`, not a bare string."""
     assert isinstance(result, al.AgentToolResult), f"the tool returned a {type(result).__name__}"
     return result
+
+
+@contextmanager
+def logged(log: list[str], tool_call_id: str) -> Iterator[None]:
+    """Log a tool call's `start`, then its `end`, or `cancelled` if it was cancelled."""
+    log.append(f"start {tool_call_id}")
+    try:
+        yield
+    except anyio.get_cancelled_exc_class():
+        log.append(f"cancelled {tool_call_id}")
+        raise
+    log.append(f"end {tool_call_id}")
 
 
 class WaitsAfterDone:
