@@ -152,7 +152,7 @@ def users(*texts: str) -> list[al.AgentMessage]:
 
 def texts(messages: Sequence[al.AgentMessage]) -> list[str]:
     """The texts of `messages`, each a user message with text content."""
-    found = []
+    found: list[str] = []
     for message in messages:
         assert isinstance(message, al.UserMessage) and isinstance(message.content, str), message
         found.append(message.content)
