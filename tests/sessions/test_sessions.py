@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import subprocess
@@ -143,11 +144,8 @@ async def test_bad_arguments_raise_at_once(anyio_backend: object, kind: str, tmp
 
 
 def test_settings_round_trip_and_drop_headers() -> None:
-    model = al.Model(
-        id="m",
-        name="M",
-        api="a",
-        provider="p",
+    model = dataclasses.replace(
+        MODEL,
         base_url="u",
         reasoning=True,
         headers={"Authorization": "secret"},
