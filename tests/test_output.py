@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, cast
 
 import pytest
 from pydantic import BaseModel, TypeAdapter
@@ -12,6 +13,7 @@ from typing_extensions import TypedDict
 
 import agentloop as al
 from agentloop.output import OutputError, OutputTool, prompt_typed
+from agentloop.output._tool import PartialObjects
 from agentloop.sync import SyncAgent
 from agentloop.testing import Response, ScriptedModel, ScriptedToolCall, check_events
 
@@ -120,6 +122,42 @@ async def test_partial_objects_arrive_in_order_each_valid_as_far_as_it_goes() ->
     adapter = TypeAdapter(Recipe)
     for partial in partials:  # each one is a valid (partial) Recipe
         assert adapter.validate_python(partial, experimental_allow_partial=True) == partial
+
+
+class CountingAdapter:
+    """Recipe's validator, counting the characters each partial validation reads."""
+
+    def __init__(self) -> None:
+        self.adapter = TypeAdapter(Recipe)
+        self.read = 0
+
+    def validate_json(self, data: str, **kwargs: Any) -> Recipe:
+        self.read += len(data)
+        return self.adapter.validate_json(data, **kwargs)
+
+
+def test_a_long_answer_costs_partial_validation_linear_in_its_length() -> None:
+    # a model chooses its answer's length: 400,000 characters in 8-character fragments
+    step = "x" * 400_000
+    text = '{"title": "Long", "steps": ["' + step + '"]}'
+    fragments = [text[i : i + 8] for i in range(0, len(text), 8)]
+    counting = CountingAdapter()
+    partials = PartialObjects(cast(TypeAdapter[Recipe], counting))
+    seen = [value for fragment in fragments if (value := partials.add(fragment)) is not None]
+    # validated at every fragment this would read about 10^10 characters; it reads about nine times
+    # the text, and its first 4,096 characters at every fragment (about 10^6)
+    assert counting.read <= 12 * len(text)
+    assert len(seen) > 20  # still previews as it grows
+    lengths = [len(value["steps"][0]) for value in seen]
+    assert lengths == sorted(lengths)
+    assert seen[-1]["steps"][0] == step[: lengths[-1]]
+    assert lengths[-1] >= len(step) * 7 // 8  # the last preview lags at most an eighth behind
+
+
+def test_a_short_answer_is_validated_at_every_fragment() -> None:
+    partials = PartialObjects(TypeAdapter(Recipe))
+    seen = [partials.add(fragment) for fragment in ['{"steps": [], "title": "T', "ea", '"}']]
+    assert seen == [{"steps": [], "title": "T"}, {"steps": [], "title": "Tea"}, None]
 
 
 async def test_on_agent_loop_the_tool_gives_partials_and_the_result() -> None:

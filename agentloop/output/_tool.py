@@ -141,9 +141,21 @@ class OutputTool(AgentTool, Generic[T]):
         return self._partials.add(update.delta)
 
 
+_VALIDATE_EVERY_FRAGMENT_BELOW = 4096
+"""Characters: a text shorter than this is validated again at every fragment."""
+_GROWTH = 8
+"""A longer text is validated again once it has grown by an eighth (1/_GROWTH) of its length."""
+
+
 class PartialObjects(Generic[T]):
     """The objects a streamed JSON text makes as it grows: after each fragment, the text so far
-    validated as far as it goes (pydantic's partial JSON validation), when it makes a new one."""
+    validated as far as it goes (pydantic's partial JSON validation), when it makes a new one.
+
+    Each validation reads the whole text, and the model chooses how long its answer is: a long
+    text is validated again only once it has grown by an eighth, so the work of a whole answer
+    stays linear in its length (about nine readings of it) and the partial objects of a long answer
+    lag a few fragments behind its text. The final answer is validated whole, once, elsewhere.
+    """
 
     def __init__(self, adapter: TypeAdapter[T]) -> None:
         self._adapter = adapter
@@ -151,14 +163,23 @@ class PartialObjects(Generic[T]):
 
     def restart(self) -> None:
         """A new text begins."""
-        self._buffer = ""
+        self._pieces: list[str] = []
+        self._length = 0
+        self._validated_length = 0
         self._last: Any = MISSING
 
     def add(self, fragment: str) -> T | None:
         """The object the text makes with `fragment`, if it makes one that differs from the last."""
-        self._buffer += fragment
+        self._pieces.append(fragment)
+        self._length += len(fragment)
+        grown = self._length - self._validated_length
+        if self._length >= _VALIDATE_EVERY_FRAGMENT_BELOW and grown * _GROWTH < self._length:
+            return None
+        text = "".join(self._pieces)
+        self._pieces = [text]
+        self._validated_length = self._length
         try:
-            value = self._adapter.validate_json(self._buffer, experimental_allow_partial="trailing-strings")
+            value = self._adapter.validate_json(text, experimental_allow_partial="trailing-strings")
         except ValueError:
             return None
         if self._last is not MISSING and value == self._last:
