@@ -106,9 +106,9 @@ FROM_TEXT = r"\(for plain text use AgentToolResult.from_text\(text\)\)"
     ("make", "pattern"),
     [
         (
-            lambda: al.UserMessage(content=[5]),
+            lambda: al.UserMessage(content=[5]),  # type: ignore[arg-type]
             r"UserMessage content\[0\] must be a TextContent or ImageContent, got int",
-        ),  # type: ignore[arg-type]
+        ),
         (lambda: al.UserMessage(content=[al.TextContent("a"), "b"]), r"UserMessage content\[1\] must be a TextContent"),  # type: ignore[arg-type]
         (lambda: al.UserMessage(content=[al.ThinkingContent("a")]), r"content\[0\] .* got ThinkingContent"),  # type: ignore[arg-type]
         (lambda: al.UserMessage(content={"a": 1}), "UserMessage content must be a str or a sequence"),  # type: ignore[arg-type]
@@ -123,9 +123,9 @@ FROM_TEXT = r"\(for plain text use AgentToolResult.from_text\(text\)\)"
         (lambda: al.AgentToolResult(is_error="no"), "AgentToolResult is_error must be a bool or None, got str"),  # type: ignore[arg-type]
         (lambda: al.AgentToolResult(terminate=1), "AgentToolResult terminate must be a bool or None, got int"),  # type: ignore[arg-type]
         (
-            lambda: al.ToolResultMessage(tool_call_id="i", tool_name="n", content=[None]),
+            lambda: al.ToolResultMessage(tool_call_id="i", tool_name="n", content=[None]),  # type: ignore[arg-type]
             r"ToolResultMessage content\[0\]",
-        ),  # type: ignore[arg-type]
+        ),
         (lambda: al.ToolResultMessage(tool_call_id="i", tool_name="n", is_error=None), "is_error must be a bool"),  # type: ignore[arg-type]
         (lambda: al.ToolResultMessage(tool_call_id="i", tool_name="n", timestamp="x"), "ToolResultMessage timestamp"),  # type: ignore[arg-type]
         (lambda: al.CustomMessage(role="memo", timestamp=None), "CustomMessage timestamp must be an int"),  # type: ignore[arg-type]
