@@ -259,6 +259,14 @@ class Agent:
         """The tool calls waiting for a person's decision, oldest first."""
         return self._approvals.listed()
 
+    @property
+    def approvals(self) -> Approvals:
+        """The agent's approvals as a session and the SSE app use them: `restore(records, tools)`
+        loads the calls a session stored, `recorder` is told every change to store, and `parked`
+        says whether loaded calls wait to run first. List and answer calls with
+        `pending_approvals` and `approve`."""
+        return self._approvals
+
     async def approve(
         self,
         tool_call_id: str,

@@ -60,9 +60,9 @@ async def continue_(app: AgentSSEApp, live: LiveSession, body: dict[str, Any]) -
     if not live.busy:
         if not transcript:
             raise HTTPError(409, "nothing to continue: the session has no messages; send a prompt")
-        if agent._approvals.parked and agent.pending_approvals:
+        if agent.approvals.parked and agent.pending_approvals:
             raise HTTPError(409, "tool calls wait for approval: answer them (approve) first")
-        if transcript[-1].role == "assistant" and not agent.has_queued_messages() and not agent._approvals.parked:
+        if transcript[-1].role == "assistant" and not agent.has_queued_messages() and not agent.approvals.parked:
             raise HTTPError(409, "cannot continue after the assistant's answer: send a prompt")
     start(app, live, agent.continue_)
     return 202, {"accepted": True, "lastEventId": live.last_event_id}

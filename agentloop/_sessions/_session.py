@@ -259,7 +259,7 @@ class Session:
         if compactor is not None and self._compactions:
             compactor.restore(self._compactions[-1])
         if self._approvals:
-            agent._approvals.restore(self._approvals, agent.state.tools)
+            agent.approvals.restore(self._approvals, agent.state.tools)
         await self._sync_settings(agent)
         self._subscribe(agent, compactor)
         return agent
@@ -269,8 +269,8 @@ class Session:
         agent, self._agent = self._agent, None
         if agent is not None:
             self._unsubscribe()
-            if agent._approvals.recorder == self._record_approvals:
-                agent._approvals.recorder = None
+            if agent.approvals.recorder == self._record_approvals:
+                agent.approvals.recorder = None
         unsubscribe, self._unsubscribe_compactor = self._unsubscribe_compactor, None
         self._compactor = None
         if unsubscribe is not None:
@@ -297,7 +297,7 @@ class Session:
     def _subscribe(self, agent: Agent, compactor: Compactor | None = None) -> None:
         self._agent = agent
         self._unsubscribe = agent.subscribe(self._listener, first=True)
-        agent._approvals.recorder = self._record_approvals
+        agent.approvals.recorder = self._record_approvals
         if compactor is not None:
             self._compactor = compactor
             self._unsubscribe_compactor = compactor.subscribe(self._on_compaction)

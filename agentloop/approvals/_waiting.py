@@ -24,7 +24,7 @@ import anyio
 
 from .._core._config import BeforeToolCallContext, BeforeToolCallResult, ToolInvocation, call
 from .._core._util import exception_text
-from .._tools._tool import AgentTool, OnUpdate, validated_arguments, within_timeout
+from .._tools._tool import AgentTool, OnUpdate, validate_tool_arguments, validated_arguments, within_timeout
 from .._types._abort import AbortSignal
 from .._types._messages import (
     AgentToolResult,
@@ -78,7 +78,14 @@ class _Pending:
 
 
 class Approvals:
-    """The approvals of one Agent (`needs_approval`, `approval_timeout`, the calls waiting)."""
+    """The approvals of one Agent (`needs_approval`, `approval_timeout`, the calls waiting).
+
+    An Agent's are `agent.approvals`. What a store of them uses: `recorder` (told the JSON
+    records of the calls waiting or answered but not yet run, at every change, before anyone
+    goes on), `restore(records, tools)` (loads stored records as parked calls, which the
+    agent's next run first runs) and `parked` (whether such calls wait to run). People list
+    and answer calls with `Agent.pending_approvals` and `Agent.approve`.
+    """
 
     __slots__ = ("_edits", "_pending", "needs_approval", "on_request", "recorder", "timeout")
 
@@ -133,21 +140,14 @@ class Approvals:
     async def approve(
         self, tool_call_id: str, approved: bool, reason: str | None, arguments: Mapping[str, Any] | None
     ) -> None:
-        check_decision(tool_call_id, approved, reason)
-        if arguments is not None and not isinstance(arguments, Mapping):
-            raise TypeError(f"approve: arguments must be a mapping or None, got {type(arguments).__name__}")
-        pending = self._pending.get(tool_call_id)
-        if pending is None:
-            raise ValueError(
-                f"approve: no approval is pending for tool call {tool_call_id!r} (pending: {list(self._pending)})"
-            )
-        if pending.decision is not None:
-            raise ValueError(f"approve: tool call {tool_call_id!r} was already decided")
+        pending = self._checked(tool_call_id, approved, reason, arguments)
         args = None
         if arguments is not None:
-            if not approved:
-                raise ValueError("approve: edited arguments are for an approved call, not a denied one")
-            args = await self._validated(pending, dict(arguments))
+            tool, edited = self._edited(pending, arguments)
+            try:
+                args = await validated_arguments(tool, edited)
+            except ValueError as exc:
+                raise self._invalid(pending, exc) from None
         if pending.decision is not None or self._pending.get(tool_call_id) is not pending:
             raise ValueError(f"approve: tool call {tool_call_id!r} was decided or ended meanwhile")
         pending.decision = _Decision(approved, reason, None if arguments is None else dict(arguments), args)
@@ -158,16 +158,46 @@ class Approvals:
             raise
         pending.answered.set()
 
-    async def _validated(self, pending: _Pending, arguments: dict[str, Any]) -> Any:
+    def check(self, tool_call_id: str, approved: bool, reason: str | None, arguments: Mapping[str, Any] | None) -> None:
+        """Raise now what `approve` would raise for this decision (the edited arguments are
+        validated in the calling thread): for a decision taken where nothing can be awaited,
+        then handed to `approve`."""
+        pending = self._checked(tool_call_id, approved, reason, arguments)
+        if arguments is not None:
+            tool, edited = self._edited(pending, arguments)
+            try:
+                validate_tool_arguments(tool, edited)
+            except ValueError as exc:
+                raise self._invalid(pending, exc) from None
+
+    def _checked(
+        self, tool_call_id: str, approved: bool, reason: str | None, arguments: Mapping[str, Any] | None
+    ) -> _Pending:
+        check_decision(tool_call_id, approved, reason)
+        if arguments is not None and not isinstance(arguments, Mapping):
+            raise TypeError(f"approve: arguments must be a mapping or None, got {type(arguments).__name__}")
+        pending = self._pending.get(tool_call_id)
+        if pending is None:
+            raise ValueError(
+                f"approve: no approval is pending for tool call {tool_call_id!r} (pending: {list(self._pending)})"
+            )
+        if pending.decision is not None:
+            raise ValueError(f"approve: tool call {tool_call_id!r} was already decided")
+        if arguments is not None and not approved:
+            raise ValueError("approve: edited arguments are for an approved call, not a denied one")
+        return pending
+
+    @staticmethod
+    def _edited(pending: _Pending, arguments: Mapping[str, Any]) -> tuple[AgentTool, ToolCall]:
         request = pending.request
         if pending.tool is None:
             raise ValueError(f"approve: the agent has no tool {request.tool_name!r} to check the edited arguments")
-        try:
-            return await validated_arguments(pending.tool, ToolCall(request.tool_call_id, request.tool_name, arguments))
-        except ValueError as exc:
-            raise ValueError(
-                f"approve: the edited arguments of tool call {request.tool_call_id!r} are invalid: {exc}"
-            ) from None
+        return pending.tool, ToolCall(request.tool_call_id, request.tool_name, dict(arguments))
+
+    @staticmethod
+    def _invalid(pending: _Pending, exc: ValueError) -> ValueError:
+        call_id = pending.request.tool_call_id
+        return ValueError(f"approve: the edited arguments of tool call {call_id!r} are invalid: {exc}")
 
     async def record(self) -> None:
         """Tell the recorder the calls waiting or answered now."""

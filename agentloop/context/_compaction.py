@@ -15,7 +15,6 @@ summary and where the kept messages start.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -26,10 +25,20 @@ from .._core._agent import Agent
 from .._core._config import call, notify
 from .._types._abort import AbortSignal
 from .._types._events import AssistantMessageEvent
-from .._types._messages import AgentMessage, AssistantMessage, Context, Model, ToolResultMessage, UserMessage
-from .._types._stream_fn import MaybeAwaitable, StreamFn, StreamOptions, opened_stream
-from ._summary import SUMMARY_PREFIX, SUMMARY_SUFFIX, CompactionError, FileOperations, summarize, summary_request
-from ._tokens import ContextUsage, estimate_context, estimate_text, estimate_tokens
+from .._types._messages import AgentMessage, AssistantMessage, Context, Model
+from .._types._stream_fn import MaybeAwaitable, StreamFn, StreamOptions
+from ._rules import (
+    compacted_view,
+    context_overflowed,
+    definitions_tokens,
+    find_cut_point,
+    over_threshold,
+    overflow_guarded,
+    summarize_cut,
+    summary_message,
+)
+from ._summary import CompactionError, FileOperations, summarize
+from ._tokens import ContextUsage
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -48,35 +57,6 @@ __all__ = (
 )
 
 CompactionReason: TypeAlias = Literal["threshold", "overflow", "manual"]
-
-
-def find_cut_point(messages: Sequence[AgentMessage], start: int, keep_recent_tokens: int) -> int:
-    """The index of the first message to keep when compacting `messages[start:]` (pi's `findCutPoint`).
-
-    Walking back from the newest message, estimated tokens add up until they reach
-    `keep_recent_tokens`; the cut is the first valid cut point at or after that message (a user,
-    assistant or custom message: never a tool result, which stays with its call). When the
-    newest messages alone are over the budget and none of them is a valid cut point (a huge
-    tool result), the cut is the assistant message that made the call, so that the call and its
-    results stay together. Returns `start` when there is nothing to compact.
-
-    Worked cases (u user, a assistant, t tool result; sizes in tokens; keep 100): in
-    `u:10 a:10 t:200` the cut is the a (index 1); in `u:50 a:50 t:50 u:50 a:50` the walk reaches
-    100 at the second u (index 3), and the cut is there.
-    """
-    end = len(messages)
-    valid = [i for i in range(start, end) if not isinstance(messages[i], ToolResultMessage)]
-    if not valid:
-        return start
-    total = 0
-    for i in range(end - 1, start - 1, -1):
-        total += estimate_tokens(messages[i])
-        if total >= keep_recent_tokens:
-            after = [c for c in valid if c >= i]
-            if after:
-                return after[0]
-            return max(c for c in valid if c < i)
-    return start
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +137,7 @@ class CompactionState:
     def context(self, messages: Sequence[AgentMessage]) -> list[AgentMessage]:
         """What the model sees of `messages` (the transcript this state was saved with): the
         summary as a user message, then the messages from `first_kept_index` on."""
-        return [_summary_message(self.summary), *messages[self.first_kept_index :]]
+        return [summary_message(self.summary, messages, self.first_kept_index), *messages[self.first_kept_index :]]
 
     @classmethod
     def from_json(cls, data: Any) -> CompactionState:
@@ -180,11 +160,6 @@ class CompactionState:
                 raise ValueError(f"a compaction state's {key} must be a list of strings")
             files.append(tuple(value))
         return cls(summary, indexes[0], indexes[1], files[0], files[1])
-
-
-def _summary_message(summary: str) -> UserMessage:
-    """The user message that stands for the compacted messages."""
-    return UserMessage(content=SUMMARY_PREFIX + summary + SUMMARY_SUFFIX)
 
 
 CompactionEvent: TypeAlias = CompactionStart | CompactionEnd
@@ -259,7 +234,6 @@ class Compactor:
         "_listeners",
         "_lock",
         "_summary",
-        "_summary_message",
         "_transform",
         "settings",
     )
@@ -272,7 +246,6 @@ class Compactor:
         self.settings = settings
         self._agent = agent
         self._summary: str | None = None
-        self._summary_message: UserMessage | None = None
         self._first_kept: AgentMessage | None = None
         self._fresh_after: AgentMessage | None = None
         self._files = FileOperations()
@@ -323,8 +296,7 @@ class Compactor:
         if self._summary is None:
             return None
         read, modified = self._files.lists()
-        fresh = self._usage_from(messages, start) - 1 + start
-        return CompactionState(self._summary, start, max(fresh, start), tuple(read), tuple(modified))
+        return CompactionState(self._summary, start, self._fresh_from(messages, start), tuple(read), tuple(modified))
 
     def restore(self, state: CompactionState) -> None:
         """Take up `state` (saved with the transcript the agent now holds, for example a session
@@ -344,7 +316,6 @@ class Compactor:
 
     def _set(self, summary: str, first_kept: AgentMessage) -> None:
         self._summary = summary
-        self._summary_message = _summary_message(summary)
         self._first_kept = first_kept
 
     # --- the view -------------------------------------------------------------------------
@@ -357,34 +328,24 @@ class Compactor:
         for i in range(len(messages) - 1, -1, -1):
             if messages[i] is first:
                 return i
-        self._summary = self._summary_message = self._first_kept = self._fresh_after = None
+        self._summary = self._first_kept = self._fresh_after = None
         self._files = FileOperations()
         return 0
 
-    def _usage_from(self, messages: Sequence[AgentMessage], start: int) -> int:
-        """The index in the view from which usage reports describe the compacted context."""
+    def _fresh_from(self, messages: Sequence[AgentMessage], start: int) -> int:
+        """The index in `messages` from which usage reports describe the compacted context."""
         fresh = self._fresh_after
-        if fresh is None:
-            return 0
-        for i in range(len(messages) - 1, start - 1, -1):
-            if messages[i] is fresh:
-                return i + 1 - start + 1
-        return 0
-
-    def _overhead(self) -> int:
-        state = self._agent.state
-        chars = len(state.system_prompt)
-        for tool in state.tools:
-            chars += len(tool.name) + len(tool.description) + len(json.dumps(tool.parameters, default=str))
-        return estimate_text(chars)
+        if fresh is not None:
+            for i in range(len(messages) - 1, start - 1, -1):
+                if messages[i] is fresh:
+                    return i + 1
+        return start
 
     def _account(self, messages: Sequence[AgentMessage]) -> tuple[list[AgentMessage], ContextUsage]:
         start = self._start(messages)
-        view = list(messages[start:])
-        if self._summary_message is not None:
-            view.insert(0, self._summary_message)
-        usage = estimate_context(view, overhead=self._overhead(), usage_from=self._usage_from(messages, start))
-        return view, usage
+        state = self._agent.state
+        overhead = definitions_tokens(state.system_prompt, state.tools)
+        return compacted_view(messages, start, self._summary, self._fresh_from(messages, start), overhead)
 
     def context(self, messages: Sequence[AgentMessage] | None = None) -> list[AgentMessage]:
         """What the model sees of `messages` (default the agent's transcript): the summary as a
@@ -402,8 +363,7 @@ class Compactor:
         async with self._lock:
             self._last_input = messages
             view, usage = self._account(messages)
-            window = self._agent.state.model.context_window
-            over = self.settings.auto and not usage.fits(window, self.settings.reserve_tokens)
+            over = over_threshold(self.settings, usage, self._agent.state.model.context_window)
             if over and await self._compact(messages, "threshold", None, signal, usage.tokens) is not None:
                 view = self._account(messages)[0]
         if self._inner_transform is not None:
@@ -419,44 +379,11 @@ class Compactor:
 
         return resolve_stream_fn(self._inner_stream)
 
-    async def _guarded(
-        self, model: Model, context: Context, options: StreamOptions
-    ) -> AsyncIterator[AssistantMessageEvent]:
-        stream_fn = self._stream_fn()
-        overflow: AssistantMessageEvent | None = None
-        async with opened_stream(stream_fn(model, context, options)) as events:
-            held: list[AssistantMessageEvent] | None = []  # a `start` held until content shows
-            async for event in events:
-                if held is not None:
-                    if event.type == "start":
-                        held.append(event)
-                        continue
-                    if event.type == "error" and self._is_overflow(event.error, model):
-                        overflow = event
-                        break
-                    for early in held:
-                        yield early
-                    held = None
-                yield event
-            if held and overflow is None:
-                for early in held:
-                    yield early
-        if overflow is None:
-            return
-        retry = await self._after_overflow(context, options.signal)
-        if retry is None:
-            yield overflow
-            return
-        async with opened_stream(stream_fn(model, retry, options)) as events:
-            async for event in events:
-                yield event
+    def _guarded(self, model: Model, context: Context, options: StreamOptions) -> AsyncIterator[AssistantMessageEvent]:
+        return overflow_guarded(self._stream_fn(), model, context, options, self._is_overflow, self._after_overflow)
 
     def _is_overflow(self, message: AssistantMessage, model: Model) -> bool:
-        if not self.settings.retry_on_overflow or self._last_input is None:
-            return False
-        from ._overflow import is_context_overflow
-
-        return bool(is_context_overflow(message, model.context_window))
+        return self._last_input is not None and context_overflowed(self.settings, message, model)
 
     async def _after_overflow(self, context: Context, signal: AbortSignal) -> Context | None:
         messages = self._last_input
@@ -500,35 +427,29 @@ class Compactor:
     ) -> CompactionResult | None:
         await self._emit(CompactionStart(reason, tokens_before))
         start = self._start(messages)
-        cut = find_cut_point(messages, start, self.settings.keep_recent_tokens)
-        if cut <= start:
-            await self._emit(CompactionEnd(reason, None))
-            return None
-        compacted = messages[start:cut]
-        files = FileOperations(self._files.read, self._files.modified)
-        files.add(compacted)
         previous = self._summary
         agent = self._agent
         model = self.settings.model or agent.state.model
         options = agent.options
-        api_key = options.api_key
-        if options.get_api_key is not None:
-            api_key = await call(options.get_api_key, model.provider) or api_key
+
+        async def summarizer(request: Context, max_tokens: int) -> str:
+            api_key = options.api_key
+            if options.get_api_key is not None:
+                api_key = await call(options.get_api_key, model.provider) or api_key
+            stream_fn = self.settings.stream_fn or self._stream_fn()
+            return await summarize(stream_fn, model, request, max_tokens=max_tokens, api_key=api_key, signal=signal)
+
         try:
-            text = await summarize(
-                self.settings.stream_fn or self._stream_fn(),
-                model,
-                summary_request(compacted, previous, instructions),
-                max_tokens=max(1, int(0.8 * self.settings.reserve_tokens)),
-                api_key=api_key,
-                signal=signal,
-            )
+            done = await summarize_cut(self.settings, messages, start, previous, self._files, instructions, summarizer)
         except CompactionError as exc:
             await self._emit(CompactionEnd(reason, None, str(exc)))
             if raise_errors:
                 raise
             return None
-        summary = text + files.tags()
+        if done is None:
+            await self._emit(CompactionEnd(reason, None))
+            return None
+        summary, cut, files = done.summary, done.cut, done.files
         self._set(summary, messages[cut])
         self._fresh_after = messages[-1]
         self._files = files

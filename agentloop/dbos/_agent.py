@@ -10,11 +10,12 @@ The loop runs in the workflow, unchanged (`run_agent_loop`), with the extension 
 - DBOS's own exceptions propagate (`propagate=`), and the clock is the latest time a recorded
   step returned, so a replay stamps what the first run stamped.
 
-Replay needs DBOS's operations in the same order every time. The model step, the `recv`s of
-steering, follow-up and abort messages, and the final `publish` step run in the loop's own task
-at points that do not depend on timing; the tool steps of a batch begin in source order (the
-core begins a batch's calls in source order, and a step takes its place in the workflow when it
-is called). Events are no DBOS operation of the workflow at all: the sink buffers them, and the
+Replay needs DBOS's operations in the same order every time. The model step, a compaction's
+`<agent>.summary` step (decided from the transcript, before a model call or after its overflow),
+the `recv`s of steering, follow-up and abort messages, and the final `publish` step run in the
+loop's own task at points that do not depend on timing; the tool steps of a batch begin in
+source order (the core begins a batch's calls in source order, and a step takes its place in the
+workflow when it is called). Events are no DBOS operation of the workflow at all: the sink buffers them, and the
 next step writes them to the `agentloop.events` stream from inside the step (a step's writes
 are not replayed). A step interrupted by a crash runs again and writes again: every event has
 an identity (`tool_execution_end/<call id>/0`, `turn_start//2`, ...), and the reader keeps the
@@ -80,6 +81,9 @@ from .._wire._decode import from_json
 from .._wire._encode import to_json
 from .._wire._envelope import EventEnvelope, envelope_to_json
 from .._wire._json_text import encode_json
+from ..context._compaction import Compaction
+from ..context._durable import DurableCompactor, write_summary
+from ..context._summary import CompactionError
 
 __all__ = (
     "APPROVAL_TOPIC",
@@ -179,6 +183,10 @@ class DBOSAgent:
         needs_approval: Names of tools whose calls wait for `approve(workflow_id, tool_call_id, ...)`
             before they run (a denied call gets an error result, and the tool does not run).
             Such a tool must be a barrier (`execution_mode="sequential"`): it runs alone.
+        compaction: Compact the run's context as an `Agent` with `Compaction(...).attach` does
+            (the same settings and rules): before a model call that would not leave
+            `reserve_tokens` of `model.context_window`, and after an overflow error. The summary
+            is the `<name>.summary` step.
         reasoning: As on `AgentLoopConfig`.
         options: The loop options, as `LoopOptions` (the same names, defaults and checks), those
             a durable run carries (`DURABLE_OPTIONS`): `api_key` and `get_api_key` (called in the
@@ -196,6 +204,7 @@ class DBOSAgent:
         system_prompt: str = "",
         stream_fn: StreamFn | None = None,
         needs_approval: Sequence[str] = (),
+        compaction: Compaction | None = None,
         reasoning: ThinkingLevel | None = None,
         **options: Any,
     ) -> None:
@@ -204,6 +213,8 @@ class DBOSAgent:
         if name in _AGENTS:
             raise ValueError(f"a DBOSAgent named {name!r} is already defined in this process")
         approved_tools = approval_names(needs_approval, tools)
+        if compaction is not None and not isinstance(compaction, Compaction):
+            raise TypeError(f"compaction must be an agentloop.context.Compaction or None, got {compaction!r}")
         for tool in tools:
             if tool.name in approved_tools and tool.execution_mode != "sequential":
                 # While a call waits for its approval nothing else may run: the order of the
@@ -218,6 +229,7 @@ class DBOSAgent:
         self.system_prompt = system_prompt
         self.stream_fn = stream_fn
         self.needs_approval = approved_tools
+        self.compaction = compaction
         self.reasoning: ThinkingLevel | None = reasoning
         self.options = loop_options
         """The loop options (`LoopOptions`, limited to `DURABLE_OPTIONS`)."""
@@ -249,6 +261,7 @@ class DBOSAgent:
             reasoning=self.reasoning,
             **workflow_options(self.options),
             wrap_tool_call=run.call_tool,
+            transform_context=None if run.compactor is None else run.compactor.transform_context,
             propagate=_ENGINE_ERRORS,
             clock=run.clock,
         )
@@ -280,6 +293,15 @@ class _DurableRun:
         self.waiting = True
         self.control_seen = ""  # the run's CONTROL_ATTRIBUTE, as its steps last read it
         self.answers: dict[str, dict[str, Any]] = {}  # approvals that came before their call waited
+        self.compactor: DurableCompactor | None = None
+        if agent.compaction is not None:
+            self.compactor = DurableCompactor(
+                agent.compaction,
+                model=agent.model,
+                system_prompt=agent.system_prompt,
+                tools=agent.tools,
+                summarize=self.summarize,
+            )
 
     async def run(self, request: dict[str, Any]) -> list[Any]:
         agent = self.agent
@@ -288,10 +310,11 @@ class _DurableRun:
         self.now = max((getattr(m, "timestamp", 0) or 0 for m in (*messages, *prompts)), default=0)
         config = agent._loop_config(self)
         context = AgentContext(system_prompt=agent.system_prompt, messages=tuple(messages), tools=agent.tools)
+        stream: StreamFn = self.stream if self.compactor is None else self.compactor.stream(self.stream)
         if prompts:
-            new = await run_agent_loop(prompts, context, config, self.emit, self.signal, self.stream)
+            new = await run_agent_loop(prompts, context, config, self.emit, self.signal, stream)
         else:
-            new = await run_agent_loop_continue(context, config, self.emit, self.signal, self.stream)
+            new = await run_agent_loop_continue(context, config, self.emit, self.signal, stream)
         await DBOS.run_step_async({"name": f"{agent.name}.publish"}, self.publish, True)
         return [to_json(m) for m in new]
 
@@ -410,6 +433,30 @@ class _DurableRun:
             text = f"The model call failed: {type(exc).__name__}: {exception_text(exc)}"
             final = ended_message(model, "error", text, now_ms())
         return {"message": to_json(final), **await self._look_for_control_message()}
+
+    async def summarize(self, request: Context, max_tokens: int) -> str:
+        """The compaction's summarizer: the `<agent>.summary` step (recorded: a replay gets the
+        same summary without calling the model); `CompactionError` when it fails."""
+        out = await DBOS.run_step_async(
+            {"name": f"{self.agent.name}.summary"}, self._write_summary, request, max_tokens
+        )
+        if "error" in out:
+            raise CompactionError(out["error"])
+        return str(out["summary"])
+
+    async def _write_summary(self, request: Context, max_tokens: int) -> dict[str, str]:
+        """The summary step: write the events so far, call the summary model."""
+        await self.publish()
+        agent = self.agent
+        assert agent.compaction is not None
+        try:
+            return await write_summary(
+                agent.compaction, agent.model, agent.stream_fn, request, max_tokens, agent._api_key_for
+            )
+        except _ENGINE_ERRORS:
+            raise
+        except Exception as exc:  # get_api_key or a stream function that broke its contract
+            return {"error": f"Summarization failed: {type(exc).__name__}: {exception_text(exc)}"}
 
     async def _look_for_control_message(self) -> dict[str, Any]:
         """In a step, after its work: the run's control mark (`control`), and whether it changed

@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+import functools
+import sys
+import threading
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar, cast
 
 import anyio
+import anyio.abc
 import anyio.lowlevel
-from anyio.from_thread import start_blocking_portal
+from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from .._core._agent import Agent, PromptInput
 from .._core._state import AgentState
+from .._core._util import single_exception
 from .._types._messages import AssistantMessage, ImageContent
+from ..approvals._request import ApprovalRequest
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
 
 __all__ = ("SyncAgent",)
 
@@ -46,9 +55,13 @@ class SyncAgent:
 
     Objects bound to an event loop (an open client, an MCP connection) cannot be shared across
     calls: each call has a loop of its own. Providers open their clients per request.
+
+    `approve` and `pending_approvals` may be used from any thread while a call blocks in
+    another (a UI thread, a notebook's background thread), and from the agent's callbacks
+    (`on_approval_request`, listeners).
     """
 
-    __slots__ = ("agent", "backend", "backend_options")
+    __slots__ = ("_lock", "_running", "agent", "backend", "backend_options")
 
     def __init__(
         self,
@@ -64,6 +77,8 @@ class SyncAgent:
         self.agent = agent
         self.backend = backend
         self.backend_options = backend_options
+        self._lock = threading.Lock()  # held while another thread's call runs on the portal
+        self._running: _Running | None = None
 
     def __repr__(self) -> str:
         return f"SyncAgent({self.agent!r}, backend={self.backend!r})"
@@ -87,6 +102,48 @@ class SyncAgent:
         self.run(self.agent.continue_)
         return self._last_answer()
 
+    @property
+    def pending_approvals(self) -> list[ApprovalRequest]:
+        """`Agent.pending_approvals`: the tool calls waiting for a person's decision, oldest first."""
+        running = self._running
+        if running is None or running.here():  # no run, or a callback of the run
+            return self.agent.pending_approvals
+        with self._lock:
+            running = self._running
+            if running is not None:
+                return running.portal.call(lambda: self.agent.pending_approvals)
+        return self.agent.pending_approvals
+
+    def approve(
+        self,
+        tool_call_id: str,
+        approved: bool = True,
+        reason: str | None = None,
+        *,
+        arguments: Mapping[str, Any] | None = None,
+    ) -> None:
+        """`Agent.approve`, blocking: decide a pending tool call (see `Agent.approve`).
+
+        From another thread while `prompt` or `continue_` blocks, it is decided on the run's
+        event loop. From a plain callback of the run (`on_approval_request`, a listener),
+        which runs on that loop and cannot wait, the decision is checked at once (ValueError,
+        TypeError as `Agent.approve` raises them) and taken as soon as the callback returns.
+        With no run going (calls a session stored), it is decided on a loop of its own.
+        """
+        decide = functools.partial(self.agent.approve, tool_call_id, approved, reason, arguments=arguments)
+        running = self._running
+        if running is not None and running.here():  # a callback of the run: it cannot wait
+            self.agent.approvals.check(tool_call_id, approved, reason, arguments)
+            running.decisions.start_soon(decide)
+            return
+        with self._lock:
+            running = self._running
+            if running is not None:
+                running.portal.call(decide)
+                return
+        with start_blocking_portal(self.backend, self.backend_options) as portal:
+            portal.call(decide)
+
     def run(self, func: Callable[..., Awaitable[T]], *args: Any) -> T:
         """Run `await func(*args)` on a portal of its own and return its result.
 
@@ -98,8 +155,13 @@ class SyncAgent:
 
             async def guarded() -> T | None:
                 with scope:
-                    await anyio.lowlevel.checkpoint()  # a cancel before the start lands here
-                    return await func(*args)
+                    try:
+                        async with anyio.create_task_group() as decisions:
+                            self._running = _Running(portal, decisions, threading.get_ident())
+                            await anyio.lowlevel.checkpoint()  # a cancel before the start lands here
+                            return await func(*args)
+                    except BaseExceptionGroup as group:  # a decision taken in a callback failed
+                        raise single_exception(group) from None
                 return None
 
             def interrupt() -> None:
@@ -121,6 +183,9 @@ class SyncAgent:
                     portal.call(scope.cancel)
                     future.exception()
                 raise
+            finally:
+                with self._lock:  # after the decisions other threads are taking on this portal
+                    self._running = None
             return cast(T, result)  # None only after a cancel, which raised above
 
     def _last_answer(self) -> AssistantMessage:
@@ -128,3 +193,19 @@ class SyncAgent:
             if isinstance(message, AssistantMessage):
                 return message
         raise RuntimeError("the run ended without an assistant message")
+
+
+class _Running:
+    """The portal of the call that blocks now, the task group of the decisions taken in its
+    callbacks, and its event loop's thread."""
+
+    __slots__ = ("decisions", "portal", "thread")
+
+    def __init__(self, portal: BlockingPortal, decisions: anyio.abc.TaskGroup, thread: int) -> None:
+        self.portal = portal
+        self.decisions = decisions
+        self.thread = thread
+
+    def here(self) -> bool:
+        """Whether the calling thread is the portal's (a callback of the run)."""
+        return threading.get_ident() == self.thread

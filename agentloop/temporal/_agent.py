@@ -52,6 +52,8 @@ from .._wire._decode import from_json
 from .._wire._encode import to_json
 from .._wire._model_json import model_from_json
 from ..approvals._request import needs_approval_of
+from ..context._compaction import Compaction
+from ..context._durable import write_summary
 from ._context import CONTEXT_MISSING, ContextStore, StoredContexts, check_context_store
 from ._payload import PAYLOAD_LIMIT, PayloadTooLarge, check_fits, json_size
 
@@ -184,6 +186,11 @@ class TemporalAgent:
             worker of the agent reaches): a model activity then carries what is new since the
             previous call and a key, not the whole transcript, and a history grows linearly
             (see `agentloop.temporal.FileContextStore`). None: every call carries it all.
+        compaction: Compact the run's context as an `Agent` with `Compaction(...).attach` does
+            (the same settings and rules): before a model call that would not leave
+            `reserve_tokens` of `model.context_window`, and after an overflow error. The summary
+            is the `<name>.summary` activity (with `model_activity`'s options); a history
+            continues as new with the compacted transcript and the summary.
         reasoning: As on `AgentLoopConfig`.
         options: The loop options, as `LoopOptions` (the same names, defaults and checks), those
             a durable run carries (`DURABLE_OPTIONS`): `api_key` and `get_api_key` (called in the
@@ -207,6 +214,7 @@ class TemporalAgent:
         needs_approval: Collection[str] | Callable[[ToolCall], bool] = (),
         approval_timeout: timedelta | None = None,
         context_store: ContextStore | None = None,
+        compaction: Compaction | None = None,
         reasoning: ThinkingLevel | None = None,
         **options: Any,
     ) -> None:
@@ -241,6 +249,8 @@ class TemporalAgent:
             raise TypeError(f"approval_timeout must be a positive timedelta or None, got {approval_timeout!r}")
         if context_store is not None:
             check_context_store(context_store)
+        if compaction is not None and not isinstance(compaction, Compaction):
+            raise TypeError(f"compaction must be an agentloop.context.Compaction or None, got {compaction!r}")
         self.name = name
         self.model = model
         self.tools = tools
@@ -254,11 +264,13 @@ class TemporalAgent:
         self.approval_timeout = approval_timeout
         self.contexts = None if context_store is None else StoredContexts(context_store)
         """The worker's side of `context_store` (None without one)."""
+        self.compaction = compaction
         self.reasoning: ThinkingLevel | None = reasoning
         self._tools_by_name = {tool.name: tool for tool in tools}
         self.activities: tuple[Callable[..., Any], ...] = (
             activity.defn(name=self.model_activity_name)(self._model_activity_fn()),
             *(activity.defn(name=self.tool_activity_name(t.name))(self._tool_activity(t)) for t in tools),
+            *([activity.defn(name=self.summary_activity_name)(self._summary_activity_fn())] if compaction else []),
         )
         """The activities a worker registers for this agent."""
 
@@ -268,6 +280,10 @@ class TemporalAgent:
     @property
     def model_activity_name(self) -> str:
         return f"{self.name}.model"
+
+    @property
+    def summary_activity_name(self) -> str:
+        return f"{self.name}.summary"
 
     def tool_activity_name(self, tool_name: str) -> str:
         return f"{self.name}.tool.{tool_name}"
@@ -315,12 +331,9 @@ class TemporalAgent:
             tools=tuple(self._tools_by_name[n] for n in data["tools"]),
         )
         options = request["options"]
-        api_key = None
-        if self.options.get_api_key is not None:
-            api_key = await call(self.options.get_api_key, model.provider)
         stream_options = StreamOptions(
             signal=AbortSignal(),
-            api_key=api_key or self.options.api_key,
+            api_key=await self._api_key_for(model.provider),
             reasoning=options.get("reasoning"),
             session_id=options.get("sessionId"),
             temperature=options.get("temperature"),
@@ -354,6 +367,29 @@ class TemporalAgent:
         answer = to_json(final)
         key = await self.contexts.save(base, depth, [*data["messages"], answer], (*context.messages, final))
         return {"message": answer, "contextKey": key}
+
+    def _summary_activity_fn(self) -> Callable[[dict[str, Any]], Any]:
+        async def write_compaction_summary(request: dict[str, Any]) -> dict[str, str]:
+            """Write a compaction's summary: `{"summary": text}`, or `{"error": text}`."""
+            return await self._write_summary(request)
+
+        return write_compaction_summary
+
+    async def _write_summary(self, request: dict[str, Any]) -> dict[str, str]:
+        assert self.compaction is not None
+        context = Context(
+            system_prompt=request["systemPrompt"], messages=tuple(from_json(m) for m in request["messages"]), tools=()
+        )
+        async with _heartbeating(_MODEL_BEAT):
+            return await write_summary(
+                self.compaction, self.model, self.stream_fn, context, request["maxTokens"], self._api_key_for
+            )
+
+    async def _api_key_for(self, provider: str) -> str | None:
+        key = None
+        if self.options.get_api_key is not None:
+            key = await call(self.options.get_api_key, provider)
+        return key or self.options.api_key
 
     def _tool_activity(self, tool: AgentTool) -> Callable[[dict[str, Any]], Any]:
         async def run_tool(request: dict[str, Any]) -> dict[str, Any]:

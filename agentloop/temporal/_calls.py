@@ -6,7 +6,7 @@ gives the loop its answer as a stream, sending a context by reference when the a
 from __future__ import annotations
 
 import asyncio  # noqa: TID251  (Temporal workflows run on asyncio only)
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 from temporalio import workflow
@@ -22,11 +22,21 @@ from .._types._stream_fn import StreamOptions
 from .._wire._decode import from_json
 from .._wire._encode import to_json
 from .._wire._model_json import model_to_json
+from ..context._summary import CompactionError
 from ._agent import ActivityOptions, TemporalAgent
 from ._context import CONTEXT_MISSING
 from ._payload import check_fits
 
-__all__ = ("ModelCall", "SentContext", "failure_text", "finished", "model_stream", "start_call", "workflow_ms")
+__all__ = (
+    "ModelCall",
+    "SentContext",
+    "failure_text",
+    "finished",
+    "model_stream",
+    "start_call",
+    "summary_call",
+    "workflow_ms",
+)
 
 
 def workflow_ms() -> int:
@@ -191,3 +201,29 @@ def model_stream(
                 options.signal.abort()
 
     return stream
+
+
+def summary_call(agent: TemporalAgent) -> Callable[[Context, int], Awaitable[str]]:
+    """The workflow's summarizer for compaction: the `<agent>.summary` activity (recorded: a replay
+    gets the same summary without calling the model); `CompactionError` when it fails."""
+
+    async def summarize(request: Context, max_tokens: int) -> str:
+        data = {
+            "systemPrompt": request.system_prompt,
+            "messages": [to_json(m) for m in request.messages],
+            "maxTokens": max_tokens,
+        }
+        if agent.contexts is None:
+            check_fits("the compaction's summary request", data)
+        try:
+            handle = start_call(agent.summary_activity_name, data, agent.model_activity, "compaction summary")
+            out = await finished(handle)
+        except ActivityError as exc:
+            if isinstance(exc.cause, CancelledError):
+                raise
+            raise CompactionError(f"Summarization failed: {failure_text(exc)}") from None
+        if "error" in out:
+            raise CompactionError(out["error"])
+        return str(out["summary"])
+
+    return summarize

@@ -49,6 +49,7 @@ from .._types._messages import (
 from .._wire._decode import from_json
 from .._wire._encode import to_json
 from .._wire._json_text import encode_json
+from ..context._compaction import CompactionState
 
 __all__ = (
     "PAYLOAD_LIMIT",
@@ -115,6 +116,8 @@ class CarriedState:
         context_key: With a context store, the key of the last model call's context (None:
             the next call sends the whole context).
         context_length: How many LLM messages that context had.
+        compaction: With the agent's `compaction`, where it stands in the carried transcript
+            (which starts at the first kept message), or None before a compaction.
     """
 
     run_id: str
@@ -127,6 +130,7 @@ class CarriedState:
     aborted: bool = False
     context_key: str | None = None
     context_length: int = 0
+    compaction: CompactionState | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -140,6 +144,7 @@ class CarriedState:
             "aborted": self.aborted,
             "contextKey": self.context_key,
             "contextLength": self.context_length,
+            "compaction": None if self.compaction is None else self.compaction.to_json(),
         }
 
     @classmethod
@@ -155,6 +160,7 @@ class CarriedState:
             aborted=bool(data.get("aborted")),
             context_key=data.get("contextKey"),
             context_length=int(data.get("contextLength") or 0),
+            compaction=None if data.get("compaction") is None else CompactionState.from_json(data["compaction"]),
         )
 
 

@@ -24,6 +24,12 @@ and the event counters; the caller sees one run. With the agent's `context_store
 carries the messages added since the previous call and the key of the context it ended with
 (`SentContext`), not the whole transcript (see `_context`).
 
+Compaction: with the agent's `compaction`, the loop's `transform_context` and stream function are
+a `DurableCompactor`'s (the rules of `agentloop.context`); its summary is the `<agent>.summary`
+activity. A new history starts with the transcript from the first kept message on, and the
+compaction's state in `CarriedState`: the model sees the same context, and the history carries
+only what it needs.
+
 Human approval: with the agent's `needs_approval`, `before_tool_call` waits for the `approve`
 update (see `_approval`); the `approvals` query lists the calls waiting.
 """
@@ -55,13 +61,15 @@ from .._types._messages import (
     AgentMessage,
     AgentToolResult,
 )
+from .._types._stream_fn import StreamFn
 from .._wire._decode import from_json
 from .._wire._encode import to_json
 from .._wire._envelope import EventEnvelope, envelope_to_json
 from .._wire._json_text import encode_json
+from ..context._durable import DurableCompactor
 from ._agent import TemporalAgent
 from ._approval import PendingApprovals
-from ._calls import ModelCall, SentContext, failure_text, finished, model_stream, start_call, workflow_ms
+from ._calls import ModelCall, SentContext, failure_text, finished, model_stream, start_call, summary_call, workflow_ms
 from ._payload import AgentRun, CarriedState, PayloadTooLarge, UndecodableRun, check_fits
 
 __all__ = ("AgentWorkflow", "register_agent", "registered_agent")
@@ -188,8 +196,20 @@ class AgentWorkflow:
         turns_before = state.turns
         if state.aborted:
             self._signal.abort()
+        compactor = None
+        if agent.compaction is not None:
+            compactor = DurableCompactor(
+                agent.compaction,
+                model=agent.model,
+                system_prompt=agent.system_prompt,
+                tools=agent.tools,
+                summarize=summary_call(agent),
+                state=state.compaction,
+            )
+        self._compactor = compactor
         if state.context_key is not None:  # the context the store holds, from the last history
-            self._sent = SentContext.carried(state.context_key, state.context_length, run.messages)
+            sent = run.messages if compactor is None else compactor.context(run.messages)
+            self._sent = SentContext.carried(state.context_key, state.context_length, sent)
         max_turns = None if agent.options.max_turns is None else max(agent.options.max_turns - turns_before, 1)
         self._turns_left = max_turns  # None: no limit
         config = AgentLoopConfig(
@@ -200,12 +220,15 @@ class AgentWorkflow:
             reasoning=agent.reasoning,
             **(workflow_options(agent.options) | {"max_turns": max_turns}),
             before_tool_call=None if self._approvals is None else self._approvals.before_tool_call,
+            transform_context=None if compactor is None else compactor.transform_context,
             wrap_tool_call=self._call_tool,
             propagate=(TemporalError,),
             clock=workflow_ms,
         )
         context = AgentContext(system_prompt=agent.system_prompt, messages=tuple(run.messages), tools=agent.tools)
-        stream = model_stream(agent, self._sent, self._model_call)
+        stream: StreamFn = model_stream(agent, self._sent, self._model_call)
+        if compactor is not None:
+            stream = compactor.stream(stream)
         try:
             with validation_in_line():  # a workflow runs no threads
                 if first and run.prompts:
@@ -262,6 +285,9 @@ class AgentWorkflow:
         self._continuing = True  # waiting polls answer now
         await self._let_the_caller_read(lambda: self._read_up_to >= self._next_seq - 1)  # this history's events
         await workflow.wait_condition(workflow.all_handlers_finished)
+        compaction = None
+        if self._compactor is not None:  # the next history starts at the first kept message
+            transcript, compaction = self._compactor.carried(transcript)
         state = CarriedState(
             run_id=self._run_id,
             seq=self._next_seq,
@@ -273,6 +299,7 @@ class AgentWorkflow:
             aborted=self._signal.aborted,
             context_key=self._sent.key,
             context_length=len(self._sent.messages),
+            compaction=compaction,
         )
         if agent.contexts is None:
             check_fits("the transcript carried into the next history", [to_json(m) for m in transcript])
@@ -453,3 +480,4 @@ class AgentWorkflow:
         return self._approvals
 
     _agent: TemporalAgent
+    _compactor: DurableCompactor | None
