@@ -132,6 +132,20 @@ async def collect(stream: AssistantMessageEventStream) -> tuple[list[AssistantMe
     return events, final
 
 
+async def stream_body(
+    stream_fn: Callable[..., AssistantMessageEventStream],
+    body: bytes | Sequence[bytes],
+    model: Model,
+    ctx: Context | None = None,
+    **opts: Any,
+) -> tuple[list[Any], AssistantMessage]:
+    """What `stream_fn` emits for `model` and `ctx` (by default `context()`) when the server
+    answers `body`; `opts` are the stream options."""
+    async with Server(ok(body)).client() as client:
+        with anyio.fail_after(10):
+            return await collect(stream_fn(model, ctx or context(), options(**opts), http=FAST, client=client))
+
+
 def types(events: Sequence[AssistantMessageEvent]) -> list[str]:
     return [e.type for e in events]
 

@@ -4,14 +4,27 @@ from __future__ import annotations
 
 from typing import Any
 
-import anyio
 import pytest
 
 import agentloop as al
 from agentloop.providers import stream_anthropic
 from agentloop.providers._anthropic import build_anthropic_request, map_stop_reason
 
-from .helpers import FAST, IMAGE, Server, Weather, collect, context, model, ok, options, sse_events, streamed, types
+from .helpers import (
+    FAST,
+    IMAGE,
+    Server,
+    Weather,
+    collect,
+    context,
+    model,
+    ok,
+    options,
+    sse_events,
+    stream_body,
+    streamed,
+    types,
+)
 
 
 def start(usage: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -60,14 +73,7 @@ def end(reason: str = "end_turn", output: int = 20) -> list[dict[str, Any]]:
 async def stream(
     items: list[dict[str, Any]], m: Any = None, ctx: al.Context | None = None, **opts: Any
 ) -> tuple[list[Any], al.AssistantMessage]:
-    server = Server(ok(sse_events(*items)))
-    async with server.client() as client:
-        with anyio.fail_after(10):
-            return await collect(
-                stream_anthropic(
-                    m or model("anthropic-messages"), ctx or context(), options(**opts), http=FAST, client=client
-                )
-            )
+    return await stream_body(stream_anthropic, sse_events(*items), m or model("anthropic-messages"), ctx, **opts)
 
 
 async def test_thinking_text_and_tool_use() -> None:

@@ -20,7 +20,7 @@ from agentloop.providers._transform import mistral_tool_call_ids, short_hash
 
 from ..support import as_assistant
 from .conftest import Weather, aimock_weather_turn
-from .helpers import FAST, IMAGE, Server, collect, ok, options, sse_data, streamed, types
+from .helpers import FAST, IMAGE, Server, collect, context, options, sse_data, stream_body, streamed, types
 from .pi_requests import Call, our_request, same_path_and_body_as_pi
 
 
@@ -53,18 +53,7 @@ USAGE = {
 async def stream(
     body: bytes, m: al.Model | None = None, ctx: al.Context | None = None, **opts: Any
 ) -> tuple[list[Any], al.AssistantMessage]:
-    server = Server(ok(body))
-    async with server.client() as client:
-        with anyio.fail_after(10):
-            return await collect(
-                stream_mistral(
-                    m or mistral(),
-                    ctx or al.Context(messages=[al.UserMessage(content="hi")]),
-                    options(**opts),
-                    http=FAST,
-                    client=client,
-                )
-            )
+    return await stream_body(stream_mistral, body, m or mistral(), ctx or context("hi"), **opts)
 
 
 # --- the request ----------------------------------------------------------------------------

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import anyio
 import pytest
 
 import agentloop as al
@@ -13,18 +12,15 @@ from agentloop.providers._openai_completions import build_completions_request, m
 from agentloop.providers._transform import mistral_id
 
 from .helpers import (
-    FAST,
     IMAGE,
-    Server,
     Weather,
     chat_chunk,
-    collect,
     context,
     ended_together,
     model,
-    ok,
     options,
     sse_data,
+    stream_body,
     types,
 )
 
@@ -32,14 +28,7 @@ from .helpers import (
 async def stream(
     body: bytes | list[bytes], m: Any = None, ctx: al.Context | None = None, **opts: Any
 ) -> tuple[list[Any], al.AssistantMessage]:
-    server = Server(ok(body))
-    async with server.client() as client:
-        with anyio.fail_after(10):
-            return await collect(
-                stream_openai_completions(
-                    m or model("openai-completions"), ctx or context(), options(**opts), http=FAST, client=client
-                )
-            )
+    return await stream_body(stream_openai_completions, body, m or model("openai-completions"), ctx, **opts)
 
 
 # --- the request ------------------------------------------------------------------------------

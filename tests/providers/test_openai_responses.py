@@ -5,14 +5,26 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-import anyio
 import pytest
 
 import agentloop as al
 from agentloop.providers import stream_openai_responses
 from agentloop.providers._openai_responses import build_responses_request
 
-from .helpers import FAST, Server, collect, context, ended_together, model, ok, options, sse_events, streamed, types
+from .helpers import (
+    FAST,
+    Server,
+    collect,
+    context,
+    ended_together,
+    model,
+    ok,
+    options,
+    sse_events,
+    stream_body,
+    streamed,
+    types,
+)
 
 IMAGE = al.ImageContent(data="aGVsbG8=", mime_type="image/jpeg")
 REASONING_ITEM = {
@@ -86,14 +98,8 @@ def reasoning_and_text() -> list[dict[str, Any]]:
 async def stream(
     items: list[dict[str, Any]], m: Any = None, ctx: al.Context | None = None, raw: bytes | None = None, **opts: Any
 ) -> tuple[list[Any], al.AssistantMessage]:
-    server = Server(ok(raw if raw is not None else sse_events(*items)))
-    async with server.client() as client:
-        with anyio.fail_after(10):
-            return await collect(
-                stream_openai_responses(
-                    m or model("openai-responses"), ctx or context(), options(**opts), http=FAST, client=client
-                )
-            )
+    body = raw if raw is not None else sse_events(*items)
+    return await stream_body(stream_openai_responses, body, m or model("openai-responses"), ctx, **opts)
 
 
 # --- the stream -------------------------------------------------------------------------------
