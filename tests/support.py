@@ -1,6 +1,6 @@
-"""Typed accessors for tests (what a run ended with, the text of a content block), a model
-stream that waits after its terminal event, loopback serving (`free_port`, `served`), and child
-processes (`stop`)."""
+"""The scripted model's `Model`, typed accessors for tests (what a run ended with, the text of a
+content block), a model stream that waits after its terminal event, loopback serving (`free_port`, `served`), and child
+processes (`run_python`, `stop`)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,16 @@ import functools
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import anyio
 
 import agentloop as al
+
+SCRIPTED = al.Model(id="scripted-1", name="Scripted", api="scripted", provider="test")
+"""The `Model` of the tests' scripted runs."""
 
 
 def agent_end(events: Sequence[al.AgentEvent]) -> al.AgentEnd:
@@ -62,6 +65,18 @@ def as_tool_result(result: al.AgentToolResult | str) -> al.AgentToolResult:
     """What a tool's `execute` returned, which must be an `AgentToolResult`, not a bare string."""
     assert isinstance(result, al.AgentToolResult), f"the tool returned a {type(result).__name__}"
     return result
+
+
+@contextmanager
+def logged(log: list[str], tool_call_id: str) -> Iterator[None]:
+    """Log a tool call's `start`, then its `end`, or `cancelled` if it was cancelled."""
+    log.append(f"start {tool_call_id}")
+    try:
+        yield
+    except anyio.get_cancelled_exc_class():
+        log.append(f"cancelled {tool_call_id}")
+        raise
+    log.append(f"end {tool_call_id}")
 
 
 class WaitsAfterDone:
@@ -148,6 +163,11 @@ def stop(process: subprocess.Popen[Any], timeout: float = 10) -> None:
         process.wait()
 
 
+def run_python(*args: str, timeout: float = 60, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """Run a fresh interpreter with `args` to its end; its output is captured as text."""
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout, **kwargs)
+
+
 def loaded_by_import(imports: str, modules: Sequence[str], *, before: str = "sys") -> list[str]:
     """Which of `modules` a fresh interpreter has loaded after `import {before}` and then
     `import {imports}`, not counting those `before` loaded already."""
@@ -157,5 +177,5 @@ def loaded_by_import(imports: str, modules: Sequence[str], *, before: str = "sys
         f"import {imports}\n"
         f"print(','.join(m for m in {tuple(modules)!r} if m in sys.modules and m not in base))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = run_python("-c", code, check=True)
     return [m for m in out.stdout.strip().split(",") if m]

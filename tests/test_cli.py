@@ -21,7 +21,7 @@ from agentloop.cli import _command, _local_model, _tools
 from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedThinking, ScriptedToolCall, check_events
 from agentloop.wire import loads
 
-from .support import text
+from .support import run_python, text
 
 
 class Terminal(io.StringIO):
@@ -183,13 +183,7 @@ def test_the_embedded_local_model_calls_the_calculator_and_only_the_answer_is_on
     env = {**os.environ, "AGENTLOOP_MODEL_PATH": str(_local_model_file())}
     env.pop("OPENAI_API_KEY", None)
     env.pop("ANTHROPIC_API_KEY", None)
-    done = subprocess.run(
-        [sys.executable, "-m", "agentloop", "run", "What is 17 * 23?", "--root", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        env=env,
-    )
+    done = run_python("-m", "agentloop", "run", "What is 17 * 23?", "--root", str(tmp_path), timeout=240, env=env)
     assert done.returncode == 0, done.stderr
     assert "SmolLM2-135M-Instruct" in done.stderr
     assert f"right on {_command.LOCAL_MODEL_RATE} new prompts measured" in done.stderr
@@ -575,7 +569,7 @@ def _first_program(page: str) -> str:
 
 def _run_fresh(program: str) -> subprocess.CompletedProcess[str]:
     """`program` in a fresh interpreter: only what `import agentloop` loads is loaded."""
-    return subprocess.run([sys.executable, "-W", "error", "-c", program], capture_output=True, text=True, timeout=60)
+    return run_python("-W", "error", "-c", program)
 
 
 @pytest.mark.parametrize("page", FIRST_PROGRAM_PAGES)

@@ -12,7 +12,7 @@ import pytest
 
 import agentloop as al
 from agentloop.testing import Response, ScriptedModel, ScriptedToolCall, check_events
-from tests.support import last_assistant, text, tool_results
+from tests.support import last_assistant, logged, text, tool_results
 
 MODEL = al.Model(id="m", api="faux", provider="faux")
 
@@ -23,13 +23,8 @@ def calls(*names: str) -> Response:
 
 def sleeper(name: str, seconds: float, log: list[str], **options: Any) -> al.AgentTool:
     async def execute(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> str:
-        log.append(f"start {tool_call_id}")
-        try:
+        with logged(log, tool_call_id):
             await anyio.sleep(seconds)
-        except anyio.get_cancelled_exc_class():
-            log.append(f"cancelled {tool_call_id}")
-            raise
-        log.append(f"end {tool_call_id}")
         return f"{name} done"
 
     return al.AgentTool(

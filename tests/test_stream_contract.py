@@ -12,7 +12,7 @@ import pytest
 import agentloop as al
 from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedToolCall, check_events
 
-from .support import agent_end, as_assistant, last_assistant, text, tool_results
+from .support import agent_end, as_assistant, last_assistant, logged, text, tool_results
 
 MODEL = al.Model(id="m", api="faux", provider="faux")
 
@@ -34,10 +34,9 @@ def make_sleeper(
     log: list[str], seconds: float = 10.0, honour_abort: bool = False, running: Running | None = None
 ) -> al.AgentTool:
     async def execute(tool_call_id: str, params: Any, signal: al.AbortSignal, on_update: Any) -> al.AgentToolResult:
-        log.append(f"start {tool_call_id}")
-        if running is not None:
-            running.began()
-        try:
+        with logged(log, tool_call_id):
+            if running is not None:
+                running.began()
             if honour_abort:
                 with anyio.move_on_after(seconds):
                     await signal.wait()
@@ -45,10 +44,6 @@ def make_sleeper(
                     raise al.ToolError("stopped on abort")
             else:
                 await anyio.sleep(seconds)
-        except anyio.get_cancelled_exc_class():
-            log.append(f"cancelled {tool_call_id}")
-            raise
-        log.append(f"end {tool_call_id}")
         return al.AgentToolResult.from_text("slept")
 
     return sleep_tool(execute)

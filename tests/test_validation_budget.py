@@ -25,7 +25,9 @@ import agentloop as al
 from agentloop._tools import _budget, _patterns
 from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedToolCall
 
-MODEL = al.Model(id="scripted-1", name="Scripted", api="scripted", provider="test")
+from .support import SCRIPTED
+
+MODEL = SCRIPTED
 
 
 async def _never(*args: Any) -> al.AgentToolResult:

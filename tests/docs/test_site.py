@@ -9,12 +9,12 @@ from __future__ import annotations
 import ast
 import os
 import re
-import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+
+from ..support import run_python
 
 ROOT = Path(__file__).parents[2]
 PAGES = sorted(path.relative_to(ROOT / "docs").as_posix() for path in (ROOT / "docs").glob("**/*.md"))
@@ -81,14 +81,7 @@ class CodeBlocks(HTMLParser):
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     site = tmp_path_factory.mktemp("site")
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "PYTHONPATH": str(ROOT)}
-    built = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-        env=env,
-    )
+    built = run_python("-m", "mkdocs", "build", "--strict", "--site-dir", str(site), timeout=300, cwd=ROOT, env=env)
     output = built.stdout + built.stderr
     assert built.returncode == 0, output
     assert "WARNING" not in output, output

@@ -131,6 +131,8 @@ def pi_node_modules() -> Path:
 
 # --- an agent turn against aimock ------------------------------------------------------------
 
+SERVED_APIS = ["openai-completions", "openai-responses", "anthropic-messages"]
+"""The APIs both test servers (aimock and llama.cpp) answer."""
 AIMOCK_HTTP = HTTPOptions(backoff=0.01, max_backoff=0.05, idle_timeout=30)
 """Quick retries, and room for a loaded machine between events."""
 
@@ -164,6 +166,14 @@ Result = tuple[str, bool, bool, list[dict[str, Any]], list[dict[str, Any]]]
 """(recording id, final messages equal, event sequences equal, pi-ai's events, ours)."""
 REPLAY_CONTEXT = Context(system_prompt="You are terse.", messages=[UserMessage(content="hello", timestamp=0)])
 """The context every recording is replayed with, on both sides."""
+
+
+def replay_model(api: str, **changes: Any) -> Model:
+    """The model a recording is replayed with through our providers (its requests never leave
+    the process: `our_events` answers them)."""
+    return Model(
+        id="replay", name="replay", api=api, provider="replay", base_url="http://replay/v1", reasoning=True, **changes
+    )
 
 
 def event_data(event: AssistantMessageEvent) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from agentloop import (
     AssistantMessageEvent,
     Context,
     ErrorEvent,
+    ImageContent,
     Model,
     StreamOptions,
     UserMessage,
@@ -24,9 +25,12 @@ from agentloop.providers import AssistantMessageEventStream, HTTPOptions
 SSE_HEADERS = {"content-type": "text/event-stream"}
 FAST = HTTPOptions(backoff=0.001, max_backoff=0.01)
 
+IMAGE = ImageContent(data="aGVsbG8=", mime_type="image/png")
+"""A (not really) PNG image block."""
+
 
 class Weather:
-    """The tool aimock's fixtures call (`aimock-fixtures.json`)."""
+    """A weather tool: the one aimock's fixtures call (`aimock-fixtures.json`), and the request tests' tool."""
 
     name = "get_weather"
     description = "Get the weather"
@@ -128,6 +132,20 @@ async def collect(stream: AssistantMessageEventStream) -> tuple[list[AssistantMe
     return events, final
 
 
+async def stream_body(
+    stream_fn: Callable[..., AssistantMessageEventStream],
+    body: bytes | Sequence[bytes],
+    model: Model,
+    ctx: Context | None = None,
+    **opts: Any,
+) -> tuple[list[Any], AssistantMessage]:
+    """What `stream_fn` emits for `model` and `ctx` (by default `context()`) when the server
+    answers `body`; `opts` are the stream options."""
+    async with Server(ok(body)).client() as client:
+        with anyio.fail_after(10):
+            return await collect(stream_fn(model, ctx or context(), options(**opts), http=FAST, client=client))
+
+
 def types(events: Sequence[AssistantMessageEvent]) -> list[str]:
     return [e.type for e in events]
 
@@ -150,6 +168,15 @@ def streamed(kind: str, deltas: int) -> list[str]:
     """The event types of one content block streamed alone: `streamed("text", 2)` is
     `["text_start", "text_delta", "text_delta", "text_end"]`."""
     return [f"{kind}_start", *[f"{kind}_delta"] * deltas, f"{kind}_end"]
+
+
+def ended_together(*blocks: tuple[str, int]) -> list[str]:
+    """The event types of a stream whose blocks, each (kind, deltas) streamed in turn, all end
+    when the stream does, in content order: `ended_together(("thinking", 1), ("text", 1))` is
+    `["start", "thinking_start", "thinking_delta", "text_start", "text_delta", "thinking_end",
+    "text_end", "done"]`."""
+    opened = [kind for name, deltas in blocks for kind in (f"{name}_start", *[f"{name}_delta"] * deltas)]
+    return ["start", *opened, *[f"{name}_end" for name, _ in blocks], "done"]
 
 
 def receive_once(body: bytes, disconnected: anyio.Event) -> Callable[[], Awaitable[dict[str, Any]]]:

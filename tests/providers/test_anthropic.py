@@ -2,29 +2,29 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
-import anyio
 import pytest
 
-from agentloop import (
-    AssistantMessage,
-    Context,
-    ImageContent,
-    Message,
-    ModelCost,
-    TextContent,
-    ThinkingContent,
-    ToolCall,
-    ToolResultMessage,
-    UserMessage,
-)
+import agentloop as al
 from agentloop.providers import stream_anthropic
 from agentloop.providers._anthropic import build_anthropic_request, map_stop_reason
 
-from .helpers import FAST, Server, collect, context, model, ok, options, sse_events, streamed, types
-
-IMAGE = ImageContent(data="aGVsbG8=", mime_type="image/png")
+from .helpers import (
+    FAST,
+    IMAGE,
+    Server,
+    Weather,
+    collect,
+    context,
+    model,
+    ok,
+    options,
+    sse_events,
+    stream_body,
+    streamed,
+    types,
+)
 
 
 def start(usage: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -71,16 +71,9 @@ def end(reason: str = "end_turn", output: int = 20) -> list[dict[str, Any]]:
 
 
 async def stream(
-    items: list[dict[str, Any]], m: Any = None, ctx: Context | None = None, **opts: Any
-) -> tuple[list[Any], AssistantMessage]:
-    server = Server(ok(sse_events(*items)))
-    async with server.client() as client:
-        with anyio.fail_after(10):
-            return await collect(
-                stream_anthropic(
-                    m or model("anthropic-messages"), ctx or context(), options(**opts), http=FAST, client=client
-                )
-            )
+    items: list[dict[str, Any]], m: Any = None, ctx: al.Context | None = None, **opts: Any
+) -> tuple[list[Any], al.AssistantMessage]:
+    return await stream_body(stream_anthropic, sse_events(*items), m or model("anthropic-messages"), ctx, **opts)
 
 
 async def test_thinking_text_and_tool_use() -> None:
@@ -104,14 +97,14 @@ async def test_thinking_text_and_tool_use() -> None:
         {"type": "some_future_event", "x": 1},
         *end("tool_use"),
     ]
-    m = model("anthropic-messages", cost=ModelCost(input=3.0, output=15.0, cache_read=0.3, cache_write=3.75))
+    m = model("anthropic-messages", cost=al.ModelCost(input=3.0, output=15.0, cache_read=0.3, cache_write=3.75))
     events, final = await stream(items, m)
     # the tool call's first delta is the API's first, empty, fragment: kept, as pi-ai keeps it
     assert types(events) == ["start", *streamed("thinking", 2), *streamed("text", 1), *streamed("toolcall", 3), "done"]
     assert final.content == (
-        ThinkingContent("Let me think.", thinking_signature="EqQBCkgIARABGAIiQL"),
-        TextContent("Checking."),
-        ToolCall("toolu_01", "get_weather", {"city": "Paris"}),
+        al.ThinkingContent("Let me think.", thinking_signature="EqQBCkgIARABGAIiQL"),
+        al.TextContent("Checking."),
+        al.ToolCall("toolu_01", "get_weather", {"city": "Paris"}),
     )
     assert final.stop_reason == "toolUse" and final.response_id == "msg_01"
     usage = final.usage
@@ -149,7 +142,7 @@ async def test_llama_cpp_overlapping_blocks_are_routed_by_index() -> None:
         "done",
     ]
     # A thinking block's signature is always a string, "" when none came (as pi-ai).
-    assert final.content == (ThinkingContent("\nI'm", thinking_signature=""), TextContent("an AI"))
+    assert final.content == (al.ThinkingContent("\nI'm", thinking_signature=""), al.TextContent("an AI"))
     assert final.stop_reason == "length"
     assert (final.usage.input, final.usage.cache_read, final.usage.output) == (1, 23, 16)
 
@@ -167,8 +160,8 @@ async def test_redacted_thinking_and_a_block_never_stopped() -> None:
     ]
     _, final = await stream(items)
     assert final.content == (
-        ThinkingContent("[Reasoning redacted]", thinking_signature="opaque-bytes", redacted=True),
-        TextContent("Hi"),
+        al.ThinkingContent("[Reasoning redacted]", thinking_signature="opaque-bytes", redacted=True),
+        al.TextContent("Hi"),
     )
 
 
@@ -291,17 +284,6 @@ async def test_message_delta_without_input_tokens_keeps_them() -> None:
 # --- the request ------------------------------------------------------------------------------
 
 
-class Tool:
-    name = "get_weather"
-    description = "Get the weather"
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-        "additionalProperties": False,
-    }
-
-
 def test_request_headers_and_body() -> None:
     m = model(
         "anthropic-messages",
@@ -312,30 +294,30 @@ def test_request_headers_and_body() -> None:
         max_tokens=64000,
         input=("text", "image"),
     )
-    own = AssistantMessage(
+    own = al.AssistantMessage(
         content=(
-            ThinkingContent("hmm", thinking_signature="sig"),
-            ThinkingContent("[Reasoning redacted]", thinking_signature="opaque", redacted=True),
-            ThinkingContent("unsigned"),
-            TextContent(""),
-            TextContent("Checking."),
-            ToolCall("toolu_1", "get_weather", {"city": "Paris"}),
-            ToolCall("toolu_2", "get_weather", {"city": "Rome"}),
+            al.ThinkingContent("hmm", thinking_signature="sig"),
+            al.ThinkingContent("[Reasoning redacted]", thinking_signature="opaque", redacted=True),
+            al.ThinkingContent("unsigned"),
+            al.TextContent(""),
+            al.TextContent("Checking."),
+            al.ToolCall("toolu_1", "get_weather", {"city": "Paris"}),
+            al.ToolCall("toolu_2", "get_weather", {"city": "Rome"}),
         ),
         api="anthropic-messages",
         provider="anthropic",
         model="claude-sonnet-4-5",
         stop_reason="toolUse",
     )
-    transcript: list[Message] = [
-        UserMessage(content=(TextContent("look"), IMAGE)),
+    transcript: list[al.Message] = [
+        al.UserMessage(content=(al.TextContent("look"), IMAGE)),
         own,
-        ToolResultMessage(tool_call_id="toolu_1", tool_name="get_weather", content=(TextContent("sunny"),)),
-        ToolResultMessage(tool_call_id="toolu_2", tool_name="get_weather", content=(IMAGE,), is_error=True),
+        al.ToolResultMessage(tool_call_id="toolu_1", tool_name="get_weather", content=(al.TextContent("sunny"),)),
+        al.ToolResultMessage(tool_call_id="toolu_2", tool_name="get_weather", content=(IMAGE,), is_error=True),
     ]
     request = build_anthropic_request(
         m,
-        Context(system_prompt="sys", messages=transcript, tools=[Tool()]),
+        al.Context(system_prompt="sys", messages=transcript, tools=[Weather()]),
         options(api_key="sk-ant-x", reasoning="medium", max_tokens=1000, temperature=0.5, metadata={"user_id": "u1"}),
     )
     assert request.url == "https://api.anthropic.com/v1/messages"
@@ -352,7 +334,7 @@ def test_request_headers_and_body() -> None:
         {
             "name": "get_weather",
             "description": "Get the weather",
-            "input_schema": Tool.parameters,
+            "input_schema": Weather.parameters,
             "cache_control": {"type": "ephemeral"},  # the last tool, as pi-ai marks it
         }
     ]
@@ -398,7 +380,7 @@ def test_adaptive_thinking_and_llama_cpp_format() -> None:
     llama = model("anthropic-messages", compat={"thinking_format": "llama.cpp", "cache_control": False})
     body = build_anthropic_request(
         llama,
-        Context(system_prompt="s", messages=[UserMessage(content="q")]),
+        al.Context(system_prompt="s", messages=[al.UserMessage(content="q")]),
         options(reasoning="low", thinking_budgets={"low": 4}, max_tokens=12),
     ).body
     assert body["thinking"] == {"type": "enabled", "budget_tokens": 4} and body["max_tokens"] == 16
@@ -410,18 +392,18 @@ def test_adaptive_thinking_and_llama_cpp_format() -> None:
 
 
 def test_handoff_from_openai_normalises_ids_and_thinking() -> None:
-    other = AssistantMessage(
+    other = al.AssistantMessage(
         content=(
-            ThinkingContent("reasoning", thinking_signature='{"type": "reasoning"}'),
-            ToolCall("call_1|fc_" + "x" * 100, "f", {}),
+            al.ThinkingContent("reasoning", thinking_signature='{"type": "reasoning"}'),
+            al.ToolCall("call_1|fc_" + "x" * 100, "f", {}),
         ),
         api="openai-responses",
         provider="openai",
         model="gpt-5",
         stop_reason="toolUse",
     )
-    transcript: list[Message] = [UserMessage(content="q"), other, UserMessage(content="go on")]
-    messages = build_anthropic_request(model("anthropic-messages"), Context(messages=transcript), options()).body[
+    transcript: list[al.Message] = [al.UserMessage(content="q"), other, al.UserMessage(content="go on")]
+    messages = build_anthropic_request(model("anthropic-messages"), al.Context(messages=transcript), options()).body[
         "messages"
     ]
     assert [block["type"] for block in messages[1]["content"]] == ["tool_use"]  # the other model's thinking: dropped

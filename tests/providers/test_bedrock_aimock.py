@@ -8,6 +8,7 @@ Run with `pytest -m servers` after `python tests/providers/servers.py start`.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest
 from botocore.credentials import Credentials
 
 from agentloop import AbortSignal, Context, Model, StreamOptions, ThinkingContent, UserMessage
-from agentloop.providers import stream_bedrock
+from agentloop.providers import get_model, stream_bedrock
 
 from .conftest import AIMOCK_HTTP, Weather, aimock_weather_turn
 from .helpers import aborted_at_first_text, collect, types
@@ -27,16 +28,9 @@ FAST = AIMOCK_HTTP
 
 
 def aimock_model(url: str) -> Model:
-    return Model(
-        id="us.anthropic.claude-sonnet-4-5-20250929-v1:0",
-        name="Claude Sonnet 4.5 (US)",
-        api="bedrock-converse-stream",
-        provider="amazon-bedrock",
-        base_url=url,
-        reasoning=True,
-        input=("text", "image"),
-        max_tokens=4096,
-    )
+    """The registry's Claude Sonnet 4.5 (US) on Bedrock, served by aimock."""
+    model = get_model("amazon-bedrock", "us.anthropic.claude-sonnet-4-5-20250929-v1:0")
+    return dataclasses.replace(model, base_url=url, max_tokens=4096)
 
 
 async def ask(url: str, text: str, *, tools: list[Any] | None = None, **kwargs: Any) -> tuple[list[Any], Any]:

@@ -19,10 +19,9 @@ from typing import Any
 
 import anyio
 
-from agentloop import Model
 from agentloop.providers import stream_bedrock
 
-from .conftest import PI_CACHE, Result, agreement, our_events, pi_events, print_differences
+from .conftest import PI_CACHE, Result, agreement, our_events, pi_events, print_differences, replay_model
 from .test_differential import final as _final
 from .test_differential import sequence
 
@@ -66,15 +65,7 @@ async def reference_events(recordings: list[tuple[str, Path]], node_modules: Pat
     return await pi_events(REPLAY, bodies, requests, node_modules, EVENT_STREAM.encode())
 
 
-MODEL = Model(
-    id="replay",
-    name="replay",
-    api="bedrock-converse-stream",
-    provider="replay",
-    base_url="http://replay",
-    reasoning=True,
-    max_tokens=1000,
-)
+MODEL = replay_model("bedrock-converse-stream", max_tokens=1000)
 
 
 async def compare(node_modules: Path) -> list[Result]:

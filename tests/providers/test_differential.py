@@ -24,11 +24,10 @@ from typing import Any
 
 import anyio
 
-from agentloop import Model
 from agentloop.providers import stream_simple
 from agentloop.wire import from_json, to_json
 
-from .conftest import PI_AI, PI_CACHE, Result, agreement, our_events, pi_events, print_differences
+from .conftest import PI_AI, PI_CACHE, Result, agreement, our_events, pi_events, print_differences, replay_model
 
 HERE = Path(__file__).parent
 RECORDINGS = HERE / "pi_wire" / "recordings"
@@ -134,8 +133,7 @@ async def reference_events(
 
 async def ours(api: str, body: bytes) -> list[dict[str, Any]]:
     """What agentloop's provider emits for a recording, as JSON without partials."""
-    model = Model(id="replay", name="replay", api=api, provider="replay", base_url="http://replay/v1", reasoning=True)
-    return await our_events(stream_simple, model, body)
+    return await our_events(stream_simple, replay_model(api), body)
 
 
 _GENERATED_ID = re.compile(r"_\d{10,}_\d+$")

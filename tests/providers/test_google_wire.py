@@ -15,6 +15,7 @@ import pytest
 from agentloop import AbortSignal, AssistantMessage, Model, StreamOptions, TextContent, ThinkingContent, ToolCall
 from agentloop.providers import HTTPOptions, get_model, stream_simple
 
+from .conftest import replay_model
 from .google_wire.pi_requests import cases
 from .helpers import context
 
@@ -65,7 +66,7 @@ async def test_the_request_body_is_pi_ais(case: str) -> None:
 
 def _model(name: str) -> Model:
     api = "google-vertex" if name.endswith(".vertex.sse") else "google-generative-ai"
-    return Model(id="replay", api=api, provider="replay", base_url="http://replay/v1", reasoning=True)
+    return replay_model(api)
 
 
 async def _final(name: str) -> AssistantMessage:

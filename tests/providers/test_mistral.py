@@ -13,33 +13,18 @@ import anyio
 import httpx
 import pytest
 
-from agentloop import (
-    AbortSignal,
-    AssistantMessage,
-    Context,
-    ImageContent,
-    Model,
-    ModelCost,
-    StreamOptions,
-    TextContent,
-    ThinkingContent,
-    ToolCall,
-    ToolResultMessage,
-    UserMessage,
-)
+import agentloop as al
 from agentloop.providers import HTTPOptions, get_model, get_models, stream_mistral, stream_simple
 from agentloop.providers._mistral import build_mistral_request
 from agentloop.providers._transform import mistral_tool_call_ids, short_hash
 
 from ..support import as_assistant
 from .conftest import Weather, aimock_weather_turn
-from .helpers import FAST, Server, collect, ok, options, sse_data, streamed, types
+from .helpers import FAST, IMAGE, Server, collect, context, options, sse_data, stream_body, streamed, types
 from .pi_requests import Call, our_request, same_path_and_body_as_pi
 
-IMAGE = ImageContent(data="aGVsbG8=", mime_type="image/png")
 
-
-def mistral(model_id: str = "magistral-medium-latest", **changes: Any) -> Model:
+def mistral(model_id: str = "magistral-medium-latest", **changes: Any) -> al.Model:
     """A registry model, served by the mock."""
     return dataclasses.replace(get_model("mistral", model_id), base_url="http://mock", **changes)
 
@@ -66,20 +51,9 @@ USAGE = {
 
 
 async def stream(
-    body: bytes, m: Model | None = None, ctx: Context | None = None, **opts: Any
-) -> tuple[list[Any], AssistantMessage]:
-    server = Server(ok(body))
-    async with server.client() as client:
-        with anyio.fail_after(10):
-            return await collect(
-                stream_mistral(
-                    m or mistral(),
-                    ctx or Context(messages=[UserMessage(content="hi")]),
-                    options(**opts),
-                    http=FAST,
-                    client=client,
-                )
-            )
+    body: bytes, m: al.Model | None = None, ctx: al.Context | None = None, **opts: Any
+) -> tuple[list[Any], al.AssistantMessage]:
+    return await stream_body(stream_mistral, body, m or mistral(), ctx or context("hi"), **opts)
 
 
 # --- the request ----------------------------------------------------------------------------
@@ -89,39 +63,41 @@ def replayed_transcript(model_id: str) -> list[Any]:
     """A conversation begun on OpenAI (a Responses id, two ids that differ only in punctuation, a
     call left unanswered, images), an error turn, then Mistral's own turn (its thinking and
     9-character id kept: a turn of `model_id`)."""
-    openai = functools.partial(AssistantMessage, api="openai-responses", provider="openai", model="gpt-5")
+    openai = functools.partial(al.AssistantMessage, api="openai-responses", provider="openai", model="gpt-5")
     return [
-        UserMessage(content=(TextContent("Look"), IMAGE, IMAGE, TextContent("and"))),
+        al.UserMessage(content=(al.TextContent("Look"), IMAGE, IMAGE, al.TextContent("and"))),
         openai(
             content=(
-                TextContent("Calling.", text_signature='{"v":1,"id":"msg_1"}'),
-                ToolCall("call_abc12|fc_0123456789abcdef", "get_weather", {"location": "Paris"}),
-                ToolCall("call_abc12", "get_weather", {"location": "Lyon"}),
-                ToolCall("call-abc12", "get_weather", {"location": "Nice"}),
-                ToolCall("call_zz", "get_weather", {"location": "Metz"}),
+                al.TextContent("Calling.", text_signature='{"v":1,"id":"msg_1"}'),
+                al.ToolCall("call_abc12|fc_0123456789abcdef", "get_weather", {"location": "Paris"}),
+                al.ToolCall("call_abc12", "get_weather", {"location": "Lyon"}),
+                al.ToolCall("call-abc12", "get_weather", {"location": "Nice"}),
+                al.ToolCall("call_zz", "get_weather", {"location": "Metz"}),
             ),
             stop_reason="toolUse",
         ),
-        ToolResultMessage(
-            tool_call_id="call_abc12|fc_0123456789abcdef", tool_name="get_weather", content=(TextContent(" sunny "),)
+        al.ToolResultMessage(
+            tool_call_id="call_abc12|fc_0123456789abcdef", tool_name="get_weather", content=(al.TextContent(" sunny "),)
         ),
-        ToolResultMessage(tool_call_id="call_abc12", tool_name="get_weather", content=(TextContent("cloudy"),)),
-        ToolResultMessage(tool_call_id="call-abc12", tool_name="get_weather", content=(IMAGE,), is_error=True),
-        openai(content=(TextContent("half"),), stop_reason="error", error_message="boom"),
-        UserMessage(content="And Rome?"),
-        AssistantMessage(
+        al.ToolResultMessage(tool_call_id="call_abc12", tool_name="get_weather", content=(al.TextContent("cloudy"),)),
+        al.ToolResultMessage(tool_call_id="call-abc12", tool_name="get_weather", content=(IMAGE,), is_error=True),
+        openai(content=(al.TextContent("half"),), stop_reason="error", error_message="boom"),
+        al.UserMessage(content="And Rome?"),
+        al.AssistantMessage(
             content=(
-                ThinkingContent("Rome next."),
-                TextContent("  "),
-                ToolCall("D681PevKs", "get_weather", {"location": "Rome"}),
+                al.ThinkingContent("Rome next."),
+                al.TextContent("  "),
+                al.ToolCall("D681PevKs", "get_weather", {"location": "Rome"}),
             ),
             stop_reason="toolUse",
             api="mistral-conversations",
             provider="mistral",
             model=model_id,
         ),
-        ToolResultMessage(tool_call_id="D681PevKs", tool_name="get_weather", content=(TextContent("rain"), IMAGE)),
-        UserMessage(content="Thanks"),
+        al.ToolResultMessage(
+            tool_call_id="D681PevKs", tool_name="get_weather", content=(al.TextContent("rain"), IMAGE)
+        ),
+        al.UserMessage(content="Thanks"),
     ]
 
 
@@ -129,56 +105,61 @@ CALLS = [
     Call(
         "plain",
         mistral("mistral-small-latest"),
-        Context(system_prompt="Be terse.", messages=[UserMessage(content="hi")], tools=[Weather()]),
+        al.Context(system_prompt="Be terse.", messages=[al.UserMessage(content="hi")], tools=[Weather()]),
         {"apiKey": "sk-m", "temperature": 0.2, "maxTokens": 300, "sessionId": "session-1"},
     ),
     Call(
         "effort-mapped",
         mistral(),
-        Context(messages=[UserMessage(content="hi")]),
+        al.Context(messages=[al.UserMessage(content="hi")]),
         {"apiKey": "sk-m", "reasoning": "medium", "maxTokens": 50},
     ),
-    Call("effort-off", mistral(), Context(messages=[UserMessage(content="hi")]), {"apiKey": "sk-m", "maxTokens": 50}),
+    Call(
+        "effort-off",
+        mistral(),
+        al.Context(messages=[al.UserMessage(content="hi")]),
+        {"apiKey": "sk-m", "maxTokens": 50},
+    ),
     Call(
         "no-off",
         mistral("mistral-large-latest"),
-        Context(messages=[UserMessage(content="hi")]),
+        al.Context(messages=[al.UserMessage(content="hi")]),
         {"apiKey": "sk-m", "maxTokens": 50},
     ),
     Call(
         "clamped-up",
         mistral("mistral-large-latest"),
-        Context(messages=[UserMessage(content="hi")]),
+        al.Context(messages=[al.UserMessage(content="hi")]),
         {"apiKey": "sk-m", "reasoning": "minimal", "maxTokens": 50},
     ),
     Call(
         "clamped-down",
         mistral("mistral-large-latest"),
-        Context(messages=[UserMessage(content="hi")]),
+        al.Context(messages=[al.UserMessage(content="hi")]),
         {"apiKey": "sk-m", "reasoning": "xhigh", "maxTokens": 50},
     ),
     Call(
         "prompt-mode",
-        Model(id="my-reasoner", api="mistral-conversations", provider="mistral", reasoning=True, max_tokens=64),
-        Context(messages=[UserMessage(content="hi")]),
+        al.Model(id="my-reasoner", api="mistral-conversations", provider="mistral", reasoning=True, max_tokens=64),
+        al.Context(messages=[al.UserMessage(content="hi")]),
         {"apiKey": "sk-m", "reasoning": "high", "maxTokens": 50},
     ),
     Call(
         "replay-vision",
         mistral(),
-        Context(messages=replayed_transcript("magistral-medium-latest"), tools=[Weather()]),
+        al.Context(messages=replayed_transcript("magistral-medium-latest"), tools=[Weather()]),
         {"apiKey": "sk-m", "maxTokens": 50},
     ),
     Call(
         "replay-text-only",
         mistral("codestral-latest"),
-        Context(system_prompt="Sys", messages=replayed_transcript("codestral-latest")),
+        al.Context(system_prompt="Sys", messages=replayed_transcript("codestral-latest")),
         {"apiKey": "sk-m", "maxTokens": 50},
     ),
     Call(
         "own-affinity",
         mistral("ministral-8b-latest", headers={"X-Affinity": "mine"}),
-        Context(messages=[UserMessage(content="hi")]),
+        al.Context(messages=[al.UserMessage(content="hi")]),
         {"apiKey": "sk-m", "sessionId": "s-2", "maxTokens": 50},
     ),
 ]
@@ -263,18 +244,18 @@ def test_the_id_normalizer_is_stable_and_never_gives_two_ids_one_name() -> None:
 def test_the_key_comes_from_mistral_api_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MISTRAL_API_KEY", "sk-env")
     request = build_mistral_request(
-        mistral(), Context(messages=[UserMessage(content="hi")]), StreamOptions(signal=AbortSignal())
+        mistral(), al.Context(messages=[al.UserMessage(content="hi")]), al.StreamOptions(signal=al.AbortSignal())
     )
     assert request.headers["authorization"] == "Bearer sk-env" and request.url == "http://mock/v1/chat/completions"
     default = build_mistral_request(
-        get_model("mistral", "codestral-latest"), Context(), StreamOptions(signal=AbortSignal())
+        get_model("mistral", "codestral-latest"), al.Context(), al.StreamOptions(signal=al.AbortSignal())
     )
     assert default.url == "https://api.mistral.ai/v1/chat/completions"
 
 
 async def test_no_key_is_an_error_event(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MISTRAL_API_KEY", raising=False)
-    events, final = await collect(stream_mistral(mistral(), Context(), StreamOptions(signal=AbortSignal())))
+    events, final = await collect(stream_mistral(mistral(), al.Context(), al.StreamOptions(signal=al.AbortSignal())))
     assert types(events) == ["error"]
     assert "MISTRAL_API_KEY" in (final.error_message or "")
 
@@ -283,7 +264,7 @@ async def test_no_key_is_an_error_event(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 async def test_thinking_then_text_with_usage_and_cost() -> None:
-    m = mistral(cost=ModelCost(input=2.0, output=5.0, cache_read=0.2))
+    m = mistral(cost=al.ModelCost(input=2.0, output=5.0, cache_read=0.2))
     body = sse_data(
         chunk({"role": "assistant", "content": ""}),
         chunk(thinking("Plan")),
@@ -294,7 +275,7 @@ async def test_thinking_then_text_with_usage_and_cost() -> None:
     )
     events, final = await stream(body, m)
     assert types(events) == ["start", *streamed("thinking", 2), *streamed("text", 2), "done"]
-    assert final.content == (ThinkingContent("Plan it."), TextContent("Hello"))
+    assert final.content == (al.ThinkingContent("Plan it."), al.TextContent("Hello"))
     assert final.stop_reason == "stop" and final.response_id == "cmpl-1"
     usage = final.usage
     assert (usage.input, usage.cache_read, usage.output, usage.total_tokens) == (600, 400, 100, 1100)
@@ -346,7 +327,7 @@ async def test_text_after_a_tool_call_is_a_new_block_and_empty_deltas_open_none(
     )
     events, final = await stream(body)
     assert [type(b).__name__ for b in final.content] == ["ThinkingContent", "TextContent", "ToolCall", "TextContent"]
-    assert final.content[0] == ThinkingContent("ab")
+    assert final.content[0] == al.ThinkingContent("ab")
     assert types(events).count("thinking_start") == 1
 
 
@@ -394,7 +375,7 @@ async def test_http_errors_are_retried_then_reported_with_the_key_redacted() -> 
         _, final = await collect(
             stream_mistral(
                 mistral(),
-                Context(messages=[UserMessage(content="hi")]),
+                al.Context(messages=[al.UserMessage(content="hi")]),
                 options(api_key="sk-secret-1234"),
                 http=FAST,
                 client=client,
@@ -406,7 +387,7 @@ async def test_http_errors_are_retried_then_reported_with_the_key_redacted() -> 
 
 
 async def test_an_abort_mid_stream_ends_it_aborted_with_the_content_so_far() -> None:
-    signal = AbortSignal()
+    signal = al.AbortSignal()
     gate = anyio.Event()
 
     async def body() -> Any:
@@ -420,7 +401,7 @@ async def test_an_abort_mid_stream_ends_it_aborted_with_the_content_so_far() -> 
         with anyio.fail_after(10):
             async with stream_mistral(
                 mistral(),
-                Context(messages=[UserMessage(content="hi")]),
+                al.Context(messages=[al.UserMessage(content="hi")]),
                 options(signal=signal),
                 http=FAST,
                 client=client,
@@ -438,7 +419,7 @@ def test_the_registry_lists_pi_ais_mistral_models() -> None:
     assert len(models) == 23 and all(m.api == "mistral-conversations" for m in models)
     large = get_model("mistral", "mistral-large-latest")
     assert large.context_window == 1_048_576 and large.max_tokens == 262_144 and large.reasoning
-    assert large.cost == ModelCost(input=0.7, output=2.1, cache_read=0.07)
+    assert large.cost == al.ModelCost(input=0.7, output=2.1, cache_read=0.07)
     assert get_model("mistral", "codestral-latest").input == ("text",)
 
 
@@ -448,7 +429,7 @@ def test_the_registry_lists_pi_ais_mistral_models() -> None:
 @pytest.mark.servers
 async def test_an_agent_turn_with_parallel_tool_calls_against_aimock(aimock_url: str) -> None:
     agent = await aimock_weather_turn(
-        Model(id="test-model", api="mistral-conversations", provider="aimock", base_url=aimock_url),
+        al.Model(id="test-model", api="mistral-conversations", provider="aimock", base_url=aimock_url),
         functools.partial(stream_simple, http=HTTPOptions(max_retries=0)),
         "sk-aimock",
     )
@@ -464,10 +445,10 @@ async def test_an_agent_turn_with_parallel_tool_calls_against_aimock(aimock_url:
     ("prompt", "stop", "text"), [("hello", "stop", "Hello!"), ("truncate-me", "length", "This answer")]
 )
 async def test_text_and_length_against_aimock(aimock_url: str, prompt: str, stop: str, text: str) -> None:
-    m = Model(id="test-model", api="mistral-conversations", provider="aimock", base_url=aimock_url)
+    m = al.Model(id="test-model", api="mistral-conversations", provider="aimock", base_url=aimock_url)
     with anyio.fail_after(20):
         events, final = await collect(
-            stream_simple(m, Context(messages=[UserMessage(content=prompt)]), options(), http=FAST)
+            stream_simple(m, al.Context(messages=[al.UserMessage(content=prompt)]), options(), http=FAST)
         )
     assert final.stop_reason == stop and final.text.startswith(text), final.error_message
     assert types(events).count("text_delta") > 1
@@ -485,12 +466,12 @@ SDK_REFUSES = {
 FINISH = {"stop": "stop", "length": "length", "model_length": "length", "tool_calls": "toolUse", None: "error"}
 
 
-def _content(final: AssistantMessage) -> list[dict[str, Any]]:
+def _content(final: al.AssistantMessage) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for block in final.content:
-        if isinstance(block, TextContent):
+        if isinstance(block, al.TextContent):
             out.append({"type": "text", "text": block.text})
-        elif isinstance(block, ThinkingContent):
+        elif isinstance(block, al.ThinkingContent):
             out.append({"type": "thinking", "text": block.thinking})
         else:
             out.append({"type": "toolCall", "id": block.id, "name": block.name, "arguments": dict(block.arguments)})
@@ -502,7 +483,7 @@ async def test_final_messages_agree_with_the_mistralai_sdk(name: str) -> None:
     oracle = ORACLE[name]
     assert oracle.get("error") == SDK_REFUSES.get(name)
     assert oracle["request"] == {"authorization": "Bearer mistral-key", "path": "/v1/chat/completions", "query": ""}
-    _, final = await stream((RECORDINGS / name).read_bytes(), mistral(cost=ModelCost()))
+    _, final = await stream((RECORDINGS / name).read_bytes(), mistral(cost=al.ModelCost()))
     if "error" in oracle:
         assert final.stop_reason == "toolUse" and len(final.tool_calls) == 2
         return

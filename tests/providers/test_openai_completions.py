@@ -2,71 +2,52 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
-import anyio
 import pytest
 
-from agentloop import (
-    AssistantMessage,
-    Context,
-    ImageContent,
-    Message,
-    TextContent,
-    ThinkingContent,
-    ToolCall,
-    ToolResultMessage,
-    UserMessage,
-)
+import agentloop as al
 from agentloop.providers import stream_openai_completions
 from agentloop.providers._openai_completions import build_completions_request, map_finish_reason
 from agentloop.providers._transform import mistral_id
 
-from .helpers import FAST, Server, chat_chunk, collect, context, model, ok, options, sse_data, types
-
-IMAGE = ImageContent(data="aGVsbG8=", mime_type="image/png")
-
-
-class Tool:
-    name = "get_weather"
-    description = "Get the weather"
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-    }
+from .helpers import (
+    IMAGE,
+    Weather,
+    chat_chunk,
+    context,
+    ended_together,
+    model,
+    options,
+    sse_data,
+    stream_body,
+    types,
+)
 
 
 async def stream(
-    body: bytes | list[bytes], m: Any = None, ctx: Context | None = None, **opts: Any
-) -> tuple[list[Any], AssistantMessage]:
-    server = Server(ok(body))
-    async with server.client() as client:
-        with anyio.fail_after(10):
-            return await collect(
-                stream_openai_completions(
-                    m or model("openai-completions"), ctx or context(), options(**opts), http=FAST, client=client
-                )
-            )
+    body: bytes | list[bytes], m: Any = None, ctx: al.Context | None = None, **opts: Any
+) -> tuple[list[Any], al.AssistantMessage]:
+    return await stream_body(stream_openai_completions, body, m or model("openai-completions"), ctx, **opts)
 
 
 # --- the request ------------------------------------------------------------------------------
 
 
-def body_of(m: Any, ctx: Context, **opts: Any) -> dict[str, Any]:
+def body_of(m: Any, ctx: al.Context, **opts: Any) -> dict[str, Any]:
     return dict(build_completions_request(m, ctx, options(**opts)).body)
 
 
 def test_messages_tools_and_images() -> None:
     m = model("openai-completions", input=("text", "image"))
-    call = ToolCall("call_1", "get_weather", {"city": "Paris"})
-    transcript: list[Message] = [
-        UserMessage(content=(TextContent("look"), IMAGE)),
-        AssistantMessage(
+    call = al.ToolCall("call_1", "get_weather", {"city": "Paris"})
+    transcript: list[al.Message] = [
+        al.UserMessage(content=(al.TextContent("look"), IMAGE)),
+        al.AssistantMessage(
             content=(
-                ThinkingContent("hmm", thinking_signature="reasoning_content"),
-                TextContent("Let me "),
-                TextContent("check."),
+                al.ThinkingContent("hmm", thinking_signature="reasoning_content"),
+                al.TextContent("Let me "),
+                al.TextContent("check."),
                 call,
             ),
             api="openai-completions",
@@ -74,11 +55,11 @@ def test_messages_tools_and_images() -> None:
             model="test-model",
             stop_reason="toolUse",
         ),
-        ToolResultMessage(tool_call_id="call_1", tool_name="get_weather", content=(TextContent("sunny"), IMAGE)),
-        UserMessage(content="thanks"),
+        al.ToolResultMessage(tool_call_id="call_1", tool_name="get_weather", content=(al.TextContent("sunny"), IMAGE)),
+        al.UserMessage(content="thanks"),
     ]
     body = body_of(
-        m, Context(system_prompt="be brief", messages=transcript, tools=[Tool()]), max_tokens=100, temperature=0.2
+        m, al.Context(system_prompt="be brief", messages=transcript, tools=[Weather()]), max_tokens=100, temperature=0.2
     )
     assert body["model"] == "test-model"
     assert body["max_tokens"] == 100 and body["temperature"] == 0.2
@@ -86,7 +67,7 @@ def test_messages_tools_and_images() -> None:
     assert body["tools"] == [
         {
             "type": "function",
-            "function": {"name": "get_weather", "description": "Get the weather", "parameters": Tool.parameters},
+            "function": {"name": "get_weather", "description": "Get the weather", "parameters": Weather.parameters},
         }
     ]
     messages = body["messages"]
@@ -115,15 +96,15 @@ def test_messages_tools_and_images() -> None:
 
 
 def test_images_are_dropped_for_text_only_models_and_tool_results_get_a_placeholder() -> None:
-    transcript: list[Message] = [
-        UserMessage(content=(IMAGE,)),
-        UserMessage(content=(TextContent("hi"), IMAGE)),
-        AssistantMessage(
-            content=(ToolCall("c1", "shot", {}),), api="x", provider="y", model="z", stop_reason="toolUse"
+    transcript: list[al.Message] = [
+        al.UserMessage(content=(IMAGE,)),
+        al.UserMessage(content=(al.TextContent("hi"), IMAGE)),
+        al.AssistantMessage(
+            content=(al.ToolCall("c1", "shot", {}),), api="x", provider="y", model="z", stop_reason="toolUse"
         ),
-        ToolResultMessage(tool_call_id="c1", tool_name="shot", content=(IMAGE,)),
+        al.ToolResultMessage(tool_call_id="c1", tool_name="shot", content=(IMAGE,)),
     ]
-    messages = body_of(model("openai-completions"), Context(messages=transcript))["messages"]
+    messages = body_of(model("openai-completions"), al.Context(messages=transcript))["messages"]
     assert messages[0] == {"role": "user", "content": [{"type": "text", "text": "hi"}]}
     assert messages[-1] == {"role": "tool", "content": "(see attached image)", "tool_call_id": "c1"}
 
@@ -132,7 +113,7 @@ def test_official_openai_defaults_and_reasoning_effort() -> None:
     m = model("openai-completions", base_url="https://api.openai.com/v1", reasoning=True)
     body = body_of(
         m,
-        Context(system_prompt="sys", messages=[UserMessage(content="q")], tools=[Tool()]),
+        al.Context(system_prompt="sys", messages=[al.UserMessage(content="q")], tools=[Weather()]),
         reasoning="high",
         max_tokens=50,
     )
@@ -165,18 +146,18 @@ def test_thinking_formats_and_extra_body() -> None:
 
 def test_mistral_compat() -> None:
     m = model("openai-completions", base_url="https://api.mistral.ai/v1")
-    transcript: list[Message] = [
-        UserMessage(content="q"),
-        AssistantMessage(
-            content=(ThinkingContent("think"), ToolCall("call_123456789xyz", "f", {})),
+    transcript: list[al.Message] = [
+        al.UserMessage(content="q"),
+        al.AssistantMessage(
+            content=(al.ThinkingContent("think"), al.ToolCall("call_123456789xyz", "f", {})),
             api="openai-completions",
             provider="test",
             model="test-model",
             stop_reason="toolUse",
         ),
-        ToolResultMessage(tool_call_id="call_123456789xyz", tool_name="f", content=(TextContent("r"),)),
+        al.ToolResultMessage(tool_call_id="call_123456789xyz", tool_name="f", content=(al.TextContent("r"),)),
     ]
-    body = body_of(m, Context(messages=transcript))
+    body = body_of(m, al.Context(messages=transcript))
     assistant, result = body["messages"][1], body["messages"][2]
     assert assistant["content"] == "<thinking>\nthink\n</thinking>"
     expected = mistral_id("call_123456789xyz")  # the rule of the mistral-conversations API
@@ -186,12 +167,12 @@ def test_mistral_compat() -> None:
 
 
 def test_empty_assistant_messages_are_skipped_and_headers_merge() -> None:
-    transcript: list[Message] = [
-        UserMessage(content="q"),
-        AssistantMessage(content=(TextContent(" "),), api="x", provider="y", model="z"),
+    transcript: list[al.Message] = [
+        al.UserMessage(content="q"),
+        al.AssistantMessage(content=(al.TextContent(" "),), api="x", provider="y", model="z"),
     ]
     m = model("openai-completions", headers={"x-model": "1"})
-    request = build_completions_request(m, Context(messages=transcript), options(headers={"x-call": "2"}))
+    request = build_completions_request(m, al.Context(messages=transcript), options(headers={"x-call": "2"}))
     assert [msg["role"] for msg in request.body["messages"]] == ["user"]
     assert request.headers["x-model"] == "1" and request.headers["x-call"] == "2"
     assert "sk-test" not in repr(request)
@@ -232,23 +213,14 @@ async def test_reasoning_then_text_and_usage_with_cached_tokens() -> None:
         },
     )
     m = model("openai-completions")
-    from agentloop import ModelCost
-
-    priced = model("openai-completions", cost=ModelCost(input=1.0, output=2.0, cache_read=0.5))
+    priced = model("openai-completions", cost=al.ModelCost(input=1.0, output=2.0, cache_read=0.5))
     events, final = await stream(body, priced)
     # pi-ai's order: no block ends before the stream does (then all end, in content order).
-    assert types(events) == [
-        "start",
-        "thinking_start",
-        "thinking_delta",
-        "thinking_delta",
-        "text_start",
-        "text_delta",
-        "thinking_end",
-        "text_end",
-        "done",
-    ]
-    assert final.content == (ThinkingContent("think more", thinking_signature="reasoning_content"), TextContent("Hi"))
+    assert types(events) == ended_together(("thinking", 2), ("text", 1))
+    assert final.content == (
+        al.ThinkingContent("think more", thinking_signature="reasoning_content"),
+        al.TextContent("Hi"),
+    )
     usage = final.usage
     assert (usage.input, usage.output, usage.cache_read, usage.total_tokens) == (40, 20, 60, 120)
     assert usage.cost.input == pytest.approx(40e-6) and usage.cost.output == pytest.approx(40e-6)
@@ -265,7 +237,7 @@ async def test_other_reasoning_fields(field: str) -> None:
         chat_chunk({field: "why", "reasoning_content": None}), chat_chunk({"content": "ok"}), chat_chunk(finish="stop")
     )
     _, final = await stream(body)
-    assert final.content[0] == ThinkingContent("why", thinking_signature=field)
+    assert final.content[0] == al.ThinkingContent("why", thinking_signature=field)
 
 
 async def test_refusals_are_text() -> None:
@@ -307,8 +279,8 @@ async def test_interleaved_parallel_tool_calls_are_keyed_by_index() -> None:
     events, final = await stream(body)
     assert final.stop_reason == "toolUse"
     assert final.tool_calls == (
-        ToolCall("call_a", "get_weather", {"city": "Paris"}),
-        ToolCall("call_b", "get_time", {"tz": "UTC"}),
+        al.ToolCall("call_a", "get_weather", {"city": "Paris"}),
+        al.ToolCall("call_b", "get_time", {"tz": "UTC"}),
     )
     deltas = [
         (e.content_index, e.delta, dict(e.partial.content[e.content_index].arguments))
@@ -333,7 +305,7 @@ async def test_repeated_ids_and_names_are_set_not_appended_and_a_new_id_at_index
         chat_chunk(finish="stop"),
     )
     _, final = await stream(body)
-    assert final.tool_calls == (ToolCall("call_1", "f", {"a": 1}), ToolCall("call_2", "g", {}))
+    assert final.tool_calls == (al.ToolCall("call_1", "f", {"a": 1}), al.ToolCall("call_2", "g", {}))
     assert final.stop_reason == "toolUse"  # `stop` with tool calls (some servers) still runs them
 
 
@@ -346,7 +318,7 @@ async def test_text_after_tool_calls_goes_on_in_the_one_text_block_and_nothing_e
         chat_chunk(finish="tool_calls"),
     )
     events, final = await stream(body)
-    assert final.content == (TextContent("Checking. Done."), ToolCall("c", "f", {}))
+    assert final.content == (al.TextContent("Checking. Done."), al.ToolCall("c", "f", {}))
     assert [(e.type, getattr(e, "content_index", None)) for e in events] == [
         ("start", None),
         ("text_start", 0),

@@ -5,27 +5,28 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-import anyio
 import pytest
 
-from agentloop import (
-    AssistantMessage,
-    Context,
-    ImageContent,
-    Message,
-    ModelCost,
-    TextContent,
-    ThinkingContent,
-    ToolCall,
-    ToolResultMessage,
-    UserMessage,
-)
+import agentloop as al
 from agentloop.providers import stream_openai_responses
 from agentloop.providers._openai_responses import build_responses_request
 
-from .helpers import FAST, Server, collect, context, model, ok, options, sse_events, streamed, types
+from .helpers import (
+    FAST,
+    Server,
+    collect,
+    context,
+    ended_together,
+    model,
+    ok,
+    options,
+    sse_events,
+    stream_body,
+    streamed,
+    types,
+)
 
-IMAGE = ImageContent(data="aGVsbG8=", mime_type="image/jpeg")
+IMAGE = al.ImageContent(data="aGVsbG8=", mime_type="image/jpeg")
 REASONING_ITEM = {
     "type": "reasoning",
     "id": "rs_1",
@@ -95,30 +96,24 @@ def reasoning_and_text() -> list[dict[str, Any]]:
 
 
 async def stream(
-    items: list[dict[str, Any]], m: Any = None, ctx: Context | None = None, raw: bytes | None = None, **opts: Any
-) -> tuple[list[Any], AssistantMessage]:
-    server = Server(ok(raw if raw is not None else sse_events(*items)))
-    async with server.client() as client:
-        with anyio.fail_after(10):
-            return await collect(
-                stream_openai_responses(
-                    m or model("openai-responses"), ctx or context(), options(**opts), http=FAST, client=client
-                )
-            )
+    items: list[dict[str, Any]], m: Any = None, ctx: al.Context | None = None, raw: bytes | None = None, **opts: Any
+) -> tuple[list[Any], al.AssistantMessage]:
+    body = raw if raw is not None else sse_events(*items)
+    return await stream_body(stream_openai_responses, body, m or model("openai-responses"), ctx, **opts)
 
 
 # --- the stream -------------------------------------------------------------------------------
 
 
 async def test_reasoning_summary_then_text() -> None:
-    m = model("openai-responses", cost=ModelCost(input=2.0, output=8.0, cache_read=0.5))
+    m = model("openai-responses", cost=al.ModelCost(input=2.0, output=8.0, cache_read=0.5))
     events, final = await stream([*reasoning_and_text(), completed()], m)
     assert types(events) == ["start", *streamed("thinking", 4), *streamed("text", 2), "done"]
     thinking, text = final.content
-    assert isinstance(thinking, ThinkingContent) and thinking.thinking == "Plan A\n\nPlan B"
+    assert isinstance(thinking, al.ThinkingContent) and thinking.thinking == "Plan A\n\nPlan B"
     assert json.loads(thinking.thinking_signature or "") == REASONING_ITEM
     assert thinking.thinking_signature == json.dumps(REASONING_ITEM, separators=(",", ":"))  # as JSON.stringify
-    assert text == TextContent("Hello!", text_signature='{"v":1,"id":"msg_1","phase":"final_answer"}')
+    assert text == al.TextContent("Hello!", text_signature='{"v":1,"id":"msg_1","phase":"final_answer"}')
     assert final.stop_reason == "stop" and final.response_id == "resp_1"
     assert (final.usage.input, final.usage.cache_read, final.usage.output, final.usage.total_tokens) == (30, 20, 10, 60)
     assert final.usage.cost.total == pytest.approx((30 * 2 + 20 * 0.5 + 10 * 8) / 1e6)
@@ -171,8 +166,8 @@ async def test_parallel_function_calls() -> None:
     events, final = await stream(items)
     assert final.stop_reason == "toolUse"
     assert final.tool_calls == (
-        ToolCall("call_1|fc_1", "get_weather", {"city": "Paris"}),
-        ToolCall("call_2|fc_2", "get_time", {"tz": "UTC"}),
+        al.ToolCall("call_1|fc_1", "get_weather", {"city": "Paris"}),
+        al.ToolCall("call_2|fc_2", "get_time", {"tz": "UTC"}),
     )
     partial = [e.partial.content[0].arguments for e in events if e.type == "toolcall_delta" and e.content_index == 0]
     assert partial == [{}, {"city": "Paris"}]
@@ -226,18 +221,7 @@ async def test_llama_cpp_shape_without_output_index_and_interleaved_items() -> N
         },
     ]
     events, final = await stream(items)
-    assert types(events) == [
-        "start",
-        "thinking_start",
-        "thinking_delta",
-        "thinking_delta",
-        "text_start",
-        "text_delta",
-        "text_delta",
-        "thinking_end",
-        "text_end",
-        "done",
-    ]
+    assert types(events) == ended_together(("thinking", 2), ("text", 2))
     item = {
         "id": "rs_9",
         "summary": [],
@@ -249,8 +233,8 @@ async def test_llama_cpp_shape_without_output_index_and_interleaved_items() -> N
     # items with a summary or encrypted content).
     signature = json.dumps(item, separators=(",", ":"))
     assert final.content == (
-        ThinkingContent("\nI'm", thinking_signature=signature),
-        TextContent("A terse", text_signature='{"v":1,"id":"msg_9"}'),
+        al.ThinkingContent("\nI'm", thinking_signature=signature),
+        al.TextContent("A terse", text_signature='{"v":1,"id":"msg_9"}'),
     )
     assert final.usage.total_tokens == 36
 
@@ -272,8 +256,8 @@ async def test_items_only_seen_at_done_and_never_closed_items() -> None:
     ]
     _, final = await stream(items)
     assert final.content == (
-        TextContent("No.", text_signature='{"v":1,"id":"msg_2"}'),
-        ToolCall("call_5|fc_5", "f", {"a": 1}),
+        al.TextContent("No.", text_signature='{"v":1,"id":"msg_2"}'),
+        al.ToolCall("call_5|fc_5", "f", {"a": 1}),
     )
     assert final.stop_reason == "toolUse"
 
@@ -324,7 +308,7 @@ async def test_a_rate_limit_error_before_content_is_retried() -> None:
 
 
 async def test_service_tier_pricing() -> None:
-    m = model("openai-responses", cost=ModelCost(input=1.0, output=1.0))
+    m = model("openai-responses", cost=al.ModelCost(input=1.0, output=1.0))
     _, final = await stream([*reasoning_and_text(), completed(service_tier="flex")], m)
     assert final.usage.cost.total == pytest.approx(0.5 * (30 + 10) / 1e6)
     _, final = await stream([*reasoning_and_text(), completed(service_tier="priority")], m)
@@ -355,25 +339,27 @@ def test_request_body_and_replay() -> None:
         reasoning=True,
         input=("text", "image"),
     )
-    own = AssistantMessage(
+    own = al.AssistantMessage(
         content=(
-            ThinkingContent("Plan A\n\nPlan B", thinking_signature=json.dumps(REASONING_ITEM, separators=(",", ":"))),
-            TextContent("Hello!", text_signature='{"v":1,"id":"msg_1","phase":"final_answer"}'),
-            ToolCall("call_1|fc_1", "f", {"x": 1}),
+            al.ThinkingContent(
+                "Plan A\n\nPlan B", thinking_signature=json.dumps(REASONING_ITEM, separators=(",", ":"))
+            ),
+            al.TextContent("Hello!", text_signature='{"v":1,"id":"msg_1","phase":"final_answer"}'),
+            al.ToolCall("call_1|fc_1", "f", {"x": 1}),
         ),
         api="openai-responses",
         provider="openai",
         model="gpt-5",
         stop_reason="toolUse",
     )
-    transcript: list[Message] = [
-        UserMessage(content=(TextContent("look"), IMAGE)),
+    transcript: list[al.Message] = [
+        al.UserMessage(content=(al.TextContent("look"), IMAGE)),
         own,
-        ToolResultMessage(tool_call_id="call_1|fc_1", tool_name="f", content=(TextContent("done"), IMAGE)),
+        al.ToolResultMessage(tool_call_id="call_1|fc_1", tool_name="f", content=(al.TextContent("done"), IMAGE)),
     ]
     request = build_responses_request(
         m,
-        Context(system_prompt="sys", messages=transcript, tools=[Tool()]),
+        al.Context(system_prompt="sys", messages=transcript, tools=[Tool()]),
         options(reasoning="medium", max_tokens=99, session_id="sess"),
     )
     body = request.body
@@ -420,32 +406,32 @@ def test_request_body_and_replay() -> None:
 
 def test_replay_from_another_model_and_other_providers() -> None:
     target = model("openai-responses", id="gpt-5-mini", provider="openai")
-    same_provider = AssistantMessage(
+    same_provider = al.AssistantMessage(
         content=(
-            ThinkingContent("t"),
-            TextContent("x" * 3, text_signature="msg_" + "y" * 70),
-            ToolCall("call_1|fc_1", "f", {}),
+            al.ThinkingContent("t"),
+            al.TextContent("x" * 3, text_signature="msg_" + "y" * 70),
+            al.ToolCall("call_1|fc_1", "f", {}),
         ),
         api="openai-responses",
         provider="openai",
         model="gpt-5",
         stop_reason="toolUse",
     )
-    anthropic = AssistantMessage(
-        content=(ThinkingContent("deep", thinking_signature="sig"), ToolCall("toolu_01.A", "g", {})),
+    anthropic = al.AssistantMessage(
+        content=(al.ThinkingContent("deep", thinking_signature="sig"), al.ToolCall("toolu_01.A", "g", {})),
         api="anthropic-messages",
         provider="anthropic",
         model="claude",
         stop_reason="toolUse",
     )
-    transcript: list[Message] = [
-        UserMessage(content="q"),
+    transcript: list[al.Message] = [
+        al.UserMessage(content="q"),
         same_provider,
-        ToolResultMessage(tool_call_id="call_1|fc_1", tool_name="f"),
+        al.ToolResultMessage(tool_call_id="call_1|fc_1", tool_name="f"),
         anthropic,
-        ToolResultMessage(tool_call_id="toolu_01.A", tool_name="g", content=(TextContent("r"),)),
+        al.ToolResultMessage(tool_call_id="toolu_01.A", tool_name="g", content=(al.TextContent("r"),)),
     ]
-    items = build_responses_request(target, Context(messages=transcript), options()).body["input"]
+    items = build_responses_request(target, al.Context(messages=transcript), options()).body["input"]
     # the thinking of another model ("t", "deep") is dropped, as pi-ai 1.6.1 does
     assert [item.get("type", item.get("role")) for item in items] == [
         "user",

@@ -10,6 +10,7 @@ pi 1.x has (`durationMs`, `thinkingLevel`) are named, and the codec reads every 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import AsyncIterator
@@ -27,7 +28,6 @@ from agentloop import (
     AgentTool,
     AgentToolResult,
     MessageUpdate,
-    Model,
     ModelCost,
     TextContent,
 )
@@ -40,17 +40,8 @@ from .. import support
 
 DRIVER = Path(__file__).with_name("pi_wire") / "pi_agent.mjs"
 TOKEN = "pi-client-token"
-MODEL = Model(
-    id="scripted-1",
-    name="Scripted",
-    api="scripted",
-    provider="test",
-    base_url="",
-    reasoning=True,
-    input=("text",),
-    cost=ModelCost(input=1, output=2),
-    context_window=100000,
-    max_tokens=1000,
+MODEL = dataclasses.replace(
+    support.SCRIPTED, reasoning=True, cost=ModelCost(input=1, output=2), context_window=100000, max_tokens=1000
 )
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 ONLY_IN_1X = {"durationMs", "thinkingLevel"}

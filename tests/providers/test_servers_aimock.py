@@ -17,55 +17,44 @@ from typing import Any
 import anyio
 import pytest
 
-from agentloop import (
-    AbortSignal,
-    Agent,
-    Context,
-    Model,
-    StreamOptions,
-    TextContent,
-    ThinkingContent,
-    ToolResultMessage,
-    UserMessage,
-)
+import agentloop as al
 from agentloop.providers import HTTPOptions, stream_simple
 from agentloop.testing import check_events
 
 from ..support import as_assistant
-from .conftest import AIMOCK_HTTP, Weather, aimock_weather_turn
+from .conftest import AIMOCK_HTTP, SERVED_APIS, Weather, aimock_weather_turn
 from .helpers import aborted_at_first_text, collect, types
 
 pytestmark = pytest.mark.servers
 
-APIS = ["openai-completions", "openai-responses", "anthropic-messages"]
 FAST = AIMOCK_HTTP
 
 
-def aimock_model(url: str, api: str) -> Model:
+def aimock_model(url: str, api: str) -> al.Model:
     base = url if api == "anthropic-messages" else url + "/v1"
-    return Model(id="test-model", api=api, provider="aimock", base_url=base)
+    return al.Model(id="test-model", api=api, provider="aimock", base_url=base)
 
 
-def opts(**kwargs: Any) -> StreamOptions:
-    kwargs.setdefault("signal", AbortSignal())
+def opts(**kwargs: Any) -> al.StreamOptions:
+    kwargs.setdefault("signal", al.AbortSignal())
     kwargs.setdefault("api_key", "sk-aimock")
-    return StreamOptions(**kwargs)
+    return al.StreamOptions(**kwargs)
 
 
 async def ask(
     url: str, api: str, text: str, *, http: HTTPOptions = FAST, tools: list[Any] | None = None, **kwargs: Any
 ) -> tuple[list[Any], Any]:
-    ctx = Context(system_prompt="You are terse.", messages=[UserMessage(content=text)], tools=tools or [])
+    ctx = al.Context(system_prompt="You are terse.", messages=[al.UserMessage(content=text)], tools=tools or [])
     with anyio.fail_after(20):
         return await collect(stream_simple(aimock_model(url, api), ctx, opts(**kwargs), http=http))
 
 
-@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("api", SERVED_APIS)
 async def test_thinking_then_text(aimock_url: str, api: str) -> None:
     events, final = await ask(aimock_url, api, "hello")
     assert final.stop_reason == "stop", final.error_message
     thinking, _ = final.content
-    assert isinstance(thinking, ThinkingContent) and thinking.thinking == "A greeting. Reply briefly."
+    assert isinstance(thinking, al.ThinkingContent) and thinking.thinking == "A greeting. Reply briefly."
     assert final.text == "Hello! How can I help you today? \u00e9\u00e8 \U0001f600"
     assert types(events)[:2] == ["start", "thinking_start"] and types(events)[-1] == "done"
     assert types(events).count("text_delta") > 1  # really streamed
@@ -76,7 +65,7 @@ async def test_thinking_then_text(aimock_url: str, api: str) -> None:
     assert final.usage.input + final.usage.cache_read > 0 and final.usage.output > 0
 
 
-@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("api", SERVED_APIS)
 async def test_parallel_tool_calls(aimock_url: str, api: str) -> None:
     events, final = await ask(aimock_url, api, "What is the weather in Paris?", tools=[Weather()])
     assert final.stop_reason == "toolUse", final.error_message
@@ -91,12 +80,12 @@ async def test_parallel_tool_calls(aimock_url: str, api: str) -> None:
     assert {} not in previews[1:]  # partial arguments grow while streaming (empty deltas, as pi-ai's, aside)
 
 
-@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("api", SERVED_APIS)
 async def test_an_agent_turn_with_tool_calls(aimock_url: str, api: str) -> None:
     await aimock_weather_turn(aimock_model(aimock_url, api), functools.partial(stream_simple, http=FAST), "sk-aimock")
 
 
-@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("api", SERVED_APIS)
 async def test_length_stop(aimock_url: str, api: str) -> None:
     _, final = await ask(aimock_url, api, "truncate-me")
     assert final.text == "This answer is cut off by max tokens"
@@ -118,7 +107,7 @@ def _add_fixtures(url: str, fixtures: list[dict[str, Any]]) -> None:
         assert response.status == 200
 
 
-@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("api", SERVED_APIS)
 async def test_429_is_retried_after_retry_after(aimock_url: str, api: str) -> None:
     marker = f"retry-{uuid.uuid4().hex}"
     _add_fixtures(
@@ -142,7 +131,7 @@ async def test_429_is_retried_after_retry_after(aimock_url: str, api: str) -> No
     assert types(events).count("start") == 1
 
 
-@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("api", SERVED_APIS)
 async def test_429_with_a_retry_after_beyond_the_cap(aimock_url: str, api: str) -> None:
     started = time.monotonic()
     events, final = await ask(aimock_url, api, "rate-limit-me", max_retry_delay=0.5)
@@ -152,7 +141,7 @@ async def test_429_with_a_retry_after_beyond_the_cap(aimock_url: str, api: str) 
     assert final.error_message.endswith("(the server asked to retry after 1 s, more than max_retry_delay=0.5 s)")
 
 
-@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("api", SERVED_APIS)
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
@@ -168,7 +157,7 @@ async def test_overloaded_and_server_errors_are_retried_then_reported(
     assert final.error_message == f"{expected} (after 2 retries)"
 
 
-@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("api", SERVED_APIS)
 async def test_a_disconnect_mid_stream(aimock_url: str, api: str) -> None:
     events, final = await ask(aimock_url, api, "drop-me")
     assert final.stop_reason == "error"
@@ -177,19 +166,19 @@ async def test_a_disconnect_mid_stream(aimock_url: str, api: str) -> None:
     assert "done" not in types(events)
 
 
-@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("api", SERVED_APIS)
 async def test_abort_mid_stream(aimock_url: str, api: str) -> None:
-    signal = AbortSignal()
-    ctx = Context(messages=[UserMessage(content="slow-story")])
+    signal = al.AbortSignal()
+    ctx = al.Context(messages=[al.UserMessage(content="slow-story")])
     with anyio.fail_after(20):
         stream = stream_simple(aimock_model(aimock_url, api), ctx, opts(signal=signal), http=FAST)
         final = await aborted_at_first_text(stream, signal)
     assert final.stop_reason == "aborted" and final.text and len(final.text) < 30
 
 
-@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("api", SERVED_APIS)
 async def test_breaking_out_early_over_a_real_connection(aimock_url: str, api: str) -> None:
-    ctx = Context(messages=[UserMessage(content="slow-story")])
+    ctx = al.Context(messages=[al.UserMessage(content="slow-story")])
     with anyio.fail_after(20):
         async with stream_simple(aimock_model(aimock_url, api), ctx, opts(), http=FAST) as stream:
             async for event in stream:
@@ -207,10 +196,10 @@ async def test_handoff_between_apis(aimock_url: str) -> None:
     message = first[1]
     call = message.tool_calls[0]
     # the second call stays unanswered: the handoff answers it with "No result provided"
-    results = [ToolResultMessage(tool_call_id=call.id, tool_name=call.name, content=(TextContent("sunny"),))]
+    results = [al.ToolResultMessage(tool_call_id=call.id, tool_name=call.name, content=(al.TextContent("sunny"),))]
     for api in ("openai-completions", "openai-responses"):
-        ctx = Context(
-            messages=[UserMessage(content="What is the weather in Paris?"), message, *results], tools=[Weather()]
+        ctx = al.Context(
+            messages=[al.UserMessage(content="What is the weather in Paris?"), message, *results], tools=[Weather()]
         )
         with anyio.fail_after(20):
             _, final = await collect(stream_simple(aimock_model(aimock_url, api), ctx, opts(), http=FAST))
@@ -218,7 +207,7 @@ async def test_handoff_between_apis(aimock_url: str) -> None:
         assert final.text == "It is sunny in both places."
 
 
-@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("api", SERVED_APIS)
 async def test_an_idle_stream_times_out(aimock_url: str, api: str) -> None:
     # slow-story sends a chunk every 100 ms: an idle timeout of 30 ms fails every attempt
     http = HTTPOptions(max_retries=1, backoff=0.01, idle_timeout=0.03)
@@ -227,9 +216,9 @@ async def test_an_idle_stream_times_out(aimock_url: str, api: str) -> None:
     assert "idle timeout" in final.error_message
 
 
-@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("api", SERVED_APIS)
 async def test_an_agent_aborted_while_streaming(aimock_url: str, api: str) -> None:
-    agent = Agent(
+    agent = al.Agent(
         model=aimock_model(aimock_url, api),
         stream_fn=functools.partial(stream_simple, http=FAST),
         get_api_key=lambda provider: "sk-aimock",

@@ -12,31 +12,21 @@ from typing import Any
 import anyio
 import pytest
 
-from agentloop import (
-    AbortSignal,
-    Agent,
-    AgentEvent,
-    Context,
-    Model,
-    StreamOptions,
-    TextContent,
-    ThinkingContent,
-    UserMessage,
-)
+import agentloop as al
 from agentloop.providers import AssistantMessageEventStream, HTTPOptions, stream_simple
 from agentloop.testing import check_events
 
 from ..support import as_assistant
+from .conftest import SERVED_APIS
 from .helpers import collect, types
 
 pytestmark = pytest.mark.servers
 
-APIS = ["openai-completions", "openai-responses", "anthropic-messages"]
 HTTP = HTTPOptions(max_retries=1, backoff=0.05, idle_timeout=60)
 
 
-def llama_model(url: str, api: str) -> Model:
-    return Model(
+def llama_model(url: str, api: str) -> al.Model:
+    return al.Model(
         id="smollm2",
         api=api,
         provider="llama.cpp",
@@ -51,7 +41,7 @@ def llama_model(url: str, api: str) -> Model:
 def few_tokens(max_tokens: int) -> Any:
     """A stream function that caps the output (the Agent has no max_tokens option)."""
 
-    def stream(model: Model, context: Context, options: StreamOptions) -> AssistantMessageEventStream:
+    def stream(model: al.Model, context: al.Context, options: al.StreamOptions) -> AssistantMessageEventStream:
         return stream_simple(
             model, context, dataclasses.replace(options, max_tokens=max_tokens, temperature=0.0), http=HTTP
         )
@@ -59,14 +49,14 @@ def few_tokens(max_tokens: int) -> Any:
     return stream
 
 
-@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("api", SERVED_APIS)
 async def test_an_agent_run_with_thinking(llama_url: str, api: str) -> None:
     # With thinking on, the Anthropic API takes no temperature, so llama.cpp samples: now and then
     # the model ends right after thinking. Every attempt must be a well-formed run; one of a few
     # must show both blocks.
     for _attempt in range(6):
         events: list[Any] = []
-        agent = Agent(
+        agent = al.Agent(
             model=llama_model(llama_url, api),
             system_prompt="You are a terse assistant.",
             thinking_level="low",
@@ -74,7 +64,7 @@ async def test_an_agent_run_with_thinking(llama_url: str, api: str) -> None:
             stream_fn=few_tokens(12),
         )
 
-        def record(event: AgentEvent, signal: AbortSignal, events: list[Any] = events) -> None:
+        def record(event: al.AgentEvent, signal: al.AbortSignal, events: list[Any] = events) -> None:
             events.append(event)
 
         agent.subscribe(record)
@@ -85,8 +75,8 @@ async def test_an_agent_run_with_thinking(llama_url: str, api: str) -> None:
         answer = as_assistant(agent.state.messages[-1])
         assert answer.stop_reason in ("stop", "length"), answer.error_message
         kinds = [type(block) for block in answer.content]
-        assert kinds[:1] == [ThinkingContent] and answer.content[0].thinking.strip()  # type: ignore[union-attr]
-        if kinds == [ThinkingContent, TextContent] and answer.text.strip():
+        assert kinds[:1] == [al.ThinkingContent] and answer.content[0].thinking.strip()  # type: ignore[union-attr]
+        if kinds == [al.ThinkingContent, al.TextContent] and answer.text.strip():
             break
     else:
         raise AssertionError("six answers in a row without text after the thinking")
@@ -105,25 +95,26 @@ async def test_an_agent_run_with_thinking(llama_url: str, api: str) -> None:
 LENGTH = {"openai-completions": "length", "openai-responses": "stop", "anthropic-messages": "length"}
 
 
-@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("api", SERVED_APIS)
 async def test_text_without_thinking_stops_at_max_tokens(llama_url: str, api: str) -> None:
-    ctx = Context(
-        system_prompt="You are a storyteller.", messages=[UserMessage(content="Tell me a long story about a dragon.")]
+    ctx = al.Context(
+        system_prompt="You are a storyteller.",
+        messages=[al.UserMessage(content="Tell me a long story about a dragon.")],
     )
-    options = StreamOptions(signal=AbortSignal(), max_tokens=5, temperature=0.0)
+    options = al.StreamOptions(signal=al.AbortSignal(), max_tokens=5, temperature=0.0)
     with anyio.fail_after(60):
         events, final = await collect(stream_simple(llama_model(llama_url, api), ctx, options, http=HTTP))
     assert final.stop_reason == LENGTH[api], final.error_message
-    assert [type(b) for b in final.content] == [TextContent] and final.text
+    assert [type(b) for b in final.content] == [al.TextContent] and final.text
     assert final.usage.output == 5
     assert "thinking_start" not in types(events)
 
 
-@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("api", SERVED_APIS)
 async def test_abort_mid_generation(llama_url: str, api: str) -> None:
-    signal = AbortSignal()
-    ctx = Context(messages=[UserMessage(content="Count from one to one hundred in words.")])
-    options = StreamOptions(signal=signal, max_tokens=200, temperature=0.0)
+    signal = al.AbortSignal()
+    ctx = al.Context(messages=[al.UserMessage(content="Count from one to one hundred in words.")])
+    options = al.StreamOptions(signal=signal, max_tokens=200, temperature=0.0)
     seen: list[Any] = []
     with anyio.fail_after(60):
         async with stream_simple(llama_model(llama_url, api), ctx, options, http=HTTP) as stream:
@@ -138,8 +129,8 @@ async def test_abort_mid_generation(llama_url: str, api: str) -> None:
         _, final = await collect(
             stream_simple(
                 llama_model(llama_url, api),
-                Context(messages=[UserMessage(content="hi")]),
-                StreamOptions(signal=AbortSignal(), max_tokens=3),
+                al.Context(messages=[al.UserMessage(content="hi")]),
+                al.StreamOptions(signal=al.AbortSignal(), max_tokens=3),
                 http=HTTP,
             )
         )
@@ -147,8 +138,8 @@ async def test_abort_mid_generation(llama_url: str, api: str) -> None:
 
 
 async def test_a_context_overflow_is_reported_with_the_server_message(llama_url: str) -> None:
-    ctx = Context(messages=[UserMessage(content="word " * 3000)])
-    options = StreamOptions(signal=AbortSignal(), max_tokens=3)
+    ctx = al.Context(messages=[al.UserMessage(content="word " * 3000)])
+    options = al.StreamOptions(signal=al.AbortSignal(), max_tokens=3)
     with anyio.fail_after(60):
         events, final = await collect(
             stream_simple(llama_model(llama_url, "openai-completions"), ctx, options, http=HTTP)

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import anyio
 
-from agentloop._sessions import JSONLSessionStore, SessionStore, SQLiteSessionStore, open_agent
 from agentloop.approvals import ApprovalRequest
+from agentloop.sessions import JSONLSessionStore, SessionStore, SQLiteSessionStore, open_agent
 from agentloop.testing import Response, ScriptedModel, ScriptedToolCall
 
 from .approval_tools import TOOLS

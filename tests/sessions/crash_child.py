@@ -16,7 +16,7 @@ from pathlib import Path
 import anyio
 
 import agentloop as al
-from agentloop._sessions import JSONLSessionStore, SessionStore, SQLiteSessionStore, open_agent
+from agentloop.sessions import JSONLSessionStore, SessionStore, SQLiteSessionStore, open_agent
 from agentloop.testing import ScriptedModel
 
 from .helpers import TOOLS, step_script

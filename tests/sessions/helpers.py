@@ -1,17 +1,24 @@
-"""Shared pieces of the session tests: tools, a scripted multi-turn run, a transcript checker."""
+"""Shared pieces of the session tests: tools, a scripted multi-turn run, a transcript checker, and
+a child process to SIGKILL."""
 
 from __future__ import annotations
 
+import signal
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
+import anyio.abc
 
 import agentloop as al
-from agentloop._sessions import JSONLSessionStore, SessionStore, SQLiteSessionStore
+from agentloop.sessions import JSONLSessionStore, SessionStore, SQLiteSessionStore
 from agentloop.testing import Response, ScriptedText, ScriptedThinking, ScriptedToolCall
 
-MODEL = al.Model(id="scripted-1", name="Scripted", api="scripted", provider="test")
+from ..support import SCRIPTED
+
+ROOT = Path(__file__).parents[2]
+MODEL = SCRIPTED
 
 
 @al.tool
@@ -82,3 +89,82 @@ def check_transcript(messages: Sequence[al.AgentMessage], *, complete: bool) -> 
             answered.add(call_id)
     if complete:
         assert not open_calls, f"calls {sorted(open_calls)} unanswered at the end"
+
+
+class Child:
+    """A running child process and the lines it printed (`ready ...`, then `word N` lines)."""
+
+    def __init__(self, process: anyio.abc.Process) -> None:
+        self.process = process
+        self.lines: list[str] = []
+        self.ready = anyio.Event()
+        self._printed = anyio.Event()
+
+    async def read(self) -> None:
+        assert self.process.stdout is not None
+        buffer = b""
+        async for chunk in self.process.stdout:
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                self.lines.append(line.decode())
+                if line.startswith(b"ready"):
+                    self.ready.set()
+            self._printed.set()
+            self._printed = anyio.Event()
+
+    def numbers(self, word: str) -> list[int]:
+        """The numbers of the child's `word N` lines, in order."""
+        return [int(line.split()[1]) for line in self.lines if line.startswith(f"{word} ")]
+
+    async def wait_for(self, word: str, n: int) -> None:
+        """Wait until the child's last `word N` line has N >= n."""
+        while not self.numbers(word)[-1:] or self.numbers(word)[-1] < n:
+            await self._printed.wait()
+
+
+async def kill_child(
+    module: str, *args: str, within: float, delay: float, until: tuple[str, int] | None = None
+) -> Child:
+    """Run `python -m module args`; once it is ready (and has printed `until`'s `word N` with N at
+    least n), within `within` seconds, let it run `delay` seconds more and SIGKILL it."""
+    command = [sys.executable, "-m", module, *args]
+    async with await anyio.open_process(command, cwd=ROOT) as process:
+        child = Child(process)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(child.read)
+            with anyio.fail_after(within):
+                await child.ready.wait()
+                if until is not None:
+                    await child.wait_for(*until)
+            await anyio.sleep(delay)
+            assert process.returncode is None, f"the child stopped by itself: {child.lines[-3:]}"
+            process.send_signal(signal.SIGKILL)
+            await process.wait()
+    assert process.returncode == -signal.SIGKILL
+    return child
+
+
+def users(*texts: str) -> list[al.AgentMessage]:
+    """A user message for each text."""
+    return [al.UserMessage(content=text) for text in texts]
+
+
+def texts(messages: Sequence[al.AgentMessage]) -> list[str]:
+    """The texts of `messages`, each a user message with text content."""
+    found: list[str] = []
+    for message in messages:
+        assert isinstance(message, al.UserMessage) and isinstance(message.content, str), message
+        found.append(message.content)
+    return found
+
+
+async def stored_texts(store: SessionStore, session_id: str) -> list[str]:
+    """The texts of the stored session's messages (see `texts`)."""
+    return texts((await store.load(session_id)).messages)
+
+
+async def append_texts(store: SessionStore, session_id: str, *appended: str) -> None:
+    """Open the session, append a user message for each text, and close it."""
+    async with store.open(session_id) as session:
+        await session.append(users(*appended))

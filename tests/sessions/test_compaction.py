@@ -7,8 +7,6 @@ import dataclasses
 import os
 import random
 import re
-import signal
-import sys
 from pathlib import Path
 
 import anyio
@@ -16,14 +14,14 @@ import anyio.abc
 import pytest
 
 import agentloop as al
-from agentloop._sessions import SessionStore, missing_tool_results
+from agentloop._sessions import missing_tool_results
 from agentloop.context import Compaction, CompactionEnd, CompactionEvent, Compactor
+from agentloop.sessions import SessionStore
 
 from ..context.windowed import WindowedModel, check_pairs, text_of
 from .compaction_child import answer, read
-from .helpers import check_transcript, make_store
+from .helpers import check_transcript, kill_child, make_store
 
-ROOT = Path(__file__).parents[2]
 KILLS = int(os.environ.get("AGENTLOOP_COMPACTION_KILLS", "10"))
 SUMMARY = re.compile(r"## Goal\nsummary #\d+(\n\n<read-files>\n(src/f\d\.py\n)*src/f\d\.py\n</read-files>)?")
 """A whole summary of the windowed model, with the compacted reads' file list."""
@@ -149,36 +147,6 @@ async def test_a_compaction_that_does_not_fit_the_stored_transcript_is_refused(
                 await session.resume(al.Agent(), compactor=other_compactor)
 
 
-class Child:
-    """A running compaction_child and what it printed."""
-
-    def __init__(self, process: anyio.abc.Process) -> None:
-        self.process = process
-        self.lines: list[str] = []
-        self.ready = anyio.Event()
-        self.compacting = 0
-        self.changed = anyio.Event()
-
-    async def read(self) -> None:
-        assert self.process.stdout is not None
-        buffer = b""
-        async for chunk in self.process.stdout:
-            buffer += chunk
-            *lines, buffer = buffer.split(b"\n")
-            for line in lines:
-                self.lines.append(line.decode())
-                if line.startswith(b"ready"):
-                    self.ready.set()
-                elif line.startswith(b"compacting "):
-                    self.compacting = int(line.split()[1])
-                    self.changed.set()
-                    self.changed = anyio.Event()
-
-    async def wait_compacting(self, n: int) -> None:
-        while self.compacting < n:
-            await self.changed.wait()
-
-
 @pytest.mark.timeout(600)
 async def test_sigkill_during_compactions_leaves_a_consistent_session(
     anyio_backend: object, kind: str, tmp_path: Path
@@ -192,23 +160,13 @@ async def test_sigkill_during_compactions_leaves_a_consistent_session(
             info = await store.create(agent=agent)
             path = tmp_path / "sessions.db" if kind == "sqlite" else tmp_path / "sessions"
             for i in range(KILLS):
-                command = [
-                    sys.executable, "-m", "tests.sessions.compaction_child", kind, str(path), info.id,
-                    ("asyncio", "trio")[i % 2],
-                ]  # fmt: skip
-                async with await anyio.open_process(command, cwd=ROOT) as process:
-                    child = Child(process)
-                    async with anyio.create_task_group() as tg:
-                        tg.start_soon(child.read)
-                        with anyio.fail_after(60):
-                            await child.ready.wait()
-                            await child.wait_compacting(rng.randint(1, 3))
-                        await anyio.sleep(rng.uniform(0.0, 0.003))  # somewhere in the compaction
-                        assert process.returncode is None, f"the child stopped by itself: {child.lines[-3:]}"
-                        process.send_signal(signal.SIGKILL)
-                        await process.wait()
-                    figures["kills"] += 1
-                assert process.returncode == -signal.SIGKILL
+                args = (kind, str(path), info.id, ("asyncio", "trio")[i % 2])
+                compactions = rng.randint(1, 3)
+                delay = rng.uniform(0.0, 0.003)  # somewhere in the compaction
+                await kill_child(
+                    "tests.sessions.compaction_child", *args, within=60, delay=delay, until=("compacting", compactions)
+                )
+                figures["kills"] += 1
                 data = await store.load(info.id)
                 check_transcript(data.messages, complete=False)
                 context = data.context()

@@ -19,50 +19,25 @@ from __future__ import annotations
 import os
 import random
 import signal
-import sys
 from pathlib import Path
 
 import anyio
-import anyio.abc
 import pytest
 
 import agentloop as al
-from agentloop._sessions import SessionCorruptError, open_agent
+from agentloop.sessions import SessionCorruptError, open_agent
 from agentloop.testing import ScriptedModel
 
-from .helpers import MODEL, TOOLS, check_transcript, make_store
+from .helpers import MODEL, TOOLS, Child, check_transcript, kill_child, make_store
 
-ROOT = Path(__file__).parents[2]
 KILLS = int(os.environ.get("AGENTLOOP_CRASH_KILLS", "15"))
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
 
 
-class Child:
-    """A running crash_child and what it printed."""
-
-    def __init__(self, process: anyio.abc.Process) -> None:
-        self.process = process
-        self.lines: list[str] = []
-        self.ready = anyio.Event()
-
-    async def read(self) -> None:
-        assert self.process.stdout is not None
-        buffer = b""
-        async for chunk in self.process.stdout:
-            buffer += chunk
-            *lines, buffer = buffer.split(b"\n")
-            for line in lines:
-                self.lines.append(line.decode())
-                if line.startswith(b"ready"):
-                    self.ready.set()
-
-    @property
-    def stored(self) -> int:
-        """How many messages the child knew were stored (its last `ended N` plus one)."""
-        ended = [int(line.split()[1]) for line in self.lines if line.startswith("ended ")]
-        start = [int(line.split()[1]) for line in self.lines if line.startswith("ready ")]
-        return max([n + 1 for n in ended] + start + [0])
+def stored(child: Child) -> int:
+    """How many messages the child knew were stored (its last `ended N` plus one)."""
+    return max([n + 1 for n in child.numbers("ended")] + child.numbers("ready") + [0])
 
 
 @pytest.mark.timeout(300)
@@ -78,20 +53,10 @@ async def test_sigkill_at_random_points(anyio_backend: object, kind: str, tmp_pa
             path = tmp_path / "sessions.db" if kind == "sqlite" else tmp_path / "sessions"
             for i in range(KILLS):
                 child_backend = ("asyncio", "trio")[i % 2]
-                command = [sys.executable, "-m", "tests.sessions.crash_child", kind, str(path), info.id, child_backend]
-                async with await anyio.open_process(command, cwd=ROOT) as process:
-                    child = Child(process)
-                    async with anyio.create_task_group() as tg:
-                        tg.start_soon(child.read)
-                        with anyio.fail_after(30):
-                            await child.ready.wait()
-                        figures["resumes"] += 1
-                        await anyio.sleep(rng.uniform(0.0, 0.5))
-                        assert process.returncode is None, f"the child stopped by itself: {child.lines[-3:]}"
-                        process.send_signal(signal.SIGKILL)
-                        await process.wait()
-                    figures["kills"] += 1
-                assert process.returncode == -signal.SIGKILL
+                args = (kind, str(path), info.id, child_backend)
+                child = await kill_child("tests.sessions.crash_child", *args, within=30, delay=rng.uniform(0.0, 0.5))
+                figures["resumes"] += 1
+                figures["kills"] += 1
                 if kind == "jsonl":
                     raw = (path / f"{info.id}.jsonl").read_bytes()
                     figures["torn_tails"] += not raw.endswith(b"\n")
@@ -101,7 +66,7 @@ async def test_sigkill_at_random_points(anyio_backend: object, kind: str, tmp_pa
                     figures["corrupt"] += 1
                     raise
                 check_transcript(data.messages, complete=False)
-                assert len(data.messages) >= child.stored, "a message the child saw stored is missing"
+                assert len(data.messages) >= stored(child), "a message the child saw stored is missing"
                 figures["max_messages"] = max(figures["max_messages"], len(data.messages))
                 if i % 3 == 2:  # the run continues from here, to a complete transcript
                     async with open_agent(store, info.id, tools=TOOLS, stream_fn=ScriptedModel(["Resumed."])) as agent:

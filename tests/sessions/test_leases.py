@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 import agentloop as al
-from agentloop._sessions import JSONLSessionStore, SessionLockedError, SessionNotFoundError, SQLiteSessionStore
+from agentloop.sessions import JSONLSessionStore, SessionLockedError, SessionNotFoundError, SQLiteSessionStore
 
 
 def put_foreign_lease(store: Any, session_id: str, age: float) -> None:

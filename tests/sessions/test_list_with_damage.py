@@ -16,7 +16,7 @@ import pytest
 
 import agentloop as al
 from agentloop._serve._app import AgentSSEApp
-from agentloop._sessions import JSONLSessionStore, SessionCorruptError, SQLiteSessionStore
+from agentloop.sessions import JSONLSessionStore, SessionCorruptError, SQLiteSessionStore
 
 from .test_sse_app import client, factory
 

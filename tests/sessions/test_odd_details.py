@@ -15,7 +15,7 @@ import pytest
 
 import agentloop as al
 from agentloop._serve._app import AgentSSEApp
-from agentloop._sessions import open_agent
+from agentloop.sessions import open_agent
 from agentloop.testing import Response, ScriptedModel, ScriptedToolCall
 from agentloop.wire import EventEnvelope, dumps_envelope, envelope_from_json
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import subprocess
@@ -13,8 +14,8 @@ import anyio
 import pytest
 
 import agentloop as al
-from agentloop._sessions import (
-    INTERRUPTED_TOOL_TEXT,
+from agentloop._sessions import INTERRUPTED_TOOL_TEXT, missing_tool_results
+from agentloop.sessions import (
     JSONLSessionStore,
     Session,
     SessionCorruptError,
@@ -24,7 +25,6 @@ from agentloop._sessions import (
     SessionSettings,
     SessionStore,
     SQLiteSessionStore,
-    missing_tool_results,
     open_agent,
 )
 from agentloop.testing import Response, ScriptedModel, ScriptedToolCall
@@ -144,11 +144,8 @@ async def test_bad_arguments_raise_at_once(anyio_backend: object, kind: str, tmp
 
 
 def test_settings_round_trip_and_drop_headers() -> None:
-    model = al.Model(
-        id="m",
-        name="M",
-        api="a",
-        provider="p",
+    model = dataclasses.replace(
+        MODEL,
         base_url="u",
         reasoning=True,
         headers={"Authorization": "secret"},
@@ -380,7 +377,7 @@ async def test_another_process_holding_the_session(anyio_backend: object, kind: 
     code = (
         "import sys, anyio\n"
         "from pathlib import Path\n"
-        "from agentloop._sessions import SQLiteSessionStore, JSONLSessionStore\n"
+        "from agentloop.sessions import SQLiteSessionStore, JSONLSessionStore\n"
         "async def main():\n"
         "    kind, path, sid = sys.argv[1:4]\n"
         "    store = SQLiteSessionStore(path) if kind == 'sqlite' else JSONLSessionStore(Path(path))\n"
@@ -504,7 +501,7 @@ def test_importing_sessions_loads_no_database_or_lock_module() -> None:
     # The standard library modules the sessions need load first: on Python 3.10, `uuid` loads
     # `fcntl` itself (through `platform` and `subprocess`), which is not the sessions' doing.
     loaded = ("sqlite3", "fcntl", "agentloop._sessions._sqlite")
-    assert loaded_by_import("agentloop, agentloop._sessions", loaded, before="uuid, pathlib, logging") == []
+    assert loaded_by_import("agentloop, agentloop.sessions", loaded, before="uuid, pathlib, logging") == []
 
 
 def test_reprs() -> None:

@@ -20,7 +20,7 @@ import pytest
 
 import agentloop as al
 from agentloop._serve._app import AgentSSEApp
-from agentloop._sessions import JSONLSessionStore, SQLiteSessionStore
+from agentloop.sessions import JSONLSessionStore, SQLiteSessionStore
 from agentloop.testing import Response, ScriptedModel, check_events
 from agentloop.wire import CompactDecoder, from_json
 

@@ -16,7 +16,7 @@ import anyio
 
 import agentloop as al
 from agentloop._serve._app import AgentSSEApp
-from agentloop._sessions import JSONLSessionStore
+from agentloop.sessions import JSONLSessionStore
 from agentloop.testing import Response
 
 from .test_sse_app import EventStream, SSEMessage, client, factory

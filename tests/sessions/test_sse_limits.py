@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from agentloop._serve._app import AgentSSEApp
-from agentloop._sessions import JSONLSessionStore
+from agentloop.sessions import JSONLSessionStore
 
 from .test_sse_app import client, event_stream, factory
 

@@ -12,7 +12,7 @@ import pytest
 
 import agentloop as al
 from agentloop._serve._app import AgentSSEApp
-from agentloop._sessions import JSONLSessionStore
+from agentloop.sessions import JSONLSessionStore
 from agentloop.testing import Response, ScriptedModel, ScriptedText, ScriptedToolCall
 
 from .helpers import MODEL

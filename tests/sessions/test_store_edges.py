@@ -11,15 +11,10 @@ from typing import Any
 import anyio
 import pytest
 
-import agentloop as al
-from agentloop._sessions import (
-    JSONLSessionStore,
-    SessionError,
-    SQLiteSessionStore,
-    _jsonl,
-    check_session_id,
-)
+from agentloop._sessions import _jsonl, check_session_id
+from agentloop.sessions import JSONLSessionStore, SessionError, SQLiteSessionStore
 
+from .helpers import append_texts, stored_texts, users
 from .test_write_failures import _FailingCommit
 
 
@@ -28,7 +23,7 @@ async def test_a_lease_left_by_a_failed_release_is_taken_over_by_its_process(
 ) -> None:
     with anyio.fail_after(20):
         async with SQLiteSessionStore(tmp_path / "s.db") as store:
-            info = await store.create(messages=[al.UserMessage(content="one")])
+            info = await store.create(messages=users("one"))
             session = await store.open(info.id)
             backend: Any = store._backend
             failing = _FailingCommit(backend._conn)
@@ -37,10 +32,8 @@ async def test_a_lease_left_by_a_failed_release_is_taken_over_by_its_process(
             with pytest.raises(SessionError):
                 await session.aclose()
             backend._conn = failing.conn  # space is back
-            async with store.open(info.id) as again:
-                await again.append([al.UserMessage(content="two")])
-            data = await store.load(info.id)
-            assert [m.content for m in data.messages] == ["one", "two"]  # type: ignore[union-attr]
+            await append_texts(store, info.id, "two")
+            assert await stored_texts(store, info.id) == ["one", "two"]
 
 
 async def test_a_torn_append_is_dropped_whole_and_logged(
@@ -48,9 +41,8 @@ async def test_a_torn_append_is_dropped_whole_and_logged(
 ) -> None:
     with anyio.fail_after(20):
         async with JSONLSessionStore(tmp_path) as store:
-            info = await store.create(messages=[al.UserMessage(content="zero")])
-            async with store.open(info.id) as session:
-                await session.append([al.UserMessage(content="one"), al.UserMessage(content="two")])
+            info = await store.create(messages=users("zero"))
+            await append_texts(store, info.id, "one", "two")
             path = tmp_path / f"{info.id}.jsonl"
             whole = path.read_bytes()
             second = whole.rindex(b"\n", 0, len(whole) - 1) + 1  # where the append's second line starts
@@ -58,13 +50,10 @@ async def test_a_torn_append_is_dropped_whole_and_logged(
                 path.write_bytes(whole[:cut])
                 caplog.clear()
                 with caplog.at_level(logging.WARNING, logger="agentloop.sessions"):
-                    data = await store.load(info.id)
-                assert [m.content for m in data.messages] == ["zero"]  # type: ignore[union-attr]
+                    assert await stored_texts(store, info.id) == ["zero"]
                 assert "dropped a torn tail" in caplog.text
-            async with store.open(info.id) as session:  # the next writer cuts the tail away
-                await session.append([al.UserMessage(content="three")])
-            data = await store.load(info.id)
-            assert [m.content for m in data.messages] == ["zero", "three"]  # type: ignore[union-attr]
+            await append_texts(store, info.id, "three")  # the next writer cuts the tail away
+            assert await stored_texts(store, info.id) == ["zero", "three"]
 
 
 async def test_jsonl_create_and_fork_on_a_full_disk_raise_session_error(
@@ -72,14 +61,14 @@ async def test_jsonl_create_and_fork_on_a_full_disk_raise_session_error(
 ) -> None:
     with anyio.fail_after(20):
         async with JSONLSessionStore(tmp_path) as store:
-            info = await store.create(messages=[al.UserMessage(content="one")])
+            info = await store.create(messages=users("one"))
 
             def full(fd: int, data: bytes) -> None:
                 raise OSError(errno.ENOSPC, "No space left on device")
 
             monkeypatch.setattr(_jsonl, "_write_all", full)
             with pytest.raises(SessionError, match="No space left"):
-                await store.create(messages=[al.UserMessage(content="two")])
+                await store.create(messages=users("two"))
             with pytest.raises(SessionError, match="No space left"):
                 await store.fork(info.id)
             monkeypatch.undo()

@@ -18,11 +18,11 @@ import anyio
 import pytest
 
 import agentloop as al
-from agentloop._sessions import JSONLSessionStore, SessionError, SQLiteSessionStore, open_agent
+from agentloop.sessions import JSONLSessionStore, SessionError, SQLiteSessionStore, open_agent
 from agentloop.testing import Response, ScriptedModel, ScriptedToolCall
 from agentloop.wire import to_json
 
-from .helpers import MODEL, TOOLS, make_store
+from .helpers import MODEL, TOOLS, append_texts, make_store, stored_texts, texts, users
 
 ROOT = Path(__file__).parents[2]
 
@@ -33,7 +33,7 @@ from pathlib import Path
 import anyio
 
 import agentloop as al
-from agentloop._sessions import SessionError
+from agentloop.sessions import SessionError
 from tests.sessions.helpers import make_store
 
 kind, root, backend = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
@@ -114,23 +114,21 @@ async def test_jsonl_a_failed_fsync_leaves_the_file_as_it_was(
 ) -> None:
     with anyio.fail_after(20):
         async with JSONLSessionStore(tmp_path) as store:
-            info = await store.create(messages=[al.UserMessage(content="one")])
+            info = await store.create(messages=users("one"))
             path = tmp_path / f"{info.id}.jsonl"
             async with store.open(info.id) as session:
                 before = path.read_bytes()
                 fsync = _FailingFsync(1)
                 monkeypatch.setattr(os, "fsync", fsync)
                 with pytest.raises(SessionError, match="could not write") as caught:
-                    await session.append([al.UserMessage(content="two"), al.UserMessage(content="three")])
+                    await session.append(users("two", "three"))
                 assert isinstance(caught.value.__cause__, OSError)
                 assert path.read_bytes() == before
-                assert [m.content for m in session.messages] == ["one"]  # type: ignore[union-attr]
+                assert texts(session.messages) == ["one"]
                 for text in ("two", "three"):
-                    await session.append([al.UserMessage(content=text)])
-            data = await store.load(info.id)
-            assert [m.content for m in data.messages] == ["one", "two", "three"]  # type: ignore[union-attr]
-            async with store.open(info.id) as session:  # and it opens for writing again
-                await session.append([al.UserMessage(content="four")])
+                    await session.append(users(text))
+            assert await stored_texts(store, info.id) == ["one", "two", "three"]
+            await append_texts(store, info.id, "four")  # and it opens for writing again
             assert len((await store.load(info.id)).messages) == 4
 
 
@@ -174,21 +172,20 @@ class _FailingCommit:
 async def test_sqlite_a_failed_commit_is_rolled_back(anyio_backend: object, tmp_path: Path) -> None:
     with anyio.fail_after(20):
         async with SQLiteSessionStore(tmp_path / "s.db") as store:
-            info = await store.create(messages=[al.UserMessage(content="one")])
+            info = await store.create(messages=users("one"))
             async with store.open(info.id) as session:
                 backend: Any = store._backend
                 failing = _FailingCommit(backend._conn)
                 backend._conn = failing
                 failing.fail_next_commit = True
                 with pytest.raises(SessionError, match="could not write") as caught:
-                    await session.append([al.UserMessage(content="two")])
+                    await session.append(users("two"))
                 assert "disk is full" in str(caught.value)
-                assert [m.content for m in session.messages] == ["one"]  # type: ignore[union-attr]
+                assert texts(session.messages) == ["one"]
                 assert not failing.conn.in_transaction
-                await session.append([al.UserMessage(content="two again")])
+                await session.append(users("two again"))
                 backend._conn = failing.conn
-            data = await store.load(info.id)
-            assert [m.content for m in data.messages] == ["one", "two again"]  # type: ignore[union-attr]
+            assert await stored_texts(store, info.id) == ["one", "two again"]
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "jsonl"])

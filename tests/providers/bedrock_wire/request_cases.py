@@ -15,20 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentloop import (
-    AbortSignal,
-    AssistantMessage,
-    Context,
-    ImageContent,
-    Model,
-    StopReason,
-    StreamOptions,
-    TextContent,
-    ThinkingContent,
-    ToolCall,
-    ToolResultMessage,
-    UserMessage,
-)
+import agentloop as al
 from agentloop.providers import get_model
 from agentloop.providers._bedrock import converse_body
 from agentloop.wire import to_json
@@ -51,50 +38,55 @@ class Weather:
 
 @dataclass(frozen=True)
 class Case:
-    model: Model
-    context: Context
+    model: al.Model
+    context: al.Context
     options: dict[str, Any] = field(default_factory=dict)
 
-    def stream_options(self) -> StreamOptions:
-        return StreamOptions(signal=AbortSignal(), **self.options)
+    def stream_options(self) -> al.StreamOptions:
+        return al.StreamOptions(signal=al.AbortSignal(), **self.options)
 
     def body(self) -> dict[str, Any]:
         return converse_body(self.model, self.context, self.stream_options())
 
 
-def _assistant(model: Model, *content: Any, stop: StopReason = "toolUse") -> AssistantMessage:
-    return AssistantMessage(
+def _assistant(model: al.Model, *content: Any, stop: al.StopReason = "toolUse") -> al.AssistantMessage:
+    return al.AssistantMessage(
         content=tuple(content), api=model.api, provider=model.provider, model=model.id, stop_reason=stop, timestamp=1
     )
 
 
-def _conversation(model: Model) -> tuple[Any, ...]:
+def _conversation(model: al.Model) -> tuple[Any, ...]:
     """A turn with every kind of block: images, signed thinking, parallel calls, an error result."""
     return (
-        UserMessage(
-            content=(TextContent("What is the weather? See the map."), ImageContent(PNG, "image/png")), timestamp=1
+        al.UserMessage(
+            content=(al.TextContent("What is the weather? See the map."), al.ImageContent(PNG, "image/png")),
+            timestamp=1,
         ),
         _assistant(
             model,
-            ThinkingContent("The user wants the weather.", thinking_signature="sig-abc=="),
-            TextContent("Checking."),
-            ToolCall(
+            al.ThinkingContent("The user wants the weather.", thinking_signature="sig-abc=="),
+            al.TextContent("Checking."),
+            al.ToolCall(
                 "tooluse_1", "get_weather", {"location": "Paris", "": "dropped", "nested": {"": 1, "a": [{"": 2}]}}
             ),
-            ToolCall("call|with.bad:chars", "get_weather", {"location": "Lyon"}),
+            al.ToolCall("call|with.bad:chars", "get_weather", {"location": "Lyon"}),
         ),
-        ToolResultMessage(
-            tool_call_id="tooluse_1", tool_name="get_weather", content=(TextContent("Sunny"),), timestamp=1
+        al.ToolResultMessage(
+            tool_call_id="tooluse_1", tool_name="get_weather", content=(al.TextContent("Sunny"),), timestamp=1
         ),
-        ToolResultMessage(
+        al.ToolResultMessage(
             tool_call_id="call|with.bad:chars",
             tool_name="get_weather",
-            content=(TextContent("radar failed"), ImageContent(GIF, "image/gif"), ImageContent(PNG, "image/png")),
+            content=(
+                al.TextContent("radar failed"),
+                al.ImageContent(GIF, "image/gif"),
+                al.ImageContent(PNG, "image/png"),
+            ),
             is_error=True,
             timestamp=1,
         ),
-        UserMessage(content="   ", timestamp=1),
-        UserMessage(content="Thanks! And tomorrow?", timestamp=1),
+        al.UserMessage(content="   ", timestamp=1),
+        al.UserMessage(content="Thanks! And tomorrow?", timestamp=1),
     )
 
 
@@ -106,7 +98,7 @@ def _cases() -> dict[str, Case]:
     oss = get_model("amazon-bedrock", "openai.gpt-oss-120b-1:0")
     gpt = get_model("amazon-bedrock", "openai.gpt-5.5")
     qwen = get_model("amazon-bedrock", "qwen.qwen3-32b-v1:0")
-    arn = Model(
+    arn = al.Model(
         id="arn:aws:bedrock:eu-west-1:123456789012:application-inference-profile/abc123",
         name="anthropic.claude-sonnet-4-5 (team profile)",
         api="bedrock-converse-stream",
@@ -116,51 +108,57 @@ def _cases() -> dict[str, Case]:
         context_window=200_000,
         max_tokens=64_000,
     )
-    other = _assistant(micro, ThinkingContent("Nova thought this."), TextContent("Nova said this."), stop="stop")
+    other = _assistant(micro, al.ThinkingContent("Nova thought this."), al.TextContent("Nova said this."), stop="stop")
     replay = (
-        UserMessage(content="hi", timestamp=1),
+        al.UserMessage(content="hi", timestamp=1),
         _assistant(
             arn,
-            ThinkingContent("[Reasoning redacted]", thinking_signature=REDACTED, redacted=True),
-            ThinkingContent("unsigned thoughts"),
-            ThinkingContent("  "),
-            TextContent(""),
-            TextContent("Hello."),
+            al.ThinkingContent("[Reasoning redacted]", thinking_signature=REDACTED, redacted=True),
+            al.ThinkingContent("unsigned thoughts"),
+            al.ThinkingContent("  "),
+            al.TextContent(""),
+            al.TextContent("Hello."),
             stop="stop",
         ),
-        UserMessage(content=(TextContent(""),), timestamp=1),
+        al.UserMessage(content=(al.TextContent(""),), timestamp=1),
         other,
-        UserMessage(content="again", timestamp=1),
+        al.UserMessage(content="again", timestamp=1),
     )
     system = "You are terse."
     return {
         "claude-budget": Case(
             sonnet,
-            Context(system_prompt=system, messages=_conversation(sonnet), tools=[Weather()]),
+            al.Context(system_prompt=system, messages=_conversation(sonnet), tools=[Weather()]),
             {"reasoning": "high", "max_tokens": 4000, "temperature": 0.5},
         ),
         "claude-budget-custom": Case(
             sonnet,
-            Context(system_prompt=system, messages=(UserMessage(content="hi", timestamp=1),)),
+            al.Context(system_prompt=system, messages=(al.UserMessage(content="hi", timestamp=1),)),
             {"reasoning": "xhigh", "thinking_budgets": {"high": 3000, "low": 10}},
         ),
         "claude-adaptive": Case(
-            opus, Context(system_prompt=system, messages=_conversation(opus), tools=[Weather()]), {"reasoning": "xhigh"}
+            opus,
+            al.Context(system_prompt=system, messages=_conversation(opus), tools=[Weather()]),
+            {"reasoning": "xhigh"},
         ),
         "claude-adaptive-4-6": Case(
-            opus46, Context(messages=(UserMessage(content="hi", timestamp=1),)), {"reasoning": "max"}
+            opus46, al.Context(messages=(al.UserMessage(content="hi", timestamp=1),)), {"reasoning": "max"}
         ),
-        "claude-off": Case(sonnet, Context(system_prompt=system, messages=_conversation(sonnet)), {}),
+        "claude-off": Case(sonnet, al.Context(system_prompt=system, messages=_conversation(sonnet)), {}),
         "nova-text-only": Case(
             micro,
-            Context(system_prompt=system, messages=_conversation(micro), tools=[Weather()]),
+            al.Context(system_prompt=system, messages=_conversation(micro), tools=[Weather()]),
             {"reasoning": "low", "temperature": 0.0},
         ),
-        "gpt-oss": Case(oss, Context(messages=(UserMessage(content="hi", timestamp=1),)), {"reasoning": "minimal"}),
-        "gpt-mapped": Case(gpt, Context(messages=(UserMessage(content="hi", timestamp=1),)), {"reasoning": "xhigh"}),
-        "qwen-reasoning": Case(qwen, Context(messages=replay), {"reasoning": "medium"}),
+        "gpt-oss": Case(
+            oss, al.Context(messages=(al.UserMessage(content="hi", timestamp=1),)), {"reasoning": "minimal"}
+        ),
+        "gpt-mapped": Case(
+            gpt, al.Context(messages=(al.UserMessage(content="hi", timestamp=1),)), {"reasoning": "xhigh"}
+        ),
+        "qwen-reasoning": Case(qwen, al.Context(messages=replay), {"reasoning": "medium"}),
         "arn-profile": Case(
-            arn, Context(system_prompt=system, messages=replay), {"reasoning": "low", "max_tokens": 100}
+            arn, al.Context(system_prompt=system, messages=replay), {"reasoning": "low", "max_tokens": 100}
         ),
     }
 
@@ -168,7 +166,7 @@ def _cases() -> dict[str, Case]:
 CASES = _cases()
 
 
-def pi_model(model: Model) -> dict[str, Any]:
+def pi_model(model: al.Model) -> dict[str, Any]:
     """The model as pi-ai describes it."""
     data: dict[str, Any] = {
         "id": model.id,

@@ -20,17 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agentloop import (
-    AssistantMessage,
-    Context,
-    ImageContent,
-    Message,
-    TextContent,
-    ThinkingContent,
-    ToolCall,
-    ToolResultMessage,
-    UserMessage,
-)
+import agentloop as al
 from agentloop.wire import to_json
 
 HERE = Path(__file__).parent
@@ -62,13 +52,13 @@ PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA6
 SIGNATURE = "c2lnbmF0dXJlLTE="
 
 
-def conversation(provider: str, model_id: str, api: str) -> list[Message]:
-    ours = AssistantMessage(
+def conversation(provider: str, model_id: str, api: str) -> list[al.Message]:
+    ours = al.AssistantMessage(
         content=(
-            ThinkingContent("I think", thinking_signature=SIGNATURE),
-            TextContent("Let me check.", text_signature=SIGNATURE),
-            ToolCall("call|1", "get_weather", {"location": "Paris"}, thought_signature=SIGNATURE),
-            ToolCall("c2", "get_weather", {"location": "Rome"}),
+            al.ThinkingContent("I think", thinking_signature=SIGNATURE),
+            al.TextContent("Let me check.", text_signature=SIGNATURE),
+            al.ToolCall("call|1", "get_weather", {"location": "Paris"}, thought_signature=SIGNATURE),
+            al.ToolCall("c2", "get_weather", {"location": "Rome"}),
         ),
         api=api,
         provider=provider,
@@ -76,52 +66,54 @@ def conversation(provider: str, model_id: str, api: str) -> list[Message]:
         stop_reason="toolUse",
         timestamp=1,
     )
-    other = AssistantMessage(
-        content=(TextContent("from claude"), ToolCall("toolu_1", "get_weather", {"location": "Oslo"})),
+    other = al.AssistantMessage(
+        content=(al.TextContent("from claude"), al.ToolCall("toolu_1", "get_weather", {"location": "Oslo"})),
         api="anthropic-messages",
         provider="anthropic",
         model="claude",
         stop_reason="toolUse",
         timestamp=1,
     )
-    image = ImageContent(data=PNG, mime_type="image/png")
+    image = al.ImageContent(data=PNG, mime_type="image/png")
     return [
-        UserMessage(content=(TextContent("look"), image), timestamp=0),
+        al.UserMessage(content=(al.TextContent("look"), image), timestamp=0),
         ours,
-        ToolResultMessage(tool_call_id="call|1", tool_name="get_weather", content=(TextContent("sunny"),), timestamp=2),
-        ToolResultMessage(tool_call_id="c2", tool_name="get_weather", content=(image,), is_error=True, timestamp=3),
-        UserMessage(content="and Oslo?", timestamp=4),
-        other,
-        ToolResultMessage(
-            tool_call_id="toolu_1", tool_name="get_weather", content=(TextContent("cold"), image), timestamp=5
+        al.ToolResultMessage(
+            tool_call_id="call|1", tool_name="get_weather", content=(al.TextContent("sunny"),), timestamp=2
         ),
-        AssistantMessage(
-            content=(TextContent("", text_signature=SIGNATURE),),
+        al.ToolResultMessage(tool_call_id="c2", tool_name="get_weather", content=(image,), is_error=True, timestamp=3),
+        al.UserMessage(content="and Oslo?", timestamp=4),
+        other,
+        al.ToolResultMessage(
+            tool_call_id="toolu_1", tool_name="get_weather", content=(al.TextContent("cold"), image), timestamp=5
+        ),
+        al.AssistantMessage(
+            content=(al.TextContent("", text_signature=SIGNATURE),),
             api=api,
             provider=provider,
             model=model_id,
             timestamp=6,
         ),
-        UserMessage(content="", timestamp=7),
+        al.UserMessage(content="", timestamp=7),
     ]
 
 
-def cases() -> list[tuple[str, str, str, Context, dict[str, Any]]]:
+def cases() -> list[tuple[str, str, str, al.Context, dict[str, Any]]]:
     """(id, provider, model id, context, StreamOptions keywords) of every case."""
-    hi: list[Message] = [UserMessage(content="hi", timestamp=0)]
-    out: list[tuple[str, str, str, Context, dict[str, Any]]] = []
+    hi: list[al.Message] = [al.UserMessage(content="hi", timestamp=0)]
+    out: list[tuple[str, str, str, al.Context, dict[str, Any]]] = []
 
     def add(
         case: str,
         provider: str,
         model_id: str,
-        messages: list[Message],
+        messages: list[al.Message],
         system: str = "",
         tools: Any = (),
         **options: Any,
     ) -> None:
         out.append(
-            (case, provider, model_id, Context(system_prompt=system, messages=messages, tools=list(tools)), options)
+            (case, provider, model_id, al.Context(system_prompt=system, messages=messages, tools=list(tools)), options)
         )
 
     add("flash-medium", "google", "gemini-2.5-flash", hi, "Be terse.", [WEATHER], reasoning="medium", temperature=0.5)
@@ -149,7 +141,7 @@ def cases() -> list[tuple[str, str, str, Context, dict[str, Any]]]:
     return out
 
 
-def pi_case(case: str, provider: str, model_id: str, context: Context, options: dict[str, Any]) -> dict[str, Any]:
+def pi_case(case: str, provider: str, model_id: str, context: al.Context, options: dict[str, Any]) -> dict[str, Any]:
     """A case as pi_capture.mjs takes it (pi's JSON)."""
     pi_context: dict[str, Any] = {
         "messages": [to_json(m) for m in context.messages],
