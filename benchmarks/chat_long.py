@@ -90,7 +90,9 @@ def main() -> int:
                 "errors": errors,
                 "overflow": any(OVERFLOW.search(e) for e in errors),
                 "compacted": text.count("context compacted"),
-                "gauge": [m.group(0) for m in GAUGE.finditer(text)][-1:],
+                # the fullest the status line showed in this turn (the last one shown can be the
+                # small tool-choice request's usage, not the context's)
+                "fullest_percent": max((int(m.group(3)) for m in GAUGE.finditer(text)), default=None),
             }
         )
         print(json.dumps(turns[-1]), flush=True)
