@@ -10,7 +10,8 @@ one process (an error result the model sees). An abort ends the wait (the call i
 
 The update's validator checks a decision before it is accepted: a call that is not waiting, or
 edited arguments that do not fit the tool's parameters, are refused to the caller and never
-enter the history; the call keeps waiting.
+enter the history; the call keeps waiting. The handler records what the validator accepted and
+checks nothing again: a replay runs handlers but not validators, and takes the recorded decisions.
 
 Calls are asked one at a time, in the order the model made them, as the loop prepares them
 (the reference's `beforeToolCall` order): the second call of a batch is pending once the first
@@ -97,7 +98,12 @@ class PendingApprovals:
     def decide(
         self, tool_call_id: str, approved: bool, reason: str | None, arguments: Mapping[str, Any] | None = None
     ) -> None:
-        self.check(tool_call_id, approved, reason, arguments)
+        """Record a decision `check` accepted (the `approve` update's handler).
+
+        A replay runs the handler again but not the validator: the handler only records, so the
+        history's decisions are taken again whatever a check would answer now (a validation has
+        a CPU budget, which a loaded worker could exceed).
+        """
         self._decisions[tool_call_id] = _Decision(approved, reason, None if arguments is None else dict(arguments))
 
     def to_run(self, tool_call: ToolCall) -> ToolCall:

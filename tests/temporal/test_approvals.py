@@ -18,6 +18,7 @@ from temporalio.worker import Replayer
 
 import agentloop as al
 from agentloop.approvals import ApprovalRequest
+from agentloop.temporal import _approval as approval_module
 from agentloop.temporal import (
     AgentLoopPlugin,
     AgentWorkflow,
@@ -112,7 +113,7 @@ async def test_approved_calls_run_and_a_denied_one_is_blocked_as_in_process(
 
 
 async def test_through_the_agent_an_edited_call_runs_with_its_arguments_and_a_denied_one_gets_the_reason(
-    client: Client, queue: str
+    client: Client, queue: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The scenario of `Agent.approve` in one process: a bad edit is refused (never recorded) and
     the call keeps waiting; the good edit runs; the other call is denied with a reason."""
@@ -155,6 +156,14 @@ async def test_through_the_agent_an_edited_call_runs_with_its_arguments_and_a_de
     accepted = [e for e in history.events if e.HasField("workflow_execution_update_accepted_event_attributes")]
     names = [e.workflow_execution_update_accepted_event_attributes.accepted_request.input.name for e in accepted]
     assert names.count("approve") == 2  # the refused decisions never entered the history
+    await Replayer(workflows=[AgentWorkflow], plugins=[AgentLoopPlugin(agents.UNSTORED)]).replay_workflow(history)
+
+    # A replay takes the recorded decisions without checking them again (a check has a CPU
+    # budget: a loaded worker could answer differently).
+    def over_budget(tool: al.AgentTool, call: al.ToolCall) -> object:
+        raise ValueError("over the validation budget")
+
+    monkeypatch.setattr(approval_module, "validate_tool_arguments", over_budget)
     await Replayer(workflows=[AgentWorkflow], plugins=[AgentLoopPlugin(agents.UNSTORED)]).replay_workflow(history)
 
 
