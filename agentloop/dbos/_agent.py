@@ -42,7 +42,9 @@ nonce, and the run answers it in the event `ANSWER_EVENT + nonce` (`{"error": No
 the call leaves the list; or the text of the `ValueError` its sender raises: a call not listed,
 edited arguments that do not fit the tool), so the sender learns the outcome; a refused decision
 leaves the call waiting. The edited arguments are validated in the workflow, where the tool is
-known, so a sender needs no agent definition; a replay validates them again at the same point.
+known, so a sender needs no agent definition, in a `<agent>.check` step (a validation has a CPU
+budget: a replay reads the recorded outcome rather than deciding again); the tool's step validates
+them again before the tool runs with them.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from __future__ import annotations
 import contextvars
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, cast
 
@@ -545,8 +547,8 @@ class _DurableRun:
             self.waiting = True
             if taken.blocked is not None:
                 raise _ToolFailed(taken.blocked)
-            if taken.args is not _UNEDITED:
-                proceed = _with_arguments(invocation, taken.args)
+            if taken.arguments is not None:
+                proceed = _with_arguments(invocation, taken.arguments)
         out = await DBOS.run_step_async(
             {"name": f"{self.agent.name}.tool.{name}"}, self._run_tool, call_id, name, proceed
         )
@@ -615,7 +617,7 @@ class _DurableRun:
             if listed is None:
                 error: str | None = not_pending_text(str(decided), self.listed)
             else:
-                error, taken = await _checked(data, listed, self.agent.tools)
+                error, taken = await self._checked(data, listed)
             nonce = data.get("nonce")
             if isinstance(nonce, str):
                 await DBOS.set_event_async(ANSWER_EVENT + nonce, {"error": error})
@@ -627,6 +629,27 @@ class _DurableRun:
                 return self.decided.pop(call_id)
             if deadline is not None:  # how long is left: the time, recorded
                 now = await DBOS.run_step_async({"name": f"{self.agent.name}.clock"}, now_ms)
+
+    async def _checked(self, data: dict[str, Any], request: ApprovalRequest) -> tuple[str | None, _Taken | None]:
+        """A decision received for the listed call `request`: `(None, taken)` if the run takes it,
+        `(error, None)` if it is refused (the text of the `ValueError` its sender raises).
+
+        Edited arguments are checked in the `<agent>.check` step: a validation has a CPU budget,
+        so its outcome is recorded and a replay reads it instead of deciding again.
+        """
+        if data.get("approved") is not True:
+            return None, _Taken(blocked=data.get("reason") or _BLOCKED)
+        arguments = data.get("arguments")
+        if arguments is None:
+            return None, _Taken()
+        call_id = request.tool_call_id
+        if not isinstance(arguments, dict):
+            return invalid_edit_text(call_id, "they are not a JSON object"), None
+        tool = next(tool for tool in self.agent.tools if tool.name == request.tool_name)  # needs_approval names tools
+        edited = ToolCall(call_id, request.tool_name, arguments)
+        out = await DBOS.run_step_async({"name": f"{self.agent.name}.check"}, _edit_check, tool, edited)
+        error = out["error"]
+        return (error, None) if error is not None else (None, _Taken(arguments=arguments))
 
     async def _run_tool(self, call_id: str, name: str, proceed: Callable[[], Awaitable[object]]) -> dict[str, Any]:
         """The tool step: write the events so far, run the tool (within its timeout); return its
@@ -653,46 +676,36 @@ _BLOCKED = "Tool execution was blocked"
 """The error result of a denied call without a reason (a blocking `before_tool_call`'s)."""
 _APPROVAL_WAIT = 7 * 24 * 3600.0
 """The longest one `recv` of a decision waits (seconds) without `approval_timeout`; then another."""
-_UNEDITED = object()
 
 
 @dataclass(frozen=True, slots=True)
 class _Taken:
     """A decision the run took: the call's error result if it does not run (denied, aborted, not
-    decided in time), else the arguments it runs with (`_UNEDITED`: the model's)."""
+    decided in time), else the edited arguments it runs with, as JSON (None: the model's)."""
 
     blocked: str | None = None
-    args: Any = _UNEDITED
+    arguments: dict[str, Any] | None = None
 
 
-async def _checked(
-    data: dict[str, Any], request: ApprovalRequest, tools: Sequence[AgentTool]
-) -> tuple[str | None, _Taken | None]:
-    """A decision received for the listed call `request`: `(None, taken)` if the run takes it,
-    `(error, None)` if it is refused (the text of the `ValueError` its sender raises)."""
-    if data.get("approved") is not True:
-        return None, _Taken(blocked=data.get("reason") or _BLOCKED)
-    arguments = data.get("arguments")
-    if arguments is None:
-        return None, _Taken()
-    call_id = request.tool_call_id
-    if not isinstance(arguments, dict):
-        return invalid_edit_text(call_id, "they are not a JSON object"), None
-    tool = next(tool for tool in tools if tool.name == request.tool_name)  # needs_approval names tools
+async def _edit_check(tool: AgentTool, tool_call: ToolCall) -> dict[str, str | None]:
+    """The check step of edited arguments: `{"error": None}` if they fit the tool's parameters,
+    else `{"error": text}` (the `ValueError` its sender raises)."""
     try:
-        return None, _Taken(args=await validated_arguments(tool, ToolCall(call_id, request.tool_name, arguments)))
+        await validated_arguments(tool, tool_call)
     except ValueError as exc:
-        return invalid_edit_text(call_id, exc), None
+        return {"error": invalid_edit_text(tool_call.id, exc)}
+    return {"error": None}
 
 
-def _with_arguments(invocation: ToolInvocation, args: Any) -> Callable[[], Awaitable[object]]:
-    """`proceed` for a call approved with edited arguments: the tool runs with `args`, within its timeout."""
+def _with_arguments(invocation: ToolInvocation, arguments: dict[str, Any]) -> Callable[[], Awaitable[object]]:
+    """`proceed` for a call approved with edited arguments (JSON): in the tool's step, the
+    arguments validated, then the tool run with them, within its timeout."""
 
     async def proceed() -> object:
         tool = invocation.tool
-        execution = tool.execute(
-            invocation.tool_call.id, args, invocation.signal, cast("OnUpdate", invocation.on_update)
-        )
+        edited = replace(invocation.tool_call, arguments=arguments)
+        args = await validated_arguments(tool, edited)
+        execution = tool.execute(edited.id, args, invocation.signal, cast("OnUpdate", invocation.on_update))
         return await within_timeout(tool, execution)
 
     return proceed

@@ -13,10 +13,13 @@ from pathlib import Path
 
 import anyio
 import pytest
+from dbos import DBOS
 
 import agentloop as al
 from agentloop.approvals import ApprovalRequest
+from agentloop.dbos import _agent as dbos_agent
 from agentloop.dbos import abort, approve, pending_approvals, result, start_agent, steer, stream_events
+from agentloop.wire import from_json
 
 from ..durable_checks import PROMPT, check_envelopes, lines, text
 from . import agents
@@ -109,6 +112,31 @@ async def test_through_the_agent_an_edited_call_runs_with_its_arguments_and_a_de
         ("m1", "paid 7", False),
         ("m2", "over budget", True),
     ]
+
+
+async def test_a_replay_takes_a_recorded_edit_without_checking_it_again(
+    log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A check has a CPU budget, which a loaded process could exceed: its outcome is a step."""
+    workflow_id = await start_agent(agents.payment, [PROMPT], id=f"edit-replay-{uuid.uuid4().hex}")
+    with anyio.fail_after(30):
+        await next_pending(workflow_id)
+        await approve(workflow_id, "m1", arguments={"amount": 7})
+        messages = await result(workflow_id)
+    assert results(messages) == {"m1": ("paid 7", False)}
+    recorded = [(s["function_id"], s["function_name"]) for s in await DBOS.list_workflow_steps_async(workflow_id)]
+    assert [name for _, name in recorded].count("payment.check") == 1
+    after_tool = max(i for i, name in recorded if name == "payment.tool.pay") + 1
+
+    async def over_budget(tool: al.AgentTool, call: al.ToolCall) -> object:
+        raise ValueError("over the validation budget")
+
+    monkeypatch.setattr(dbos_agent, "validated_arguments", over_budget)
+    with anyio.fail_after(30):  # the workflow runs again over the recorded steps, up to the last model step
+        fork = await DBOS.fork_workflow_async(workflow_id, after_tool)
+        replayed = [from_json(m) for m in await fork.get_result()]
+    assert results(replayed) == {"m1": ("paid 7", False)}
+    assert lines(log / "tool_starts") == [f"pay 7 {workflow_id}/m1"]  # the tool's step was not run again
 
 
 def text_of(end: al.ToolExecutionEnd) -> str:
