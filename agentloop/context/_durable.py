@@ -102,10 +102,15 @@ class DurableCompactor:
         return self._account(messages)[0]
 
     async def transform_context(self, messages: Sequence[AgentMessage], signal: AbortSignal) -> list[AgentMessage]:
-        """The loop's `transform_context`: compact if the call would not leave the reserve, then the view."""
+        """The loop's `transform_context`: compact if the call would not leave the reserve, then the
+        view. An aborted run starts no summary (its model call ends at once, aborted)."""
         self._last_input = messages
         view, usage = self._account(messages)
-        if over_threshold(self.settings, usage, self.model.context_window) and await self._compact(messages):
+        if (
+            not signal.aborted
+            and over_threshold(self.settings, usage, self.model.context_window)
+            and await self._compact(messages)
+        ):
             view = self._account(messages)[0]
         return view
 
@@ -122,8 +127,11 @@ class DurableCompactor:
 
     async def _after_overflow(self, context: Context, signal: AbortSignal) -> Context | None:
         messages = self._last_input
-        if messages is None or not await self._compact(messages):
+        if messages is None:
             return None
+        if signal.aborted or not await self._compact(messages):
+            # Aborted before or during the summary: the call again, which ends at once, aborted.
+            return context if signal.aborted else None
         llm = default_convert_to_llm(self._account(messages)[0])
         return Context(system_prompt=context.system_prompt, messages=tuple(llm), tools=context.tools)
 

@@ -28,7 +28,7 @@ from ._context import CONTEXT_MISSING
 from ._payload import check_fits
 
 __all__ = (
-    "ModelCall",
+    "InFlight",
     "SentContext",
     "failure_text",
     "finished",
@@ -108,9 +108,9 @@ def _context_missing(exc: ActivityError) -> bool:
     return isinstance(exc.cause, ApplicationError) and exc.cause.type == CONTEXT_MISSING
 
 
-class ModelCall:
-    """The model call in flight (its activity's handle), and whether an abort has asked it for
-    what it has said so far (see `AgentWorkflow.abort`)."""
+class InFlight:
+    """A model or summary call in flight (its activity's handle), and whether an abort has
+    cancelled it (see `AgentWorkflow.abort`)."""
 
     def __init__(self) -> None:
         self.handle: ActivityHandle[Any] | None = None
@@ -118,7 +118,7 @@ class ModelCall:
 
 
 def model_stream(
-    agent: TemporalAgent, sent: SentContext, in_flight: ModelCall
+    agent: TemporalAgent, sent: SentContext, in_flight: InFlight
 ) -> Callable[[Model, Context, StreamOptions], AsyncIterator[AssistantMessageEvent]]:
     """The workflow's stream function: the model activity, then `start` and `done` for its message.
 
@@ -203,11 +203,12 @@ def model_stream(
     return stream
 
 
-def summary_call(agent: TemporalAgent) -> Callable[[Context, int], Awaitable[str]]:
+def summary_call(agent: TemporalAgent, in_flight: InFlight) -> Callable[[Context, int], Awaitable[str]]:
     """The workflow's summarizer for compaction: the `<agent>.summary` activity (recorded: a replay
-    gets the same summary without calling the model); `CompactionError` when it fails."""
+    gets the same summary without calling the model); `CompactionError` when it fails, or when an
+    abort cancelled it (`AgentWorkflow.abort`: the run then ends aborted)."""
 
-    async def summarize(request: Context, max_tokens: int) -> str:
+    async def summary_activity(request: Context, max_tokens: int) -> str:
         data = {
             "systemPrompt": request.system_prompt,
             "messages": [to_json(m) for m in request.messages],
@@ -216,14 +217,20 @@ def summary_call(agent: TemporalAgent) -> Callable[[Context, int], Awaitable[str
         if agent.contexts is None:
             check_fits("the compaction's summary request", data)
         try:
-            handle = start_call(agent.summary_activity_name, data, agent.model_activity, "compaction summary")
-            out = await finished(handle)
+            in_flight.handle = start_call(
+                agent.summary_activity_name, data, agent.model_activity, "compaction summary"
+            )
+            out = await finished(in_flight.handle)
         except ActivityError as exc:
-            if isinstance(exc.cause, CancelledError):
-                raise
-            raise CompactionError(f"Summarization failed: {failure_text(exc)}") from None
+            if not isinstance(exc.cause, CancelledError):
+                raise CompactionError(f"Summarization failed: {failure_text(exc)}") from None
+            if not in_flight.abort_asked:
+                raise  # the workflow is cancelled
+            raise CompactionError("Summarization was aborted") from None
+        finally:
+            in_flight.handle, in_flight.abort_asked = None, False
         if "error" in out:
             raise CompactionError(out["error"])
         return str(out["summary"])
 
-    return summarize
+    return summary_activity

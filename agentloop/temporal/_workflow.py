@@ -70,7 +70,7 @@ from .._wire._json_text import encode_json
 from ..context._durable import DurableCompactor
 from ._agent import TemporalAgent
 from ._approval import PendingApprovals
-from ._calls import ModelCall, SentContext, failure_text, finished, model_stream, start_call, summary_call, workflow_ms
+from ._calls import InFlight, SentContext, failure_text, finished, model_stream, start_call, summary_call, workflow_ms
 from ._payload import AgentRun, CarriedState, PayloadTooLarge, UndecodableRun, check_fits
 
 __all__ = ("AgentWorkflow", "register_agent", "registered_agent")
@@ -165,7 +165,8 @@ class AgentWorkflow:
         self._turns_left: int | None = None  # of `max_turns`, in this history
         self._approvals: PendingApprovals | None = None
         self._sent = SentContext()
-        self._model_call = ModelCall()
+        self._model_call = InFlight()
+        self._summary_call = InFlight()
 
     # --- the run -------------------------------------------------------------------------------
 
@@ -206,7 +207,7 @@ class AgentWorkflow:
                 model=agent.model,
                 system_prompt=agent.system_prompt,
                 tools=agent.tools,
-                summarize=summary_call(agent),
+                summarize=summary_call(agent, self._summary_call),
                 state=state.compaction,
             )
         self._compactor = compactor
@@ -452,8 +453,13 @@ class AgentWorkflow:
         A model call in flight is cancelled too, and asked for what the model has said so far:
         the run keeps it (the aborted message's content), as a run in one process does, if the
         call answers within `_ABORT_WAIT` (the cancellation reaches it with its next heartbeat,
-        every second). If it does not, the run ends without it.
+        every second). If it does not, the run ends without it. A compaction's summary in flight is
+        cancelled: the model call it came before ends at once, aborted.
         """
+        summary = self._summary_call
+        if summary.handle is not None and not self._signal.aborted:
+            summary.abort_asked = True
+            summary.handle.cancel()
         call = self._model_call
         if call.handle is not None and not self._signal.aborted:
             call.abort_asked = True  # the model stream aborts the signal once the loop has the answer

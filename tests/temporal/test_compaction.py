@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -70,6 +71,33 @@ overflowing = TemporalAgent(  # compacts only when the model refuses a request
     stream_fn=OVERFLOWING,
     turns_per_history=100,
     compaction=Compaction(reserve_tokens=2048, keep_recent_tokens=3000, auto=False),
+)
+
+
+class HangingSummary:
+    """A summary model that answers nothing until its call is cancelled; `started` is set when
+    it is asked."""
+
+    def __init__(self) -> None:
+        self.started = anyio.Event()
+
+    async def __call__(
+        self, model: al.Model, context: al.Context, options: al.StreamOptions
+    ) -> AsyncIterator[al.AssistantMessageEvent]:
+        self.started.set()
+        await anyio.sleep_forever()
+        yield al.ErrorEvent("error", al.AssistantMessage())  # never reached: a stream function is a generator
+
+
+HANGING = HangingSummary()
+hanging_summary = TemporalAgent(
+    "hanging_summary",
+    model=windowed().model,
+    system_prompt="You read files.",
+    tools=[read],
+    stream_fn=windowed(),
+    turns_per_history=100,
+    compaction=Compaction(reserve_tokens=2048, keep_recent_tokens=3000, stream_fn=HANGING),
 )
 
 
@@ -188,6 +216,22 @@ async def test_an_overflow_is_answered_by_compacting_and_calling_again(client: C
     await Replayer(workflows=[AgentWorkflow], plugins=[AgentLoopPlugin([compacting, overflowing])]).replay_workflow(
         history
     )
+
+
+async def test_an_abort_cancels_a_summary_in_flight_and_the_run_ends_aborted(client: Client, queue: str) -> None:
+    HANGING.started = anyio.Event()
+    with anyio.fail_after(60):
+        async with worker(client, task_queue=queue, agents=[hanging_summary]):
+            run_id = f"hanging-{uuid.uuid4().hex}"
+            handle = await start_agent(client, "hanging_summary", [PROMPT], id=run_id, task_queue=queue)
+            await HANGING.started.wait()
+            await handle.signal(AgentWorkflow.abort)
+            result = await handle.result()
+    last = result[-1]
+    assert isinstance(last, al.AssistantMessage) and last.stop_reason == "aborted"
+    (history,) = await histories(client, handle.id)
+    assert activities(history, ".summary") == 1
+    await Replayer(workflows=[AgentWorkflow], plugins=[AgentLoopPlugin([hanging_summary])]).replay_workflow(history)
 
 
 def test_a_temporal_agent_checks_its_compaction() -> None:
