@@ -14,9 +14,11 @@ the call's answer, the message so far, which the run keeps as a run in one proce
 (`AgentWorkflow.abort`, `model_stream`).
 
 Sizes: without a context store a value over `PAYLOAD_LIMIT` cannot travel, so the workflow
-checks a model call's context, the transcript it carries into a new history and the run's result
-before they leave it, and fails the run (`PayloadTooLarge`) rather than leave a workflow task
-failing for ever. With one, Temporal's external storage keeps them in the store.
+checks a model call's context, what it carries into a new history (the transcript and every
+message the run added: the run's result) and the run's result before they leave it, and fails
+the run (`PayloadTooLarge`) rather than leave a workflow task failing for ever. Compaction keeps
+the model's context small, not the run's messages: without a store, those bound a run. With one,
+Temporal's external storage keeps them in the store.
 
 Bounded history: after `turns_per_history` turns (or when Temporal suggests it) the workflow
 stops the loop after the turn, and continues as new with the transcript, the queued messages
@@ -27,8 +29,8 @@ carries the messages added since the previous call and the key of the context it
 Compaction: with the agent's `compaction`, the loop's `transform_context` and stream function are
 a `DurableCompactor`'s (the rules of `agentloop.context`); its summary is the `<agent>.summary`
 activity. A new history starts with the transcript from the first kept message on, and the
-compaction's state in `CarriedState`: the model sees the same context, and the history carries
-only what it needs.
+compaction's state in `CarriedState`: the model sees the same context. (`CarriedState` still
+carries every message the run added, which the run returns.)
 
 Human approval: with the agent's `needs_approval`, `before_tool_call` waits for the `approve`
 update (see `_approval`; its validator refuses a decision the run cannot take); the `approvals`
@@ -305,8 +307,9 @@ class AgentWorkflow:
             context_length=len(self._sent.messages),
             compaction=compaction,
         )
-        if agent.contexts is None:
-            check_fits("the transcript carried into the next history", [to_json(m) for m in transcript])
+        if agent.contexts is None:  # the new history's input: the transcript, and every message the run added
+            carried = {"messages": [to_json(m) for m in transcript], "state": state.to_json()}
+            check_fits("the run carried into the next history (its transcript and the messages it added)", carried)
         workflow.continue_as_new(AgentRun(agent=agent.name, messages=transcript, state=state))
 
     def _should_stop(self, turn: TurnContext) -> bool:

@@ -13,12 +13,20 @@ from typing import Any
 
 import anyio
 import pytest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowFailureError
 from temporalio.worker import Replayer
 
 import agentloop as al
 from agentloop.context import Compaction
-from agentloop.temporal import AgentLoopPlugin, AgentWorkflow, TemporalAgent, start_agent, stream_events, worker
+from agentloop.temporal import (
+    PAYLOAD_LIMIT,
+    AgentLoopPlugin,
+    AgentWorkflow,
+    TemporalAgent,
+    start_agent,
+    stream_events,
+    worker,
+)
 from agentloop.wire import to_json
 from tests.context.windowed import WindowedModel, check_pairs, text_of
 
@@ -98,6 +106,34 @@ hanging_summary = TemporalAgent(
     stream_fn=windowed(),
     turns_per_history=100,
     compaction=Compaction(reserve_tokens=2048, keep_recent_tokens=3000, stream_fn=HANGING),
+)
+
+
+@al.tool
+async def dump(part: int) -> str:
+    """Dump a large file."""
+    return f"part {part}:\n" + "x" * 300_000
+
+
+def dumps_then_answers(model: WindowedModel) -> WindowedModel:
+    """`model` answering each request with a call of `dump` (the run never ends by itself)."""
+
+    def answer(context: al.Context) -> al.AssistantMessage:
+        n = len(model.requests) - 1
+        return al.AssistantMessage(content=(al.ToolCall(f"d{n}", "dump", {"part": n}),))
+
+    model.answer = answer
+    return model
+
+
+DUMPING = dumps_then_answers(WindowedModel(lambda context: al.AssistantMessage(), window=200_000))
+dumping = TemporalAgent(  # its context stays small, but every message it adds goes into the next history
+    "dumping",
+    model=DUMPING.model,
+    tools=[dump],
+    stream_fn=DUMPING,
+    turns_per_history=1,
+    compaction=Compaction(reserve_tokens=2048, keep_recent_tokens=3000),
 )
 
 
@@ -232,6 +268,24 @@ async def test_an_abort_cancels_a_summary_in_flight_and_the_run_ends_aborted(cli
     (history,) = await histories(client, handle.id)
     assert activities(history, ".summary") == 1
     await Replayer(workflows=[AgentWorkflow], plugins=[AgentLoopPlugin([hanging_summary])]).replay_workflow(history)
+
+
+async def test_without_a_store_a_compacting_run_whose_messages_outgrow_a_payload_fails_clearly(
+    client: Client, queue: str
+) -> None:
+    """Compaction keeps the model's context small, not the run's messages (its result), which a
+    new history carries: the run fails with `PayloadTooLarge` before it leaves the history."""
+    reset(DUMPING)
+    with anyio.fail_after(60):
+        async with worker(client, task_queue=queue, agents=[dumping]):
+            handle = await start_agent(client, "dumping", [PROMPT], id=f"dumping-{uuid.uuid4().hex}", task_queue=queue)
+            with pytest.raises(WorkflowFailureError) as failure:
+                await handle.result()
+    text = str(failure.value.cause)
+    assert "the run carried into the next history" in text and f"over the {PAYLOAD_LIMIT} bytes" in text
+    assert "context_store" in text
+    assert DUMPING.summaries  # it compacted: every request fitted the window
+    assert DUMPING.refused == 0 and DUMPING.largest <= DUMPING.window
 
 
 def test_a_temporal_agent_checks_its_compaction() -> None:
