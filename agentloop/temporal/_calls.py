@@ -217,9 +217,7 @@ def summary_call(agent: TemporalAgent, in_flight: InFlight) -> Callable[[Context
         if agent.contexts is None:
             check_fits("the compaction's summary request", data)
         try:
-            in_flight.handle = start_call(
-                agent.summary_activity_name, data, agent.model_activity, "compaction summary"
-            )
+            in_flight.handle = start_call(agent.summary_activity_name, data, agent.model_activity, "compaction summary")
             out = await finished(in_flight.handle)
         except ActivityError as exc:
             if not isinstance(exc.cause, CancelledError):

@@ -18,7 +18,6 @@ from temporalio.worker import Replayer
 
 import agentloop as al
 from agentloop.approvals import ApprovalRequest
-from agentloop.temporal import _approval as approval_module
 from agentloop.temporal import (
     AgentLoopPlugin,
     AgentWorkflow,
@@ -29,6 +28,7 @@ from agentloop.temporal import (
     stream_events,
     worker,
 )
+from agentloop.temporal import _approval as approval_module
 from tests import durable_scripts as scripts
 
 from ..durable_checks import PROMPT, check_envelopes, comparable, in_process
