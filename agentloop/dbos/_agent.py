@@ -78,6 +78,7 @@ from .._types._events import (
     AgentEvent,
     AssistantMessageEvent,
     ErrorEvent,
+    ToolExecutionEnd,
     ToolExecutionStart,
     ToolExecutionUpdate,
     TurnStart,
@@ -389,6 +390,11 @@ class _DurableRun:
                 tool_call_id=event.tool_call_id, tool_name=event.tool_name, arguments=event.args, requested_at=self.now
             )
             await self._relist()
+        elif isinstance(event, ToolExecutionEnd) and event.tool_call_id in self.listed:
+            # It ended without waiting (its preflight failed, or an abort answered it): no
+            # decision on it can be taken any more.
+            del self.listed[event.tool_call_id]
+            await self._relist()
         if kind is TurnStart:
             self.turn += 1
         base = f"{event.type}/{_call_id(event)}"
@@ -606,6 +612,8 @@ class _DurableRun:
                 await self._relist()
                 return _Taken(blocked=timeout_text(timeout.total_seconds()))
             if not isinstance(data, dict):
+                if deadline is not None:
+                    now = await self._recorded_now()
                 continue
             if data.get("kind") == "abort":
                 self.signal.abort()
@@ -627,8 +635,12 @@ class _DurableRun:
                 await self._relist()
             if call_id in self.decided:
                 return self.decided.pop(call_id)
-            if deadline is not None:  # how long is left: the time, recorded
-                now = await DBOS.run_step_async({"name": f"{self.agent.name}.clock"}, now_ms)
+            if deadline is not None:
+                now = await self._recorded_now()
+
+    async def _recorded_now(self) -> int:
+        """The time, recorded (the `<agent>.clock` step): how long is left of a wait with a deadline."""
+        return await DBOS.run_step_async({"name": f"{self.agent.name}.clock"}, now_ms)
 
     async def _checked(self, data: dict[str, Any], request: ApprovalRequest) -> tuple[str | None, _Taken | None]:
         """A decision received for the listed call `request`: `(None, taken)` if the run takes it,

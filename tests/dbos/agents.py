@@ -113,6 +113,13 @@ TWO_PAYMENTS: list[Response | str] = [
 two_payments = DBOSAgent(
     "two_payments", model=MODEL, tools=[pay], stream_fn=scripted(TWO_PAYMENTS), needs_approval=["pay"]
 )
+BAD_THEN_GOOD_PAYMENT: list[Response | str] = [
+    Response(content=[ScriptedToolCall("m1", "pay", {"amount": "lots"}), ScriptedToolCall("m2", "pay", {"amount": 5})]),
+    "done",
+]
+bad_then_good_payment = DBOSAgent(
+    "bad_then_good_payment", model=MODEL, tools=[pay], stream_fn=scripted(BAD_THEN_GOOD_PAYMENT), needs_approval=["pay"]
+)
 impatient_payment = DBOSAgent(
     "impatient_payment",
     model=MODEL,

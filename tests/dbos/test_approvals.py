@@ -19,6 +19,7 @@ import agentloop as al
 from agentloop.approvals import ApprovalRequest
 from agentloop.dbos import _agent as dbos_agent
 from agentloop.dbos import abort, approve, pending_approvals, result, start_agent, steer, stream_events
+from agentloop.dbos._decisions import APPROVAL_TOPIC
 from agentloop.wire import from_json
 
 from ..durable_checks import PROMPT, check_envelopes, lines, text
@@ -162,6 +163,39 @@ async def test_a_call_not_decided_in_time_is_blocked(log: Path) -> None:
     assert results(messages) == {"m1": ("No decision on this tool call within 0.2 s", True)}
     assert lines(log / "tool_starts") == []
     assert await pending_approvals(workflow_id) == []
+
+
+async def test_a_call_that_ends_without_waiting_is_no_longer_pending(log: Path) -> None:
+    """`m1`'s arguments do not fit the tool: it ends at its preflight, and a decision on it is refused."""
+    workflow_id = await start_agent(agents.bad_then_good_payment, [PROMPT], id=f"bad-{uuid.uuid4().hex}")
+    with anyio.fail_after(20):
+        await wait_for_event(workflow_id, "tool_execution_start", "m2")
+        assert [r.tool_call_id for r in await pending_approvals(workflow_id)] == ["m2"]
+        with pytest.raises(ValueError, match=r"no approval is pending for tool call 'm1' \(pending: \['m2'\]\)"):
+            await approve(workflow_id, "m1")
+        await approve(workflow_id, "m2")
+        messages = await result(workflow_id)
+    outcomes = results(messages)
+    assert outcomes["m1"][1] and "amount" in outcomes["m1"][0]
+    assert outcomes["m2"] == ("paid 5", False)
+    assert lines(log / "tool_starts") == [f"pay 5 {workflow_id}/m2"]
+
+
+async def test_messages_that_are_no_decision_do_not_extend_the_approval_timeout(log: Path) -> None:
+    workflow_id = await start_agent(agents.impatient_payment, [PROMPT], id=f"junk-{uuid.uuid4().hex}")
+
+    async def junk() -> None:
+        while True:
+            await DBOS.send_async(workflow_id, "not a decision", APPROVAL_TOPIC)
+            await anyio.sleep(0.02)
+
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as group:
+            group.start_soon(junk)
+            messages = await result(workflow_id)
+            group.cancel_scope.cancel()
+    assert results(messages) == {"m1": ("No decision on this tool call within 0.2 s", True)}
+    assert lines(log / "tool_starts") == []
 
 
 async def test_of_two_decisions_sent_at_once_one_is_taken_and_the_other_raises(log: Path) -> None:
