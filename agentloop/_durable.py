@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 from ._core._config import LoopOptions
@@ -25,6 +26,7 @@ __all__ = (
     "IncompleteStream",
     "StreamProgress",
     "approval_names",
+    "check_approval_timeout",
     "check_definition",
     "durable_options",
     "final_message",
@@ -161,6 +163,16 @@ def workflow_options(options: LoopOptions) -> dict[str, Any]:
     """The durable options the loop in the workflow runs with: all but the keys, which stay where
     the model call runs."""
     return {name: getattr(options, name) for name in _IN_WORKFLOW}
+
+
+def check_approval_timeout(approval_timeout: object) -> None:
+    """`TypeError` unless `approval_timeout` is a timedelta or None; `ValueError` if it is not positive."""
+    if approval_timeout is None:
+        return
+    if not isinstance(approval_timeout, timedelta):
+        raise TypeError(f"approval_timeout must be a positive timedelta or None, got {approval_timeout!r}")
+    if approval_timeout <= timedelta(0):
+        raise ValueError(f"approval_timeout must be a positive timedelta or None, got {approval_timeout!r}")
 
 
 def approval_names(needs_approval: Collection[str], tools: Sequence[AgentTool]) -> frozenset[str]:

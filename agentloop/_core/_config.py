@@ -420,6 +420,14 @@ def _is_finite_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+async def api_key_for(options: LoopOptions, provider: str) -> str | None:
+    """The key a model call to `provider` uses: what `get_api_key(provider)` gives, else `api_key`."""
+    key = None
+    if options.get_api_key is not None:
+        key = await call(options.get_api_key, provider)
+    return key or options.api_key
+
+
 async def call(fn: Callable[..., MaybeAwaitable[T]], *args: Any) -> T:
     """Call a plain or async callback and return its result (awaited when it is awaitable)."""
     result = fn(*args)

@@ -16,7 +16,7 @@ import anyio
 
 from .._tools._tool import AgentTool, validated_arguments, within_timeout
 from .._types._abort import AbortCut
-from .._types._constants import TOOL_ABORTED_TEXT
+from .._types._constants import BLOCKED_TEXT, TOOL_ABORTED_TEXT
 from .._types._events import MessageEnd, MessageStart, ToolExecutionEnd, ToolExecutionStart, ToolExecutionUpdate
 from .._types._messages import (
     AgentToolResult,
@@ -227,7 +227,7 @@ class _Batch:
                             f"got {type(decision).__name__}"
                         )
                     if decision.block:
-                        result = error_result(decision.reason or "Tool execution was blocked")
+                        result = error_result(decision.reason or BLOCKED_TEXT)
                         if decision.terminate is True:
                             result = AgentToolResult(content=result.content, details=result.details, terminate=True)
                         return _Finalized(tool_call, result, True)

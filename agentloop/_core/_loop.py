@@ -44,7 +44,16 @@ from .._types._messages import (
     ToolResultMessage,
 )
 from .._types._stream_fn import StreamFn, StreamOptions
-from ._config import AgentContext, AgentLoopConfig, Emit, NextTurn, TurnContext, call, default_convert_to_llm
+from ._config import (
+    AgentContext,
+    AgentLoopConfig,
+    Emit,
+    NextTurn,
+    TurnContext,
+    api_key_for,
+    call,
+    default_convert_to_llm,
+)
 from ._execution import execute_tool_calls, fail_truncated_tool_calls
 from ._model_call import emit_model_call, model_call
 from ._run import RunState, Sink, sink
@@ -376,12 +385,9 @@ class _Run(RunState):
             if config.transform_context is not None:
                 messages = check_messages(await call(config.transform_context, messages, signal), "transform_context()")
             llm_messages = await call(config.convert_to_llm, messages)
-        api_key = None
-        if config.get_api_key is not None:
-            api_key = await call(config.get_api_key, self.model.provider)
         options = StreamOptions(
             signal=signal,
-            api_key=api_key or config.api_key,
+            api_key=await api_key_for(config, self.model.provider),
             reasoning=self.reasoning,
             session_id=config.session_id,
             temperature=config.temperature,

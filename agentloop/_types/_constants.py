@@ -14,6 +14,7 @@ from ._messages import AgentMessage, Message, StopReason, ThinkingLevel
 __all__ = (
     "ABORTED_TEXT",
     "AGENT_MESSAGE_TYPES",
+    "BLOCKED_TEXT",
     "CLEANUP_TIMEOUT",
     "DONE_REASONS",
     "ERROR_REASONS",
@@ -54,3 +55,7 @@ ABORTED_TEXT = "Request was aborted"
 
 TOOL_ABORTED_TEXT = "Operation aborted"
 """The error result of a tool call cut or never started because of an abort (pi-agent-core's text)."""
+
+BLOCKED_TEXT = "Tool execution was blocked"
+"""The error result of a tool call a `before_tool_call` (or a person) blocked without a reason
+(pi-agent-core's text)."""

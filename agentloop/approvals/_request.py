@@ -14,8 +14,10 @@ __all__ = (
     "ApprovalRequest",
     "NeedsApproval",
     "check_decision",
+    "already_decided_text",
     "decided_text",
     "invalid_edit_text",
+    "no_tool_text",
     "needs_approval_of",
     "not_pending_text",
     "timeout_text",
@@ -102,6 +104,16 @@ def not_pending_text(tool_call_id: str, pending: Collection[str]) -> str:
 def decided_text(tool_call_id: str) -> str:
     """The `ValueError` of `approve` for a call decided (or ended) while the decision was on its way."""
     return f"approve: tool call {tool_call_id!r} was decided or ended meanwhile"
+
+
+def already_decided_text(tool_call_id: str) -> str:
+    """The `ValueError` of `approve` for a call whose decision is recorded but not yet taken up."""
+    return f"approve: tool call {tool_call_id!r} was already decided"
+
+
+def no_tool_text(tool_name: str) -> str:
+    """The `ValueError` of `approve` for edited arguments of a call to a tool the agent does not have."""
+    return f"approve: the agent has no tool {tool_name!r} to check the edited arguments"
 
 
 def invalid_edit_text(tool_call_id: str, error: object) -> str:

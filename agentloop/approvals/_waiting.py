@@ -26,6 +26,7 @@ from .._core._config import BeforeToolCallContext, BeforeToolCallResult, ToolInv
 from .._core._util import exception_text
 from .._tools._tool import AgentTool, OnUpdate, validate_tool_arguments, validated_arguments, within_timeout
 from .._types._abort import AbortSignal
+from .._types._constants import BLOCKED_TEXT
 from .._types._messages import (
     AgentToolResult,
     TextContent,
@@ -53,8 +54,6 @@ __all__ = ("Approvals", "NeedsApprovalOption", "Recorder")
 NeedsApprovalOption: TypeAlias = Collection[str] | Callable[[ToolCall], bool]
 Recorder: TypeAlias = Callable[[list[dict[str, Any]]], Awaitable[None]]
 """Told the JSON records of the calls waiting or answered but not yet run, oldest first."""
-
-_BLOCKED_TEXT = "Tool execution was blocked"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -330,7 +329,7 @@ async def _parked_outcome(
     request: ApprovalRequest, decision: _Decision, tools: Sequence[AgentTool]
 ) -> tuple[AgentToolResult, bool]:
     if not decision.approved:
-        return error_result(decision.reason or _BLOCKED_TEXT), True
+        return error_result(decision.reason or BLOCKED_TEXT), True
     tool = next((t for t in tools if t.name == request.tool_name), None)
     if tool is None:
         return error_result(f"Tool {request.tool_name} not found"), True

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 
 from .._core._agent import Agent
-from .._core._config import call, notify
+from .._core._config import api_key_for, call, notify
 from .._types._abort import AbortSignal
 from .._types._events import AssistantMessageEvent
 from .._types._messages import AgentMessage, AssistantMessage, Context, Model
@@ -37,7 +37,7 @@ from ._rules import (
     summarize_cut,
     summary_message,
 )
-from ._summary import CompactionError, FileOperations, summarize
+from ._summary import CompactionError, FileOperations, summary_model_call
 from ._tokens import ContextUsage
 
 if TYPE_CHECKING:
@@ -433,11 +433,11 @@ class Compactor:
         options = agent.options
 
         async def summarizer(request: Context, max_tokens: int) -> str:
-            api_key = options.api_key
-            if options.get_api_key is not None:
-                api_key = await call(options.get_api_key, model.provider) or api_key
+            api_key = await api_key_for(options, model.provider)
             stream_fn = self.settings.stream_fn or self._stream_fn()
-            return await summarize(stream_fn, model, request, max_tokens=max_tokens, api_key=api_key, signal=signal)
+            return await summary_model_call(
+                stream_fn, model, request, max_tokens=max_tokens, api_key=api_key, signal=signal
+            )
 
         try:
             done = await summarize_cut(self.settings, messages, start, previous, self._files, instructions, summarizer)

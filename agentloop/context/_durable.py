@@ -4,7 +4,7 @@ follows (`_rules`), kept by index in the run's transcript, in the workflow's own
 The workflow's loop calls `transform_context` before each model call and reads the model's
 answer through `stream(...)`; both run in the workflow, so they do nothing but what a replay does
 again: the decision and the cut are functions of the transcript, and the summary is the engine's
-recorded call (`summarize`, a Temporal activity or a DBOS step, which calls `write_summary` where
+recorded call (`summarizer`, a Temporal activity or a DBOS step, which calls `write_summary` where
 the keys and the network are). There are no listeners: the summary call in the engine's history is
 the record of a compaction.
 """
@@ -29,7 +29,7 @@ from ._rules import (
     overflow_guarded,
     summarize_cut,
 )
-from ._summary import CompactionError, FileOperations, summarize
+from ._summary import CompactionError, FileOperations, summary_model_call
 from ._tokens import ContextUsage
 
 __all__ = ("DurableCompactor", "write_summary")
@@ -51,7 +51,7 @@ class DurableCompactor:
         "_summary",
         "model",
         "settings",
-        "summarize",
+        "summarizer",
     )
 
     def __init__(
@@ -61,12 +61,12 @@ class DurableCompactor:
         model: Model,
         system_prompt: str,
         tools: Sequence[Any],
-        summarize: Summarizer,
+        summarizer: Summarizer,
         state: CompactionState | None = None,
     ) -> None:
         self.settings = settings
         self.model = model
-        self.summarize = summarize
+        self.summarizer = summarizer
         self._overhead = definitions_tokens(system_prompt, tools)
         self._summary: str | None = None if state is None else state.summary
         self._start = 0 if state is None else state.first_kept_index
@@ -140,7 +140,7 @@ class DurableCompactor:
         model call then goes ahead, and an overflow ends the run with the provider's error)."""
         try:
             done = await summarize_cut(
-                self.settings, messages, self._start, self._summary, self._files, None, self.summarize
+                self.settings, messages, self._start, self._summary, self._files, None, self.summarizer
             )
         except CompactionError:
             return False
@@ -168,7 +168,9 @@ async def write_summary(
     stream = settings.stream_fn or resolve_stream_fn(stream_fn)
     key = await api_key(model.provider)
     try:
-        text = await summarize(stream, model, request, max_tokens=max_tokens, api_key=key, signal=AbortSignal())
+        text = await summary_model_call(
+            stream, model, request, max_tokens=max_tokens, api_key=key, signal=AbortSignal()
+        )
     except CompactionError as exc:
         return {"error": str(exc)}
     return {"summary": text}

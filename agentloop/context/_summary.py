@@ -30,7 +30,7 @@ __all__ = (
     "CompactionError",
     "FileOperations",
     "serialize_conversation",
-    "summarize",
+    "summary_model_call",
     "summary_request",
 )
 
@@ -201,7 +201,7 @@ def summary_request(messages: Sequence[AgentMessage], previous: str | None, inst
     return Context(system_prompt=SUMMARIZATION_SYSTEM_PROMPT, messages=(UserMessage(content=text + prompt),), tools=())
 
 
-async def summarize(
+async def summary_model_call(
     stream_fn: StreamFn, model: Model, context: Context, *, max_tokens: int, api_key: str | None, signal: AbortSignal
 ) -> str:
     """One call of the summary model; its text, or `CompactionError` with its error."""

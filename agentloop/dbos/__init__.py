@@ -61,7 +61,7 @@ from ._agent import (
     workflow_name,
 )
 from ._decisions import (
-    ANSWER_EVENT,
+    ANSWER_EVENT_PREFIX,
     APPROVAL_TOPIC,
     APPROVALS_EVENT,
     ASYNCIO_ONLY,
@@ -71,7 +71,7 @@ from ._decisions import (
 )
 
 __all__ = (
-    "ANSWER_EVENT",
+    "ANSWER_EVENT_PREFIX",
     "APPROVALS_EVENT",
     "APPROVAL_TOPIC",
     "CONTROL_ATTRIBUTE",

@@ -38,7 +38,7 @@ Approvals: a call of a tool named in `needs_approval` is listed in the run's `AP
 emitted, before any reader can see that event; the calls of a batch are listed together. When
 its turn comes it waits for a decision on `APPROVAL_TOPIC` (recorded `recv`s); a decision for
 another listed call is taken meanwhile and kept for that call's turn. Each decision carries a
-nonce, and the run answers it in the event `ANSWER_EVENT + nonce` (`{"error": None}` taken, then
+nonce, and the run answers it in the event `ANSWER_EVENT_PREFIX + nonce` (`{"error": None}` taken, then
 the call leaves the list; or the text of the `ValueError` its sender raises: a call not listed,
 edited arguments that do not fit the tool), so the sender learns the outcome; a refused decision
 leaves the call waiting. The edited arguments are validated in the workflow, where the tool is
@@ -60,11 +60,12 @@ import anyio
 from dbos import DBOS, DBOSClient
 from dbos import error as dbos_error
 
-from .._core._config import AgentContext, AgentLoopConfig, ToolInvocation, call
+from .._core._config import AgentContext, AgentLoopConfig, ToolInvocation, api_key_for
 from .._core._loop import run_agent_loop, run_agent_loop_continue
 from .._core._util import exception_text
 from .._durable import (
     approval_names,
+    check_approval_timeout,
     check_definition,
     durable_options,
     final_message,
@@ -73,7 +74,7 @@ from .._durable import (
 )
 from .._tools._tool import AgentTool, OnUpdate, validated_arguments, within_timeout
 from .._types._abort import AbortSignal
-from .._types._constants import ABORTED_TEXT, TOOL_ABORTED_TEXT
+from .._types._constants import ABORTED_TEXT, BLOCKED_TEXT, TOOL_ABORTED_TEXT
 from .._types._events import (
     AgentEvent,
     AssistantMessageEvent,
@@ -104,7 +105,7 @@ from ..context._compaction import Compaction
 from ..context._durable import DurableCompactor, write_summary
 from ..context._summary import CompactionError
 from . import _decisions
-from ._decisions import ANSWER_EVENT, APPROVAL_TOPIC, APPROVALS_EVENT
+from ._decisions import ANSWER_EVENT_PREFIX, APPROVAL_TOPIC, APPROVALS_EVENT
 
 __all__ = (
     "CONTROL_ATTRIBUTE",
@@ -250,10 +251,7 @@ class DBOSAgent:
         self.tools = tools
         self.system_prompt = system_prompt
         self.stream_fn = stream_fn
-        if approval_timeout is not None and (
-            not isinstance(approval_timeout, timedelta) or approval_timeout <= timedelta(0)
-        ):
-            raise TypeError(f"approval_timeout must be a positive timedelta or None, got {approval_timeout!r}")
+        check_approval_timeout(approval_timeout)
         self.needs_approval = approved_tools
         self.compaction = compaction
         self.approval_timeout = approval_timeout
@@ -319,10 +317,7 @@ class DBOSAgent:
         )
 
     async def _api_key_for(self, provider: str) -> str | None:
-        key = None
-        if self.options.get_api_key is not None:
-            key = await call(self.options.get_api_key, provider)
-        return key or self.options.api_key
+        return await api_key_for(self.options, provider)
 
 
 class _DurableRun:
@@ -353,7 +348,7 @@ class _DurableRun:
                 model=agent.model,
                 system_prompt=agent.system_prompt,
                 tools=agent.tools,
-                summarize=self.summarize,
+                summarizer=self.summary_step,
             )
 
     async def run(self, request: dict[str, Any]) -> list[Any]:
@@ -501,7 +496,7 @@ class _DurableRun:
             final = ended_message(model, "error", text, now_ms())
         return {"message": to_json(final), **await self._look_for_control_message()}
 
-    async def summarize(self, request: Context, max_tokens: int) -> str:
+    async def summary_step(self, request: Context, max_tokens: int) -> str:
         """The compaction's summarizer: the `<agent>.summary` step (recorded: a replay gets the
         same summary without calling the model); `CompactionError` when it fails."""
         out = await DBOS.run_step_async(
@@ -628,7 +623,7 @@ class _DurableRun:
                 error, taken = await self._checked(data, listed)
             nonce = data.get("nonce")
             if isinstance(nonce, str):
-                await DBOS.set_event_async(ANSWER_EVENT + nonce, {"error": error})
+                await DBOS.set_event_async(ANSWER_EVENT_PREFIX + nonce, {"error": error})
             if listed is not None and taken is not None:  # its sender returns once the list says so
                 self.decided[listed.tool_call_id] = taken
                 del self.listed[listed.tool_call_id]
@@ -650,7 +645,7 @@ class _DurableRun:
         so its outcome is recorded and a replay reads it instead of deciding again.
         """
         if data.get("approved") is not True:
-            return None, _Taken(blocked=data.get("reason") or _BLOCKED)
+            return None, _Taken(blocked=data.get("reason") or BLOCKED_TEXT)
         arguments = data.get("arguments")
         if arguments is None:
             return None, _Taken()
@@ -684,8 +679,6 @@ class _DurableRun:
         return outcome
 
 
-_BLOCKED = "Tool execution was blocked"
-"""The error result of a denied call without a reason (a blocking `before_tool_call`'s)."""
 _APPROVAL_WAIT = 7 * 24 * 3600.0
 """The longest one `recv` of a decision waits (seconds) without `approval_timeout`; then another."""
 

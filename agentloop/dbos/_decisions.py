@@ -17,7 +17,7 @@ from .._durable import require_asyncio
 from ..approvals._request import ApprovalRequest, check_decision, decided_text, not_pending_text
 
 __all__ = (
-    "ANSWER_EVENT",
+    "ANSWER_EVENT_PREFIX",
     "APPROVALS_EVENT",
     "APPROVAL_TOPIC",
     "ASYNCIO_ONLY",
@@ -31,8 +31,8 @@ APPROVAL_TOPIC = "agentloop.approval"
 of aborts (`{"kind": "abort"}`)."""
 APPROVALS_EVENT = "agentloop.approvals"
 """The DBOS event that lists a run's calls waiting for a decision (`ApprovalRequest` JSON, oldest first)."""
-ANSWER_EVENT = "agentloop.approval."
-"""The prefix of the DBOS event (`ANSWER_EVENT + nonce`) in which a run answers a decision:
+ANSWER_EVENT_PREFIX = "agentloop.approval."
+"""The prefix of the DBOS event (`ANSWER_EVENT_PREFIX + nonce`) in which a run answers a decision:
 `{"error": None}` taken, or `{"error": text}` refused."""
 
 
@@ -119,11 +119,11 @@ async def approve(
     peer = client if client is not None else DBOS
     await peer.send_async(workflow_id, decision, APPROVAL_TOPIC)
     while True:
-        answer = await peer.get_event_async(workflow_id, ANSWER_EVENT + nonce, timeout_seconds=_ANSWER_POLL)
+        answer = await peer.get_event_async(workflow_id, ANSWER_EVENT_PREFIX + nonce, timeout_seconds=_ANSWER_POLL)
         if answer is None and not waiting(await _listed(workflow_id, client)):
             # The run answers before it moves on: no answer now means another decision was
             # taken first, or the run ended.
-            answer = await peer.get_event_async(workflow_id, ANSWER_EVENT + nonce, timeout_seconds=0)
+            answer = await peer.get_event_async(workflow_id, ANSWER_EVENT_PREFIX + nonce, timeout_seconds=0)
             if answer is None:
                 raise ValueError(decided_text(tool_call_id))
         if answer is not None:

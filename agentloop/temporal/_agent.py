@@ -24,13 +24,14 @@ from temporalio.client import WorkflowHandle
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
-from .._core._config import call
+from .._core._config import api_key_for
 from .._core._updates import DELIVERED, Delivery
 from .._core._util import single_exception
 from .._durable import (
     IncompleteStream,
     StreamProgress,
     approval_names,
+    check_approval_timeout,
     check_definition,
     durable_options,
     final_message,
@@ -245,10 +246,7 @@ class TemporalAgent:
             raise TypeError(f"needs_approval must be a collection of tool names or a callable, got {needs_approval!r}")
         if not callable(needs_approval):
             needs_approval = approval_names(needs_approval, tools)
-        if approval_timeout is not None and (
-            not isinstance(approval_timeout, timedelta) or approval_timeout <= timedelta(0)
-        ):
-            raise TypeError(f"approval_timeout must be a positive timedelta or None, got {approval_timeout!r}")
+        check_approval_timeout(approval_timeout)
         if context_store is not None:
             check_context_store(context_store)
         if compaction is not None and not isinstance(compaction, Compaction):
@@ -414,10 +412,7 @@ class TemporalAgent:
             )
 
     async def _api_key_for(self, provider: str) -> str | None:
-        key = None
-        if self.options.get_api_key is not None:
-            key = await call(self.options.get_api_key, provider)
-        return key or self.options.api_key
+        return await api_key_for(self.options, provider)
 
     def _tool_activity(self, tool: AgentTool) -> Callable[[dict[str, Any]], Any]:
         async def run_tool(request: dict[str, Any]) -> dict[str, Any]:

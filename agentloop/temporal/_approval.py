@@ -34,8 +34,10 @@ from .._types._abort import AbortSignal
 from .._types._messages import ToolCall
 from ..approvals._request import (
     ApprovalRequest,
+    already_decided_text,
     check_decision,
     invalid_edit_text,
+    no_tool_text,
     not_pending_text,
     timeout_text,
 )
@@ -84,12 +86,12 @@ class PendingApprovals:
         if request is None:
             raise ValueError(not_pending_text(tool_call_id, self._pending))
         if tool_call_id in self._decisions:
-            raise ValueError(f"approve: tool call {tool_call_id!r} was already decided")
+            raise ValueError(already_decided_text(tool_call_id))
         if arguments is not None:
             assert isinstance(arguments, Mapping)
             tool = self._tools.get(request.tool_name)
             if tool is None:
-                raise ValueError(f"approve: the agent has no tool {request.tool_name!r} to check the edited arguments")
+                raise ValueError(no_tool_text(request.tool_name))
             try:
                 validate_tool_arguments(tool, ToolCall(tool_call_id, request.tool_name, dict(arguments)))
             except ValueError as exc:

@@ -209,7 +209,7 @@ class AgentWorkflow:
                 model=agent.model,
                 system_prompt=agent.system_prompt,
                 tools=agent.tools,
-                summarize=summary_call(agent, self._summary_call),
+                summarizer=summary_call(agent, self._summary_call),
                 state=state.compaction,
             )
         self._compactor = compactor

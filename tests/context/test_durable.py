@@ -30,7 +30,7 @@ class Summaries:
 
 
 def compactor(summaries: Summaries, settings: Compaction = SETTINGS) -> DurableCompactor:
-    return DurableCompactor(settings, model=WINDOW, system_prompt="", tools=(), summarize=summaries)
+    return DurableCompactor(settings, model=WINDOW, system_prompt="", tools=(), summarizer=summaries)
 
 
 @pytest.mark.anyio

@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from contextlib import aclosing
+from datetime import timedelta
 from pathlib import Path
 
 import anyio
@@ -258,6 +259,8 @@ def test_approval_timeout_is_checked_where_the_agent_is_defined() -> None:
 
     with pytest.raises(TypeError, match="approval_timeout must be a positive timedelta or None, got 5"):
         DBOSAgent("timed", model=scripts.MODEL, approval_timeout=5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"approval_timeout must be a positive timedelta or None, got .*days=-1"):
+        DBOSAgent("timed", model=scripts.MODEL, approval_timeout=timedelta(seconds=-1))
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -226,6 +227,8 @@ def test_needs_approval_is_checked_where_the_agent_is_made() -> None:
         TemporalAgent("a", model=scripts.MODEL, tools=[scripts.lookup], needs_approval="lookup")
     with pytest.raises(TypeError, match="approval_timeout must be a positive timedelta or None, got 5"):
         TemporalAgent("a", model=scripts.MODEL, approval_timeout=5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"approval_timeout must be a positive timedelta.*timedelta\(0\)"):
+        TemporalAgent("a", model=scripts.MODEL, approval_timeout=timedelta(0))
     asks = TemporalAgent("a", model=scripts.MODEL, tools=[scripts.lookup], needs_approval=lambda call: "yes")  # type: ignore[arg-type,return-value]
     with pytest.raises(TypeError, match="needs_approval must return a bool, got str"):
         asks.call_needs_approval(al.ToolCall("c", "lookup", {}))
