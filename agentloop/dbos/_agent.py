@@ -15,11 +15,13 @@ Replay needs DBOS's operations in the same order every time. The model step, a c
 the `recv`s of steering, follow-up and abort messages, and the final `publish` step run in the
 loop's own task at points that do not depend on timing; the tool steps of a batch begin in
 source order (the core begins a batch's calls in source order, and a step takes its place in the
-workflow when it is called). Events are no DBOS operation of the workflow at all: the sink buffers them, and the
-next step writes them to the `agentloop.events` stream from inside the step (a step's writes
-are not replayed). A step interrupted by a crash runs again and writes again: every event has
-an identity (`tool_execution_end/<call id>/0`, `turn_start//2`, ...), and the reader keeps the
-first of each, so a caller sees every event once, whatever order a replay emitted them in.
+workflow when it is called). Events are written by steps, not by the workflow: the sink buffers
+them, and the next step writes them to the `agentloop.events` stream from inside the step (a
+step's writes are not replayed); the only operations the sink makes are the approval list's
+`set_event`s, at points of the loop that do not depend on timing. A step interrupted by a crash
+runs again and writes again: every event has an identity (`tool_execution_end/<call id>/0`,
+`turn_start//2`, ...), and the reader keeps the first of each, so a caller sees every event
+once, whatever order a replay emitted them in.
 
 Control messages (steering, follow-up, abort) cost recorded `recv`s only when one was sent (a
 `recv` that finds nothing costs as much as two steps). Their senders (`steer`, `follow_up`,
@@ -33,18 +35,9 @@ and taken at the poll that follows; one sent in the moment between a step's look
 taken at the poll after the next step, as a message sent just after a poll is in a run in one
 process.
 
-Approvals: a call of a tool named in `needs_approval` is listed in the run's `APPROVALS_EVENT`
-(a DBOS event: `[ApprovalRequest JSON]`, `[]` when none waits) as its `tool_execution_start` is
-emitted, before any reader can see that event; the calls of a batch are listed together. When
-its turn comes it waits for a decision on `APPROVAL_TOPIC` (recorded `recv`s); a decision for
-another listed call is taken meanwhile and kept for that call's turn. Each decision carries a
-nonce, and the run answers it in the event `ANSWER_EVENT_PREFIX + nonce` (`{"error": None}` taken, then
-the call leaves the list; or the text of the `ValueError` its sender raises: a call not listed,
-edited arguments that do not fit the tool), so the sender learns the outcome; a refused decision
-leaves the call waiting. The edited arguments are validated in the workflow, where the tool is
-known, so a sender needs no agent definition, in a `<agent>.check` step (a validation has a CPU
-budget: a replay reads the recorded outcome rather than deciding again); the tool's step validates
-them again before the tool runs with them.
+Approvals (`_approval`): the sink lists a call that needs one as its `tool_execution_start` is
+emitted (`set_event`, a recorded operation at that point of the loop), and the call waits for a
+decision before its step, alone in its batch.
 """
 
 from __future__ import annotations
@@ -52,9 +45,8 @@ from __future__ import annotations
 import contextvars
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any, cast
+from typing import Any
 
 import anyio
 from dbos import DBOS, DBOSClient
@@ -72,9 +64,9 @@ from .._durable import (
     replayed,
     workflow_options,
 )
-from .._tools._tool import AgentTool, OnUpdate, validated_arguments, within_timeout
+from .._tools._tool import AgentTool
 from .._types._abort import AbortSignal
-from .._types._constants import ABORTED_TEXT, BLOCKED_TEXT, TOOL_ABORTED_TEXT
+from .._types._constants import ABORTED_TEXT
 from .._types._events import (
     AgentEvent,
     AssistantMessageEvent,
@@ -91,7 +83,6 @@ from .._types._messages import (
     Context,
     Model,
     ThinkingLevel,
-    ToolCall,
     ended_message,
     now_ms,
 )
@@ -100,12 +91,12 @@ from .._wire._decode import from_json
 from .._wire._encode import to_json
 from .._wire._envelope import EventEnvelope, envelope_to_json
 from .._wire._json_text import encode_json
-from ..approvals._request import ApprovalRequest, invalid_edit_text, not_pending_text, timeout_text
+from ..approvals._request import ApprovalRequest
 from ..context._compaction import Compaction
 from ..context._durable import DurableCompactor, write_summary
 from ..context._summary import CompactionError
 from . import _decisions
-from ._decisions import ANSWER_EVENT_PREFIX, APPROVAL_TOPIC, APPROVALS_EVENT
+from ._approval import RunApprovals, with_arguments
 
 __all__ = (
     "CONTROL_ATTRIBUTE",
@@ -339,8 +330,7 @@ class _DurableRun:
         # been sent before the run began), then set when a step saw one; cleared by the poll.
         self.waiting = True
         self.control_seen = ""  # the run's CONTROL_ATTRIBUTE, as its steps last read it
-        self.listed: dict[str, ApprovalRequest] = {}  # the calls waiting for a decision (APPROVALS_EVENT)
-        self.decided: dict[str, _Taken] = {}  # decisions taken before their call's turn
+        self.approvals = RunApprovals(agent.name, agent.tools, agent.approval_timeout, self.signal, self.clock)
         self.compactor: DurableCompactor | None = None
         if agent.compaction is not None:
             self.compactor = DurableCompactor(
@@ -363,7 +353,7 @@ class _DurableRun:
             new = await run_agent_loop(prompts, context, config, self.emit, self.signal, stream)
         else:
             new = await run_agent_loop_continue(context, config, self.emit, self.signal, stream)
-        await self._unlist()
+        await self.approvals.unlist()
         await DBOS.run_step_async({"name": f"{agent.name}.publish"}, self.publish, True)
         return [to_json(m) for m in new]
 
@@ -381,15 +371,9 @@ class _DurableRun:
         if kind is ToolExecutionUpdate:
             return
         if isinstance(event, ToolExecutionStart) and event.tool_name in self.agent.needs_approval:
-            self.listed[event.tool_call_id] = ApprovalRequest(
-                tool_call_id=event.tool_call_id, tool_name=event.tool_name, arguments=event.args, requested_at=self.now
-            )
-            await self._relist()
-        elif isinstance(event, ToolExecutionEnd) and event.tool_call_id in self.listed:
-            # It ended without waiting (its preflight failed, or an abort answered it): no
-            # decision on it can be taken any more.
-            del self.listed[event.tool_call_id]
-            await self._relist()
+            await self.approvals.started(event.tool_call_id, event.tool_name, event.args)
+        elif isinstance(event, ToolExecutionEnd):
+            await self.approvals.ended(event.tool_call_id)
         if kind is TurnStart:
             self.turn += 1
         base = f"{event.type}/{_call_id(event)}"
@@ -459,7 +443,7 @@ class _DurableRun:
         if options.signal.aborted:  # the contract: an aborted signal ends the stream at once
             yield ErrorEvent("aborted", ended_message(model, "aborted", ABORTED_TEXT, self.now))
             return
-        await self._unlist()  # calls of the last batch that never waited (an abort answered them)
+        await self.approvals.unlist()  # calls of the last batch that never waited (an abort answered them)
         data = await DBOS.run_step_async(
             {"name": f"{self.agent.name}.model"}, self._call_model, model, context, options
         )
@@ -536,20 +520,20 @@ class _DurableRun:
     async def call_tool(self, invocation: ToolInvocation, proceed: Callable[[], Awaitable[object]]) -> object:
         """`wrap_tool_call`: the call as its step (called at once: a step's place is where it is called).
 
-        A tool named in `needs_approval` first waits for a decision (`_decision`); approved with
+        A tool named in `needs_approval` first waits for a decision (`RunApprovals`); approved with
         edited arguments, the tool runs with them (the transcript keeps the model's).
         """
         call_id = invocation.tool_call.id
         name = invocation.tool.name
         if name in self.agent.needs_approval:
-            taken = await self._decision(invocation)
+            taken = await self.approvals.decision(call_id, self.publish)
             # The wait may have been long, and a denied call has no step to look for the control
             # messages sent meanwhile: the next poll receives.
             self.waiting = True
             if taken.blocked is not None:
                 raise _ToolFailed(taken.blocked)
             if taken.arguments is not None:
-                proceed = _with_arguments(invocation, taken.arguments)
+                proceed = with_arguments(invocation, taken.arguments)
         out = await DBOS.run_step_async(
             {"name": f"{self.agent.name}.tool.{name}"}, self._run_tool, call_id, name, proceed
         )
@@ -560,103 +544,6 @@ class _DurableRun:
         if "text" in out:
             return out["text"]
         return from_json(out["result"])
-
-    async def _relist(self) -> None:
-        """Write the calls waiting for a decision to `APPROVALS_EVENT` (a recorded operation)."""
-        await DBOS.set_event_async(APPROVALS_EVENT, [request.to_json() for request in self.listed.values()])
-
-    async def _unlist(self) -> None:
-        """Forget the calls still listed, and the decisions kept for them (the batch is over)."""
-        self.decided.clear()
-        if self.listed:
-            self.listed.clear()
-            await self._relist()
-
-    async def _decision(self, invocation: ToolInvocation) -> _Taken:
-        """The decision on this call: taken already, or waited for (the caller first sees the
-        events so far).
-
-        Only this call runs while it waits (the tool is a barrier), so the order of the
-        workflow's operations does not depend on timing.
-        """
-        call_id = invocation.tool_call.id
-        taken = self.decided.pop(call_id, None)
-        if taken is not None:
-            return taken
-        await DBOS.run_step_async({"name": f"{self.agent.name}.publish"}, self.publish)  # the caller sees the call
-        return await self._wait_for_decision(call_id)
-
-    async def _wait_for_decision(self, call_id: str) -> _Taken:
-        """Receive decisions (recorded `recv`s) until this call's is taken; answer each. A
-        decision for another listed call of the batch is taken too, and kept for its turn.
-
-        An abort sent meanwhile denies the call and aborts the run (the loop answers the other
-        calls). A call not decided within `approval_timeout` of its listing is blocked.
-        """
-        timeout = self.agent.approval_timeout
-        request = self.listed[call_id]
-        deadline = None if timeout is None else request.requested_at + int(timeout.total_seconds() * 1000)
-        now = self.now
-        while True:
-            wait = _APPROVAL_WAIT if deadline is None else max(deadline - now, 0) / 1000
-            data = await DBOS.recv_async(APPROVAL_TOPIC, timeout_seconds=wait)
-            if data is None:
-                if timeout is None:
-                    continue
-                del self.listed[call_id]
-                await self._relist()
-                return _Taken(blocked=timeout_text(timeout.total_seconds()))
-            if not isinstance(data, dict):
-                if deadline is not None:
-                    now = await self._recorded_now()
-                continue
-            if data.get("kind") == "abort":
-                self.signal.abort()
-                await self._unlist()
-                return _Taken(blocked=TOOL_ABORTED_TEXT)
-            decided = data.get("toolCallId")
-            listed = self.listed.get(decided) if isinstance(decided, str) else None
-            taken = None
-            if listed is None:
-                error: str | None = not_pending_text(str(decided), self.listed)
-            else:
-                error, taken = await self._checked(data, listed)
-            nonce = data.get("nonce")
-            if isinstance(nonce, str):
-                await DBOS.set_event_async(ANSWER_EVENT_PREFIX + nonce, {"error": error})
-            if listed is not None and taken is not None:  # its sender returns once the list says so
-                self.decided[listed.tool_call_id] = taken
-                del self.listed[listed.tool_call_id]
-                await self._relist()
-            if call_id in self.decided:
-                return self.decided.pop(call_id)
-            if deadline is not None:
-                now = await self._recorded_now()
-
-    async def _recorded_now(self) -> int:
-        """The time, recorded (the `<agent>.clock` step): how long is left of a wait with a deadline."""
-        return await DBOS.run_step_async({"name": f"{self.agent.name}.clock"}, now_ms)
-
-    async def _checked(self, data: dict[str, Any], request: ApprovalRequest) -> tuple[str | None, _Taken | None]:
-        """A decision received for the listed call `request`: `(None, taken)` if the run takes it,
-        `(error, None)` if it is refused (the text of the `ValueError` its sender raises).
-
-        Edited arguments are checked in the `<agent>.check` step: a validation has a CPU budget,
-        so its outcome is recorded and a replay reads it instead of deciding again.
-        """
-        if data.get("approved") is not True:
-            return None, _Taken(blocked=data.get("reason") or BLOCKED_TEXT)
-        arguments = data.get("arguments")
-        if arguments is None:
-            return None, _Taken()
-        call_id = request.tool_call_id
-        if not isinstance(arguments, dict):
-            return invalid_edit_text(call_id, "they are not a JSON object"), None
-        tool = next(tool for tool in self.agent.tools if tool.name == request.tool_name)  # needs_approval names tools
-        edited = ToolCall(call_id, request.tool_name, arguments)
-        out = await DBOS.run_step_async({"name": f"{self.agent.name}.check"}, _edit_check, tool, edited)
-        error = out["error"]
-        return (error, None) if error is not None else (None, _Taken(arguments=arguments))
 
     async def _run_tool(self, call_id: str, name: str, proceed: Callable[[], Awaitable[object]]) -> dict[str, Any]:
         """The tool step: write the events so far, run the tool (within its timeout); return its
@@ -677,43 +564,6 @@ class _DurableRun:
         outcome["time"] = now_ms()
         outcome.update(await self._look_for_control_message())
         return outcome
-
-
-_APPROVAL_WAIT = 7 * 24 * 3600.0
-"""The longest one `recv` of a decision waits (seconds) without `approval_timeout`; then another."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Taken:
-    """A decision the run took: the call's error result if it does not run (denied, aborted, not
-    decided in time), else the edited arguments it runs with, as JSON (None: the model's)."""
-
-    blocked: str | None = None
-    arguments: dict[str, Any] | None = None
-
-
-async def _edit_check(tool: AgentTool, tool_call: ToolCall) -> dict[str, str | None]:
-    """The check step of edited arguments: `{"error": None}` if they fit the tool's parameters,
-    else `{"error": text}` (the `ValueError` its sender raises)."""
-    try:
-        await validated_arguments(tool, tool_call)
-    except ValueError as exc:
-        return {"error": invalid_edit_text(tool_call.id, exc)}
-    return {"error": None}
-
-
-def _with_arguments(invocation: ToolInvocation, arguments: dict[str, Any]) -> Callable[[], Awaitable[object]]:
-    """`proceed` for a call approved with edited arguments (JSON): in the tool's step, the
-    arguments validated, then the tool run with them, within its timeout."""
-
-    async def proceed() -> object:
-        tool = invocation.tool
-        edited = replace(invocation.tool_call, arguments=arguments)
-        args = await validated_arguments(tool, edited)
-        execution = tool.execute(edited.id, args, invocation.signal, cast("OnUpdate", invocation.on_update))
-        return await within_timeout(tool, execution)
-
-    return proceed
 
 
 def _tool_outcome(value: object) -> dict[str, Any]:

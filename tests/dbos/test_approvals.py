@@ -18,7 +18,7 @@ from dbos import DBOS
 
 import agentloop as al
 from agentloop.approvals import ApprovalRequest
-from agentloop.dbos import _agent as dbos_agent
+from agentloop.dbos import _approval as dbos_approval
 from agentloop.dbos import abort, approve, pending_approvals, result, start_agent, steer, stream_events
 from agentloop.dbos._decisions import APPROVAL_TOPIC
 from agentloop.wire import from_json
@@ -133,7 +133,7 @@ async def test_a_replay_takes_a_recorded_edit_without_checking_it_again(
     async def over_budget(tool: al.AgentTool, call: al.ToolCall) -> object:
         raise ValueError("over the validation budget")
 
-    monkeypatch.setattr(dbos_agent, "validated_arguments", over_budget)
+    monkeypatch.setattr(dbos_approval, "validated_arguments", over_budget)
     with anyio.fail_after(30):  # the workflow runs again over the recorded steps, up to the last model step
         fork = await DBOS.fork_workflow_async(workflow_id, after_tool)
         replayed = [from_json(m) for m in await fork.get_result()]
