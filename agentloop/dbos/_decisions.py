@@ -69,8 +69,8 @@ async def pending_approvals(workflow_id: str, *, client: DBOSClient | None = Non
     oldest first.
 
     A call is listed from its `tool_execution_start` event (a reader who sees the event finds the
-    call listed) until it is decided; the calls of a batch are listed together, and may be
-    decided in any order.
+    call listed) until it is decided or ends without waiting; with parallel tool execution the
+    calls of a batch are listed together, and may be decided in any order.
     """
     require_asyncio("agentloop.dbos.pending_approvals", ASYNCIO_ONLY)
     check_call(workflow_id, client)
