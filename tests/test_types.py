@@ -83,6 +83,28 @@ def test_assistant_message_text_and_tool_calls() -> None:
     assert (message.role, message.stop_reason, message.usage) == ("assistant", "stop", al.Usage())
 
 
+def test_user_and_tool_result_messages_read_their_text_blocks_and_leave_images_out() -> None:
+    image = al.ImageContent("d", "image/png")
+    blocks = (al.TextContent("Hel"), image, al.TextContent("lo"))
+    result = al.ToolResultMessage(tool_call_id="i", tool_name="n", content=blocks, timestamp=7)
+    assert result.text == "Hello"
+    assert al.ToolResultMessage(tool_call_id="i", tool_name="n", content=(image,)).text == ""
+    assert al.ToolResultMessage(tool_call_id="i", tool_name="n").text == ""
+    assert al.UserMessage(content=blocks).text == "Hello"
+    assert al.UserMessage(content="as typed").text == "as typed"
+    assert al.UserMessage(content=(image,)).text == "" and al.UserMessage(content="").text == ""
+
+
+def test_the_text_of_a_message_is_not_one_of_its_fields() -> None:
+    from agentloop.wire import to_json
+
+    result = al.ToolResultMessage(tool_call_id="i", tool_name="n", content=(al.TextContent("r"),), timestamp=7)
+    user = al.UserMessage(content="x", timestamp=7)
+    for message in (result, user):
+        assert "text" not in {f.name for f in dataclasses.fields(message)} and "text" not in to_json(message)
+    assert result == dataclasses.replace(result) and hash(result) == hash(dataclasses.replace(result))
+
+
 def test_lists_become_tuples() -> None:
     blocks: list[al.TextContent | al.ImageContent] = [al.TextContent("a"), al.ImageContent("d", "image/png")]
     user = al.UserMessage(content=blocks)  # type: ignore[arg-type]

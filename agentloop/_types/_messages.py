@@ -267,6 +267,14 @@ class UserMessage:
         _check_timestamp(self)
         _check_extra(self)
 
+    @property
+    def text(self) -> str:
+        """The text of the message: `content` when it is a string, else the concatenated text blocks
+        (images left out)."""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(b.text for b in self.content if isinstance(b, TextContent))
+
 
 _ZERO_USAGE = Usage()
 
@@ -327,6 +335,11 @@ class ToolResultMessage:
         _check_bool(self, "is_error", optional=False)
         _check_timestamp(self)
         _check_extra(self)
+
+    @property
+    def text(self) -> str:
+        """The concatenated text blocks (images left out)."""
+        return "".join(b.text for b in self.content if isinstance(b, TextContent))
 
 
 def tool_result_message(
