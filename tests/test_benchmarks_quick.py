@@ -22,6 +22,7 @@ FIGURE_ROWS = (
     "W2s tool turns, short run",
     "W3 parallel tools sleeping 10 ms",
     "W4 concurrent agents x 5 tool turns",
+    "W4 CPU time",
     "W4 peak RSS increase per agent",
     "W5 limit: plain async generator",
     "W5 limit: memory stream, buffer 0, await send/receive",
@@ -38,12 +39,11 @@ FIGURE_ROWS = (
 )
 IMPORT_ROWS = ("anyio + pydantic", "agentloop")
 TARGET_ROWS = (
-    "W1 `agent_loop`",
-    "W1 `Agent`",
+    "W1 `agent_loop` consumer >=",
     "W2 tool turns >=",
     "W3 within",
-    "W4 wall",
-    "W4 <= 16 KB",
+    "W4 CPU <=",
+    "W4 memory per agent <=",
     "W6 long answer",
     "W6 long transcript",
     "import agentloop <=",

@@ -86,6 +86,11 @@ def test_importing_agentloop_loads_no_http_stack_nor_validators_nor_the_command_
     assert loaded_by_import("agentloop", heavy) == []
 
 
+def test_importing_agentloop_leaves_anyios_streams_and_low_level_modules_to_the_first_run() -> None:
+    run_time = ("anyio.lowlevel", "anyio.abc", "anyio.streams.memory", "anyio._core._synchronization")
+    assert loaded_by_import("agentloop", run_time, before="anyio") == []
+
+
 def test_version_is_a_string() -> None:
     assert isinstance(agentloop.__version__, str) and agentloop.__version__.count(".") == 2
 

@@ -103,6 +103,26 @@ def test_bad_arguments_are_named() -> None:
         SyncAgent(al.Agent(), backend="curio")  # type: ignore[arg-type]
 
 
+def failing_listener(event: al.AgentEvent, signal: object) -> None:
+    if isinstance(event, al.AgentEnd):
+        try:
+            raise KeyError("the inner failure")
+        except KeyError as exc:
+            raise RuntimeError("the outer failure") from exc
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_an_exception_comes_out_as_it_was_raised_with_its_cause_and_traceback(backend: Any) -> None:
+    inner = al.Agent(model=MODEL, stream_fn=ScriptedModel(["Hello."]))
+    inner.subscribe(failing_listener)
+    with pytest.raises(RuntimeError, match="the outer failure") as caught:
+        SyncAgent(inner, backend=backend).prompt("Hi.")
+    cause = caught.value.__cause__
+    assert isinstance(cause, KeyError) and cause.args == ("the inner failure",)
+    assert caught.value.__context__ is cause
+    assert caught.traceback[-1].name == "failing_listener"
+
+
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 def test_sync_context_keeps_what_it_entered_running_for_the_whole_block(backend: Any) -> None:
     from collections.abc import AsyncIterator

@@ -118,7 +118,8 @@ def test_a_plain_on_approval_request_answers_through_the_sync_agent(backend: Any
     assert tool_results(agent) == EXPECTED
 
 
-def test_a_bad_decision_in_a_callback_raises_there_and_the_call_still_waits() -> None:
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_bad_decision_in_a_callback_raises_there_and_the_call_still_waits(backend: Any) -> None:
     failures: list[str] = []
 
     def ask(request: ApprovalRequest) -> None:
@@ -136,7 +137,7 @@ def test_a_bad_decision_in_a_callback_raises_there_and_the_call_still_waits() ->
         assert [r.tool_call_id for r in agent.pending_approvals] == [request.tool_call_id]  # still waiting
         agent.approve(request.tool_call_id, request.tool_call_id == "c1", "Never touch /etc.")
 
-    agent = approval_agent(ask)
+    agent = approval_agent(ask, backend)
     assert agent.prompt("Tidy up.").text == "Done."
     assert len(failures) == 8
     assert "edited arguments of tool call 'c1' are invalid" in failures[0]
@@ -144,6 +145,35 @@ def test_a_bad_decision_in_a_callback_raises_there_and_the_call_still_waits() ->
     assert "no approval is pending for tool call 'nope'" in failures[2]
     assert "approved must be a bool" in failures[3]
     assert tool_results(agent) == [("c1", "deleted draft.txt", False), ("c2", "Never touch /etc.", True)]
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_second_decision_in_a_callback_raises_there_and_the_run_ends_with_the_first(backend: Any) -> None:
+    failures: list[str] = []
+    listed: list[list[str]] = []
+
+    def ask(request: ApprovalRequest) -> None:
+        if request.tool_call_id == "c1":
+            agent.approve("c1", arguments={"path": "old-draft.txt"})
+        else:
+            agent.approve("c2", approved=False, reason="Never touch /etc.")
+        listed.append([r.tool_call_id for r in agent.pending_approvals])  # decided: no longer listed
+        seconds: list[Callable[[], None]] = [
+            lambda: agent.approve(request.tool_call_id),
+            lambda: agent.approve(request.tool_call_id, False),
+        ]
+        for second in seconds:
+            try:
+                second()
+            except ValueError as exc:
+                failures.append(str(exc))
+
+    agent = approval_agent(ask, backend)
+    assert agent.prompt("Tidy up.").text == "Done."
+    assert listed == [[], []]
+    assert failures == [f"approve: tool call {call!r} was already decided" for call in ("c1", "c1", "c2", "c2")]
+    assert tool_results(agent) == EXPECTED
+    assert agent.pending_approvals == []
 
 
 def test_with_no_run_going_it_answers_stored_calls_and_continue_runs_them() -> None:

@@ -23,7 +23,7 @@ import inspect
 from collections.abc import AsyncGenerator
 from typing import Any
 
-import anyio.lowlevel
+import anyio
 
 from .._types._abort import AbortCut
 from .._types._constants import ABORTED_TEXT

@@ -12,11 +12,9 @@ import sys
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import AsyncGeneratorType, TracebackType
-from typing import NoReturn, TypeAlias
+from typing import TYPE_CHECKING, NoReturn, Protocol, TypeAlias
 
 import anyio
-import anyio.lowlevel
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .._types._abort import AbortSignal
 from .._types._events import AgentEnd, AgentEvent
@@ -26,6 +24,9 @@ from ._config import AgentContext, AgentLoopConfig
 from ._loop import check_config, check_context, check_continue, check_messages, deliver, open_run, resolve_stream_fn
 from ._run import check_signal, sink
 from ._util import single_exception
+
+if TYPE_CHECKING:
+    from anyio.streams.memory import MemoryObjectSendStream
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
@@ -48,6 +49,17 @@ _RunArguments: TypeAlias = tuple[
 ]
 
 
+class _Receiver(Protocol):
+    """What `AgentEventStream` reads the run's items from: the receive end of its memory object
+    stream (`anyio.streams.memory.MemoryObjectReceiveStream`)."""
+
+    def receive_nowait(self) -> AgentEvent | _Failure: ...
+
+    async def receive(self) -> AgentEvent | _Failure: ...
+
+    def close(self) -> None: ...
+
+
 class AgentEventStream:
     """The receive side of a run's events: iterate it, or `await result()`.
 
@@ -57,7 +69,7 @@ class AgentEventStream:
 
     __slots__ = ("_receive", "_start")
 
-    def __init__(self, receive: MemoryObjectReceiveStream[AgentEvent | _Failure], start: anyio.Event) -> None:
+    def __init__(self, receive: _Receiver, start: anyio.Event) -> None:
         self._receive = receive
         self._start = start
 

@@ -25,15 +25,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Generator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-import anyio.lowlevel
-from anyio.abc import TaskGroup, TaskStatus
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .._types._events import ToolExecutionUpdate
 from ._run import Sink
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from anyio.abc import TaskGroup, TaskStatus
+    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 __all__ = ("DELIVERED", "CallUpdates", "Delivery", "ProgressUpdates")
 
@@ -65,7 +68,7 @@ class Delivery:
 DELIVERED = Delivery(None)
 """The answer to an update that is not delivered (reported after its call finished)."""
 
-_Queue = tuple[ToolExecutionUpdate, anyio.Event]
+_Queue: TypeAlias = "tuple[ToolExecutionUpdate, anyio.Event]"
 
 
 class ProgressUpdates:

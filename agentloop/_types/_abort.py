@@ -8,7 +8,6 @@ from functools import partial
 from types import TracebackType
 
 import anyio
-import anyio.lowlevel
 
 __all__ = ("AbortCut", "AbortSignal")
 

@@ -108,7 +108,7 @@ def _check_bool(record: Any, name: str, *, optional: bool) -> None:
         raise TypeError(f"{type(record).__name__} {name} must be {expected}, got {type(value).__name__}")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class TextContent:
     """A block of text in a message."""
 
@@ -128,7 +128,7 @@ class TextContent:
         return f"TextContent(text={self.text!r}{extra})"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class ThinkingContent:
     """A block of model reasoning."""
 

@@ -55,7 +55,7 @@ class OutputSchema:
     required, `additionalProperties: false`)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
 class StreamOptions:
     """What a stream function receives besides the model and the context."""
 

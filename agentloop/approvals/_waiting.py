@@ -166,17 +166,26 @@ class Approvals:
             raise
         pending.answered.set()
 
-    def check(self, tool_call_id: str, approved: bool, reason: str | None, arguments: Mapping[str, Any] | None) -> None:
-        """Raise now what `approve` would raise for this decision (the edited arguments are
-        validated in the calling thread): for a decision taken where nothing can be awaited,
-        then handed to `approve`."""
+    def decide(
+        self, tool_call_id: str, approved: bool, reason: str | None, arguments: Mapping[str, Any] | None
+    ) -> None:
+        """`approve` where nothing can be awaited (a plain callback on the run's event loop).
+
+        It raises what `approve` raises (edited arguments are validated in the calling thread)
+        and takes the decision at once, so that a second one raises too. The waiting call goes
+        on at its next turn and tells the recorder then, before it runs; a call loaded from a
+        session, which no run waits on, stays stored as waiting until the next run runs it.
+        """
         pending = self._checked(tool_call_id, approved, reason, arguments)
+        args = None
         if arguments is not None:
             tool, edited = self._edited(pending, arguments)
             try:
-                validate_tool_arguments(tool, edited)
+                args = validate_tool_arguments(tool, edited)
             except ValueError as exc:
                 raise self._invalid(pending, exc) from None
+        pending.decision = _Decision(approved, reason, None if arguments is None else dict(arguments), args)
+        pending.answered.set()
 
     def _checked(
         self, tool_call_id: str, approved: bool, reason: str | None, arguments: Mapping[str, Any] | None

@@ -153,8 +153,9 @@ class PartialObjects(Generic[T]):
 
     Each validation reads the whole text, and the model chooses how long its answer is: a long
     text is validated again only once it has grown by an eighth, so the work of a whole answer
-    stays linear in its length (about nine readings of it) and the partial objects of a long answer
-    lag a few fragments behind its text. The final answer is validated whole, once, elsewhere.
+    stays linear in its length (about nine readings of it) and the last partial object of a long
+    answer can lag behind its text by up to an eighth of it. The final answer is validated whole,
+    once, elsewhere.
     """
 
     def __init__(self, adapter: TypeAdapter[T]) -> None:

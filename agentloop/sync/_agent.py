@@ -3,24 +3,18 @@
 from __future__ import annotations
 
 import functools
-import sys
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar, cast
 
 import anyio
-import anyio.abc
 import anyio.lowlevel
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from .._core._agent import Agent, PromptInput
 from .._core._state import AgentState
-from .._core._util import single_exception
 from .._types._messages import AssistantMessage, ImageContent
 from ..approvals._request import ApprovalRequest
-
-if sys.version_info < (3, 11):  # pragma: no cover
-    from exceptiongroup import BaseExceptionGroup
 
 __all__ = ("SyncAgent",)
 
@@ -126,15 +120,15 @@ class SyncAgent:
 
         From another thread while `prompt` or `continue_` blocks, it is decided on the run's
         event loop. From a plain callback of the run (`on_approval_request`, a listener),
-        which runs on that loop and cannot wait, the decision is checked at once (ValueError,
-        TypeError as `Agent.approve` raises them) and taken as soon as the callback returns.
+        which runs on that loop and cannot wait, the decision is checked and taken at once: it
+        raises there what `Agent.approve` raises (ValueError, TypeError; a second decision of the
+        same call is a ValueError), and the call goes on once the callback returns.
         With no run going (calls a session stored), it is decided on a loop of its own.
         """
         decide = functools.partial(self.agent.approve, tool_call_id, approved, reason, arguments=arguments)
         running = self._running
         if running is not None and running.here():  # a callback of the run: it cannot wait
-            self.agent.approvals.check(tool_call_id, approved, reason, arguments)
-            running.decisions.start_soon(decide)
+            self.agent.approvals.decide(tool_call_id, approved, reason, arguments)
             return
         with self._lock:
             running = self._running
@@ -155,13 +149,8 @@ class SyncAgent:
 
             async def guarded() -> T | None:
                 with scope:
-                    try:
-                        async with anyio.create_task_group() as decisions:
-                            self._running = _Running(portal, decisions, threading.get_ident())
-                            await anyio.lowlevel.checkpoint()  # a cancel before the start lands here
-                            return await func(*args)
-                    except BaseExceptionGroup as group:  # a decision taken in a callback failed
-                        raise single_exception(group) from None
+                    await anyio.lowlevel.checkpoint()  # a cancel before the start lands here
+                    return await func(*args)
                 return None
 
             def interrupt() -> None:
@@ -172,17 +161,19 @@ class SyncAgent:
                 else:
                     scope.cancel()
 
-            future = portal.start_task_soon(guarded)
+            self._running = _Running(portal, portal.call(threading.get_ident))
             try:
-                result = future.result()
-            except KeyboardInterrupt:
-                portal.call(interrupt)
+                future = portal.start_task_soon(guarded)
                 try:
-                    future.result()  # the aborted run ends cleanly
+                    result = future.result()
                 except KeyboardInterrupt:
-                    portal.call(scope.cancel)
-                    future.exception()
-                raise
+                    portal.call(interrupt)
+                    try:
+                        future.result()  # the aborted run ends cleanly
+                    except KeyboardInterrupt:
+                        portal.call(scope.cancel)
+                        future.exception()
+                    raise
             finally:
                 with self._lock:  # after the decisions other threads are taking on this portal
                     self._running = None
@@ -196,14 +187,12 @@ class SyncAgent:
 
 
 class _Running:
-    """The portal of the call that blocks now, the task group of the decisions taken in its
-    callbacks, and its event loop's thread."""
+    """The portal of the call that blocks now, and its event loop's thread."""
 
-    __slots__ = ("decisions", "portal", "thread")
+    __slots__ = ("portal", "thread")
 
-    def __init__(self, portal: BlockingPortal, decisions: anyio.abc.TaskGroup, thread: int) -> None:
+    def __init__(self, portal: BlockingPortal, thread: int) -> None:
         self.portal = portal
-        self.decisions = decisions
         self.thread = thread
 
     def here(self) -> bool:

@@ -1,11 +1,15 @@
-"""Shared pieces of the session tests: tools, a scripted multi-turn run, a transcript checker, and
-a child process to SIGKILL."""
+"""Shared pieces of the session tests: tools, a scripted multi-turn run, a transcript checker, a
+child process to SIGKILL, and a headless Chromium whose every process ends with the test."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
+import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 
 import anyio
@@ -168,3 +172,73 @@ async def append_texts(store: SessionStore, session_id: str, *appended: str) -> 
     """Open the session, append a user message for each text, and close it."""
     async with store.open(session_id) as session:
         await session.append(users(*appended))
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@asynccontextmanager
+async def chromium(url: str, home: Path) -> AsyncIterator[anyio.abc.Process]:
+    """Headless Chromium showing `url`, its profile and crash database under `home`.
+
+    On the way out every process of it is killed and waited for: the browser's process group
+    (its zygotes, renderers, GPU and utility processes) and its crash handlers, which start
+    sessions of their own but name `home` in their command lines.
+    """
+    assert CHROMIUM is not None, "needs Chromium: apt-get install chromium (.ci/run does it)"
+    command = [
+        CHROMIUM,
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--no-default-browser-check",
+        f"--user-data-dir={home / 'profile'}",
+        url,
+    ]
+    env = {**os.environ, "XDG_CONFIG_HOME": str(home / "config")}  # the crash database's home
+    async with await anyio.open_process(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True
+    ) as browser:
+        try:
+            yield browser
+        finally:
+            with anyio.CancelScope(shield=True):  # also when the test failed or timed out
+                await end_all(browser, str(home))
+
+
+async def end_all(browser: anyio.abc.Process, home: str) -> None:
+    """Kill the browser's process group and its crash handlers; wait until each has exited."""
+    with suppress(ProcessLookupError):
+        os.killpg(browser.pid, signal.SIGKILL)
+    await browser.wait()
+    pidfds: list[int] = []
+    try:
+        for pid, group, command in processes():
+            if group != browser.pid and home not in command:
+                continue
+            with suppress(ProcessLookupError):
+                pidfds.append(os.pidfd_open(pid))
+                signal.pidfd_send_signal(pidfds[-1], signal.SIGKILL)
+        for pidfd in pidfds:
+            await anyio.wait_readable(pidfd)  # readable once the process has exited
+    finally:
+        for pidfd in pidfds:
+            os.close(pidfd)
+
+
+def processes() -> list[tuple[int, int, str]]:
+    """Each process's id, process group and command line (from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # it has exited meanwhile
+            continue
+        group = int(stat[stat.rindex(")") + 2 :].split()[2])  # after "pid (name) ": state, ppid, pgrp
+        found.append((int(entry.name), group, command))
+    return found

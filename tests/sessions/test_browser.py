@@ -8,8 +8,6 @@ the tool call, and at `agent_end` posts what it saw to `/report`. Skipped when C
 from __future__ import annotations
 
 import importlib.util
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +15,9 @@ import anyio
 import pytest
 
 from ..support import served
+from .helpers import chromium
 
 ROOT = Path(__file__).parents[2]
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 # A real browser: Debian's Chromium, installed by .ci/run (apt-get install chromium).
 pytestmark = pytest.mark.servers
@@ -35,7 +33,6 @@ def load_example() -> Any:
 
 @pytest.mark.timeout(120)
 async def test_chromium_streams_text_and_a_tool_call(anyio_backend: object, tmp_path: Path) -> None:
-    assert CHROMIUM is not None, "needs Chromium: apt-get install chromium (.ci/run does it)"
     reports: list[Any] = []
     reported = anyio.Event()
 
@@ -44,29 +41,10 @@ async def test_chromium_streams_text_and_a_tool_call(anyio_backend: object, tmp_
         reported.set()
 
     app = load_example().build_app(on_report)
-    assert CHROMIUM is not None
-    command = [
-        CHROMIUM,
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--no-first-run",
-        "--no-default-browser-check",
-        f"--user-data-dir={tmp_path / 'profile'}",
-    ]
     with anyio.fail_after(90):
-        async with served(app) as url:
-            command.append(f"{url}/?report=1")
-            async with await anyio.open_process(
-                command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-            ) as browser:
-                try:
-                    with anyio.fail_after(60):
-                        await reported.wait()
-                finally:
-                    browser.kill()
-                    await browser.wait()
+        async with served(app) as url, chromium(f"{url}/?report=1", tmp_path):
+            with anyio.fail_after(60):
+                await reported.wait()
     (report,) = reports
     assert report["answers"] == ["Let me add those up.", "2 + 3 = 5"]
     assert report["tools"] == [

@@ -10,8 +10,6 @@ reads the transcript, writes all it saw into the page, and posts the page's text
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +21,8 @@ from agentloop.serve import AgentSSEApp
 from agentloop.testing import Response, ScriptedModel, ScriptedToolCall
 
 from ..support import served
-from .helpers import MODEL
+from .helpers import MODEL, chromium
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 TOKEN = "browser-s3cret"
 
 # A real browser: Debian's Chromium, installed by .ci/run (apt-get install chromium).
@@ -168,7 +165,6 @@ def build_app(deleted: list[str], on_report: Any) -> Any:
 async def test_chromium_lists_approves_with_edited_arguments_and_denies_with_a_reason(
     anyio_backend: object, tmp_path: Path
 ) -> None:
-    assert CHROMIUM is not None, "needs Chromium: apt-get install chromium (.ci/run does it)"
     reports: list[Any] = []
     reported = anyio.Event()
 
@@ -177,27 +173,9 @@ async def test_chromium_lists_approves_with_edited_arguments_and_denies_with_a_r
         reported.set()
 
     deleted: list[str] = []
-    command = [
-        CHROMIUM,
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--no-first-run",
-        "--no-default-browser-check",
-        f"--user-data-dir={tmp_path / 'profile'}",
-    ]
     with anyio.fail_after(90):  # a bound on a browser that never reports, not a margin
-        async with served(build_app(deleted, on_report)) as url:
-            command.append(f"{url}/")
-            async with await anyio.open_process(
-                command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-            ) as browser:
-                try:
-                    await reported.wait()
-                finally:
-                    browser.kill()
-                    await browser.wait()
+        async with served(build_app(deleted, on_report)) as url, chromium(f"{url}/", tmp_path):
+            await reported.wait()
     report = reports[0]
     seen = report["seen"]
     assert seen["error"] is None, seen["error"]
