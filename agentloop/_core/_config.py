@@ -44,6 +44,7 @@ __all__ = (
     "ToolExecution",
     "ToolInvocation",
     "TurnContext",
+    "api_key_for",
     "call",
     "check_options",
     "default_convert_to_llm",
