@@ -107,3 +107,23 @@ def check_pairs(context: al.Context) -> None:
         elif isinstance(message, al.AssistantMessage) and message.tool_calls:
             answered = {m.tool_call_id for m in messages[i + 1 :] if isinstance(m, al.ToolResultMessage)}
             assert {c.id for c in message.tool_calls} <= answered, f"call {i} has lost its result"
+
+
+@al.tool
+async def read(path: str) -> str:
+    """Read a file."""
+    return f"{path}:\n" + "line of code\n" * 250  # 3,250 characters: about 930 of the model's tokens
+
+
+def reads_then_answers(turns: int, window: int = 8192) -> WindowedModel:
+    """A model answering its n-th request with a call of `read` (n < turns), then "done"."""
+
+    def answer(context: al.Context) -> al.AssistantMessage:
+        n = len(model.requests) - 1
+        if n < turns:
+            call = al.ToolCall(f"c{n}", "read", {"path": f"src/file{n}.py"})
+            return al.AssistantMessage(content=(al.TextContent(f"Reading file {n}."), call))
+        return al.AssistantMessage(content=(al.TextContent("done"),))
+
+    model = WindowedModel(answer, window=window)
+    return model

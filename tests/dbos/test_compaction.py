@@ -16,7 +16,7 @@ import agentloop as al
 from agentloop.context import Compaction
 from agentloop.dbos import DBOSAgent, result, start_agent, stream_events
 from agentloop.wire import from_json, to_json
-from tests.context.windowed import WindowedModel, check_pairs, text_of
+from tests.context.windowed import WindowedModel, check_pairs, read, reads_then_answers, text_of
 
 from ..durable_checks import PROMPT, check_envelopes, normalized
 
@@ -26,25 +26,8 @@ TURNS = 24
 SETTINGS = Compaction(reserve_tokens=2048, keep_recent_tokens=3000)
 
 
-@al.tool
-async def read(path: str) -> str:
-    """Read a file."""
-    return f"{path}:\n" + "line of code\n" * 250  # 3,250 characters: about 930 of the model's tokens
-
-
 def windowed(window: int = 8192) -> WindowedModel:
-    """A model answering its n-th request with a call of `read` (n < TURNS), then "done"."""
-    model = WindowedModel(lambda context: al.AssistantMessage(), window=window)
-
-    def answer(context: al.Context) -> al.AssistantMessage:
-        n = len(model.requests) - 1
-        if n < TURNS:
-            call = al.ToolCall(f"c{n}", "read", {"path": f"src/file{n}.py"})
-            return al.AssistantMessage(content=(al.TextContent(f"Reading file {n}."), call))
-        return al.AssistantMessage(content=(al.TextContent("done"),))
-
-    model.answer = answer
-    return model
+    return reads_then_answers(TURNS, window)
 
 
 MODEL = windowed()

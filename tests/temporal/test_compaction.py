@@ -28,7 +28,7 @@ from agentloop.temporal import (
     worker,
 )
 from agentloop.wire import to_json
-from tests.context.windowed import WindowedModel, check_pairs, text_of
+from tests.context.windowed import WindowedModel, check_pairs, read, reads_then_answers, text_of
 
 from ..durable_checks import PROMPT, check_envelopes, normalized
 
@@ -36,28 +36,8 @@ TURNS = 24
 SETTINGS = Compaction(reserve_tokens=2048, keep_recent_tokens=3000)
 
 
-@al.tool
-async def read(path: str) -> str:
-    """Read a file."""
-    return f"{path}:\n" + "line of code\n" * 250  # 3,250 characters: about 930 of the model's tokens
-
-
-def reads_then_answers(model: WindowedModel) -> WindowedModel:
-    """`model` answering its n-th request with a call of `read` (n < TURNS), then "done"."""
-
-    def answer(context: al.Context) -> al.AssistantMessage:
-        n = len(model.requests) - 1
-        if n < TURNS:
-            call = al.ToolCall(f"c{n}", "read", {"path": f"src/file{n}.py"})
-            return al.AssistantMessage(content=(al.TextContent(f"Reading file {n}."), call))
-        return al.AssistantMessage(content=(al.TextContent("done"),))
-
-    model.answer = answer
-    return model
-
-
 def windowed(window: int = 8192) -> WindowedModel:
-    return reads_then_answers(WindowedModel(lambda context: al.AssistantMessage(), window=window))
+    return reads_then_answers(TURNS, window)
 
 
 MODEL = windowed()
@@ -168,7 +148,7 @@ def run_input(history: Any) -> dict[str, Any]:
 
 async def in_process_run(model: WindowedModel, settings: Compaction) -> tuple[list[al.AgentMessage], WindowedModel]:
     """The same conversation with an `Agent` and `settings.attach` in this process."""
-    local = reads_then_answers(WindowedModel(lambda context: al.AssistantMessage(), window=model.window))
+    local = reads_then_answers(TURNS, model.window)
     agent = al.Agent(model=local.model, system_prompt="You read files.", tools=[read], stream_fn=local)
     settings.attach(agent)
     await agent.prompt(PROMPT)
