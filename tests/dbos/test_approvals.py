@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from contextlib import aclosing
 from datetime import timedelta
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from agentloop.wire import from_json
 
 from ..durable_checks import PROMPT, check_envelopes, lines, text
 from . import agents
+from .events import wait_for_event
 
 pytestmark = pytest.mark.usefixtures("launched_dbos")
 
@@ -42,14 +42,6 @@ async def next_pending(workflow_id: str, after: str | None = None) -> ApprovalRe
         if pending:
             return pending[0]
         await anyio.sleep(0.05)
-
-
-async def wait_for_event(workflow_id: str, kind: str, tool_call_id: str | None = None) -> None:
-    async with aclosing(stream_events(workflow_id)) as envelopes:
-        async for envelope in envelopes:
-            if envelope.type == kind and tool_call_id in (None, getattr(envelope.event, "tool_call_id", None)):
-                return
-    raise AssertionError(f"the run ended without a {kind} event")
 
 
 def results(messages: list[al.AgentMessage]) -> dict[str, tuple[str, bool]]:

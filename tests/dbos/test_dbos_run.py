@@ -12,7 +12,6 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
@@ -139,14 +138,6 @@ async def wait_for_first_line(path: Path) -> None:
     with anyio.fail_after(10):
         while not lines(path):  # noqa: ASYNC110 (written by the workflow's model or tool)
             await anyio.sleep(0.02)
-
-
-async def wait_for_event(workflow_id: str, kind: str, tool_call_id: str | None = None) -> None:
-    async with aclosing(stream_events(workflow_id)) as envelopes:
-        async for envelope in envelopes:
-            if envelope.type == kind and tool_call_id in (None, getattr(envelope.event, "tool_call_id", None)):
-                return
-    raise AssertionError(f"the run ended without a {kind} event")
 
 
 async def test_steering_during_a_tool_reaches_the_next_turn(log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
